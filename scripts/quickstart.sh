@@ -1,0 +1,68 @@
+#!/bin/sh
+# quickstart.sh - from a fresh Debian 12 machine to a trained model, or to a test run.
+#
+#   scripts/quickstart.sh          install what is missing, build, generate the synthetic
+#                                  dataset, train MiniResNet on it (the README's first command)
+#   scripts/quickstart.sh test     install what is missing, build, run every test and print
+#                                  "N passed, N failed, N skipped" (the README's second command)
+#
+# Packages are installed with apt-get when run as root; otherwise the script says which are
+# missing and how to install them. Builds out of tree in ./build.
+set -eu
+cd "$(dirname "$0")/.."
+mode=${1:-train}
+case "$mode" in train|test) ;; *) echo "usage: $0 [train|test]" >&2; exit 2;; esac
+
+BUILD_PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev hdf5-tools libdnnl-dev libopenmpi-dev openmpi-bin libpmix-dev libpmix-bin"
+TEST_PKGS="python3 python3-torch python3-h5py python3-numpy slurm-wlm munge gnuplot-nox"
+pkgs=$BUILD_PKGS
+[ "$mode" = test ] && pkgs="$pkgs $TEST_PKGS"
+
+missing=""
+for p in $pkgs; do
+    dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"
+done
+if [ -n "$missing" ]; then
+    if [ "$(id -u)" -eq 0 ]; then
+        echo "== installing:$missing"
+        export DEBIAN_FRONTEND=noninteractive
+        apt-get update -qq >/dev/null || true
+        # shellcheck disable=SC2086
+        apt-get install -y -qq --no-install-recommends $missing >/dev/null
+    else
+        echo "missing packages:$missing" >&2
+        echo "install them with: sudo apt-get install$missing   (or run this script as root)" >&2
+        exit 1
+    fi
+fi
+
+jobs=$(nproc 2>/dev/null || echo 2)
+if [ ! -x build/config.status ] || [ configure.ac -nt build/config.status ]; then
+    echo "== configuring"
+    autoreconf -fi >/dev/null 2>&1 || autoreconf -fi
+    mkdir -p build
+    (cd build && ../configure --quiet)
+fi
+echo "== building"
+make -C build -j"$jobs" --no-print-directory >/dev/null 2>&1 || make -C build --no-print-directory
+
+if [ "$mode" = train ]; then
+    if [ ! -f data/synth/train-00000-of-00002.h5 ]; then
+        echo "== generating the synthetic dataset in data/synth"
+        build/ddptrain-data synth --out data/synth
+    fi
+    echo "== training MiniResNet (job directory under runs/)"
+    exec build/ddptrain --data_dir data/synth --epochs 4
+fi
+
+echo "== running the tests"
+rc=0
+make -C build -j"$jobs" --no-print-directory check >build/check.out 2>&1 || rc=$?
+grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' build/check.out || true
+if [ $rc -ne 0 ]; then
+    for f in $(grep -l -E '^:test-result: (FAIL|ERROR|XPASS)' build/tests/*.trs 2>/dev/null); do
+        echo "---- ${f%.trs}.log"; tail -n 40 "${f%.trs}.log"
+    done
+fi
+sh scripts/summarize-tests.sh build
+exit $rc

@@ -1,0 +1,223 @@
+/* config.c - parsing, validation, help and JSON for the option table. */
+#include <errno.h>
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+#include <stddef.h>
+
+#include "config.h"
+#include "util.h"
+
+typedef enum { T_INT, T_FLOAT, T_BOOL, T_STR, T_CHOICE } OptType;
+
+typedef struct {
+    const char *name;
+    OptType type;
+    const char *def;
+    double min, max;
+    const char *choices;      /* CHOICE only */
+    const char *help;
+    size_t offset;
+} OptDesc;
+
+/* min/max columns hold a '|' list for CHOICE and numbers otherwise; these pick the right one. */
+#define OPT_NUM(v) _Generic((v), char *: 0.0, default: (v))
+#define OPT_STR(v) _Generic((v), char *: (v), default: NULL)
+
+static const OptDesc k_opts[] = {
+#define X(name, type, def, min, max, help) \
+    { #name, T_##type, def, OPT_NUM(min), OPT_NUM(max), OPT_STR(min), help, offsetof(Config, name) },
+    DDP_CONFIG_TABLE(X)
+#undef X
+};
+static const size_t k_nopts = sizeof k_opts / sizeof k_opts[0];
+
+static const OptDesc *find_opt(const char *name, size_t len) {
+    for (size_t i = 0; i < k_nopts; i++)
+        if (strlen(k_opts[i].name) == len && strncmp(k_opts[i].name, name, len) == 0) return &k_opts[i];
+    return NULL;
+}
+
+static int parse_value(Config *c, const OptDesc *o, const char *v, char *err, size_t errlen) {
+    void *field = (char *)c + o->offset;
+    char *end = NULL;
+    switch (o->type) {
+    case T_INT: {
+        errno = 0;
+        long x = strtol(v, &end, 10);
+        if (*v == '\0' || *end != '\0' || errno == ERANGE) {
+            snprintf(err, errlen, "--%s: '%s' is not an integer", o->name, v);
+            return -1;
+        }
+        if ((double)x < o->min || (double)x > o->max) {
+            snprintf(err, errlen, "--%s: %ld is out of range [%.17g, %.17g]", o->name, x, o->min, o->max);
+            return -1;
+        }
+        *(long *)field = x;
+        return 0;
+    }
+    case T_FLOAT: {
+        errno = 0;
+        double x = strtod(v, &end);
+        if (*v == '\0' || *end != '\0' || errno == ERANGE || !isfinite(x)) {
+            snprintf(err, errlen, "--%s: '%s' is not a finite number", o->name, v);
+            return -1;
+        }
+        if (x < o->min || x > o->max) {
+            snprintf(err, errlen, "--%s: %g is out of range [%g, %g]", o->name, x, o->min, o->max);
+            return -1;
+        }
+        *(double *)field = x;
+        return 0;
+    }
+    case T_BOOL:
+        if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
+            *(int *)field = 1;
+        } else if (!strcasecmp(v, "false") || !strcmp(v, "0") || !strcasecmp(v, "no") || !strcasecmp(v, "off")) {
+            *(int *)field = 0;
+        } else {
+            snprintf(err, errlen, "--%s: '%s' is not a boolean (true/false)", o->name, v);
+            return -1;
+        }
+        return 0;
+    case T_CHOICE: {
+        const char *p = o->choices;
+        size_t vl = strlen(v);
+        int ok = 0;
+        while (p && *p) {
+            const char *bar = strchr(p, '|');
+            size_t l = bar ? (size_t)(bar - p) : strlen(p);
+            if (l == vl && strncmp(p, v, l) == 0) { ok = 1; break; }
+            p = bar ? bar + 1 : NULL;
+        }
+        if (!ok) {
+            snprintf(err, errlen, "--%s: '%s' is not one of %s", o->name, v, o->choices);
+            return -1;
+        }
+    }   /* fall through */
+    case T_STR: {
+        char **s = field;
+        free(*s);
+        *s = strdup(v);
+        CHECK(*s != NULL);
+        return 0;
+    }
+    }
+    return -1;
+}
+
+void config_init(Config *c) {
+    memset(c, 0, sizeof *c);
+    char err[512];
+    for (size_t i = 0; i < k_nopts; i++)
+        if (parse_value(c, &k_opts[i], k_opts[i].def, err, sizeof err) != 0)
+            fail_at(__FILE__, __LINE__, "bad default in config_table.h", err);
+}
+
+int config_set(Config *c, const char *name, const char *value, char *err, size_t errlen) {
+    const OptDesc *o = find_opt(name, strlen(name));
+    if (!o) {
+        snprintf(err, errlen, "unknown option --%s (see --help)", name);
+        return -1;
+    }
+    return parse_value(c, o, value, err, errlen);
+}
+
+void config_print_help(FILE *out, const char *progname) {
+    fprintf(out, "usage: %s [--option VALUE | --option=VALUE | --flag | --no-flag] ...\n\n", progname);
+    fprintf(out, "Trains MiniResNet data-parallel on a sharded HDF5 dataset. Options (default in brackets):\n");
+    for (size_t i = 0; i < k_nopts; i++) {
+        const OptDesc *o = &k_opts[i];
+        char lhs[96];
+        switch (o->type) {
+        case T_BOOL: snprintf(lhs, sizeof lhs, "--%s, --no-%s", o->name, o->name); break;
+        case T_INT: snprintf(lhs, sizeof lhs, "--%s N", o->name); break;
+        case T_FLOAT: snprintf(lhs, sizeof lhs, "--%s X", o->name); break;
+        case T_CHOICE: snprintf(lhs, sizeof lhs, "--%s {%s}", o->name, o->choices); break;
+        case T_STR: snprintf(lhs, sizeof lhs, "--%s S", o->name); break;
+        }
+        fprintf(out, "  %-36s %s [%s]\n", lhs, o->help, *o->def ? o->def : "\"\"");
+    }
+    fprintf(out, "  %-36s %s\n", "--help", "print this and exit");
+}
+
+void config_parse_args(Config *c, int argc, char **argv) {
+    char err[600];
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
+            config_print_help(stdout, g_progname);
+            exit(0);
+        }
+        if (strncmp(a, "--", 2) != 0) die_code(2, "unexpected argument '%s' (options are --name VALUE; see --help)", a);
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
+        const OptDesc *o = find_opt(name, nlen);
+        if (!o && !eq && strncmp(name, "no-", 3) == 0) {
+            const OptDesc *b = find_opt(name + 3, nlen - 3);
+            if (b && b->type == T_BOOL) {
+                *(int *)((char *)c + b->offset) = 0;
+                continue;
+            }
+        }
+        if (!o) die_code(2, "unknown option --%.*s (see --help)", (int)nlen, name);
+        const char *value;
+        if (eq) {
+            value = eq + 1;
+        } else if (o->type == T_BOOL) {
+            value = "true";
+        } else {
+            if (i + 1 >= argc) die_code(2, "--%s: missing value", o->name);
+            value = argv[++i];
+        }
+        if (parse_value(c, o, value, err, sizeof err) != 0) die_code(2, "%s", err);
+    }
+}
+
+/* JSON string escaping for the few characters a path or name can carry. */
+static void json_str(FILE *f, const char *s) {
+    fputc('"', f);
+    for (; *s; s++) {
+        unsigned char ch = (unsigned char)*s;
+        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
+        else fputc(ch, f);
+    }
+    fputc('"', f);
+}
+
+char *config_to_json(const Config *c) {
+    char *buf = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&buf, &len);
+    CHECK(f != NULL);
+    fputs("{", f);
+    for (size_t i = 0; i < k_nopts; i++) {
+        const OptDesc *o = &k_opts[i];
+        const void *field = (const char *)c + o->offset;
+        fprintf(f, "%s\n  ", i ? "," : "");
+        json_str(f, o->name);
+        fputs(": ", f);
+        switch (o->type) {
+        case T_INT: fprintf(f, "%ld", *(const long *)field); break;
+        case T_FLOAT: fprintf(f, "%.17g", *(const double *)field); break;
+        case T_BOOL: fputs(*(const int *)field ? "true" : "false", f); break;
+        case T_STR: case T_CHOICE: json_str(f, *(char *const *)field); break;
+        }
+    }
+    fputs("\n}\n", f);
+    CHECK(fclose(f) == 0);
+    return buf;
+}
+
+void config_free(Config *c) {
+    for (size_t i = 0; i < k_nopts; i++) {
+        if (k_opts[i].type == T_STR || k_opts[i].type == T_CHOICE) {
+            char **s = (char **)((char *)c + k_opts[i].offset);
+            free(*s);
+            *s = NULL;
+        }
+    }
+}

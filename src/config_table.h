@@ -1,0 +1,46 @@
+/* config_table.h - THE list of ddptrain's options; nothing else declares one.
+ *
+ * From this table come the Config struct, the command-line parser (--name VALUE, --name=VALUE,
+ * --name / --no-name for booleans), --help, range validation and the JSON dump written into the
+ * job directory. Add an option here and it exists everywhere.
+ *
+ * X(name, type, default, min, max, help)
+ *   type: INT (long), FLOAT (double), BOOL, STR, CHOICE (a string from a '|' list in `min`)
+ *   default: a string, parsed like a command-line value
+ *   min/max: inclusive range for INT and FLOAT (ignored otherwise). */
+#ifndef DDP_CONFIG_TABLE_H
+#define DDP_CONFIG_TABLE_H
+
+#define DDP_CONFIG_TABLE(X) \
+    /* data */ \
+    X(data_dir,         STR,    "data/synth", 0, 0,     "directory with train-*.h5 and test-*.h5 shards") \
+    X(job_dir,          STR,    "",      0, 0,          "job directory (default: $SLURM_SUBMIT_DIR/runs/$SLURM_JOB_ID under Slurm, else runs/<date>-<time>-<pid>)") \
+    X(num_classes,      INT,    "10",    2, 100000,     "number of classes (must match the dataset)") \
+    X(image_size,       INT,    "32",    8, 4096,       "image height and width (must match the dataset)") \
+    X(augment,          BOOL,   "true",  0, 0,          "random crop (4-pixel padding) and horizontal flip of training images") \
+    X(prefetch,         BOOL,   "true",  0, 0,          "prepare the next batch in a background thread") \
+    /* model */ \
+    X(width,            INT,    "64",    1, 4096,       "channels of the first stage (stages use width, 2*width, 4*width)") \
+    X(blocks,           INT,    "2",     1, 64,         "basic blocks per stage") \
+    /* optimisation */ \
+    X(batch_size,       INT,    "64",    1, 65536,      "images per rank per micro-step") \
+    X(epochs,           INT,    "10",    1, 100000,     "passes over the training set") \
+    X(max_steps,        INT,    "0",     0, 1000000000, "stop after this many optimizer steps (0: off)") \
+    X(grad_accum_steps, INT,    "1",     1, 4096,       "micro-steps per optimizer step") \
+    X(lr,               FLOAT,  "0.01",  0, 1e3,        "peak learning rate") \
+    X(momentum,         FLOAT,  "0.9",   0, 1,          "SGD momentum") \
+    X(weight_decay,     FLOAT,  "1e-4",  0, 1,          "L2 weight decay added to the gradient (PyTorch SGD)") \
+    X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant", 0, "cosine: annealed per epoch; cosine_step: per optimizer step; constant") \
+    X(min_lr,           FLOAT,  "0",     0, 1e3,        "learning rate at the end of the cosine schedule") \
+    X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
+    X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \
+    X(use_amp,          BOOL,   "true",  0, 0,          "mixed precision (takes effect on GPU only)") \
+    X(device,           CHOICE, "auto",  "auto|cpu|cuda", 0, "where to train: auto picks CUDA when a GPU is visible, else CPU") \
+    X(threads,          INT,    "0",     0, 4096,       "CPU threads per rank (0: OMP_NUM_THREADS, else all cores)") \
+    /* evaluation, logging, checkpoints */ \
+    X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \
+    X(eval_every,       INT,    "1",     0, 100000,     "evaluate test accuracy every N epochs (0: only at the end)") \
+    X(log_interval,     INT,    "10",    1, 1000000000, "log training loss every N optimizer steps") \
+    X(save_every,       INT,    "1",     0, 100000,     "checkpoint every N epochs (0: off)")
+
+#endif

@@ -1,0 +1,60 @@
+/* dataloader.h - batches for one rank from a sharded HDF5 dataset (format: data/README.md).
+ *
+ * A rank opens only the shards (or, when there are fewer shards than ranks, the slices of
+ * shards) assigned to it, shuffles its samples per epoch from (seed, epoch, rank), applies the
+ * augmentation, normalises per channel, and prepares the next batch in a background thread
+ * while the current one trains. */
+#ifndef DDP_DATALOADER_H
+#define DDP_DATALOADER_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+typedef struct DataLoader DataLoader;   /* opaque */
+
+typedef struct {
+    const char *data_dir;     /* holds <split>-NNNNN-of-MMMMM.h5 */
+    const char *split;        /* "train" or "test" */
+    int rank, world_size;
+    int batch_size;
+    int augment;              /* random crop with 4-pixel zero padding + horizontal flip */
+    int shuffle;              /* per-epoch permutation from (seed, epoch, rank) */
+    int drop_last;            /* training: only full batches; evaluation: keep the short last one */
+    uint64_t seed;
+    int num_classes;          /* expected: a label >= num_classes is an error naming the file */
+    int image_size;           /* expected H == W */
+    int prefetch;             /* background thread on/off (off is for tests and debugging) */
+} DataLoaderOptions;
+
+/* Opens and validates this rank's shards. On any problem returns NULL and writes one line
+ * into err naming the file and the problem ("data/train-00000-of-00002.h5: dataset 'images'
+ * has shape [10,32,32] but [N,32,32,3] uint8 is required"). Nothing is left open. */
+DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errlen);
+
+/* Samples held by this rank, and batches per epoch for it (floor or ceil by drop_last). */
+size_t dataloader_num_samples(const DataLoader *dl);
+size_t dataloader_num_batches(const DataLoader *dl);
+/* The same counts summed over all ranks' assignments: computed from the shard headers, so
+ * every rank knows them without communication. */
+size_t dataloader_global_samples(const DataLoader *dl);
+
+/* A line for the log: which shards/slices this rank reads ("train-00000-of-00004.h5 [0, 5000)"). */
+const char *dataloader_describe(const DataLoader *dl);
+
+/* Start epoch `epoch`, beginning at batch `start_batch` (resume mid-epoch). Restarts prefetch. */
+void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch);
+
+/* Next batch of this epoch: x receives NHWC float32 [n, S, S, 3] normalised, labels [n].
+ * Returns n (batch_size, or fewer for a short last batch), 0 at the end of the epoch. */
+int dataloader_next(DataLoader *dl, float *x, int *labels);
+
+/* Seconds the caller spent blocked in dataloader_next since the last call (data wait). */
+double dataloader_take_wait_time(DataLoader *dl);
+
+/* Dataset attributes: num_classes, class names (may be NULL), per-channel mean and std used to
+ * normalise (from the file's attributes, or computed defaults). */
+int dataloader_num_classes(const DataLoader *dl);
+const char *dataloader_class_name(const DataLoader *dl, int k);
+void dataloader_free(DataLoader *dl);
+
+#endif

@@ -1,0 +1,311 @@
+/* model.c - MiniResNet layout, initialisation, forward and backward. */
+#include <math.h>
+#include <string.h>
+
+#include "model.h"
+#include "rng.h"
+#include "util.h"
+
+#define BN_EPS 1e-5f
+#define BN_MOMENTUM 0.1f
+
+/* ---- layout -------------------------------------------------------------------------------- */
+
+typedef struct {
+    TensorInfo *info;
+    int n, cap;
+    size_t size;
+} Layout;
+
+static size_t layout_add(Layout *l, const char *prefix, const char *name, int ndim, int d0, int d1,
+                         int d2, int d3) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        l->info = realloc(l->info, (size_t)l->cap * sizeof *l->info);
+        CHECK(l->info != NULL);
+    }
+    TensorInfo *t = &l->info[l->n++];
+    memset(t, 0, sizeof *t);
+    snprintf_check(t->name, sizeof t->name, "%s%s%s", prefix, *prefix ? "." : "", name);
+    int dims[4] = {d0, d1, d2, d3};
+    t->ndim = ndim;
+    t->numel = 1;
+    for (int i = 0; i < ndim; i++) { t->shape[i] = dims[i]; t->numel *= (size_t)dims[i]; }
+    t->offset = l->size;
+    l->size += t->numel;
+    return t->offset;
+}
+
+/* Declares a conv + BN pair: parameters in state_dict order (conv weight, bn weight, bn bias). */
+static void convbn_layout(ConvBN *c, Layout *P, Layout *B, const char *conv_prefix,
+                          const char *bn_prefix, int cin, int cout, int k, int stride, int H, int W) {
+    memset(c, 0, sizeof *c);
+    c->C_in = cin; c->C_out = cout; c->H_in = H; c->W_in = W;
+    conv2d_init(&c->conv, cin, cout, k, stride, k / 2);
+    c->H_out = conv2d_out_size(&c->conv, H);
+    c->W_out = conv2d_out_size(&c->conv, W);
+    c->w_off = layout_add(P, conv_prefix, "weight", 4, cout, cin, k, k);
+    c->gamma_off = layout_add(P, bn_prefix, "weight", 1, cout, 0, 0, 0);
+    c->beta_off = layout_add(P, bn_prefix, "bias", 1, cout, 0, 0, 0);
+    c->rmean_off = layout_add(B, bn_prefix, "running_mean", 1, cout, 0, 0, 0);
+    c->rvar_off = layout_add(B, bn_prefix, "running_var", 1, cout, 0, 0, 0);
+}
+
+static void convbn_alloc(ConvBN *c, int max_batch) {
+    size_t n = (size_t)max_batch * c->H_out * c->W_out * c->C_out;
+    c->a = alignedAllocCheck(n * sizeof(float));
+    c->y = alignedAllocCheck(n * sizeof(float));
+    c->mean = alignedAllocCheck((size_t)c->C_out * sizeof(float));
+    c->invstd = alignedAllocCheck((size_t)c->C_out * sizeof(float));
+}
+
+static void convbn_free(ConvBN *c) {
+    conv2d_free(&c->conv);
+    free(c->a); free(c->y); free(c->mean); free(c->invstd);
+}
+
+static size_t convbn_act_size(const ConvBN *c) { return (size_t)c->H_out * c->W_out * c->C_out; }
+
+void model_init(Model *m, int width, int blocks, int num_classes, int image_size, int max_batch) {
+    memset(m, 0, sizeof *m);
+    m->width = width; m->blocks = blocks; m->num_classes = num_classes;
+    m->image_size = image_size; m->max_batch = max_batch;
+    m->feat = 4 * width;
+    Layout P = {0}, B = {0};
+    char cp[64], bp[64];
+
+    int H = image_size;
+    convbn_layout(&m->stem, &P, &B, "conv1", "bn1", 3, width, 3, 1, H, H);
+    m->n_block = 3 * blocks;
+    m->block = callocCheck((size_t)m->n_block, sizeof *m->block);
+    int cin = width;
+    for (int s = 0; s < 3; s++) {
+        int cout = width << s;
+        for (int b = 0; b < blocks; b++) {
+            BasicBlock *blk = &m->block[s * blocks + b];
+            int stride = (s > 0 && b == 0) ? 2 : 1;
+            char pre[32];
+            snprintf_check(pre, sizeof pre, "layer%d.%d", s + 1, b);
+            snprintf_check(cp, sizeof cp, "%s.conv1", pre);
+            snprintf_check(bp, sizeof bp, "%s.bn1", pre);
+            convbn_layout(&blk->c1, &P, &B, cp, bp, cin, cout, 3, stride, H, H);
+            int Ho = blk->c1.H_out;
+            snprintf_check(cp, sizeof cp, "%s.conv2", pre);
+            snprintf_check(bp, sizeof bp, "%s.bn2", pre);
+            convbn_layout(&blk->c2, &P, &B, cp, bp, cout, cout, 3, 1, Ho, Ho);
+            blk->has_shortcut = (stride != 1 || cin != cout);
+            if (blk->has_shortcut) {
+                snprintf_check(cp, sizeof cp, "%s.shortcut.0", pre);
+                snprintf_check(bp, sizeof bp, "%s.shortcut.1", pre);
+                convbn_layout(&blk->sc, &P, &B, cp, bp, cin, cout, 1, stride, H, H);
+            }
+            cin = cout;
+            H = Ho;
+        }
+    }
+    m->fc_w_off = layout_add(&P, "fc", "weight", 2, num_classes, m->feat, 0, 0);
+    m->fc_b_off = layout_add(&P, "fc", "bias", 1, num_classes, 0, 0, 0);
+
+    m->param_info = P.info; m->n_param_info = P.n; m->num_params = P.size;
+    m->buffer_info = B.info; m->n_buffer_info = B.n; m->num_buffers = B.size;
+    m->params = alignedAllocCheck(m->num_params * sizeof(float));
+    m->grads = alignedAllocCheck(m->num_params * sizeof(float));
+    m->buffers = alignedAllocCheck(m->num_buffers * sizeof(float));
+
+    size_t max_act = convbn_act_size(&m->stem);
+    convbn_alloc(&m->stem, max_batch);
+    for (int i = 0; i < m->n_block; i++) {
+        BasicBlock *blk = &m->block[i];
+        convbn_alloc(&blk->c1, max_batch);
+        convbn_alloc(&blk->c2, max_batch);
+        if (blk->has_shortcut) convbn_alloc(&blk->sc, max_batch);
+        if (convbn_act_size(&blk->c1) > max_act) max_act = convbn_act_size(&blk->c1);
+    }
+    for (int i = 0; i < 4; i++) m->gbuf[i] = alignedAllocCheck((size_t)max_batch * max_act * sizeof(float));
+    m->pooled = alignedAllocCheck((size_t)max_batch * m->feat * sizeof(float));
+    m->dpooled = alignedAllocCheck((size_t)max_batch * m->feat * sizeof(float));
+    m->logits = alignedAllocCheck((size_t)max_batch * num_classes * sizeof(float));
+    m->dlogits = alignedAllocCheck((size_t)max_batch * num_classes * sizeof(float));
+    m->stat_scratch = alignedAllocCheck((size_t)(8 * 4 * width + 8) * sizeof(double));
+}
+
+void model_free(Model *m) {
+    convbn_free(&m->stem);
+    for (int i = 0; i < m->n_block; i++) {
+        convbn_free(&m->block[i].c1);
+        convbn_free(&m->block[i].c2);
+        if (m->block[i].has_shortcut) convbn_free(&m->block[i].sc);
+    }
+    free(m->block);
+    for (int i = 0; i < 4; i++) free(m->gbuf[i]);
+    free(m->pooled); free(m->dpooled); free(m->logits); free(m->dlogits); free(m->stat_scratch);
+    free(m->params); free(m->grads); free(m->buffers);
+    free(m->param_info); free(m->buffer_info);
+    memset(m, 0, sizeof *m);
+}
+
+/* ---- initialisation --------------------------------------------------------------------- */
+
+static void uniform_fill(Rng *r, float *p, size_t n, float bound) {
+    for (size_t i = 0; i < n; i++) p[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
+}
+
+static void convbn_init(Model *m, ConvBN *c, Rng *r) {
+    size_t fan_in = (size_t)c->C_in * c->conv.k * c->conv.k;
+    /* kaiming_uniform_(a=sqrt(5)) as nn.Conv2d.reset_parameters: bound = 1/sqrt(fan_in) */
+    uniform_fill(r, m->params + c->w_off, (size_t)c->C_out * fan_in, 1.0f / sqrtf((float)fan_in));
+    for (int i = 0; i < c->C_out; i++) {
+        m->params[c->gamma_off + i] = 1.0f;
+        m->params[c->beta_off + i] = 0.0f;
+        m->buffers[c->rmean_off + i] = 0.0f;
+        m->buffers[c->rvar_off + i] = 1.0f;
+    }
+    c->num_batches_tracked = 0;
+}
+
+void model_init_weights(Model *m, uint64_t seed) {
+    Rng r;
+    rng_init(&r, seed, 0x5eed, 0);
+    convbn_init(m, &m->stem, &r);
+    for (int i = 0; i < m->n_block; i++) {
+        convbn_init(m, &m->block[i].c1, &r);
+        convbn_init(m, &m->block[i].c2, &r);
+        if (m->block[i].has_shortcut) convbn_init(m, &m->block[i].sc, &r);
+    }
+    float bound = 1.0f / sqrtf((float)m->feat);
+    uniform_fill(&r, m->params + m->fc_w_off, (size_t)m->num_classes * m->feat, bound);
+    uniform_fill(&r, m->params + m->fc_b_off, (size_t)m->num_classes, bound);
+    model_params_changed(m);
+}
+
+void model_params_changed(Model *m) {
+    conv2d_weights_changed(&m->stem.conv);
+    for (int i = 0; i < m->n_block; i++) {
+        conv2d_weights_changed(&m->block[i].c1.conv);
+        conv2d_weights_changed(&m->block[i].c2.conv);
+        if (m->block[i].has_shortcut) conv2d_weights_changed(&m->block[i].sc.conv);
+    }
+}
+
+void model_zero_grad(Model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+
+long model_find_param(const Model *m, const char *name) {
+    for (int i = 0; i < m->n_param_info; i++)
+        if (!strcmp(m->param_info[i].name, name)) return (long)m->param_info[i].offset;
+    return -1;
+}
+
+long model_find_buffer(const Model *m, const char *name) {
+    for (int i = 0; i < m->n_buffer_info; i++)
+        if (!strcmp(m->buffer_info[i].name, name)) return (long)m->buffer_info[i].offset;
+    return -1;
+}
+
+/* ---- forward ------------------------------------------------------------------------------ */
+
+/* conv, then BN (batch or running statistics), optional residual add, optional ReLU. */
+static void convbn_forward(Model *m, ConvBN *c, const float *x, int N, int train,
+                           const float *residual, int relu) {
+    conv2d_forward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, c->a);
+    size_t M = (size_t)N * c->H_out * c->W_out;
+    int C = c->C_out;
+    if (train) {
+        double *sums = m->stat_scratch;        /* [count, sum[C], sumsq[C]] */
+        sums[0] = (double)M;
+        bn_stats(c->a, M, C, sums + 1, sums + 1 + C);
+        if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, sums, 1 + 2 * (size_t)C);
+        bn_finalize_stats(sums + 1, sums + 1 + C, sums[0], C, BN_EPS, BN_MOMENTUM, c->mean, c->invstd,
+                          m->buffers + c->rmean_off, m->buffers + c->rvar_off);
+        c->num_batches_tracked++;
+    } else {
+        const float *rv = m->buffers + c->rvar_off;
+        memcpy(c->mean, m->buffers + c->rmean_off, (size_t)C * sizeof(float));
+        for (int i = 0; i < C; i++) c->invstd[i] = 1.0f / sqrtf(rv[i] + BN_EPS);
+    }
+    bn_apply(c->a, c->y, M, C, c->mean, c->invstd, m->params + c->gamma_off, m->params + c->beta_off,
+             residual, relu);
+}
+
+float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
+                    int *correct) {
+    CHECK(N >= 1 && N <= m->max_batch);
+    m->input = x;
+    m->last_N = N;
+    convbn_forward(m, &m->stem, x, N, train, NULL, 1);
+    const float *h = m->stem.y;
+    for (int i = 0; i < m->n_block; i++) {
+        BasicBlock *b = &m->block[i];
+        convbn_forward(m, &b->c1, h, N, train, NULL, 1);
+        const float *res = h;
+        if (b->has_shortcut) {
+            convbn_forward(m, &b->sc, h, N, train, NULL, 0);
+            res = b->sc.y;
+        }
+        convbn_forward(m, &b->c2, b->c1.y, N, train, res, 1);
+        h = b->c2.y;
+    }
+    const ConvBN *last = &m->block[m->n_block - 1].c2;
+    avgpool_forward(h, m->pooled, N, last->H_out * last->W_out, m->feat);
+    linear_forward(m->pooled, m->params + m->fc_w_off, m->params + m->fc_b_off, m->logits, N, m->feat,
+                   m->num_classes);
+    return softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->dlogits : NULL,
+                        correct);
+}
+
+/* ---- backward ----------------------------------------------------------------------------- */
+
+/* BN (+ReLU) backward from dy (masked in place when relu), then conv backward. dy is consumed;
+ * dx (may be NULL) receives the gradient of the conv input; tmp is scratch of the same size. */
+static void convbn_backward(Model *m, ConvBN *c, const float *x, float *dy, float *tmp, float *dx,
+                            int relu, int N) {
+    size_t M = (size_t)N * c->H_out * c->W_out;
+    int C = c->C_out;
+    double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
+    double *glob = m->stat_scratch + 2 * C + 1;  /* [count, sum_g[C], sum_gx[C]] global */
+    bn_backward_reduce(c->a, c->y, dy, dy, M, C, c->mean, c->invstd, relu, loc, loc + C);
+    glob[0] = (double)M;
+    memcpy(glob + 1, loc, 2 * (size_t)C * sizeof(double));
+    if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 1 + 2 * (size_t)C);
+    bn_backward_apply(c->a, dy, tmp, M, C, c->mean, c->invstd, m->params + c->gamma_off, loc, loc + C,
+                      glob + 1, glob + 1 + C, glob[0], m->grads + c->gamma_off, m->grads + c->beta_off);
+    conv2d_backward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, tmp, dx,
+                    m->grads + c->w_off);
+    if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, c->w_off);
+}
+
+void model_backward(Model *m) {
+    int N = m->last_N;
+    /* head */
+    linear_backward(m->pooled, m->params + m->fc_w_off, m->dlogits, m->dpooled, m->grads + m->fc_w_off,
+                    m->grads + m->fc_b_off, N, m->feat, m->num_classes);
+    if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, m->fc_w_off);
+    const ConvBN *last = &m->block[m->n_block - 1].c2;
+    float *G = m->gbuf[0], *T1 = m->gbuf[1], *T2 = m->gbuf[2], *D = m->gbuf[3];
+    avgpool_backward(m->dpooled, G, N, last->H_out * last->W_out, m->feat);
+
+    for (int i = m->n_block - 1; i >= 0; i--) {
+        BasicBlock *b = &m->block[i];
+        const float *in = i > 0 ? m->block[i - 1].c2.y : m->stem.y;
+        ConvBN *c2 = &b->c2;
+        size_t n_out = (size_t)N * convbn_act_size(c2);
+        size_t n_in = (size_t)N * b->c1.H_in * b->c1.W_in * b->c1.C_in;
+        /* The ReLU after the residual add masks the gradient for both branches: apply it once. */
+        const float *y = c2->y;
+        #pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < n_out; j++) G[j] = y[j] > 0.0f ? G[j] : 0.0f;
+        /* Shortcut first: its parameters come last in the block, so gradients complete from the
+         * end of the flat buffer towards the start. */
+        if (b->has_shortcut) {
+            memcpy(T2, G, n_out * sizeof(float));
+            convbn_backward(m, &b->sc, in, T2, T1, D, 0, N);
+        } else {
+            memcpy(D, G, n_in * sizeof(float));
+        }
+        convbn_backward(m, c2, b->c1.y, G, T1, T2, 0, N);        /* T2 = d(c1.y) */
+        convbn_backward(m, &b->c1, in, T2, T1, G, 1, N);         /* G = d(in) via main path */
+        #pragma omp parallel for schedule(static)
+        for (size_t j = 0; j < n_in; j++) D[j] += G[j];
+        float *t = G; G = D; D = t;                             /* G = gradient of block input */
+    }
+    convbn_backward(m, &m->stem, m->input, G, T1, NULL, 1, N);
+}

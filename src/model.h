@@ -1,0 +1,99 @@
+/* model.h - MiniResNet over the CPU kernels.
+ *
+ * stem conv3x3(3->w)+BN+ReLU; three stages of w, 2w, 4w channels with `blocks` post-activation
+ * basic blocks each (the first block of stages 2 and 3 has stride 2 and a 1x1 conv+BN
+ * projection shortcut); global average pool; Linear(4w -> num_classes).
+ *
+ * All trainable parameters live in one flat buffer (and their gradients in another) in the
+ * order of PyTorch's state_dict for the equivalent nn.Module, so the gradients of a layer are a
+ * contiguous slice and backward completes them from the end of the buffer towards the start:
+ * a gradient bucket is just a slice. BatchNorm running statistics live in a second flat buffer. */
+#ifndef DDP_MODEL_H
+#define DDP_MODEL_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "ops_cpu.h"
+
+typedef struct {
+    char name[64];        /* PyTorch state_dict name, e.g. "layer2.0.shortcut.0.weight" */
+    size_t offset, numel; /* into params/grads (or buffers) */
+    int ndim;
+    int shape[4];
+} TensorInfo;
+
+/* A convolution followed by batch norm, with the activations it keeps for backward. */
+typedef struct {
+    Conv2d conv;
+    int C_in, C_out, H_in, W_in, H_out, W_out;
+    size_t w_off, gamma_off, beta_off;   /* in params */
+    size_t rmean_off, rvar_off;          /* in buffers */
+    int64_t num_batches_tracked;
+    float *a;                            /* conv output = BN input [N,Ho,Wo,C_out] */
+    float *y;                            /* BN output (after residual add / ReLU where fused) */
+    float *mean, *invstd;                /* statistics used by the last forward */
+} ConvBN;
+
+typedef struct {
+    ConvBN c1, c2, sc;
+    int has_shortcut;
+} BasicBlock;
+
+/* Called during backward each time the gradients at params offsets >= `offset` are final. */
+typedef void (*GradReadyFn)(void *ctx, size_t offset);
+/* Called in training-mode batch norm to sum per-channel statistics over ranks (sync BN):
+ * buf holds n doubles to be summed in place across ranks. NULL: per-rank statistics. */
+typedef void (*StatsAllreduceFn)(void *ctx, double *buf, size_t n);
+
+typedef struct Model {
+    int width, blocks, num_classes, image_size, max_batch;
+    size_t num_params, num_buffers;
+    float *params, *grads, *buffers;
+    TensorInfo *param_info, *buffer_info;
+    int n_param_info, n_buffer_info;
+
+    ConvBN stem;
+    BasicBlock *block;      /* 3 * blocks */
+    int n_block;
+    size_t fc_w_off, fc_b_off;
+    int feat;               /* 4 * width */
+
+    const float *input;     /* the batch of the last forward */
+    int last_N;
+    float *pooled, *logits, *dlogits, *dpooled;
+    float *gbuf[4];         /* activation-gradient scratch, each of the largest activation */
+    double *stat_scratch;
+
+    GradReadyFn grad_ready;
+    void *grad_ready_ctx;
+    StatsAllreduceFn stats_allreduce;
+    void *stats_allreduce_ctx;
+} Model;
+
+void model_init(Model *m, int width, int blocks, int num_classes, int image_size, int max_batch);
+void model_free(Model *m);
+
+/* PyTorch's default initialisation (kaiming-uniform convolutions and linear layer, BN gamma 1,
+ * beta 0, running mean 0, running var 1), drawn from `seed`. */
+void model_init_weights(Model *m, uint64_t seed);
+
+/* Forward on N images (NHWC). train=1: batch statistics and running-stat update, and the
+ * gradient of the loss (scaled by loss_scale) is kept for model_backward. Returns the mean
+ * cross-entropy; *correct (may be NULL) gets the number of correct predictions. */
+float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
+                    int *correct);
+
+/* Backward of the last training forward; ACCUMULATES into m->grads. */
+void model_backward(Model *m);
+
+void model_zero_grad(Model *m);
+
+/* Tell the kernels the parameters changed (after an optimizer step or a load). */
+void model_params_changed(Model *m);
+
+/* Offset of a parameter or buffer tensor by name, or -1. */
+long model_find_param(const Model *m, const char *name);
+long model_find_buffer(const Model *m, const char *name);
+
+#endif

@@ -1,0 +1,109 @@
+/* ops_cpu.h - the CPU kernels of MiniResNet: forward and backward of every op.
+ *
+ * Layout conventions (the whole CPU backend follows them):
+ *  - activations and their gradients are NHWC float32, contiguous: x[((n*H + h)*W + w)*C + c].
+ *    "M" below is the number of pixels N*H*W, so a per-channel op sees an [M, C] matrix.
+ *  - convolution weights are OIHW (PyTorch's order) inside the flat parameter buffer, so a
+ *    checkpoint or a comparison against PyTorch needs no transposition.
+ *  - gradients of parameters are ACCUMULATED (+=) into the flat gradient buffer, as in
+ *    PyTorch, so gradient accumulation over micro-steps needs nothing extra; the caller zeroes.
+ *  - all kernels use OpenMP over the threads set with omp_set_num_threads.
+ *
+ * Batch norm is split into phases (stats, apply, backward-reduce, backward-apply) so that the
+ * model can all-reduce the per-channel sums between phases for synchronised batch norm. */
+#ifndef DDP_OPS_CPU_H
+#define DDP_OPS_CPU_H
+
+#include <stddef.h>
+
+/* ---- convolution (no bias: every conv in MiniResNet is followed by batch norm) ---- */
+typedef struct Conv2d {
+    int C_in, C_out, k, stride, pad;
+    void *impl;           /* backend state: cached primitives per batch size, scratch */
+} Conv2d;
+
+void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad);
+void conv2d_free(Conv2d *c);
+static inline int conv2d_out_size(const Conv2d *c, int in) { return (in + 2 * c->pad - c->k) / c->stride + 1; }
+
+/* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). The batch size N may change
+ * between calls (training vs evaluation, a short last batch); primitives are cached per shape. */
+void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
+
+/* Given dy[N,Ho,Wo,C_out]: dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL. */
+void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
+                     const float *dy, float *dx, float *dw);
+
+/* Weights are reordered into the backend's preferred layout once per optimizer step rather
+ * than on every call; the model calls this after every change of the parameters. */
+void conv2d_weights_changed(Conv2d *c);
+
+/* Winograd for the 3x3 stride-1 convs (default on; faster, within ~1e-5 of direct). Applies to
+ * convs initialised afterwards. No effect without oneDNN. */
+void conv2d_use_winograd(int enable);
+
+/* Name of the implementation the backend picked for the forward of this conv at this shape. */
+const char *conv2d_impl_name(Conv2d *c, int N, int H, int W);
+
+/* The reference convolution (direct loops, double accumulation): the backend without oneDNN,
+ * and what the tests compare oneDNN against. Same contract as conv2d_forward/_backward. */
+void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
+                              const float *w, float *y);
+void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
+                               const float *w, const float *dy, float *dx, float *dw);
+
+/* ---- batch norm over [M, C] (training: batch statistics; eval: running statistics) ---- */
+
+/* Per-channel sum and sum of squares of x, in double (exactness across ranks). */
+void bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq);
+
+/* From sums over `count` values: mean, 1/sqrt(var_biased + eps), and the PyTorch running-stat
+ * update with momentum and the unbiased variance (count/(count-1)). running_* may be NULL. */
+void bn_finalize_stats(const double *sum, const double *sumsq, double count, int C, float eps,
+                       float momentum, float *mean, float *invstd, float *running_mean,
+                       float *running_var);
+
+/* y = gamma*(x-mean)*invstd + beta [+ residual] [then ReLU]. residual may be NULL. y may alias
+ * nothing else. For evaluation, pass mean = running_mean and invstd from the running variance. */
+void bn_apply(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
+              const float *gamma, const float *beta, const float *residual, int relu);
+
+/* Backward, phase 1. g = dy masked by (y > 0) when relu (written into g, which may alias dy);
+ * then per-channel sum_g = sum(g) and sum_gx = sum(g * xhat) in double. */
+void bn_backward_reduce(const float *x, const float *y, const float *dy, float *g, size_t M, int C,
+                        const float *mean, const float *invstd, int relu, double *sum_g,
+                        double *sum_gx);
+
+/* Backward, phase 2 from (possibly all-reduced) sums over `count` values:
+ * dgamma += sum_gx (local sums!), dbeta += sum_g (local), and
+ * dx = gamma*invstd*(g - sum_g/count - xhat*sum_gx/count). dgamma/dbeta take the LOCAL sums and
+ * dx the GLOBAL ones, so the caller passes both. dx may alias g. */
+void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int C,
+                       const float *mean, const float *invstd, const float *gamma,
+                       const double *local_sum_g, const double *local_sum_gx,
+                       const double *global_sum_g, const double *global_sum_gx, double count,
+                       float *dgamma, float *dbeta);
+
+/* ---- head: global average pool, linear, softmax cross-entropy ---- */
+
+/* y[N,C] = mean over HW of x[N,HW,C]. */
+void avgpool_forward(const float *x, float *y, int N, int HW, int C);
+/* dx[N,HW,C] = dy[N,C] / HW (overwritten). */
+void avgpool_backward(const float *dy, float *dx, int N, int HW, int C);
+
+/* y[N,O] = x[N,I] w[O,I]^T + b[O]. */
+void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
+/* dw += dy^T x; db += sum_n dy; dx = dy w (overwritten). */
+void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                     float *db, int N, int I, int O);
+
+/* Mean softmax cross-entropy over N rows of K logits. Returns the loss; if dlogits != NULL it
+ * receives d(loss * scale)/dlogits. `correct` (may be NULL) gets the number of rows whose argmax
+ * equals the label. Labels must be in [0, K). */
+float softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
+                   float *dlogits, int *correct);
+
+/* A short description of the convolution implementation ("oneDNN 2.6.3 (jit:avx512_core)"). */
+const char *ops_cpu_describe(void);
+
+#endif

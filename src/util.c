@@ -1,0 +1,131 @@
+/* util.c - see util.h. */
+#define _GNU_SOURCE
+#include "util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+const char *g_progname = "ddptrain";
+
+void die_code(int code, const char *fmt, ...) {
+    va_list ap;
+    char msg[2048];
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    fflush(stdout);
+    fprintf(stderr, "%s: error: %s\n", g_progname, msg);
+    fflush(stderr);
+    exit(code);
+}
+
+void fail_at(const char *file, int line, const char *what, const char *detail) {
+    fflush(stdout);
+    fprintf(stderr, "%s: internal error at %s:%d: %s%s%s\n", g_progname, file, line, what,
+            detail ? ": " : "", detail ? detail : "");
+    fflush(stderr);
+    exit(1);
+}
+
+void *malloc_check(size_t size, const char *file, int line) {
+    void *p = malloc(size ? size : 1);
+    if (!p) {
+        char d[64];
+        snprintf(d, sizeof d, "%zu bytes", size);
+        fail_at(file, line, "malloc failed", d);
+    }
+    return p;
+}
+
+void *calloc_check(size_t n, size_t size, const char *file, int line) {
+    void *p = calloc(n ? n : 1, size ? size : 1);
+    if (!p) {
+        char d[64];
+        snprintf(d, sizeof d, "%zu x %zu bytes", n, size);
+        fail_at(file, line, "calloc failed", d);
+    }
+    return p;
+}
+
+void *aligned_alloc_check(size_t size, const char *file, int line) {
+    size_t rounded = (size + 63) / 64 * 64;
+    void *p = NULL;
+    if (posix_memalign(&p, 64, rounded ? rounded : 64) != 0) {
+        char d[64];
+        snprintf(d, sizeof d, "%zu bytes", size);
+        fail_at(file, line, "posix_memalign failed", d);
+    }
+    memset(p, 0, rounded ? rounded : 64);
+    return p;
+}
+
+FILE *fopen_check(const char *path, const char *mode, const char *file, int line) {
+    FILE *f = fopen(path, mode);
+    if (!f) {
+        char d[1200];
+        snprintf(d, sizeof d, "%s (mode %s): %s", path, mode, strerror(errno));
+        fail_at(file, line, "fopen failed", d);
+    }
+    return f;
+}
+
+double now_sec(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void snprintf_check(char *buf, size_t n, const char *fmt, ...) {
+    va_list ap;
+    va_start(ap, fmt);
+    int r = vsnprintf(buf, n, fmt, ap);
+    va_end(ap);
+    if (r < 0 || (size_t)r >= n) fail_at(__FILE__, __LINE__, "string too long", fmt);
+}
+
+int mkdir_p(const char *path) {
+    char tmp[4096];
+    size_t len = strlen(path);
+    if (len == 0 || len >= sizeof tmp) { errno = ENAMETOOLONG; return -1; }
+    memcpy(tmp, path, len + 1);
+    for (char *p = tmp + 1; *p; p++) {
+        if (*p != '/') continue;
+        *p = '\0';
+        if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+        *p = '/';
+    }
+    if (mkdir(tmp, 0777) != 0 && errno != EEXIST) return -1;
+    struct stat st;
+    if (stat(tmp, &st) != 0) return -1;
+    if (!S_ISDIR(st.st_mode)) { errno = ENOTDIR; return -1; }
+    return 0;
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len) {
+    char tmp[4200];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
+        errno = ENAMETOOLONG;
+        return -1;
+    }
+    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+    if (fd < 0) return -1;
+    const char *p = data;
+    size_t left = len;
+    while (left > 0) {
+        ssize_t w = write(fd, p, left);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno; close(fd); unlink(tmp); errno = e;
+            return -1;
+        }
+        p += w;
+        left -= (size_t)w;
+    }
+    if (fsync(fd) != 0 || close(fd) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
+    if (rename(tmp, path) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
+    return 0;
+}

@@ -1,0 +1,48 @@
+/* util.h - error checks that name the failing call, file and line; timers; small helpers.
+ * Every fallible call in ddptrain goes through one of these so that a failure never passes
+ * silently and the message says where it happened. */
+#ifndef DDP_UTIL_H
+#define DDP_UTIL_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <stdarg.h>
+
+/* Print "ddptrain: <message>" on stderr and exit with `code`. The one place the process dies
+ * on a user-facing error (bad flag, bad file), so messages all look the same. */
+void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
+#define die(...) die_code(1, __VA_ARGS__)
+
+/* Internal failures (allocation, I/O syscalls): report the call and file:line. */
+void fail_at(const char *file, int line, const char *what, const char *detail) __attribute__((noreturn));
+
+#define CHECK(cond) do { if (!(cond)) fail_at(__FILE__, __LINE__, #cond, NULL); } while (0)
+
+void *malloc_check(size_t size, const char *file, int line);
+void *calloc_check(size_t n, size_t size, const char *file, int line);
+void *aligned_alloc_check(size_t size, const char *file, int line);   /* 64-byte aligned, zeroed */
+FILE *fopen_check(const char *path, const char *mode, const char *file, int line);
+#define mallocCheck(n) malloc_check((n), __FILE__, __LINE__)
+#define callocCheck(n, s) calloc_check((n), (s), __FILE__, __LINE__)
+#define alignedAllocCheck(n) aligned_alloc_check((n), __FILE__, __LINE__)
+#define fopenCheck(p, m) fopen_check((p), (m), __FILE__, __LINE__)
+
+/* Prefix for user-facing messages ("ddptrain", "ddptrain-data"); set once in main. */
+extern const char *g_progname;
+
+/* Monotonic seconds. */
+double now_sec(void);
+
+/* Format into a caller buffer; truncation is an internal error. */
+void snprintf_check(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* mkdir -p with mode 0777 & ~umask; returns 0 or -1 with errno set. */
+int mkdir_p(const char *path);
+
+/* Write `len` bytes to `path` atomically: temp file in the same directory, fsync, rename.
+ * Returns 0, or -1 with errno set (the temp file is removed). */
+int write_file_atomic(const char *path, const void *data, size_t len);
+
+#endif

@@ -1,0 +1,131 @@
+/* dump_model.c - runs MiniResNet forward, backward and 3 SGD steps on one random batch and
+ * writes everything into an HDF5 file that tests/torch_compare.py replays in PyTorch:
+ * parameters and buffers under state_dict names, the batch, logits, loss, every gradient,
+ * running statistics after the forward, and parameters after 3 SGD steps.
+ *
+ * usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S]
+ *                         [--perturb NAME]   (scale one gradient entry by 1.01: the comparison
+ *                                             must then fail, proving the test can fail) */
+#include <hdf5.h>
+#include <math.h>
+#include <string.h>
+
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+#include "util.h"
+
+static void write_f32(hid_t file, const char *name, const float *data, int ndim, const hsize_t *dims) {
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    hid_t space = H5Screate_simple(ndim, dims, NULL);
+    hid_t ds = H5Dcreate2(file, name, H5T_NATIVE_FLOAT, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(ds >= 0);
+    CHECK(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    H5Dclose(ds); H5Sclose(space); H5Pclose(lcpl);
+}
+
+static void write_tensors(hid_t file, const char *group, const TensorInfo *info, int n, const float *base) {
+    for (int i = 0; i < n; i++) {
+        hsize_t dims[4];
+        for (int d = 0; d < info[i].ndim; d++) dims[d] = (hsize_t)info[i].shape[d];
+        char name[160];
+        snprintf_check(name, sizeof name, "%s/%s", group, info[i].name);
+        write_f32(file, name, base + info[i].offset, info[i].ndim, dims);
+    }
+}
+
+int main(int argc, char **argv) {
+    g_progname = "dump_model";
+    if (argc < 2) die_code(2, "usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--perturb NAME]");
+    const char *out = argv[1];
+    int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10;
+    const char *perturb = NULL;
+    for (int i = 2; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) N = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--seed")) seed = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--image_size")) S = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--perturb")) perturb = argv[i + 1];
+        else die_code(2, "unknown option %s", argv[i]);
+    }
+    Model m;
+    model_init(&m, width, blocks, K, S, N);
+    model_init_weights(&m, (uint64_t)seed);
+    /* Non-trivial BN affine parameters and running statistics, so their paths are exercised. */
+    Rng r;
+    rng_init(&r, (uint64_t)seed, 77, 0);
+    for (int i = 0; i < m.n_param_info; i++) {
+        const TensorInfo *t = &m.param_info[i];
+        if (t->ndim != 1 || strncmp(t->name, "fc.", 3) == 0) continue;
+        int is_gamma = strstr(t->name, ".weight") != NULL;
+        for (size_t j = 0; j < t->numel; j++)
+            m.params[t->offset + j] = is_gamma ? 0.5f + rng_uniform(&r) : 0.4f * (rng_uniform(&r) - 0.5f);
+    }
+    for (int i = 0; i < m.n_buffer_info; i++) {
+        const TensorInfo *t = &m.buffer_info[i];
+        int is_var = strstr(t->name, "running_var") != NULL;
+        for (size_t j = 0; j < t->numel; j++)
+            m.buffers[t->offset + j] = is_var ? 0.5f + rng_uniform(&r) : 0.2f * (rng_uniform(&r) - 0.5f);
+    }
+    model_params_changed(&m);
+
+    size_t nx = (size_t)N * S * S * 3;
+    float *x = mallocCheck(nx * sizeof(float));
+    int *y = mallocCheck((size_t)N * sizeof(int));
+    float *yf = mallocCheck((size_t)N * sizeof(float));
+    for (size_t i = 0; i < nx; i++) x[i] = rng_normal(&r);
+    for (int i = 0; i < N; i++) { y[i] = (int)rng_below(&r, (uint32_t)K); yf[i] = (float)y[i]; }
+
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t f = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
+    if (f < 0) die("%s: cannot create", out);
+    write_tensors(f, "params", m.param_info, m.n_param_info, m.params);
+    write_tensors(f, "buffers", m.buffer_info, m.n_buffer_info, m.buffers);
+    hsize_t xd[4] = {(hsize_t)N, (hsize_t)S, (hsize_t)S, 3};
+    write_f32(f, "input_nhwc", x, 4, xd);
+    hsize_t yd[1] = {(hsize_t)N};
+    write_f32(f, "labels", yf, 1, yd);
+
+    model_zero_grad(&m);
+    float loss = model_forward(&m, x, y, N, 1, 1.0f, NULL);
+    model_backward(&m);
+    hsize_t ld[2] = {(hsize_t)N, (hsize_t)K};
+    write_f32(f, "logits", m.logits, 2, ld);
+    hsize_t one[1] = {1};
+    write_f32(f, "loss", &loss, 1, one);
+    if (perturb) {
+        long off = model_find_param(&m, perturb);
+        if (off < 0) die("--perturb %s: no such parameter", perturb);
+        m.grads[off] *= 1.01f;
+        if (m.grads[off] == 0.0f) m.grads[off] = 1e-3f;
+    }
+    write_tensors(f, "grads", m.param_info, m.n_param_info, m.grads);
+    write_tensors(f, "buffers_after", m.buffer_info, m.n_buffer_info, m.buffers);
+
+    /* 3 SGD steps on the same batch (the first one uses the gradients above). */
+    SGD opt;
+    sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
+    float lr = 0.05f;
+    for (int s = 0; s < 3; s++) {
+        if (s > 0) {
+            model_zero_grad(&m);
+            model_forward(&m, x, y, N, 1, 1.0f, NULL);
+            model_backward(&m);
+        }
+        sgd_step(&opt, m.params, m.grads, lr);
+        model_params_changed(&m);
+    }
+    write_tensors(f, "params_after3", m.param_info, m.n_param_info, m.params);
+    float meta[4] = {(float)width, (float)blocks, lr, 0.9f};
+    hsize_t md[1] = {4};
+    write_f32(f, "meta", meta, 1, md);
+    H5Fclose(f);
+    printf("dump_model: wrote %s (width %d, blocks %d, batch %d, %zu parameters, loss %.6f)\n", out, width,
+           blocks, N, m.num_params, loss);
+    sgd_free(&opt);
+    model_free(&m);
+    free(x); free(y); free(yf);
+    return 0;
+}

@@ -1,0 +1,32 @@
+# tests/lib.sh - shared helpers for the shell tests (sourced).
+# Automake runs each test with top_builddir/top_srcdir exported; default to the source layout.
+top_builddir=${top_builddir:-.}
+top_srcdir=${top_srcdir:-.}
+DDPTRAIN="$top_builddir/ddptrain"
+DDPDATA="$top_builddir/ddptrain-data"
+SKIP=77
+
+TMP=$(mktemp -d "${TMPDIR:-/tmp}/ddptest.XXXXXX")
+trap 'rm -rf "$TMP"' EXIT
+
+FAILS=0
+ok()   { echo "ok: $*"; }
+bad()  { echo "FAIL: $*"; FAILS=$((FAILS + 1)); }
+finish() { if [ "$FAILS" -eq 0 ]; then echo "all checks passed"; exit 0; else echo "$FAILS check(s) failed"; exit 1; fi; }
+
+# A python3 that can import the given modules (PyTorch, h5py, ...). Debian installs
+# python3-torch for the system interpreter, which may not be the first python3 in PATH.
+find_python() {
+    for py in "${PYTHON:-}" python3 /usr/bin/python3; do
+        [ -n "$py" ] || continue
+        command -v "$py" >/dev/null 2>&1 || continue
+        if "$py" -c "import $1" >/dev/null 2>&1; then echo "$py"; return 0; fi
+    done
+    return 1
+}
+
+# A small synthetic dataset shared by tests: $1 = out dir, then extra synth flags.
+make_synth() {
+    out=$1; shift
+    "$DDPDATA" synth --out "$out" "$@" >/dev/null || { echo "FAIL: ddptrain-data synth $*"; exit 1; }
+}

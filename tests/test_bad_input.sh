@@ -1,0 +1,55 @@
+#!/bin/sh
+# Bad input: one clear line naming the file or flag, a non-zero exit, nothing half-written
+# (in particular no job directory).
+. "${top_srcdir:-.}/tests/lib.sh"
+PY=$(find_python "h5py, numpy") || PY=""
+make_synth "$TMP/good" --train 128 --test 64 --shards 2
+
+n=0
+expect_fail() {   # $1 = text expected in the message, rest = ddptrain args (job dir added)
+    want=$1; shift
+    n=$((n + 1))
+    job="$TMP/jobs/job$n"
+    "$DDPTRAIN" --job_dir "$job" --width 4 --epochs 1 "$@" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    lines=$(wc -l <"$TMP/err")
+    if [ $rc -ne 0 ] && [ "$lines" -eq 1 ] && grep -q -- "$want" "$TMP/err" && [ ! -e "$job" ]; then
+        ok "exit $rc: $(cat "$TMP/err")"
+    else
+        bad "$* -> rc=$rc, $lines stderr line(s): $(head -3 "$TMP/err"), job dir exists: $([ -e "$job" ] && echo yes || echo no) (wanted '$want')"
+    fi
+}
+
+expect_fail "$TMP/nope" --data_dir "$TMP/nope"
+mkdir -p "$TMP/empty"
+expect_fail "$TMP/empty" --data_dir "$TMP/empty"
+expect_fail "unknown option --bogus" --data_dir "$TMP/good" --bogus
+expect_fail "--batch_size: 'x' is not an integer" --data_dir "$TMP/good" --batch_size x
+expect_fail "num_classes" --data_dir "$TMP/good" --num_classes 5
+
+# unwritable job directory: a path through a regular file cannot be created, even by root
+: >"$TMP/file"
+"$DDPTRAIN" --data_dir "$TMP/good" --job_dir "$TMP/file/job" --width 4 --epochs 1 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+if [ $rc -ne 0 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q -- "--job_dir $TMP/file/job" "$TMP/err"; then
+    ok "unwritable job_dir: $(cat "$TMP/err")"
+else
+    bad "unwritable job_dir: rc=$rc $(cat "$TMP/err")"
+fi
+if [ "$(id -u)" -ne 0 ]; then
+    mkdir -p "$TMP/ro" && chmod 0500 "$TMP/ro"
+    expect_fail "--job_dir $TMP/ro/job" --data_dir "$TMP/good" --job_dir "$TMP/ro/job"
+fi
+
+if [ -z "$PY" ]; then
+    echo "SKIP: no python3 with h5py to build corrupt shards"
+    [ "$FAILS" -eq 0 ] && exit $SKIP
+    finish
+fi
+for kind in truncated corrupt wrong_shape wrong_dtype bad_label missing_labels count_mismatch no_train; do
+    d="$TMP/bad_$kind"
+    "$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$d" >/dev/null || { bad "make_bad_shards $kind"; continue; }
+    # the message must name a file inside the dataset directory (or the directory itself)
+    expect_fail "$d" --data_dir "$d"
+done
+finish

@@ -1,0 +1,31 @@
+#!/bin/sh
+# A short training run end to end: exit 0, the job directory (config.json, per-rank log,
+# metrics.jsonl with loss/lr lines and test_acc on eval lines), --max_steps, and learning.
+. "${top_srcdir:-.}/tests/lib.sh"
+make_synth "$TMP/data" --train 1024 --test 256 --shards 2
+
+job="$TMP/job"
+"$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$job" --width 8 --blocks 1 --batch_size 32 --epochs 3 \
+    --lr 0.05 --log_interval 8 >"$TMP/out" 2>"$TMP/err"
+rc=$?
+[ $rc -eq 0 ] && ok "training run exits 0" || { bad "training run rc=$rc: $(cat "$TMP/err")"; finish; }
+[ ! -s "$TMP/err" ] && ok "nothing on stderr" || bad "stderr: $(cat "$TMP/err")"
+grep -q "parameters" "$TMP/out" && ok "parameter count printed: $(grep parameters "$TMP/out")" || bad "no parameter count"
+[ -s "$job/config.json" ] && grep -q '"batch_size": 32' "$job/config.json" && ok "config.json" || bad "config.json"
+[ -s "$job/logs/rank-00000.log" ] && grep -q "\[rank 0/1 " "$job/logs/rank-00000.log" && ok "rank log file" || bad "rank log"
+m="$job/metrics.jsonl"
+nlog=$(grep -c '"loss"' "$m"); neval=$(grep -c '"test_acc"' "$m")
+[ "$nlog" -ge 3 ] && [ "$neval" -eq 3 ] && ok "metrics.jsonl: $nlog log lines, $neval eval lines" || bad "metrics.jsonl: $nlog log lines, $neval eval lines"
+grep '"test_acc"' "$m" | head -1 | grep -q '"epoch": 1, "step": 32, "lr"' && ok "eval line has epoch, step, lr, test_acc" || bad "eval line: $(grep test_acc "$m" | head -1)"
+acc=$(grep '"test_acc"' "$m" | tail -1 | sed 's/.*"test_acc": \([0-9.]*\).*/\1/')
+awk -v a="$acc" 'BEGIN{exit !(a >= 0.35)}' && ok "learns: final test_acc $acc (chance 0.1)" || bad "final test_acc $acc < 0.35"
+
+"$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/job2" --width 4 --blocks 1 --batch_size 32 --max_steps 5 \
+    --log_interval 1 >"$TMP/out2" 2>&1 || bad "--max_steps run failed"
+last=$(grep '"loss"' "$TMP/job2/metrics.jsonl" | tail -1 | sed 's/.*"step": \([0-9]*\).*/\1/')
+[ "$last" = 5 ] && grep -q '"test_acc"' "$TMP/job2/metrics.jsonl" && ok "--max_steps 5 stops at step 5 and evaluates" || bad "--max_steps: last step $last"
+
+"$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/job3" --width 4 --blocks 1 --batch_size 16 \
+    --grad_accum_steps 4 --max_steps 3 --log_interval 1 >"$TMP/out3" 2>&1 || bad "--grad_accum_steps run failed"
+grep -q "batch 16 x accum 4" "$TMP/out3" && ok "gradient accumulation run" || bad "grad accum: $(cat "$TMP/out3")"
+finish

@@ -1,0 +1,90 @@
+"""Replays a tests/dump_model output in PyTorch and compares, tensor by tensor:
+logits, loss, every parameter gradient, the BN running statistics after the forward, and the
+parameters after 3 SGD steps. Error measure per tensor: max|ddptrain - torch| / max|torch|.
+Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
+import argparse
+import os
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+from miniresnet_torch import MiniResNet  # noqa: E402
+
+
+def rel_err(a, b):
+    a = np.asarray(a, dtype=np.float64)
+    b = np.asarray(b, dtype=np.float64)
+    return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("dump")
+    ap.add_argument("--tol", type=float, default=1e-4)
+    args = ap.parse_args()
+    torch.manual_seed(0)
+    torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
+    f = h5py.File(args.dump, "r")
+    width, blocks, lr, momentum = [float(v) for v in f["meta"][()]]
+    model = MiniResNet(int(width), int(blocks), 10)
+    sd = model.state_dict()
+    for name in list(sd.keys()):
+        if name.endswith("num_batches_tracked"):
+            continue
+        src = f["params"][name] if name in f["params"] else f["buffers"][name]
+        sd[name] = torch.from_numpy(np.array(src))
+    # every ddptrain tensor must exist in the module and vice versa
+    names_c = set()
+    f["params"].visititems(lambda n, o: names_c.add(n) if isinstance(o, h5py.Dataset) else None)
+    f["buffers"].visititems(lambda n, o: names_c.add(n) if isinstance(o, h5py.Dataset) else None)
+    names_t = {n for n in sd.keys() if not n.endswith("num_batches_tracked")}
+    if names_c != names_t:
+        print("FAIL: tensor names differ: only ddptrain:", sorted(names_c - names_t)[:5],
+              "only torch:", sorted(names_t - names_c)[:5])
+        return 1
+    model.load_state_dict(sd)
+    model.train()
+    x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
+    y = torch.from_numpy(np.array(f["labels"])).long()
+
+    results = []
+    logits = model(x)
+    loss = torch.nn.functional.cross_entropy(logits, y)
+    loss.backward()
+    results.append(("logits", rel_err(f["logits"][()], logits.detach().numpy())))
+    results.append(("loss", rel_err(f["loss"][()], [loss.item()])))
+    params = dict(model.named_parameters())
+    for name, p in params.items():
+        results.append(("grad " + name, rel_err(f["grads"][name][()], p.grad.numpy())))
+    bufs = dict(model.named_buffers())
+    for name, b in bufs.items():
+        if name.endswith("num_batches_tracked"):
+            continue
+        results.append(("running " + name, rel_err(f["buffers_after"][name][()], b.numpy())))
+
+    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=1e-4)
+    opt.step()
+    for _ in range(2):
+        opt.zero_grad()
+        torch.nn.functional.cross_entropy(model(x), y).backward()
+        opt.step()
+    for name, p in params.items():
+        results.append(("after 3 steps " + name, rel_err(f["params_after3"][name][()], p.detach().numpy())))
+
+    bad = [(n, e) for n, e in results if not (e <= args.tol)]
+    worst = max(results, key=lambda r: r[1])
+    print(f"compared {len(results)} tensors ({len(params)} parameters): worst {worst[0]} rel err {worst[1]:.3e}, tol {args.tol:g}")
+    for n, e in sorted(results, key=lambda r: -r[1])[:5]:
+        print(f"  {e:.3e}  {n}")
+    if bad:
+        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g}: " + ", ".join(n for n, _ in bad[:8]))
+        return 1
+    print("PASS")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
