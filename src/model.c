@@ -273,6 +273,21 @@ static void convbn_backward(Model *m, ConvBN *c, const float *x, float *dy, floa
     if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, c->w_off);
 }
 
+/* g = g * (y > 0) in place, and out = the same. */
+static void relu_mask_copy(float *restrict g, const float *restrict y, float *restrict out, size_t n) {
+    #pragma omp parallel for simd schedule(static)
+    for (size_t j = 0; j < n; j++) {
+        float v = y[j] > 0.0f ? g[j] : 0.0f;
+        g[j] = v;
+        out[j] = v;
+    }
+}
+
+static void add_inplace(float *restrict d, const float *restrict s, size_t n) {
+    #pragma omp parallel for simd schedule(static)
+    for (size_t j = 0; j < n; j++) d[j] += s[j];
+}
+
 void model_backward(Model *m) {
     int N = m->last_N;
     /* head */
@@ -289,22 +304,19 @@ void model_backward(Model *m) {
         ConvBN *c2 = &b->c2;
         size_t n_out = (size_t)N * convbn_act_size(c2);
         size_t n_in = (size_t)N * b->c1.H_in * b->c1.W_in * b->c1.C_in;
-        /* The ReLU after the residual add masks the gradient for both branches: apply it once. */
-        const float *y = c2->y;
-        #pragma omp parallel for schedule(static)
-        for (size_t j = 0; j < n_out; j++) G[j] = y[j] > 0.0f ? G[j] : 0.0f;
-        /* Shortcut first: its parameters come last in the block, so gradients complete from the
-         * end of the flat buffer towards the start. */
+        /* The ReLU after the residual add masks the gradient of both branches: mask once, and
+         * hand the shortcut branch its own copy in the same pass. Shortcut first: its
+         * parameters come last in the block, so gradients complete from the end of the flat
+         * buffer towards the start. */
         if (b->has_shortcut) {
-            memcpy(T2, G, n_out * sizeof(float));
+            relu_mask_copy(G, c2->y, T2, n_out);
             convbn_backward(m, &b->sc, in, T2, T1, D, 0, N);
         } else {
-            memcpy(D, G, n_in * sizeof(float));
+            relu_mask_copy(G, c2->y, D, n_in);
         }
         convbn_backward(m, c2, b->c1.y, G, T1, T2, 0, N);        /* T2 = d(c1.y) */
         convbn_backward(m, &b->c1, in, T2, T1, G, 1, N);         /* G = d(in) via main path */
-        #pragma omp parallel for schedule(static)
-        for (size_t j = 0; j < n_in; j++) D[j] += G[j];
+        add_inplace(D, G, n_in);
         float *t = G; G = D; D = t;                             /* G = gradient of block input */
     }
     convbn_backward(m, &m->stem, m->input, G, T1, NULL, 1, N);

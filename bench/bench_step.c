@@ -1,0 +1,63 @@
+/* bench_step.c - images/s of ddptrain's training step (forward, backward, SGD) for MiniResNet
+ * on a fixed random batch, so that only compute is measured, as bench/torch_bench.py does for
+ * PyTorch. usage: bench_step [--width W] [--blocks B] [--batch N] [--steps S] [--warmup K] */
+#include <string.h>
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "model.h"
+#include "optim.h"
+#include "rng.h"
+#include "util.h"
+
+int main(int argc, char **argv) {
+    g_progname = "bench_step";
+    int width = 64, blocks = 2, N = 64, steps = 20, warmup = 3;
+    for (int i = 1; i + 1 < argc; i += 2) {
+        if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--batch")) N = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else die_code(2, "unknown option %s", argv[i]);
+    }
+    Model m;
+    model_init(&m, width, blocks, 10, 32, N);
+    model_init_weights(&m, 1);
+    SGD opt;
+    sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
+    Rng r;
+    rng_init(&r, 1, 2, 3);
+    float *x = mallocCheck((size_t)N * 32 * 32 * 3 * sizeof(float));
+    int *y = mallocCheck((size_t)N * sizeof(int));
+    for (size_t i = 0; i < (size_t)N * 32 * 32 * 3; i++) x[i] = rng_normal(&r);
+    for (int i = 0; i < N; i++) y[i] = (int)rng_below(&r, 10);
+    double t0 = 0.0;
+    double fwd = 0.0, bwd = 0.0;
+    for (int s = 0; s < warmup + steps; s++) {
+        if (s == warmup) { t0 = now_sec(); fwd = bwd = 0.0; }
+        double a = now_sec();
+        model_zero_grad(&m);
+        model_forward(&m, x, y, N, 1, 1.0f, NULL);
+        double b = now_sec();
+        model_backward(&m);
+        double c = now_sec();
+        sgd_step(&opt, m.params, m.grads, 0.01f);
+        model_params_changed(&m);
+        fwd += b - a;
+        bwd += c - b;
+    }
+    double dt = now_sec() - t0;
+#ifdef _OPENMP
+    int threads = omp_get_max_threads();
+#else
+    int threads = 1;
+#endif
+    printf("ddptrain: width %d batch %d threads %d: %.1f images/s (forward %.1f ms, backward %.1f ms per step) [%s]\n",
+           width, N, threads, (double)N * steps / dt, 1e3 * fwd / steps, 1e3 * bwd / steps, ops_cpu_describe());
+    free(x); free(y);
+    sgd_free(&opt);
+    model_free(&m);
+    return 0;
+}

@@ -1,0 +1,39 @@
+"""images/s of the same MiniResNet training step in PyTorch (SGD, fixed random batch).
+usage: torch_bench.py [--width W] [--blocks B] [--batch N] [--steps S] [--threads T] [--channels_last]"""
+import argparse
+import os
+import sys
+import time
+
+import torch
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+from miniresnet_torch import MiniResNet  # noqa: E402
+
+ap = argparse.ArgumentParser()
+ap.add_argument("--width", type=int, default=64)
+ap.add_argument("--blocks", type=int, default=2)
+ap.add_argument("--batch", type=int, default=64)
+ap.add_argument("--steps", type=int, default=20)
+ap.add_argument("--warmup", type=int, default=3)
+ap.add_argument("--threads", type=int, default=2)
+ap.add_argument("--channels_last", action="store_true")
+a = ap.parse_args()
+torch.set_num_threads(a.threads)
+torch.manual_seed(1)
+m = MiniResNet(a.width, a.blocks, 10)
+x = torch.randn(a.batch, 3, 32, 32)
+y = torch.randint(0, 10, (a.batch,))
+if a.channels_last:
+    m = m.to(memory_format=torch.channels_last)
+    x = x.to(memory_format=torch.channels_last)
+opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+for s in range(a.warmup + a.steps):
+    if s == a.warmup:
+        t0 = time.perf_counter()
+    opt.zero_grad(set_to_none=True)
+    torch.nn.functional.cross_entropy(m(x), y).backward()
+    opt.step()
+dt = time.perf_counter() - t0
+print(f"pytorch {torch.__version__}: width {a.width} batch {a.batch} threads {a.threads}"
+      f"{' channels_last' if a.channels_last else ''}: {a.batch * a.steps / dt:.1f} images/s")

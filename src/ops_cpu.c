@@ -1,0 +1,809 @@
+/* ops_cpu.c - see ops_cpu.h.
+ *
+ * Convolutions go through oneDNN when it is available (HAVE_DNNL) and through the direct loops of
+ * the reference path otherwise. Everything else (batch norm, pooling, the head) is plain OpenMP
+ * over the NHWC [M, C] view. Reductions are computed per fixed block of rows and the block
+ * partials combined in block order, so every result depends only on the data and the shapes,
+ * never on the number of threads or their scheduling: a resumed run reproduces bit for bit. */
+#include "build_config.h"
+
+#include "ops_cpu.h"
+
+#include <math.h>
+#include <string.h>
+
+#ifdef _OPENMP
+#include <omp.h>
+#endif
+
+#include "util.h"
+
+#ifdef HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+#endif
+
+/* ======================================================================================
+ * Reference convolution: direct loops, double accumulation. Slow, obviously correct; the
+ * oneDNN path is tested against it, and it is the path used when oneDNN is absent.
+ * ====================================================================================== */
+
+static inline size_t widx(const Conv2d *c, int co, int ci, int kh, int kw) {
+    return (((size_t)co * c->C_in + ci) * c->k + kh) * c->k + kw;
+}
+
+void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
+                              const float *w, float *y) {
+    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W);
+    const int Ci = c->C_in, Co = c->C_out, k = c->k;
+    #pragma omp parallel for schedule(static)
+    for (long nh = 0; nh < (long)N * Ho; nh++) {
+        const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
+        for (int wo = 0; wo < Wo; wo++) {
+            float *yp = y + (((size_t)n * Ho + ho) * Wo + wo) * Co;
+            for (int co = 0; co < Co; co++) {
+                double acc = 0.0;
+                for (int kh = 0; kh < k; kh++) {
+                    const int h = ho * c->stride - c->pad + kh;
+                    if (h < 0 || h >= H) continue;
+                    for (int kw = 0; kw < k; kw++) {
+                        const int ww = wo * c->stride - c->pad + kw;
+                        if (ww < 0 || ww >= W) continue;
+                        const float *xp = x + (((size_t)n * H + h) * W + ww) * Ci;
+                        for (int ci = 0; ci < Ci; ci++)
+                            acc += (double)xp[ci] * w[widx(c, co, ci, kh, kw)];
+                    }
+                }
+                yp[co] = (float)acc;
+            }
+        }
+    }
+}
+
+void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
+                               const float *w, const float *dy, float *dx, float *dw) {
+    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W);
+    const int Ci = c->C_in, Co = c->C_out, k = c->k, s = c->stride, p = c->pad;
+    if (dx) {
+        /* Gather form: each input pixel collects from the outputs whose window covers it, so
+         * threads never write the same element. */
+        #pragma omp parallel for schedule(static)
+        for (long nh = 0; nh < (long)N * H; nh++) {
+            const int n = (int)(nh / H), h = (int)(nh % H);
+            for (int ww = 0; ww < W; ww++) {
+                float *dxp = dx + (((size_t)n * H + h) * W + ww) * Ci;
+                for (int ci = 0; ci < Ci; ci++) {
+                    double acc = 0.0;
+                    for (int kh = 0; kh < k; kh++) {
+                        const int th = h + p - kh;
+                        if (th < 0 || th % s) continue;
+                        const int ho = th / s;
+                        if (ho >= Ho) continue;
+                        for (int kw = 0; kw < k; kw++) {
+                            const int tw = ww + p - kw;
+                            if (tw < 0 || tw % s) continue;
+                            const int wo = tw / s;
+                            if (wo >= Wo) continue;
+                            const float *dyp = dy + (((size_t)n * Ho + ho) * Wo + wo) * Co;
+                            for (int co = 0; co < Co; co++)
+                                acc += (double)dyp[co] * w[widx(c, co, ci, kh, kw)];
+                        }
+                    }
+                    dxp[ci] = (float)acc;
+                }
+            }
+        }
+    }
+    #pragma omp parallel for schedule(static)
+    for (int co = 0; co < Co; co++) {
+        for (int ci = 0; ci < Ci; ci++)
+            for (int kh = 0; kh < k; kh++)
+                for (int kw = 0; kw < k; kw++) {
+                    double acc = 0.0;
+                    for (int n = 0; n < N; n++)
+                        for (int ho = 0; ho < Ho; ho++) {
+                            const int h = ho * s - p + kh;
+                            if (h < 0 || h >= H) continue;
+                            for (int wo = 0; wo < Wo; wo++) {
+                                const int ww = wo * s - p + kw;
+                                if (ww < 0 || ww >= W) continue;
+                                acc += (double)dy[(((size_t)n * Ho + ho) * Wo + wo) * Co + co] *
+                                       x[(((size_t)n * H + h) * W + ww) * Ci + ci];
+                            }
+                        }
+                    dw[widx(c, co, ci, kh, kw)] += (float)acc;
+                }
+    }
+}
+
+/* ======================================================================================
+ * oneDNN convolution.
+ * ====================================================================================== */
+#ifdef HAVE_DNNL
+
+static void dnnl_fail(dnnl_status_t st, const char *call, const char *file, int line) {
+    char d[64];
+    snprintf(d, sizeof d, "dnnl status %d", (int)st);
+    fail_at(file, line, call, d);
+}
+#define DNNL_CHECK(call) do { dnnl_status_t st_ = (call); \
+    if (st_ != dnnl_success) dnnl_fail(st_, #call, __FILE__, __LINE__); } while (0)
+
+/* Process-wide backend resources. The engine and stream are what oneDNN expects one of per
+ * device. The workspace holds the layout-converted activations of the call in progress: those
+ * live only inside one conv2d_* call, so one buffer serves every layer instead of each layer
+ * keeping tens of MB of its own. Calls come from a single thread (the model's). */
+static struct {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    float *ws;
+    size_t ws_bytes;
+    int winograd;   /* 1: Winograd for 3x3 stride-1 convs where oneDNN has it */
+} g_dnnl = { NULL, NULL, NULL, 0, 1 };
+
+static void dnnl_ctx_init(void) {
+    if (g_dnnl.engine) return;
+    DNNL_CHECK(dnnl_engine_create(&g_dnnl.engine, dnnl_cpu, 0));
+    DNNL_CHECK(dnnl_stream_create(&g_dnnl.stream, g_dnnl.engine, dnnl_stream_default_flags));
+}
+
+/* Grow the shared workspace to at least `need` bytes. Growing moves it, so each conv call
+ * reserves its whole need first and only then binds pointers into it. */
+static void ws_reserve(size_t need) {
+    if (need <= g_dnnl.ws_bytes) return;
+    free(g_dnnl.ws);
+    g_dnnl.ws = alignedAllocCheck(need);
+    g_dnnl.ws_bytes = need;
+}
+
+static void exec(dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args) {
+    DNNL_CHECK(dnnl_primitive_execute(p, g_dnnl.stream, nargs, args));
+}
+
+static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md, void *handle) {
+    dnnl_memory_t m;
+    DNNL_CHECK(dnnl_memory_create(&m, md, g_dnnl.engine, handle));
+    return m;
+}
+
+static void mem_set(dnnl_memory_t m, const void *p) {
+    /* oneDNN takes non-const handles for inputs too; it never writes to a source argument. */
+    DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)p));
+}
+
+static dnnl_primitive_t reorder_new(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                                    int accumulate) {
+    dnnl_primitive_attr_t attr = NULL;
+    dnnl_post_ops_t po = NULL;
+    if (accumulate) {
+        /* sum post-op: to = from + 1.0 * to, i.e. += into the gradient buffer. */
+        DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+        DNNL_CHECK(dnnl_post_ops_create(&po));
+        DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f));
+        DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, from, g_dnnl.engine, to, g_dnnl.engine, attr));
+    dnnl_primitive_t p;
+    DNNL_CHECK(dnnl_primitive_create(&p, pd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    if (po) DNNL_CHECK(dnnl_post_ops_destroy(po));
+    if (attr) DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    return p;
+}
+
+/* An activation argument of a primitive: the user's NHWC tensor and, when the primitive wants
+ * another layout (Winograd wants nChw16c), a converted copy in the workspace with the reorder
+ * that produces it (inputs) or consumes it (outputs). */
+typedef struct Port {
+    dnnl_memory_t user;      /* NHWC, handle set per call */
+    dnnl_memory_t prim;      /* == user when no conversion is needed */
+    dnnl_primitive_t reorder;
+    size_t ws_off, bytes;    /* place of the converted copy in the workspace */
+} Port;
+
+static void port_init(Port *pt, const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *prim_md,
+                      int is_input, size_t *ws_top) {
+    memset(pt, 0, sizeof *pt);
+    pt->user = mem_new(user_md, DNNL_MEMORY_NONE);
+    if (dnnl_memory_desc_equal(user_md, prim_md)) {
+        pt->prim = pt->user;
+        return;
+    }
+    pt->prim = mem_new(prim_md, DNNL_MEMORY_NONE);
+    pt->reorder = is_input ? reorder_new(user_md, prim_md, 0) : reorder_new(prim_md, user_md, 0);
+    pt->bytes = (dnnl_memory_desc_get_size(prim_md) + 63) / 64 * 64;
+    pt->ws_off = *ws_top;
+    *ws_top += pt->bytes;
+}
+
+static void port_free(Port *pt) {
+    if (pt->prim && pt->prim != pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->prim));
+    if (pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->user));
+    if (pt->reorder) DNNL_CHECK(dnnl_primitive_destroy(pt->reorder));
+    memset(pt, 0, sizeof *pt);
+}
+
+/* Point the port at the user's tensor (and at the workspace), converting inputs in. */
+static void port_bind(Port *pt, const void *user_ptr, int is_input) {
+    mem_set(pt->user, user_ptr);
+    if (pt->prim == pt->user) return;
+    mem_set(pt->prim, (char *)g_dnnl.ws + pt->ws_off);
+    if (is_input) {
+        dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->user }, { DNNL_ARG_TO, pt->prim } };
+        exec(pt->reorder, 2, a);
+    }
+}
+
+/* After the primitive ran: convert an output back into the user's NHWC tensor. */
+static void port_flush(Port *pt) {
+    if (pt->prim == pt->user) return;
+    dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->prim }, { DNNL_ARG_TO, pt->user } };
+    exec(pt->reorder, 2, a);
+}
+
+/* A copy of the OIHW master weights in a layout some primitive asked for. */
+typedef struct WeightCopy {
+    dnnl_memory_desc_t md;
+    dnnl_memory_t mem;        /* owns its buffer */
+    dnnl_memory_t user;       /* OIHW view of the master, handle set on refresh */
+    dnnl_primitive_t reorder; /* OIHW -> md */
+    unsigned version;         /* impl->w_version this copy was made from */
+    const float *src;         /* and from which master buffer */
+} WeightCopy;
+
+/* Primitives for one input shape (N, H, W). */
+typedef struct ConvPlan {
+    int N, H, W;
+    dnnl_primitive_t fwd, bwd_data, bwd_w;
+    dnnl_memory_desc_t w_fwd_md, w_bwd_md;
+    Port x_f, y_f;                  /* forward: src, dst */
+    Port dy_d, dx_d;                /* backward data: diff_dst, diff_src */
+    Port x_w, dy_w;                 /* backward weights: src, diff_dst */
+    int dy_shared;                  /* backward weights reads dy_d's converted copy */
+    dnnl_memory_t dw_prim, dw_user; /* diff weights in the primitive's layout; OIHW gradient */
+    dnnl_primitive_t dw_reorder;    /* dw_prim -> dw_user with accumulation */
+    size_t ws_fwd, ws_bwd;          /* workspace bytes needed by forward / backward */
+    size_t dw_off;                  /* dw_prim's place in the workspace */
+    char impl[160];                 /* the forward primitive's implementation name */
+    struct ConvPlan *next;
+} ConvPlan;
+
+/* Forward and backward-data want one layout each, but Winograd's layout can depend on the batch
+ * size too; past this many the oldest copy is recycled. */
+#define MAX_WEIGHT_COPIES 6
+
+typedef struct ConvImpl {
+    ConvPlan *plans;
+    WeightCopy wc[MAX_WEIGHT_COPIES];
+    int n_wc, next_evict;
+    unsigned w_version;
+    int winograd;   /* g_dnnl.winograd when the conv was initialised */
+} ConvImpl;
+
+static dnnl_memory_desc_t md4(int a, int b, int c, int d, dnnl_format_tag_t tag) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = { a, b, c, d };
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
+    return md;
+}
+
+static dnnl_primitive_desc_t pd_new(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_desc_t hint) {
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, cd, NULL, g_dnnl.engine, hint));
+    return pd;
+}
+
+static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what) {
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, what, 0);
+    CHECK(md != NULL);
+    return md;
+}
+
+static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
+    const ConvImpl *im = c->impl;
+    ConvPlan *pl = callocCheck(1, sizeof *pl);
+    pl->N = N; pl->H = H; pl->W = W;
+    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W);
+    const dnnl_dims_t strides = { c->stride, c->stride }, pad_l = { c->pad, c->pad };
+    /* Right padding that makes the window count come out exactly Ho x Wo (may be < pad). */
+    const dnnl_dims_t pad_r = { (Ho - 1) * c->stride + c->k - H - c->pad,
+                                (Wo - 1) * c->stride + c->k - W - c->pad };
+
+    const dnnl_memory_desc_t x_nhwc = md4(N, c->C_in, H, W, dnnl_nhwc);
+    const dnnl_memory_desc_t y_nhwc = md4(N, c->C_out, Ho, Wo, dnnl_nhwc);
+    const dnnl_memory_desc_t w_oihw = md4(c->C_out, c->C_in, c->k, c->k, dnnl_oihw);
+    const dnnl_memory_desc_t w_any = md4(c->C_out, c->C_in, c->k, c->k, dnnl_format_tag_any);
+    const dnnl_memory_desc_t x_any = md4(N, c->C_in, H, W, dnnl_format_tag_any);
+    const dnnl_memory_desc_t y_any = md4(N, c->C_out, Ho, Wo, dnnl_format_tag_any);
+
+    /* Winograd F(4x4, 3x3) does 2-3x fewer flops than direct for the 3x3 stride-1 convs, which
+     * are most of MiniResNet's work; it needs its blocked activation layout, and converting
+     * NHWC to and from it costs far less than it saves. Everything else runs direct on the
+     * NHWC tensors themselves. */
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t fpd = NULL;
+    dnnl_alg_kind_t alg = dnnl_convolution_direct;
+    const dnnl_memory_desc_t *xm = &x_nhwc, *ym = &y_nhwc;
+    if (im->winograd && c->k == 3 && c->stride == 1 && c->C_in % 16 == 0 && c->C_out % 16 == 0) {
+        if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
+                                               &x_any, &w_any, NULL, &y_any, strides, pad_l,
+                                               pad_r) == dnnl_success &&
+            dnnl_primitive_desc_create(&fpd, &cd, NULL, g_dnnl.engine, NULL) == dnnl_success) {
+            alg = dnnl_convolution_winograd;
+            xm = &x_any; ym = &y_any;
+        } else {
+            fpd = NULL;
+        }
+    }
+    if (!fpd) {
+        DNNL_CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, xm, &w_any,
+                                                      NULL, ym, strides, pad_l, pad_r));
+        fpd = pd_new(&cd, NULL);
+    }
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&cd, alg, xm, &w_any, ym, strides, pad_l, pad_r));
+    dnnl_primitive_desc_t dpd = pd_new(&cd, fpd);
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
+                                                           pad_l, pad_r));
+    dnnl_primitive_desc_t wpd = pd_new(&cd, fpd);
+
+    const char *impl = NULL;
+    DNNL_CHECK(dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl));
+    snprintf(pl->impl, sizeof pl->impl, "%s", impl ? impl : "?");
+
+    /* Forward and backward do not overlap in time, so each lays its converted copies out from
+     * offset 0 of the workspace. */
+    size_t top = 0;
+    port_init(&pl->x_f, &x_nhwc, q_md(fpd, dnnl_query_src_md), 1, &top);
+    port_init(&pl->y_f, &y_nhwc, q_md(fpd, dnnl_query_dst_md), 0, &top);
+    pl->ws_fwd = top;
+
+    top = 0;
+    port_init(&pl->dy_d, &y_nhwc, q_md(dpd, dnnl_query_diff_dst_md), 1, &top);
+    port_init(&pl->dx_d, &x_nhwc, q_md(dpd, dnnl_query_diff_src_md), 0, &top);
+    const dnnl_memory_desc_t *wdy = q_md(wpd, dnnl_query_diff_dst_md);
+    pl->dy_shared = dnnl_memory_desc_equal(wdy, q_md(dpd, dnnl_query_diff_dst_md));
+    if (pl->dy_shared) {
+        /* Same layout: the weight gradient reads the copy converted for the data gradient
+         * (only valid when both run, see conv2d_backward). */
+        size_t no_space = 0;
+        port_init(&pl->dy_w, &y_nhwc, wdy, 1, &no_space);
+        pl->dy_w.ws_off = pl->dy_d.ws_off;
+    } else {
+        port_init(&pl->dy_w, &y_nhwc, wdy, 1, &top);
+    }
+    port_init(&pl->x_w, &x_nhwc, q_md(wpd, dnnl_query_src_md), 1, &top);
+    const dnnl_memory_desc_t *dwm = q_md(wpd, dnnl_query_diff_weights_md);
+    pl->dw_off = top;
+    top += (dnnl_memory_desc_get_size(dwm) + 63) / 64 * 64;
+    pl->ws_bwd = top;
+    pl->dw_prim = mem_new(dwm, DNNL_MEMORY_NONE);
+    pl->dw_user = mem_new(&w_oihw, DNNL_MEMORY_NONE);
+    pl->dw_reorder = reorder_new(dwm, &w_oihw, 1);
+
+    pl->w_fwd_md = *q_md(fpd, dnnl_query_weights_md);
+    pl->w_bwd_md = *q_md(dpd, dnnl_query_weights_md);
+    DNNL_CHECK(dnnl_primitive_create(&pl->fwd, fpd));
+    DNNL_CHECK(dnnl_primitive_create(&pl->bwd_data, dpd));
+    DNNL_CHECK(dnnl_primitive_create(&pl->bwd_w, wpd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(dpd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(wpd));
+    return pl;
+}
+
+static void plan_free(ConvPlan *pl) {
+    port_free(&pl->x_f); port_free(&pl->y_f);
+    port_free(&pl->dy_d); port_free(&pl->dx_d);
+    port_free(&pl->x_w); port_free(&pl->dy_w);
+    DNNL_CHECK(dnnl_memory_destroy(pl->dw_prim));
+    DNNL_CHECK(dnnl_memory_destroy(pl->dw_user));
+    DNNL_CHECK(dnnl_primitive_destroy(pl->dw_reorder));
+    DNNL_CHECK(dnnl_primitive_destroy(pl->fwd));
+    DNNL_CHECK(dnnl_primitive_destroy(pl->bwd_data));
+    DNNL_CHECK(dnnl_primitive_destroy(pl->bwd_w));
+    free(pl);
+}
+
+static ConvPlan *plan_get(Conv2d *c, int N, int H, int W) {
+    ConvImpl *im = c->impl;
+    for (ConvPlan *pl = im->plans; pl; pl = pl->next)
+        if (pl->N == N && pl->H == H && pl->W == W) return pl;
+    ConvPlan *pl = plan_new(c, N, H, W);
+    pl->next = im->plans;
+    im->plans = pl;
+    return pl;
+}
+
+static void weight_copy_free(WeightCopy *wc) {
+    DNNL_CHECK(dnnl_memory_destroy(wc->mem));
+    DNNL_CHECK(dnnl_memory_destroy(wc->user));
+    DNNL_CHECK(dnnl_primitive_destroy(wc->reorder));
+    memset(wc, 0, sizeof *wc);
+}
+
+/* The weights in layout `md`, refreshed from the OIHW master if it changed since. */
+static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const float *w) {
+    ConvImpl *im = c->impl;
+    WeightCopy *wc = NULL;
+    for (int i = 0; i < im->n_wc; i++)
+        if (dnnl_memory_desc_equal(&im->wc[i].md, md)) wc = &im->wc[i];
+    if (!wc) {
+        if (im->n_wc < MAX_WEIGHT_COPIES) {
+            wc = &im->wc[im->n_wc++];
+        } else {
+            wc = &im->wc[im->next_evict];
+            im->next_evict = (im->next_evict + 1) % MAX_WEIGHT_COPIES;
+            weight_copy_free(wc);
+        }
+        const dnnl_memory_desc_t oihw = md4(c->C_out, c->C_in, c->k, c->k, dnnl_oihw);
+        wc->md = *md;
+        wc->mem = mem_new(md, DNNL_MEMORY_ALLOCATE);
+        wc->user = mem_new(&oihw, DNNL_MEMORY_NONE);
+        wc->reorder = reorder_new(&oihw, md, 0);
+        wc->version = im->w_version - 1;
+    }
+    if (wc->version != im->w_version || wc->src != w) {
+        mem_set(wc->user, w);
+        dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, wc->user }, { DNNL_ARG_TO, wc->mem } };
+        exec(wc->reorder, 2, a);
+        wc->version = im->w_version;
+        wc->src = w;
+    }
+    return wc->mem;
+}
+
+void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad) {
+    CHECK(C_in > 0 && C_out > 0 && k > 0 && stride > 0 && pad >= 0);
+    c->C_in = C_in; c->C_out = C_out; c->k = k; c->stride = stride; c->pad = pad;
+    dnnl_ctx_init();
+    ConvImpl *im = callocCheck(1, sizeof *im);
+    im->w_version = 1;
+    im->winograd = g_dnnl.winograd;
+    c->impl = im;
+}
+
+void conv2d_free(Conv2d *c) {
+    ConvImpl *im = c->impl;
+    if (!im) return;
+    while (im->plans) {
+        ConvPlan *next = im->plans->next;
+        plan_free(im->plans);
+        im->plans = next;
+    }
+    for (int i = 0; i < im->n_wc; i++) weight_copy_free(&im->wc[i]);
+    free(im);
+    c->impl = NULL;
+}
+
+void conv2d_weights_changed(Conv2d *c) {
+    ((ConvImpl *)c->impl)->w_version++;
+}
+
+void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
+    ConvPlan *pl = plan_get(c, N, H, W);
+    ws_reserve(pl->ws_fwd);
+    dnnl_memory_t wm = weights_get(c, &pl->w_fwd_md, w);
+    port_bind(&pl->x_f, x, 1);
+    port_bind(&pl->y_f, y, 0);
+    dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_f.prim }, { DNNL_ARG_WEIGHTS, wm },
+                             { DNNL_ARG_DST, pl->y_f.prim } };
+    exec(pl->fwd, 3, a);
+    port_flush(&pl->y_f);
+    DNNL_CHECK(dnnl_stream_wait(g_dnnl.stream));
+}
+
+void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
+                     const float *dy, float *dx, float *dw) {
+    ConvPlan *pl = plan_get(c, N, H, W);
+    ws_reserve(pl->ws_bwd);
+    if (dx) {
+        dnnl_memory_t wm = weights_get(c, &pl->w_bwd_md, w);
+        port_bind(&pl->dy_d, dy, 1);
+        port_bind(&pl->dx_d, dx, 0);
+        dnnl_exec_arg_t a[3] = { { DNNL_ARG_DIFF_DST, pl->dy_d.prim }, { DNNL_ARG_WEIGHTS, wm },
+                                 { DNNL_ARG_DIFF_SRC, pl->dx_d.prim } };
+        exec(pl->bwd_data, 3, a);
+        port_flush(&pl->dx_d);
+    }
+    if (pl->dy_shared && dx) {
+        mem_set(pl->dy_w.user, dy);   /* converted copy already in place */
+        if (pl->dy_w.prim != pl->dy_w.user) mem_set(pl->dy_w.prim, (char *)g_dnnl.ws + pl->dy_w.ws_off);
+    } else {
+        port_bind(&pl->dy_w, dy, 1);
+    }
+    port_bind(&pl->x_w, x, 1);
+    DNNL_CHECK(dnnl_memory_set_data_handle(pl->dw_prim, (char *)g_dnnl.ws + pl->dw_off));
+    dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_w.prim }, { DNNL_ARG_DIFF_DST, pl->dy_w.prim },
+                             { DNNL_ARG_DIFF_WEIGHTS, pl->dw_prim } };
+    exec(pl->bwd_w, 3, a);
+    mem_set(pl->dw_user, dw);
+    dnnl_exec_arg_t r[2] = { { DNNL_ARG_FROM, pl->dw_prim }, { DNNL_ARG_TO, pl->dw_user } };
+    exec(pl->dw_reorder, 2, r);
+    DNNL_CHECK(dnnl_stream_wait(g_dnnl.stream));
+}
+
+void conv2d_use_winograd(int enable) {
+    g_dnnl.winograd = enable != 0;
+}
+
+const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
+    return plan_get(c, N, H, W)->impl;
+}
+
+const char *ops_cpu_describe(void) {
+    static char buf[512];
+    if (buf[0]) return buf;
+    const dnnl_version_t *v = dnnl_version();
+    /* Name the implementations oneDNN picks for the two kinds of 3x3 conv of the model. */
+    Conv2d a, b;
+    conv2d_init(&a, 64, 64, 3, 1, 1);
+    conv2d_init(&b, 64, 128, 3, 2, 1);
+    snprintf(buf, sizeof buf, "oneDNN %d.%d.%d (3x3 s1: %s, 3x3 s2: %s)", v->major, v->minor,
+             v->patch, conv2d_impl_name(&a, 64, 32, 32), conv2d_impl_name(&b, 64, 32, 32));
+    conv2d_free(&a);
+    conv2d_free(&b);
+    return buf;
+}
+
+#else /* !HAVE_DNNL */
+
+void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad) {
+    CHECK(C_in > 0 && C_out > 0 && k > 0 && stride > 0 && pad >= 0);
+    c->C_in = C_in; c->C_out = C_out; c->k = k; c->stride = stride; c->pad = pad;
+    c->impl = NULL;
+}
+void conv2d_free(Conv2d *c) { c->impl = NULL; }
+void conv2d_weights_changed(Conv2d *c) { (void)c; }
+void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
+    conv2d_reference_forward(c, N, H, W, x, w, y);
+}
+void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
+                     const float *dy, float *dx, float *dw) {
+    conv2d_reference_backward(c, N, H, W, x, w, dy, dx, dw);
+}
+void conv2d_use_winograd(int enable) { (void)enable; }
+const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
+    (void)c; (void)N; (void)H; (void)W;
+    return "reference";
+}
+const char *ops_cpu_describe(void) { return "reference (direct loops, no oneDNN)"; }
+
+#endif /* HAVE_DNNL */
+
+/* ======================================================================================
+ * Batch norm. Reductions run over fixed blocks of rows (the block size depends only on C), each
+ * block summed in double into its own slot, then the slots are added in block order.
+ * ====================================================================================== */
+
+static size_t rows_per_block(int C) {
+    const size_t r = 16384 / (size_t)C;   /* ~64 KB of floats per block: stays in L2 */
+    return r ? r : 1;
+}
+
+void bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq) {
+    const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
+    double *part = callocCheck(nb * 2 * (size_t)C, sizeof(double));
+    #pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nb; b++) {
+        double *s = part + b * 2 * C, *q = s + C;
+        const size_t r1 = (b + 1) * R < M ? (b + 1) * R : M;
+        for (size_t r = b * R; r < r1; r++) {
+            const float *xr = x + r * C;
+            for (int c = 0; c < C; c++) {
+                const double v = xr[c];
+                s[c] += v;
+                q[c] += v * v;
+            }
+        }
+    }
+    for (int c = 0; c < C; c++) { sum[c] = 0.0; sumsq[c] = 0.0; }
+    for (size_t b = 0; b < nb; b++)
+        for (int c = 0; c < C; c++) {
+            sum[c] += part[b * 2 * C + c];
+            sumsq[c] += part[b * 2 * C + C + c];
+        }
+    free(part);
+}
+
+void bn_finalize_stats(const double *sum, const double *sumsq, double count, int C, float eps,
+                       float momentum, float *mean, float *invstd, float *running_mean,
+                       float *running_var) {
+    for (int c = 0; c < C; c++) {
+        const double m = sum[c] / count;
+        double var = sumsq[c] / count - m * m;
+        if (var < 0.0) var = 0.0;   /* rounding can take a constant channel slightly below 0 */
+        mean[c] = (float)m;
+        invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
+        if (running_mean)
+            running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + (double)momentum * m);
+        if (running_var) {
+            const double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
+            running_var[c] = (float)((1.0 - momentum) * running_var[c] + (double)momentum * unbiased);
+        }
+    }
+}
+
+/* NaN passes through (as in PyTorch) so that a diverging run shows up in the loss. */
+static inline float relu1(float v) { return v < 0.0f ? 0.0f : v; }
+
+void bn_apply(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
+              const float *gamma, const float *beta, const float *residual, int relu) {
+    /* y = x*scale + shift with the per-channel constants folded once. */
+    float *scale = mallocCheck(2 * (size_t)C * sizeof(float)), *shift = scale + C;
+    for (int c = 0; c < C; c++) {
+        scale[c] = gamma[c] * invstd[c];
+        shift[c] = beta[c] - mean[c] * scale[c];
+    }
+    #pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < M; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        if (residual) {
+            const float *rr = residual + r * C;
+            if (relu) for (int c = 0; c < C; c++) yr[c] = relu1(xr[c] * scale[c] + shift[c] + rr[c]);
+            else      for (int c = 0; c < C; c++) yr[c] = xr[c] * scale[c] + shift[c] + rr[c];
+        } else {
+            if (relu) for (int c = 0; c < C; c++) yr[c] = relu1(xr[c] * scale[c] + shift[c]);
+            else      for (int c = 0; c < C; c++) yr[c] = xr[c] * scale[c] + shift[c];
+        }
+    }
+    free(scale);
+}
+
+void bn_backward_reduce(const float *x, const float *y, const float *dy, float *g, size_t M, int C,
+                        const float *mean, const float *invstd, int relu, double *sum_g,
+                        double *sum_gx) {
+    const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
+    double *part = callocCheck(nb * 2 * (size_t)C, sizeof(double));
+    #pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nb; b++) {
+        double *sg = part + b * 2 * C, *sx = sg + C;
+        const size_t r1 = (b + 1) * R < M ? (b + 1) * R : M;
+        for (size_t r = b * R; r < r1; r++) {
+            const float *xr = x + r * C, *dyr = dy + r * C, *yr = relu ? y + r * C : NULL;
+            float *gr = g + r * C;
+            /* Mask, then reduce the row while it is in L1. Two loops: with the compare and the
+             * double accumulation in one, GCC (trapping math) will not vectorise. g may alias
+             * dy: each element is read before it is written. */
+            if (relu) {
+                for (int c = 0; c < C; c++) {
+                    const float d = dyr[c];
+                    gr[c] = yr[c] > 0.0f ? d : 0.0f;
+                }
+            } else if (gr != dyr) {
+                memcpy(gr, dyr, (size_t)C * sizeof(float));
+            }
+            for (int c = 0; c < C; c++) {
+                const float gv = gr[c];
+                sg[c] += gv;
+                sx[c] += (double)(gv * (xr[c] - mean[c]));
+            }
+        }
+    }
+    for (int c = 0; c < C; c++) { sum_g[c] = 0.0; sum_gx[c] = 0.0; }
+    for (size_t b = 0; b < nb; b++)
+        for (int c = 0; c < C; c++) {
+            sum_g[c] += part[b * 2 * C + c];
+            sum_gx[c] += part[b * 2 * C + C + c];
+        }
+    for (int c = 0; c < C; c++) sum_gx[c] *= invstd[c];
+    free(part);
+}
+
+void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int C,
+                       const float *mean, const float *invstd, const float *gamma,
+                       const double *local_sum_g, const double *local_sum_gx,
+                       const double *global_sum_g, const double *global_sum_gx, double count,
+                       float *dgamma, float *dbeta) {
+    /* dx = a*g - b*x + d, per channel: a = gamma*invstd, b = a*invstd*sum_gx/count,
+     * d = b*mean - a*sum_g/count. */
+    float *a = mallocCheck(3 * (size_t)C * sizeof(float)), *bq = a + C, *d = a + 2 * C;
+    for (int c = 0; c < C; c++) {
+        const double ac = (double)gamma[c] * invstd[c];
+        const double bc = ac * invstd[c] * global_sum_gx[c] / count;
+        a[c] = (float)ac;
+        bq[c] = (float)bc;
+        d[c] = (float)(bc * mean[c] - ac * global_sum_g[c] / count);
+        if (dgamma) dgamma[c] += (float)local_sum_gx[c];
+        if (dbeta) dbeta[c] += (float)local_sum_g[c];
+    }
+    #pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < M; r++) {
+        const float *xr = x + r * C, *gr = g + r * C;
+        float *dr = dx + r * C;
+        for (int c = 0; c < C; c++) dr[c] = a[c] * gr[c] - bq[c] * xr[c] + d[c];
+    }
+    free(a);
+}
+
+/* ======================================================================================
+ * Head.
+ * ====================================================================================== */
+
+void avgpool_forward(const float *x, float *y, int N, int HW, int C) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *yn = y + (size_t)n * C;
+        double *acc = callocCheck((size_t)C, sizeof(double));
+        for (int p = 0; p < HW; p++) {
+            const float *xp = x + ((size_t)n * HW + p) * C;
+            for (int c = 0; c < C; c++) acc[c] += xp[c];
+        }
+        for (int c = 0; c < C; c++) yn[c] = (float)(acc[c] / HW);
+        free(acc);
+    }
+}
+
+void avgpool_backward(const float *dy, float *dx, int N, int HW, int C) {
+    const float inv = 1.0f / (float)HW;
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int p = 0; p < HW; p++) {
+            float *dp = dx + ((size_t)n * HW + p) * C;
+            const float *dn = dy + (size_t)n * C;
+            for (int c = 0; c < C; c++) dp[c] = dn[c] * inv;
+        }
+}
+
+void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O) {
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            const float *xn = x + (size_t)n * I, *wo = w + (size_t)o * I;
+            double acc = 0.0;
+            for (int i = 0; i < I; i++) acc += (double)xn[i] * wo[i];
+            y[(size_t)n * O + o] = (float)(acc + b[o]);
+        }
+}
+
+void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                     float *db, int N, int I, int O) {
+    #pragma omp parallel for schedule(static)
+    for (int o = 0; o < O; o++) {
+        double sb = 0.0;
+        for (int n = 0; n < N; n++) sb += dy[(size_t)n * O + o];
+        db[o] += (float)sb;
+        for (int i = 0; i < I; i++) {
+            double acc = 0.0;
+            for (int n = 0; n < N; n++) acc += (double)dy[(size_t)n * O + o] * x[(size_t)n * I + i];
+            dw[(size_t)o * I + i] += (float)acc;
+        }
+    }
+    if (!dx) return;
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int i = 0; i < I; i++) {
+            double acc = 0.0;
+            for (int o = 0; o < O; o++) acc += (double)dy[(size_t)n * O + o] * w[(size_t)o * I + i];
+            dx[(size_t)n * I + i] = (float)acc;
+        }
+}
+
+float softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
+                   float *dlogits, int *correct) {
+    /* Sequential: N x K is tiny (64 x 10), and a fixed order keeps the loss bitwise stable. */
+    double loss = 0.0;
+    int ok = 0;
+    for (int n = 0; n < N; n++) {
+        const float *z = logits + (size_t)n * K;
+        const int lab = labels[n];
+        CHECK(lab >= 0 && lab < K);
+        int arg = 0;
+        for (int k = 1; k < K; k++)
+            if (z[k] > z[arg]) arg = k;
+        ok += arg == lab;
+        const double zmax = z[arg];
+        double se = 0.0;
+        for (int k = 0; k < K; k++) se += exp((double)z[k] - zmax);
+        loss += log(se) - ((double)z[lab] - zmax);
+        if (dlogits) {
+            const double f = (double)scale / N;
+            for (int k = 0; k < K; k++) {
+                const double p = exp((double)z[k] - zmax) / se;
+                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab)));
+            }
+        }
+    }
+    if (correct) *correct = ok;
+    return (float)(loss / N);
+}

@@ -1,0 +1,93 @@
+/* reducer.c - see reducer.h. */
+#include <string.h>
+
+#include "reducer.h"
+#include "util.h"
+
+void reducer_init(Reducer *r, Comm *comm, float *grads, const TensorInfo *info, int n_info,
+                  size_t cap_bytes, size_t first_cap_bytes, Trace *trace) {
+    memset(r, 0, sizeof *r);
+    r->comm = comm;
+    r->grads = grads;
+    r->trace = trace;
+    r->n = n_info > 0 ? info[n_info - 1].offset + info[n_info - 1].numel : 0;
+    r->bucket = callocCheck((size_t)n_info + 1, sizeof *r->bucket);
+    /* Walk tensors from the last to the first, closing a bucket once it reaches the cap. */
+    size_t end = r->n, cap = first_cap_bytes;
+    for (int i = n_info - 1; i >= 0; i--) {
+        size_t begin = info[i].offset;
+        if ((end - begin) * sizeof(float) >= cap || i == 0) {
+            r->bucket[r->n_bucket++] = (Bucket){.begin = begin, .end = end};
+            end = begin;
+            cap = cap_bytes;
+        }
+    }
+}
+
+void reducer_free(Reducer *r) {
+    free(r->bucket);
+    memset(r, 0, sizeof *r);
+}
+
+void reducer_begin(Reducer *r, int active, long step) {
+    r->active = active && r->comm->world_size > 1;
+    r->next = 0;
+    r->step = step;
+    for (int i = 0; i < r->n_bucket; i++) r->bucket[i].posted = 0;
+}
+
+static void set_context(Reducer *r, int b) {
+    char ctx[96];
+    snprintf(ctx, sizeof ctx, "step %ld, bucket %d of %d", r->step, b, r->n_bucket);
+    comm_set_context(r->comm, ctx);
+}
+
+static void post(Reducer *r, int b) {
+    Bucket *k = &r->bucket[b];
+    set_context(r, b);
+    k->t_post = now_sec();
+    comm_iallreduce(r->comm, r->grads + k->begin, k->end - k->begin, COMM_FLOAT32, COMM_AVG, &k->req);
+    k->posted = 1;
+    k->t_done = 0.0;
+}
+
+/* A completed bucket's span goes into the trace from post to the moment completion was seen. */
+static void poll(Reducer *r) {
+    for (int b = 0; b < r->next; b++) {
+        Bucket *k = &r->bucket[b];
+        if (k->t_done == 0.0 && comm_test(r->comm, &k->req)) {
+            k->t_done = now_sec();
+            trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
+        }
+    }
+}
+
+void reducer_grad_ready(void *ctx, size_t offset) {
+    Reducer *r = ctx;
+    if (!r->active) return;
+    while (r->next < r->n_bucket && r->bucket[r->next].begin >= offset) post(r, r->next++);
+    poll(r);
+}
+
+void reducer_finish(Reducer *r) {
+    if (!r->active) return;
+    while (r->next < r->n_bucket) post(r, r->next++);
+    double t0 = now_sec();
+    for (int b = 0; b < r->n_bucket; b++) {
+        Bucket *k = &r->bucket[b];
+        if (k->t_done != 0.0) continue;
+        set_context(r, b);
+        comm_wait(r->comm, &k->req);
+        k->t_done = now_sec();
+        trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
+    }
+    r->wait_time += now_sec() - t0;
+    r->active = 0;
+}
+
+void reducer_describe(const Reducer *r, char *out, size_t n) {
+    size_t len = (size_t)snprintf(out, n, "%d buckets (MB):", r->n_bucket);
+    for (int b = 0; b < r->n_bucket && len < n; b++)
+        len += (size_t)snprintf(out + len, n - len, " %.2f",
+                                (double)(r->bucket[b].end - r->bucket[b].begin) * 4.0 / 1e6);
+}

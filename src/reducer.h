@@ -1,0 +1,60 @@
+/* reducer.h - gradient averaging across ranks in buckets that overlap with backward.
+ *
+ * Buckets are contiguous slices of the flat gradient buffer, cut at tensor boundaries, in
+ * reverse layer order: bucket 0 holds the last layers (whose gradients backward produces
+ * first), and is kept small (first_cap_bytes) so communication starts early, as in PyTorch
+ * DDP. The model calls reducer_grad_ready(offset) each time the gradients at offsets >= offset
+ * are final; every bucket that lies entirely above the offset is posted as a non-blocking
+ * average at once, and the buckets already in flight are polled so that the communication
+ * progresses between layers while backward continues. reducer_finish waits for all of them
+ * before the optimizer step.
+ *
+ * The reducer only knows a Comm: the same code drives MPI on CPU and NCCL on GPU. */
+#ifndef DDP_REDUCER_H
+#define DDP_REDUCER_H
+
+#include <stddef.h>
+
+#include "comm.h"
+#include "model.h"
+#include "trace.h"
+
+typedef struct {
+    size_t begin, end;       /* [begin, end) of the gradient buffer */
+    int posted;
+    CommRequest req;
+    double t_post, t_done;
+} Bucket;
+
+typedef struct {
+    Comm *comm;
+    float *grads;
+    size_t n;
+    Bucket *bucket;
+    int n_bucket;
+    int next;                /* next bucket to post (they are posted in index order) */
+    int active;              /* this backward communicates (the last micro-step) */
+    long step;               /* for the timeout context */
+    Trace *trace;
+    double wait_time;        /* seconds blocked in reducer_finish since last taken */
+} Reducer;
+
+/* Buckets from the tensor layout (params in forward order). */
+void reducer_init(Reducer *r, Comm *comm, float *grads, const TensorInfo *info, int n_info,
+                  size_t cap_bytes, size_t first_cap_bytes, Trace *trace);
+void reducer_free(Reducer *r);
+
+/* Before each backward: active = 0 on the first k-1 micro-steps of gradient accumulation
+ * (nothing is communicated then), 1 on the last. */
+void reducer_begin(Reducer *r, int active, long step);
+
+/* The model's GradReadyFn (ctx = Reducer*). */
+void reducer_grad_ready(void *ctx, size_t offset);
+
+/* Posts what is left and waits for every bucket: gradients are then averaged over ranks. */
+void reducer_finish(Reducer *r);
+
+/* "12 buckets: 1.0 MB, 24.8 MB, ..." for the log. */
+void reducer_describe(const Reducer *r, char *out, size_t n);
+
+#endif

@@ -1,0 +1,652 @@
+/* test_ops.c - correctness of the CPU kernels (ops_cpu.h); `--bench` times the conv shapes of
+ * MiniResNet instead.
+ *
+ * Gradients are checked against finite differences of the loss L = sum(y * R) for a random R:
+ *  - for the ops that are linear in the perturbed input (conv, avgpool, linear) the difference
+ *    is taken through the float kernels themselves with a large step: L is exactly linear, so
+ *    the only error is the rounding of the few outputs the step touches;
+ *  - for batch norm and softmax cross-entropy through double-precision reference versions
+ *    written here, with a small step (small enough that no ReLU input crosses zero).
+ * Every comparison reports max|got - want| / max|want| and, to show that the tolerance can
+ * fail, also checks that scaling the largest expected element of `got` by 1.01 exceeds it.
+ * Exit status 0 when everything passes. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <omp.h>
+
+#include "ops_cpu.h"
+#include "util.h"
+
+static int g_failed, g_checks;
+
+/* ---- helpers ---- */
+
+static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
+static double urand(void) {   /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+static float *frand(size_t n, double scale) {
+    float *p = mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = (float)(urand() * scale);
+    return p;
+}
+static double *dalloc(size_t n) { return callocCheck(n, sizeof(double)); }
+static float *falloc(size_t n) { return callocCheck(n, sizeof(float)); }
+static double *to_d(const float *f, size_t n) {
+    double *d = dalloc(n);
+    for (size_t i = 0; i < n; i++) d[i] = f[i];
+    return d;
+}
+
+static double rel_err(const double *got, const double *want, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        num = fmax(num, fabs(got[i] - want[i]));
+        den = fmax(den, fabs(want[i]));
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+static void check(const char *name, const double *got, const double *want, size_t n, double tol) {
+    const double err = rel_err(got, want, n);
+    size_t j = 0;
+    for (size_t i = 1; i < n; i++) if (fabs(want[i]) > fabs(want[j])) j = i;
+    double *mut = dalloc(n);
+    memcpy(mut, got, n * sizeof(double));
+    mut[j] *= 1.01;
+    const double err_mut = rel_err(mut, want, n);
+    free(mut);
+    const int ok = err <= tol && !isnan(err), sensitive = err_mut > tol;
+    g_checks++;
+    if (!ok || !sensitive) g_failed++;
+    printf("%-4s %-48s max rel err %.2e (tol %.0e)%s\n", ok && sensitive ? "ok" : "FAIL", name, err,
+           tol, sensitive ? "" : "  [a 1% error would pass: tolerance too loose]");
+}
+static void check_f(const char *name, const float *got, const double *want, size_t n, double tol) {
+    double *g = to_d(got, n);
+    check(name, g, want, n, tol);
+    free(g);
+}
+static void check_ff(const char *name, const float *got, const float *want, size_t n, double tol) {
+    double *w = to_d(want, n);
+    check_f(name, got, w, n, tol);
+    free(w);
+}
+static void check_true(const char *name, int cond) {
+    g_checks++;
+    if (!cond) g_failed++;
+    printf("%-4s %s\n", cond ? "ok" : "FAIL", name);
+}
+
+static double dot_fd(const float *y, const float *R, size_t n) {
+    double s = 0.0;
+    for (size_t i = 0; i < n; i++) s += (double)y[i] * R[i];
+    return s;
+}
+
+/* ---- convolution ---- */
+
+typedef struct { Conv2d *c; int N, H, W, ref; const float *x, *w; float *y; const float *R; size_t ny; } ConvLoss;
+static double conv_loss(ConvLoss *L) {
+    if (L->ref) conv2d_reference_forward(L->c, L->N, L->H, L->W, L->x, L->w, L->y);
+    else conv2d_forward(L->c, L->N, L->H, L->W, L->x, L->w, L->y);
+    return dot_fd(L->y, L->R, L->ny);
+}
+
+/* Central difference of L wrt v[i] with step h, in the float values actually stored. */
+static double fd_at(float *v, size_t i, double h, double (*loss)(void *), void *ctx) {
+    const float v0 = v[i], vp = (float)(v0 + h), vm = (float)(v0 - h);
+    v[i] = vp; const double lp = loss(ctx);
+    v[i] = vm; const double lm = loss(ctx);
+    v[i] = v0;
+    return (lp - lm) / ((double)vp - (double)vm);
+}
+static double conv_loss_v(void *p) { return conv_loss(p); }
+
+#define NSAMPLE 24
+
+/* dx and dw of one conv (oneDNN or reference) against finite differences at sampled points. */
+static void test_conv_fd(int ref, int Ci, int Co, int k, int s, int p, int N, int H) {
+    Conv2d c;
+    conv2d_init(&c, Ci, Co, k, s, p);
+    const int Ho = conv2d_out_size(&c, H);
+    const size_t nx = (size_t)N * H * H * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Ho * Co;
+    float *x = frand(nx, 1.0), *w = frand(nw, 1.0), *R = frand(ny, 1.0), *y = falloc(ny);
+    float *dx = falloc(nx), *dw = falloc(nw);
+    if (ref) conv2d_reference_backward(&c, N, H, H, x, w, R, dx, dw);
+    else conv2d_backward(&c, N, H, H, x, w, R, dx, dw);
+    ConvLoss L = { &c, N, H, H, ref, x, w, y, R, ny };
+    double got[NSAMPLE], want[NSAMPLE];
+    char name[128];
+    for (int t = 0; t < NSAMPLE; t++) {
+        const size_t i = (size_t)((urand() + 1.0) * 0.5 * nx) % nx;
+        want[t] = fd_at(x, i, 0.5, conv_loss_v, &L);
+        got[t] = dx[i];
+    }
+    snprintf(name, sizeof name, "%s conv %dx%d s%d %d->%d N%d %dx%d: dx vs fd", ref ? "ref" : "dnnl",
+             k, k, s, Ci, Co, N, H, H);
+    check(name, got, want, NSAMPLE, 1e-4);
+    for (int t = 0; t < NSAMPLE; t++) {
+        const size_t i = (size_t)((urand() + 1.0) * 0.5 * nw) % nw;
+        /* the weights are cached by the backend: tell it they changed around each step */
+        const float w0 = w[i], wp = (float)(w0 + 0.5), wm = (float)(w0 - 0.5);
+        w[i] = wp; conv2d_weights_changed(&c); const double lp = conv_loss(&L);
+        w[i] = wm; conv2d_weights_changed(&c); const double lm = conv_loss(&L);
+        w[i] = w0; conv2d_weights_changed(&c);
+        want[t] = (lp - lm) / ((double)wp - (double)wm);
+        got[t] = dw[i];
+    }
+    snprintf(name, sizeof name, "%s conv %dx%d s%d %d->%d N%d %dx%d: dw vs fd", ref ? "ref" : "dnnl",
+             k, k, s, Ci, Co, N, H, H);
+    check(name, got, want, NSAMPLE, 1e-4);
+    conv2d_free(&c);
+    free(x); free(w); free(R); free(y); free(dx); free(dw);
+}
+
+/* Whole tensors: backend vs reference for forward, dx, dw; then += semantics, determinism and
+ * the weight cache. */
+static void test_conv_vs_ref(int Ci, int Co, int k, int s, int p, int N, int H, int W) {
+    Conv2d c;
+    conv2d_init(&c, Ci, Co, k, s, p);
+    const int Ho = conv2d_out_size(&c, H), Wo = conv2d_out_size(&c, W);
+    const size_t nx = (size_t)N * H * W * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Wo * Co;
+    float *x = frand(nx, 1.0), *w = frand(nw, 0.1), *dy = frand(ny, 1.0);
+    float *y = falloc(ny), *y_ref = falloc(ny), *dx = falloc(nx), *dx_ref = falloc(nx);
+    float *dw = falloc(nw), *dw_ref = falloc(nw), *dw2 = falloc(nw);
+    char name[160], tag[96];
+    snprintf(tag, sizeof tag, "%dx%d s%d %d->%d N%d %dx%d [%s]", k, k, s, Ci, Co, N, H, W,
+             conv2d_impl_name(&c, N, H, W));
+
+    conv2d_forward(&c, N, H, W, x, w, y);
+    conv2d_reference_forward(&c, N, H, W, x, w, y_ref);
+    snprintf(name, sizeof name, "conv fwd %s", tag);
+    check_ff(name, y, y_ref, ny, 1e-4);
+
+    conv2d_backward(&c, N, H, W, x, w, dy, dx, dw);
+    conv2d_reference_backward(&c, N, H, W, x, w, dy, dx_ref, dw_ref);
+    snprintf(name, sizeof name, "conv dx  %s", tag);
+    check_ff(name, dx, dx_ref, nx, 1e-4);
+    snprintf(name, sizeof name, "conv dw  %s", tag);
+    check_ff(name, dw, dw_ref, nw, 1e-4);
+
+    /* Accumulation: start from D0, two backward passes (one without dx) give D0 + 2 dw. */
+    double *want = dalloc(nw);
+    for (size_t i = 0; i < nw; i++) { dw2[i] = (float)urand(); want[i] = dw2[i] + 2.0 * dw_ref[i]; }
+    conv2d_backward(&c, N, H, W, x, w, dy, dx, dw2);
+    conv2d_backward(&c, N, H, W, x, w, dy, NULL, dw2);
+    snprintf(name, sizeof name, "conv dw += twice %s", tag);
+    check_f(name, dw2, want, nw, 1e-4);
+
+    /* Determinism: the same call twice gives the same bits. */
+    memset(dw2, 0, nw * sizeof(float));
+    float *dx2 = falloc(nx), *y2 = falloc(ny);
+    conv2d_backward(&c, N, H, W, x, w, dy, dx2, dw2);
+    conv2d_forward(&c, N, H, W, x, w, y2);
+    snprintf(name, sizeof name, "conv bitwise repeatable %s", tag);
+    check_true(name, !memcmp(dw, dw2, nw * sizeof(float)) && !memcmp(dx, dx2, nx * sizeof(float)) &&
+                     !memcmp(y, y2, ny * sizeof(float)));
+
+    /* Weight cache: change the master in place, announce it, expect the new result. */
+    for (size_t i = 0; i < nw; i++) w[i] = -0.5f * w[i] + 0.01f;
+    conv2d_weights_changed(&c);
+    conv2d_forward(&c, N, H, W, x, w, y);
+    conv2d_backward(&c, N, H, W, x, w, dy, dx, dw2);
+    conv2d_reference_forward(&c, N, H, W, x, w, y_ref);
+    conv2d_reference_backward(&c, N, H, W, x, w, dy, dx_ref, dw_ref);
+    snprintf(name, sizeof name, "conv fwd after weights_changed %s", tag);
+    check_ff(name, y, y_ref, ny, 1e-4);
+    snprintf(name, sizeof name, "conv dx after weights_changed %s", tag);
+    check_ff(name, dx, dx_ref, nx, 1e-4);
+
+    conv2d_free(&c);
+    free(want); free(x); free(w); free(dy); free(y); free(y_ref); free(dx); free(dx_ref);
+    free(dw); free(dw_ref); free(dw2); free(dx2); free(y2);
+}
+
+/* One layer used at many batch sizes (training, evaluation, short last batches), twice round,
+ * so that cached primitives and weight copies are reused and recycled. */
+static void test_conv_many_batches(void) {
+    const int Ci = 32, Co = 32, H = 8, maxN = 7;
+    Conv2d c;
+    conv2d_init(&c, Ci, Co, 3, 1, 1);
+    const size_t nx = (size_t)maxN * H * H * Ci, nw = (size_t)Co * Ci * 9;
+    float *x = frand(nx, 1.0), *w = frand(nw, 0.1), *dy = frand(nx, 1.0);
+    float *y = falloc(nx), *y_ref = falloc(nx), *dx = falloc(nx), *dx_ref = falloc(nx);
+    float *dw = falloc(nw), *dw_ref = falloc(nw);
+    double worst = 0.0;
+    for (int round = 0; round < 2; round++)
+        for (int N = 1; N <= maxN; N++) {
+            const size_t n = (size_t)N * H * H * Ci;
+            for (size_t i = 0; i < nw; i++) w[i] += 0.001f;   /* an optimizer step */
+            conv2d_weights_changed(&c);
+            memset(dw, 0, nw * sizeof(float));
+            memset(dw_ref, 0, nw * sizeof(float));
+            conv2d_forward(&c, N, H, H, x, w, y);
+            conv2d_backward(&c, N, H, H, x, w, dy, dx, dw);
+            conv2d_reference_forward(&c, N, H, H, x, w, y_ref);
+            conv2d_reference_backward(&c, N, H, H, x, w, dy, dx_ref, dw_ref);
+            double *a = to_d(y_ref, n), *b = to_d(dx_ref, n), *d = to_d(dw_ref, nw);
+            double *ga = to_d(y, n), *gb = to_d(dx, n), *gd = to_d(dw, nw);
+            worst = fmax(worst, fmax(rel_err(ga, a, n), fmax(rel_err(gb, b, n), rel_err(gd, d, nw))));
+            free(a); free(b); free(d); free(ga); free(gb); free(gd);
+        }
+    char name[128];
+    snprintf(name, sizeof name, "conv N=1..%d twice, weights changing: worst rel err %.1e", maxN, worst);
+    check_true(name, worst <= 1e-4);
+    conv2d_free(&c);
+    free(x); free(w); free(dy); free(y); free(y_ref); free(dx); free(dx_ref); free(dw); free(dw_ref);
+}
+
+/* ---- batch norm: double reference of the whole training forward ---- */
+
+typedef struct {
+    size_t M; int C, relu;
+    float *x, *gamma, *beta, *res;   /* perturbed by the finite differences */
+    const float *R;
+} BnCase;
+
+static double bn_ref_loss(void *p) {
+    BnCase *b = p;
+    const size_t M = b->M;
+    const int C = b->C;
+    double L = 0.0;
+    for (int c = 0; c < C; c++) {
+        double s = 0.0, q = 0.0;
+        for (size_t r = 0; r < M; r++) s += b->x[r * C + c];
+        const double mean = s / M;
+        for (size_t r = 0; r < M; r++) { const double d = b->x[r * C + c] - mean; q += d * d; }
+        const double invstd = 1.0 / sqrt(q / M + 1e-5);
+        for (size_t r = 0; r < M; r++) {
+            double y = b->gamma[c] * (b->x[r * C + c] - mean) * invstd + b->beta[c];
+            if (b->res) y += b->res[r * C + c];
+            if (b->relu && y < 0.0) y = 0.0;
+            L += y * b->R[r * C + c];
+        }
+    }
+    return L;
+}
+
+/* Forward + backward through the four phases, `ranks` slices of rows standing for the ranks
+ * of a synchronised batch norm (sums added between phases as the all-reduce would). */
+static void bn_run(BnCase *b, int ranks, float *y, float *dx, float *g, float *dgamma, float *dbeta) {
+    const size_t M = b->M;
+    const int C = b->C;
+    double *sum = dalloc(C), *sq = dalloc(C), *ls = dalloc(C), *lq = dalloc(C);
+    double *sg = dalloc((size_t)ranks * C), *sx = dalloc((size_t)ranks * C), *gsg = dalloc(C), *gsx = dalloc(C);
+    float *mean = falloc(C), *invstd = falloc(C);
+    for (int k = 0; k < ranks; k++) {
+        const size_t r0 = M * k / ranks, r1 = M * (k + 1) / ranks;
+        bn_stats(b->x + r0 * C, r1 - r0, C, ls, lq);
+        for (int c = 0; c < C; c++) { sum[c] += ls[c]; sq[c] += lq[c]; }
+    }
+    bn_finalize_stats(sum, sq, (double)M, C, 1e-5f, 0.1f, mean, invstd, NULL, NULL);
+    for (int k = 0; k < ranks; k++) {
+        const size_t r0 = M * k / ranks, r1 = M * (k + 1) / ranks;
+        bn_apply(b->x + r0 * C, y + r0 * C, r1 - r0, C, mean, invstd, b->gamma, b->beta,
+                 b->res ? b->res + r0 * C : NULL, b->relu);
+        bn_backward_reduce(b->x + r0 * C, y + r0 * C, b->R + r0 * C, g + r0 * C, r1 - r0, C, mean,
+                           invstd, b->relu, sg + (size_t)k * C, sx + (size_t)k * C);
+        for (int c = 0; c < C; c++) { gsg[c] += sg[(size_t)k * C + c]; gsx[c] += sx[(size_t)k * C + c]; }
+    }
+    for (int k = 0; k < ranks; k++) {
+        const size_t r0 = M * k / ranks, r1 = M * (k + 1) / ranks;
+        bn_backward_apply(b->x + r0 * C, g + r0 * C, dx + r0 * C, r1 - r0, C, mean, invstd, b->gamma,
+                          sg + (size_t)k * C, sx + (size_t)k * C, gsg, gsx, (double)M, dgamma, dbeta);
+    }
+    free(sum); free(sq); free(ls); free(lq); free(sg); free(sx); free(gsg); free(gsx);
+    free(mean); free(invstd);
+}
+
+static void test_bn(int residual, int relu) {
+    const size_t M = 3 * 5 * 7;
+    const int C = 24;
+    BnCase b = { M, C, relu, frand(M * C, 2.0), frand(C, 1.0), frand(C, 0.5),
+                 residual ? frand(M * C, 1.0) : NULL, frand(M * C, 1.0) };
+    for (size_t i = 0; i < M * C; i++) b.x[i] += 0.3f;   /* non-zero means */
+    float *y = falloc(M * C), *dx = falloc(M * C), *g = falloc(M * C);
+    float *dgamma = falloc(C), *dbeta = falloc(C);
+    bn_run(&b, 1, y, dx, g, dgamma, dbeta);
+    char name[128], tag[48];
+    snprintf(tag, sizeof tag, "M%zu C%d%s%s", M, C, residual ? " +res" : "", relu ? " relu" : "");
+
+    /* forward vs the double reference, recomputed element by element */
+    double *yref = dalloc(M * C);
+    for (int c = 0; c < C; c++) {
+        double s = 0.0, q = 0.0;
+        for (size_t r = 0; r < M; r++) s += b.x[r * C + c];
+        const double mean = s / M;
+        for (size_t r = 0; r < M; r++) { const double d = b.x[r * C + c] - mean; q += d * d; }
+        for (size_t r = 0; r < M; r++) {
+            double v = b.gamma[c] * (b.x[r * C + c] - mean) / sqrt(q / M + 1e-5) + b.beta[c];
+            if (b.res) v += b.res[r * C + c];
+            yref[r * C + c] = relu && v < 0.0 ? 0.0 : v;
+        }
+    }
+    snprintf(name, sizeof name, "bn forward %s", tag);
+    check_f(name, y, yref, M * C, 1e-5);
+
+    double got[NSAMPLE], want[NSAMPLE];
+    for (int t = 0; t < NSAMPLE; t++) {
+        const size_t i = (size_t)((urand() + 1.0) * 0.5 * M * C) % (M * C);
+        want[t] = fd_at(b.x, i, 1e-5, bn_ref_loss, &b);
+        got[t] = dx[i];
+    }
+    snprintf(name, sizeof name, "bn dx vs fd %s", tag);
+    check(name, got, want, NSAMPLE, 1e-4);
+    if (residual) {
+        /* the shortcut's gradient is g, the ReLU-masked dy */
+        for (int t = 0; t < NSAMPLE; t++) {
+            const size_t i = (size_t)((urand() + 1.0) * 0.5 * M * C) % (M * C);
+            want[t] = fd_at(b.res, i, 1e-5, bn_ref_loss, &b);
+            got[t] = g[i];
+        }
+        snprintf(name, sizeof name, "bn d(residual)=g vs fd %s", tag);
+        check(name, got, want, NSAMPLE, 1e-4);
+    }
+    double *wg = dalloc(C), *wb = dalloc(C);
+    for (int c = 0; c < C; c++) {
+        wg[c] = fd_at(b.gamma, c, 1e-5, bn_ref_loss, &b);
+        wb[c] = fd_at(b.beta, c, 1e-5, bn_ref_loss, &b);
+    }
+    snprintf(name, sizeof name, "bn dgamma vs fd %s", tag);
+    check_f(name, dgamma, wg, C, 1e-4);
+    snprintf(name, sizeof name, "bn dbeta vs fd %s", tag);
+    check_f(name, dbeta, wb, C, 1e-4);
+
+    /* synchronised over 3 "ranks" == one process over all rows; dgamma/dbeta accumulate */
+    float *y3 = falloc(M * C), *dx3 = falloc(M * C), *g3 = falloc(M * C);
+    float *dgamma3 = falloc(C), *dbeta3 = falloc(C);
+    double *wg2 = dalloc(C), *wb2 = dalloc(C);
+    for (int c = 0; c < C; c++) {
+        dgamma3[c] = 1.0f; dbeta3[c] = -2.0f;
+        wg2[c] = 1.0 + dgamma[c]; wb2[c] = -2.0 + dbeta[c];
+    }
+    bn_run(&b, 3, y3, dx3, g3, dgamma3, dbeta3);
+    snprintf(name, sizeof name, "bn 3-rank sync dx == 1-rank %s", tag);
+    check_ff(name, dx3, dx, M * C, 1e-5);
+    snprintf(name, sizeof name, "bn 3-rank dgamma += %s", tag);
+    check_f(name, dgamma3, wg2, C, 1e-5);
+    snprintf(name, sizeof name, "bn 3-rank dbeta += %s", tag);
+    check_f(name, dbeta3, wb2, C, 1e-5);
+
+    free(b.x); free(b.gamma); free(b.beta); free(b.res); free((void *)b.R);
+    free(y); free(dx); free(g); free(dgamma); free(dbeta); free(yref); free(wg); free(wb);
+    free(y3); free(dx3); free(g3); free(dgamma3); free(dbeta3); free(wg2); free(wb2);
+}
+
+static void test_bn_running_stats(void) {
+    /* channel 0: 1,2,3,4 -> mean 2.5, biased var 1.25, unbiased 5/3; channel 1: constant 2 */
+    const float x[8] = { 1, 2, 2, 2, 3, 2, 4, 2 };
+    double sum[2], sq[2];
+    float mean[2], invstd[2], rm[2] = { 0.0f, 1.0f }, rv[2] = { 1.0f, 0.5f };
+    bn_stats(x, 4, 2, sum, sq);
+    bn_finalize_stats(sum, sq, 4.0, 2, 1e-5f, 0.1f, mean, invstd, rm, rv);
+    const double want[8] = { 2.5, 2.0, 1.0 / sqrt(1.25 + 1e-5), 1.0 / sqrt(1e-5),
+                             0.9 * 0.0 + 0.1 * 2.5, 0.9 * 1.0 + 0.1 * 2.0,
+                             0.9 * 1.0 + 0.1 * (5.0 / 3.0), 0.9 * 0.5 + 0.1 * 0.0 };
+    const float got[8] = { mean[0], mean[1], invstd[0], invstd[1], rm[0], rm[1], rv[0], rv[1] };
+    check_f("bn running stats vs hand computation", got, want, 8, 1e-6);
+}
+
+/* Thread count must not change any bit of the reductions. */
+static void test_bn_threads(void) {
+    const size_t M = 64 * 16 * 16;
+    const int C = 128;
+    float *x = frand(M * C, 1.0), *dy = frand(M * C, 1.0), *g = falloc(M * C);
+    float mean[128], invstd[128];
+    double s1[128], q1[128], s2[128], q2[128], a1[128], b1[128], a2[128], b2[128];
+    for (int c = 0; c < C; c++) { mean[c] = 0.01f * c; invstd[c] = 1.0f + 0.01f * c; }
+    omp_set_num_threads(1);
+    bn_stats(x, M, C, s1, q1);
+    bn_backward_reduce(x, x, dy, g, M, C, mean, invstd, 1, a1, b1);
+    omp_set_num_threads(2);
+    bn_stats(x, M, C, s2, q2);
+    bn_backward_reduce(x, x, dy, g, M, C, mean, invstd, 1, a2, b2);
+    check_true("bn reductions bitwise equal on 1 and 2 threads",
+               !memcmp(s1, s2, sizeof s1) && !memcmp(q1, q2, sizeof q1) && !memcmp(a1, a2, sizeof a1) &&
+               !memcmp(b1, b2, sizeof b1));
+    free(x); free(dy); free(g);
+}
+
+/* ---- head ---- */
+
+typedef struct { int N, HW, C; float *x, *y; const float *R; } PoolCase;
+static double pool_loss(void *p) {
+    PoolCase *q = p;
+    avgpool_forward(q->x, q->y, q->N, q->HW, q->C);
+    return dot_fd(q->y, q->R, (size_t)q->N * q->C);
+}
+
+static void test_avgpool(void) {
+    const int N = 3, HW = 16, C = 20;
+    PoolCase q = { N, HW, C, frand((size_t)N * HW * C, 1.0), falloc((size_t)N * C), frand((size_t)N * C, 1.0) };
+    double *want = dalloc((size_t)N * C);
+    avgpool_forward(q.x, q.y, N, HW, C);
+    for (int n = 0; n < N; n++)
+        for (int c = 0; c < C; c++) {
+            for (int p = 0; p < HW; p++) want[n * C + c] += q.x[((size_t)n * HW + p) * C + c];
+            want[n * C + c] /= HW;
+        }
+    check_f("avgpool forward", q.y, want, (size_t)N * C, 1e-6);
+    float *dx = falloc((size_t)N * HW * C);
+    avgpool_backward(q.R, dx, N, HW, C);
+    double got[NSAMPLE], fd[NSAMPLE];
+    for (int t = 0; t < NSAMPLE; t++) {
+        const size_t i = (size_t)((urand() + 1.0) * 0.5 * N * HW * C) % ((size_t)N * HW * C);
+        fd[t] = fd_at(q.x, i, 0.5, pool_loss, &q);
+        got[t] = dx[i];
+    }
+    check("avgpool dx vs fd", got, fd, NSAMPLE, 1e-4);
+    free(q.x); free(q.y); free((void *)q.R); free(want); free(dx);
+}
+
+typedef struct { int N, I, O; float *x, *w, *b, *y; const float *R; } LinCase;
+static double lin_loss(void *p) {
+    LinCase *l = p;
+    linear_forward(l->x, l->w, l->b, l->y, l->N, l->I, l->O);
+    return dot_fd(l->y, l->R, (size_t)l->N * l->O);
+}
+
+static void test_linear(void) {
+    const int N = 5, I = 37, O = 10;
+    LinCase l = { N, I, O, frand((size_t)N * I, 1.0), frand((size_t)O * I, 1.0), frand(O, 1.0),
+                  falloc((size_t)N * O), frand((size_t)N * O, 1.0) };
+    double *want = dalloc((size_t)N * O);
+    for (int n = 0; n < N; n++)
+        for (int o = 0; o < O; o++) {
+            want[n * O + o] = l.b[o];
+            for (int i = 0; i < I; i++) want[n * O + o] += (double)l.x[n * I + i] * l.w[o * I + i];
+        }
+    linear_forward(l.x, l.w, l.b, l.y, N, I, O);
+    check_f("linear forward", l.y, want, (size_t)N * O, 1e-6);
+
+    float *dx = falloc((size_t)N * I), *dw = falloc((size_t)O * I), *db = falloc(O);
+    float *dw0 = frand((size_t)O * I, 1.0), *db0 = frand(O, 1.0);
+    memcpy(dw, dw0, (size_t)O * I * sizeof(float));
+    memcpy(db, db0, (size_t)O * sizeof(float));
+    linear_backward(l.x, l.w, l.R, dx, dw, db, N, I, O);
+    double *fdx = dalloc((size_t)N * I), *fdw = dalloc((size_t)O * I), *fdb = dalloc(O);
+    for (int i = 0; i < N * I; i++) fdx[i] = fd_at(l.x, i, 0.5, lin_loss, &l);
+    for (int i = 0; i < O * I; i++) fdw[i] = dw0[i] + fd_at(l.w, i, 0.5, lin_loss, &l);
+    for (int i = 0; i < O; i++) fdb[i] = db0[i] + fd_at(l.b, i, 0.5, lin_loss, &l);
+    check_f("linear dx vs fd", dx, fdx, (size_t)N * I, 1e-5);
+    check_f("linear dw += (vs D0 + fd)", dw, fdw, (size_t)O * I, 1e-5);
+    check_f("linear db += (vs D0 + fd)", db, fdb, O, 1e-5);
+    free(l.x); free(l.w); free(l.b); free(l.y); free((void *)l.R); free(want);
+    free(dx); free(dw); free(db); free(dw0); free(db0); free(fdx); free(fdw); free(fdb);
+}
+
+typedef struct { int N, K; float *z; const int *lab; } XentCase;
+static double xent_ref(void *p) {
+    XentCase *q = p;
+    double L = 0.0;
+    for (int n = 0; n < q->N; n++) {
+        const float *z = q->z + (size_t)n * q->K;
+        double m = z[0], s = 0.0;
+        for (int k = 1; k < q->K; k++) m = fmax(m, z[k]);
+        for (int k = 0; k < q->K; k++) s += exp(z[k] - m);
+        L += log(s) + m - z[q->lab[n]];
+    }
+    return L / q->N;
+}
+
+static void test_softmax_xent(void) {
+    const int N = 7, K = 10;
+    int lab[7] = { 3, 0, 9, 5, 5, 1, 7 };
+    XentCase q = { N, K, frand((size_t)N * K, 3.0), lab };
+    q.z[2 * K + 9] = 10.0f;   /* row 2 predicts its label */
+    float *dz = falloc((size_t)N * K);
+    int correct = -1;
+    const float scale = 2.5f;
+    const float loss = softmax_xent(q.z, lab, N, K, scale, dz, &correct);
+    const double want_loss = xent_ref(&q);
+    check_f("softmax_xent loss", &loss, &want_loss, 1, 1e-6);
+    int want_correct = 0;
+    for (int n = 0; n < N; n++) {
+        int a = 0;
+        for (int k = 1; k < K; k++) if (q.z[n * K + k] > q.z[n * K + a]) a = k;
+        want_correct += a == lab[n];
+    }
+    check_true("softmax_xent correct count", correct == want_correct && correct >= 1);
+    double *fd = dalloc((size_t)N * K);
+    for (int i = 0; i < N * K; i++) fd[i] = scale * fd_at(q.z, i, 1e-3, xent_ref, &q);
+    check_f("softmax_xent dlogits (scaled) vs fd", dz, fd, (size_t)N * K, 1e-4);
+
+    /* huge logits: no overflow, still the exact loss */
+    for (int i = 0; i < N * K; i++) q.z[i] = q.z[i] * 0.01f + 1000.0f;
+    const float big = softmax_xent(q.z, lab, N, K, 1.0f, dz, NULL);
+    const double want_big = xent_ref(&q);
+    check_f("softmax_xent with logits ~1000 (stable)", &big, &want_big, 1, 1e-6);
+    free(q.z); free(dz); free(fd);
+}
+
+/* ---- benchmark ---- */
+
+static double best_ms(void (*f)(void *), void *ctx, int reps) {
+    f(ctx);
+    double best = 1e30;
+    for (int r = 0; r < reps; r++) {
+        const double t = now_sec();
+        f(ctx);
+        best = fmin(best, now_sec() - t);
+    }
+    return best * 1e3;
+}
+
+typedef struct { Conv2d *c; int N, H; float *x, *w, *y, *dy, *dx, *dw; } BenchConv;
+static void b_fwd(void *p) { BenchConv *b = p; conv2d_forward(b->c, b->N, b->H, b->H, b->x, b->w, b->y); }
+static void b_bwd(void *p) { BenchConv *b = p; conv2d_backward(b->c, b->N, b->H, b->H, b->x, b->w, b->dy, b->dx, b->dw); }
+static void b_bww(void *p) { BenchConv *b = p; conv2d_backward(b->c, b->N, b->H, b->H, b->x, b->w, b->dy, NULL, b->dw); }
+
+typedef struct { size_t M; int C; float *x, *y, *g, *dx, *gamma, *beta, *mean, *invstd, *dgm, *dbt; double *s, *q; } BenchBn;
+static void b_bn_fwd(void *p) {
+    BenchBn *b = p;
+    bn_stats(b->x, b->M, b->C, b->s, b->q);
+    bn_finalize_stats(b->s, b->q, (double)b->M, b->C, 1e-5f, 0.1f, b->mean, b->invstd, NULL, NULL);
+    bn_apply(b->x, b->y, b->M, b->C, b->mean, b->invstd, b->gamma, b->beta, NULL, 1);
+}
+static void b_bn_bwd(void *p) {
+    BenchBn *b = p;
+    bn_backward_reduce(b->x, b->y, b->g, b->g, b->M, b->C, b->mean, b->invstd, 1, b->s, b->q);
+    bn_backward_apply(b->x, b->g, b->dx, b->M, b->C, b->mean, b->invstd, b->gamma, b->s, b->q, b->s,
+                      b->q, (double)b->M, b->dgm, b->dbt);
+}
+
+static void bench(int N, int threads) {
+    omp_set_num_threads(threads);
+    printf("%s, %d threads, N=%d (best of 7, ms)\n", ops_cpu_describe(), omp_get_max_threads(), N);
+    /* C_in, C_out, k, stride, pad, H, how many per training step */
+    static const int shapes[][7] = { { 3, 64, 3, 1, 1, 32, 1 }, { 64, 64, 3, 1, 1, 32, 4 },
+                                     { 64, 128, 3, 2, 1, 32, 1 }, { 128, 128, 3, 1, 1, 16, 3 },
+                                     { 64, 128, 1, 2, 0, 32, 1 }, { 128, 256, 3, 2, 1, 16, 1 },
+                                     { 256, 256, 3, 1, 1, 8, 3 }, { 128, 256, 1, 2, 0, 16, 1 } };
+    double tot[3] = { 0, 0, 0 };
+    printf("%-22s %8s %8s %8s  %s\n", "conv", "fwd", "bwd_data", "bwd_w", "impl");
+    for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+        const int *s = shapes[i];
+        Conv2d c;
+        conv2d_init(&c, s[0], s[1], s[2], s[3], s[4]);
+        const int H = s[5], Ho = conv2d_out_size(&c, H);
+        const size_t nx = (size_t)N * H * H * s[0], ny = (size_t)N * Ho * Ho * s[1], nw = (size_t)s[1] * s[0] * s[2] * s[2];
+        BenchConv b = { &c, N, H, frand(nx, 1.0), frand(nw, 0.1), falloc(ny), frand(ny, 1.0), falloc(nx), falloc(nw) };
+        const double f = best_ms(b_fwd, &b, 7), bw = best_ms(b_bww, &b, 7);
+        /* the stem's dx is never needed (its input is the image) */
+        const double bd = s[0] == 3 ? 0.0 : fmax(best_ms(b_bwd, &b, 7) - bw, 0.0);
+        printf("%3d->%3d k%d s%d %2dx%-2d x%d %8.2f %8.2f %8.2f  %s\n", s[0], s[1], s[2], s[3], H, H, s[6],
+               f, bd, bw, conv2d_impl_name(&c, N, H, H));
+        tot[0] += f * s[6]; tot[1] += bd * s[6]; tot[2] += bw * s[6];
+        conv2d_free(&c);
+        free(b.x); free(b.w); free(b.y); free(b.dy); free(b.dx); free(b.dw);
+    }
+    printf("%-22s %8.1f %8.1f %8.1f  sum %.1f ms per step\n", "weighted per step", tot[0], tot[1],
+           tot[2], tot[0] + tot[1] + tot[2]);
+
+    /* batch norm + ReLU at the model's activation shapes: C, H, how many per step */
+    static const int bns[][3] = { { 64, 32, 5 }, { 128, 16, 5 }, { 256, 8, 5 } };
+    double bt = 0.0;
+    printf("%-22s %8s %8s\n", "batchnorm+relu", "fwd", "bwd");
+    for (size_t i = 0; i < sizeof bns / sizeof bns[0]; i++) {
+        const int C = bns[i][0];
+        const size_t M = (size_t)N * bns[i][1] * bns[i][1];
+        BenchBn b = { M, C, frand(M * C, 1.0), falloc(M * C), frand(M * C, 1.0), falloc(M * C),
+                      frand(C, 1.0), frand(C, 1.0), falloc(C), falloc(C), falloc(C), falloc(C),
+                      dalloc(C), dalloc(C) };
+        const double f = best_ms(b_bn_fwd, &b, 5), bw = best_ms(b_bn_bwd, &b, 5);
+        printf("C%-3d %2dx%-2d x%d %12.2f %8.2f\n", C, bns[i][1], bns[i][1], bns[i][2], f, bw);
+        bt += (f + bw) * bns[i][2];
+        free(b.x); free(b.y); free(b.g); free(b.dx); free(b.gamma); free(b.beta); free(b.mean);
+        free(b.invstd); free(b.dgm); free(b.dbt); free(b.s); free(b.q);
+    }
+    printf("%-22s %8.1f ms per step\n", "batchnorm weighted", bt);
+}
+
+int main(int argc, char **argv) {
+    int N = 64, threads = 2, do_bench = 0;
+    for (int i = 1; i < argc; i++) {
+        if (!strcmp(argv[i], "--bench")) do_bench = 1;
+        else if (!strcmp(argv[i], "--no-winograd")) conv2d_use_winograd(0);
+        else if (!strcmp(argv[i], "-N") && i + 1 < argc) N = atoi(argv[++i]);
+        else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
+        else { fprintf(stderr, "usage: test_ops [--bench [-N batch] [-t threads]] [--no-winograd]\n"); return 2; }
+    }
+    if (do_bench) { bench(N > 0 ? N : 64, threads > 0 ? threads : 2); return 0; }
+    printf("%s\n", ops_cpu_describe());
+
+    /* finite differences: the reference conv, then the backend */
+    for (int ref = 1; ref >= 0; ref--) {
+        test_conv_fd(ref, 16, 16, 3, 1, 1, 2, 8);
+        test_conv_fd(ref, 8, 16, 3, 2, 1, 2, 9);
+        test_conv_fd(ref, 16, 32, 1, 2, 0, 3, 8);
+        test_conv_fd(ref, 3, 16, 3, 1, 1, 2, 6);
+    }
+    /* backend vs reference at the model's kinds of layer, odd batch sizes, both algorithms */
+    for (int wino = 1; wino >= 0; wino--) {
+        conv2d_use_winograd(wino);
+        test_conv_vs_ref(3, 64, 3, 1, 1, 5, 32, 32);
+        test_conv_vs_ref(64, 64, 3, 1, 1, 3, 16, 16);
+        test_conv_vs_ref(64, 128, 3, 2, 1, 2, 16, 16);
+        test_conv_vs_ref(128, 128, 3, 1, 1, 3, 8, 8);
+        test_conv_vs_ref(64, 128, 1, 2, 0, 7, 16, 16);
+        test_conv_vs_ref(128, 256, 3, 2, 1, 2, 8, 8);
+        test_conv_vs_ref(256, 256, 3, 1, 1, 1, 8, 8);
+        test_conv_vs_ref(128, 256, 1, 2, 0, 3, 8, 8);
+        test_conv_vs_ref(16, 32, 3, 1, 1, 2, 7, 5);   /* odd, non-square */
+    }
+    conv2d_use_winograd(1);
+    test_conv_many_batches();
+
+    test_bn(0, 0);
+    test_bn(0, 1);
+    test_bn(1, 1);
+    test_bn_running_stats();
+    test_bn_threads();
+    test_avgpool();
+    test_linear();
+    test_softmax_xent();
+
+    printf("%d of %d checks failed\n", g_failed, g_checks);
+    return g_failed ? 1 : 0;
+}
