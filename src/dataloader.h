@@ -55,6 +55,10 @@ double dataloader_take_wait_time(DataLoader *dl);
  * normalise (from the file's attributes, or computed defaults). */
 int dataloader_num_classes(const DataLoader *dl);
 const char *dataloader_class_name(const DataLoader *dl, int k);
+/* Image size S of the data (equal to opt.image_size when that was non-zero), and the
+ * per-channel mean/std in units of pixel/255: x = (pixel/255 - mean[c]) / std[c]. */
+int dataloader_image_size(const DataLoader *dl);
+void dataloader_norm(const DataLoader *dl, float mean[3], float std[3]);
 void dataloader_free(DataLoader *dl);
 
 #endif

@@ -1,0 +1,336 @@
+/* dataloader.c - see dataloader.h.
+ *
+ * Storage choice: dataloader_open reads this rank's whole assignment (uint8 images + int32
+ * labels) into memory, once. For CIFAR-sized data that is 150 MiB for the full training set
+ * and less per rank; after open nothing touches HDF5 again, so the prefetch thread never
+ * competes for the process-wide HDF5 lock (hdf5_lock.h) with the checkpoint writer. Datasets
+ * whose per-rank share does not fit in memory need more ranks.
+ *
+ * Determinism: the batch contents depend only on (seed, epoch, rank, batch index): the order
+ * from rng(seed, epoch, rank), the augmentation of batch b from its own stream
+ * rng(seed ^ AUG_SALT, epoch << 32 | rank, b). So prefetch on/off, thread timing and resuming
+ * at any batch all give bit-identical batches. */
+#include "dataloader.h"
+
+#include <pthread.h>
+#include <stdarg.h>
+#include <string.h>
+
+#include "rng.h"
+#include "shards.h"
+#include "util.h"
+
+#define AUG_SALT 0x6175676d656e7431ULL   /* "augment1": separates the augmentation streams */
+#define CROP_PAD 4
+#define READ_PIECE 4096   /* samples per HDF5 read at open (12 MiB at 32x32) */
+
+struct DataLoader {
+    DataLoaderOptions opt;
+    char *data_dir, *split;          /* owned copies of opt's strings */
+    int S;                           /* image size */
+    size_t per;                      /* bytes per image, S*S*3 */
+    size_t n, global_n, num_batches;
+    uint8_t *images;                 /* [n, S, S, 3] in assignment order */
+    int32_t *labels;                 /* [n] */
+    ShardAttrs attrs;
+    float lut[3][256];               /* normalised value of each pixel value, per channel */
+    char describe[1024];
+
+    /* epoch state: written only by dataloader_start_epoch while the worker is idle */
+    int started, epoch;
+    uint32_t *order;                 /* [n] this epoch's permutation of 0..n-1 */
+    size_t next_batch;               /* the batch the caller gets next */
+    double wait;
+
+    /* prefetch: a one-batch buffer filled by the worker while the caller trains */
+    int has_thread;
+    pthread_t thread;
+    pthread_mutex_t mu;
+    pthread_cond_t cv;
+    int quit, busy, ready, pre_n;
+    uint64_t gen;                    /* bumped by start_epoch: a batch of an older epoch is dropped */
+    size_t want, ready_batch;
+    float *pre_x;
+    int *pre_labels;
+};
+
+/* Fills x/labels with batch b of the current epoch; returns its size. Pure function of
+ * (loaded data, order, epoch, b), so the worker and the caller produce identical bytes. */
+static int produce(const DataLoader *dl, size_t b, float *x, int *labels) {
+    size_t B = (size_t)dl->opt.batch_size, start = b * B;
+    size_t n = dl->n - start < B ? dl->n - start : B;
+    int S = dl->S;
+    size_t plane = (size_t)S * (size_t)S * 3;
+    Rng r;
+    rng_init(&r, dl->opt.seed ^ AUG_SALT, ((uint64_t)(uint32_t)dl->epoch << 32) | (uint32_t)dl->opt.rank, (uint64_t)b);
+    for (size_t i = 0; i < n; i++) {
+        uint32_t idx = dl->order[start + i];
+        labels[i] = dl->labels[idx];
+        const uint8_t *src = dl->images + (size_t)idx * dl->per;
+        float *dst = x + i * plane;
+        if (!dl->opt.augment) {
+            for (size_t p = 0; p < (size_t)S * (size_t)S; p++)
+                for (int c = 0; c < 3; c++) dst[p * 3 + (size_t)c] = dl->lut[c][src[p * 3 + (size_t)c]];
+            continue;
+        }
+        /* Pad CROP_PAD zeros on each side, crop SxS at (ox, oy) in [0, 2*CROP_PAD], then flip:
+         * out(y, x) = src(y + oy - PAD, x' + ox - PAD) with x' = S-1-x when flipped. Padding
+         * is pixel value 0 before normalisation, as torchvision's RandomCrop(padding=4). */
+        int ox = (int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD;
+        int oy = (int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD;
+        int flip = (int)rng_below(&r, 2);
+        for (int y = 0; y < S; y++) {
+            int sy = y + oy;
+            for (int xx = 0; xx < S; xx++) {
+                int sx = (flip ? S - 1 - xx : xx) + ox;
+                float *d = dst + ((size_t)y * (size_t)S + (size_t)xx) * 3;
+                if (sy < 0 || sy >= S || sx < 0 || sx >= S) {
+                    for (int c = 0; c < 3; c++) d[c] = dl->lut[c][0];
+                } else {
+                    const uint8_t *s = src + ((size_t)sy * (size_t)S + (size_t)sx) * 3;
+                    for (int c = 0; c < 3; c++) d[c] = dl->lut[c][s[c]];
+                }
+            }
+        }
+    }
+    return (int)n;
+}
+
+static void *worker_main(void *arg) {
+    DataLoader *dl = arg;
+    pthread_mutex_lock(&dl->mu);
+    for (;;) {
+        while (!dl->quit && (!dl->started || dl->ready || dl->want >= dl->num_batches))
+            pthread_cond_wait(&dl->cv, &dl->mu);
+        if (dl->quit) break;
+        size_t b = dl->want;
+        uint64_t g = dl->gen;
+        dl->busy = 1;
+        pthread_mutex_unlock(&dl->mu);
+        int n = produce(dl, b, dl->pre_x, dl->pre_labels);
+        pthread_mutex_lock(&dl->mu);
+        dl->busy = 0;
+        if (g == dl->gen) {
+            dl->ready = 1;
+            dl->ready_batch = b;
+            dl->pre_n = n;
+            dl->want = b + 1;       /* produced as soon as the caller takes this one */
+        }
+        pthread_cond_broadcast(&dl->cv);
+    }
+    pthread_mutex_unlock(&dl->mu);
+    return NULL;
+}
+
+__attribute__((format(printf, 4, 5)))
+static DataLoader *open_fail(DataLoader *dl, char *err, size_t errlen, const char *fmt, ...) {
+    if (fmt && err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    dataloader_free(dl);
+    return NULL;
+}
+
+DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errlen) {
+    shards_quiet_hdf5();
+    DataLoader *dl = callocCheck(1, sizeof *dl);
+    dl->opt = *opt;
+    dl->data_dir = strdup(opt->data_dir ? opt->data_dir : "");
+    dl->split = strdup(opt->split ? opt->split : "");
+    CHECK(dl->data_dir && dl->split);
+    dl->opt.data_dir = dl->data_dir;
+    dl->opt.split = dl->split;
+    if (opt->batch_size < 1 || opt->world_size < 1 || opt->rank < 0 || opt->rank >= opt->world_size)
+        return open_fail(dl, err, errlen, "%s: invalid loader options (batch %d, rank %d of %d)",
+                         dl->data_dir, opt->batch_size, opt->rank, opt->world_size);
+
+    ShardSet set;
+    if (shardset_open(&set, dl->data_dir, dl->split, opt->image_size, opt->num_classes, err, errlen) != 0)
+        return open_fail(dl, NULL, 0, NULL);
+    dl->S = set.shards[0].image_size;
+    dl->per = (size_t)dl->S * (size_t)dl->S * 3;
+    dl->global_n = set.total;
+    shard_attrs_copy(&dl->attrs, &set.shards[0].attrs);
+
+    size_t *counts = mallocCheck((size_t)set.num_shards * sizeof(size_t));
+    for (int i = 0; i < set.num_shards; i++) counts[i] = set.shards[i].n;
+    ShardSlice *sl = mallocCheck((size_t)set.num_shards * sizeof(ShardSlice));
+    int ns = shards_assign(counts, set.num_shards, opt->rank, opt->world_size, sl, set.num_shards);
+    free(counts);
+    CHECK(ns <= set.num_shards);
+    for (int k = 0; k < ns; k++) dl->n += sl[k].end - sl[k].begin;
+    if (dl->n == 0) {
+        free(sl);
+        size_t total = set.total;
+        int nsh = set.num_shards;
+        shardset_free(&set);
+        return open_fail(dl, err, errlen, "%s: the %s split has %zu samples in %d shards: too few for %d ranks (rank %d gets none)",
+                         dl->data_dir, dl->split, total, nsh, opt->world_size, opt->rank);
+    }
+    CHECK(dl->n < UINT32_MAX);
+    dl->images = malloc(dl->n * dl->per);
+    dl->labels = malloc(dl->n * sizeof(int32_t));
+    dl->order = malloc(dl->n * sizeof(uint32_t));
+    if (!dl->images || !dl->labels || !dl->order) {
+        free(sl);
+        shardset_free(&set);
+        return open_fail(dl, err, errlen, "%s: rank %d's share of the %s split (%zu samples, %.2f GiB) does not fit in memory; use more ranks",
+                         dl->data_dir, opt->rank, dl->split, dl->n, (double)(dl->n * dl->per) / (1u << 30));
+    }
+
+    /* Read the slices and describe them ("train-00000-of-00002.h5 [0, 2500)" ...). */
+    size_t off = 0, dlen = 0;
+    int listed = 0;
+    for (int k = 0; k < ns; k++) {
+        const ShardInfo *s = &set.shards[sl[k].shard];
+        size_t cnt = sl[k].end - sl[k].begin;
+        /* In pieces: each read holds the process-wide HDF5 lock, which a checkpoint being
+         * written in the background also needs. */
+        for (size_t p = 0; p < cnt; p += READ_PIECE) {
+            size_t m = cnt - p < READ_PIECE ? cnt - p : READ_PIECE;
+            if (shard_read_range(s->path, sl[k].begin + p, m, dl->S, dl->images + (off + p) * dl->per,
+                                 dl->labels + off + p, err, errlen) != 0) {
+                free(sl);
+                shardset_free(&set);
+                return open_fail(dl, NULL, 0, NULL);
+            }
+        }
+        for (size_t i = 0; i < cnt; i++) {
+            int32_t l = dl->labels[off + i];
+            if (l < 0 || l >= dl->attrs.num_classes) {
+                snprintf(err, errlen, "%s: label %d at index %zu is outside [0, %d) (num_classes is %d)",
+                         s->path, l, sl[k].begin + i, dl->attrs.num_classes, dl->attrs.num_classes);
+                free(sl);
+                shardset_free(&set);
+                return open_fail(dl, NULL, 0, NULL);
+            }
+        }
+        off += cnt;
+        /* Keep the log line short for many shards: the first few, then a count. */
+        if (listed < 6) {
+            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, "%s%s [%zu, %zu)",
+                                     k ? ", " : "", s->name, sl[k].begin, sl[k].end);
+            listed++;
+        } else if (k == ns - 1) {
+            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, ", ... (%d more)", ns - listed);
+        }
+        if (dlen >= sizeof dl->describe) dlen = sizeof dl->describe - 1;
+    }
+    snprintf(dl->describe + dlen, sizeof dl->describe - dlen, " = %zu of %zu %s samples (rank %d of %d)",
+             dl->n, dl->global_n, dl->split, opt->rank, opt->world_size);
+    free(sl);
+    shardset_free(&set);
+
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++)
+            dl->lut[c][v] = ((float)v / 255.0f - dl->attrs.mean[c]) / dl->attrs.std[c];
+    size_t B = (size_t)opt->batch_size;
+    dl->num_batches = opt->drop_last ? dl->n / B : (dl->n + B - 1) / B;
+
+    if (opt->prefetch) {
+        dl->pre_x = mallocCheck(B * dl->per * sizeof(float));
+        dl->pre_labels = mallocCheck(B * sizeof(int));
+        CHECK(pthread_mutex_init(&dl->mu, NULL) == 0);
+        CHECK(pthread_cond_init(&dl->cv, NULL) == 0);
+        CHECK(pthread_create(&dl->thread, NULL, worker_main, dl) == 0);
+        dl->has_thread = 1;
+    }
+    return dl;
+}
+
+size_t dataloader_num_samples(const DataLoader *dl) { return dl->n; }
+size_t dataloader_num_batches(const DataLoader *dl) { return dl->num_batches; }
+size_t dataloader_global_samples(const DataLoader *dl) { return dl->global_n; }
+const char *dataloader_describe(const DataLoader *dl) { return dl->describe; }
+int dataloader_num_classes(const DataLoader *dl) { return dl->attrs.num_classes; }
+int dataloader_image_size(const DataLoader *dl) { return dl->S; }
+
+const char *dataloader_class_name(const DataLoader *dl, int k) {
+    if (!dl->attrs.class_names || k < 0 || k >= dl->attrs.num_classes) return NULL;
+    return dl->attrs.class_names[k];
+}
+
+void dataloader_norm(const DataLoader *dl, float mean[3], float std[3]) {
+    for (int c = 0; c < 3; c++) {
+        mean[c] = dl->attrs.mean[c];
+        std[c] = dl->attrs.std[c];
+    }
+}
+
+void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch) {
+    if (dl->has_thread) {
+        pthread_mutex_lock(&dl->mu);
+        dl->gen++;
+        /* The worker reads order/epoch while busy: change them only once it is idle. */
+        while (dl->busy) pthread_cond_wait(&dl->cv, &dl->mu);
+        dl->ready = 0;
+    }
+    dl->epoch = epoch;
+    for (uint32_t i = 0; i < (uint32_t)dl->n; i++) dl->order[i] = i;
+    if (dl->opt.shuffle) {
+        Rng r;
+        rng_init(&r, dl->opt.seed, (uint64_t)(uint32_t)epoch, (uint64_t)(uint32_t)dl->opt.rank);
+        rng_shuffle_u32(&r, dl->order, (uint32_t)dl->n);
+    }
+    dl->next_batch = start_batch;
+    dl->started = 1;
+    if (dl->has_thread) {
+        dl->want = start_batch;
+        pthread_cond_broadcast(&dl->cv);
+        pthread_mutex_unlock(&dl->mu);
+    }
+}
+
+int dataloader_next(DataLoader *dl, float *x, int *labels) {
+    if (!dl->started) dataloader_start_epoch(dl, 0, 0);
+    if (dl->next_batch >= dl->num_batches) return 0;
+    double t0 = now_sec();
+    int n;
+    if (!dl->has_thread) {
+        n = produce(dl, dl->next_batch, x, labels);
+        dl->wait += now_sec() - t0;
+    } else {
+        pthread_mutex_lock(&dl->mu);
+        while (!(dl->ready && dl->ready_batch == dl->next_batch)) pthread_cond_wait(&dl->cv, &dl->mu);
+        dl->wait += now_sec() - t0;
+        n = dl->pre_n;
+        memcpy(x, dl->pre_x, (size_t)n * dl->per * sizeof(float));
+        memcpy(labels, dl->pre_labels, (size_t)n * sizeof(int));
+        dl->ready = 0;
+        pthread_cond_broadcast(&dl->cv);
+        pthread_mutex_unlock(&dl->mu);
+    }
+    dl->next_batch++;
+    return n;
+}
+
+double dataloader_take_wait_time(DataLoader *dl) {
+    double w = dl->wait;
+    dl->wait = 0.0;
+    return w;
+}
+
+void dataloader_free(DataLoader *dl) {
+    if (!dl) return;
+    if (dl->has_thread) {
+        pthread_mutex_lock(&dl->mu);
+        dl->quit = 1;
+        pthread_cond_broadcast(&dl->cv);
+        pthread_mutex_unlock(&dl->mu);
+        pthread_join(dl->thread, NULL);
+        pthread_cond_destroy(&dl->cv);
+        pthread_mutex_destroy(&dl->mu);
+    }
+    shard_attrs_free(&dl->attrs);
+    free(dl->images);
+    free(dl->labels);
+    free(dl->order);
+    free(dl->pre_x);
+    free(dl->pre_labels);
+    free(dl->data_dir);
+    free(dl->split);
+    free(dl);
+}

@@ -1,0 +1,770 @@
+/* shards.c - see shards.h and data/README.md. */
+#include "shards.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hdf5_lock.h"
+#include "util.h"
+
+/* Writes one line into err and returns -1, so failure paths read `return errf(...)`. */
+__attribute__((format(printf, 3, 4)))
+static int errf(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+void shards_quiet_hdf5(void) {
+    /* The library's default handler prints a multi-screen stack for an expected condition
+     * (a truncated file); our one-line message says it better. */
+    hdf5_lock();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hdf5_unlock();
+}
+
+/* Every function below that calls HDF5 is a *_locked body run under hdf5_lock() by its public
+ * wrapper: the library is not thread-safe and the checkpoint writer uses it from its own
+ * thread. Each holds the lock for one file operation at most. */
+
+/* ---- naming -------------------------------------------------------------------------------- */
+
+void shard_name(char *buf, size_t len, const char *split, int index, int count) {
+    snprintf_check(buf, len, "%s-%05d-of-%05d.h5", split, index, count);
+}
+
+static int parse_5digits(const char *s, int *out) {
+    int v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+int shard_parse_name(const char *name, const char *split, int *index, int *count) {
+    size_t ls = strlen(split);
+    /* <split>-NNNNN-of-MMMMM.h5 : exact length, so train-1-of-2.h5 or a .tmp file never match */
+    if (strlen(name) != ls + 1 + 5 + 4 + 5 + 3) return 0;
+    if (strncmp(name, split, ls) != 0 || name[ls] != '-') return 0;
+    const char *p = name + ls + 1;
+    int i, c;
+    if (!parse_5digits(p, &i) || strncmp(p + 5, "-of-", 4) != 0 || !parse_5digits(p + 9, &c) ||
+        strcmp(p + 14, ".h5") != 0)
+        return 0;
+    *index = i;
+    *count = c;
+    return 1;
+}
+
+/* Any split: used to report NNNNN/MMMMM for files given by path (inspect). */
+static void parse_any_name(const char *name, int *index, int *count) {
+    *index = *count = -1;
+    const char *dash = strchr(name, '-');
+    if (!dash) return;
+    char split[32];
+    size_t ls = (size_t)(dash - name);
+    if (ls == 0 || ls >= sizeof split) return;
+    memcpy(split, name, ls);
+    split[ls] = '\0';
+    if (!shard_parse_name(name, split, index, count)) *index = *count = -1;
+}
+
+/* ---- attributes ---------------------------------------------------------------------------- */
+
+void shard_attrs_free(ShardAttrs *a) {
+    if (a->class_names) {
+        for (int k = 0; k < a->num_classes; k++) free(a->class_names[k]);
+        free(a->class_names);
+    }
+    a->class_names = NULL;
+}
+
+void shard_attrs_copy(ShardAttrs *dst, const ShardAttrs *src) {
+    *dst = *src;
+    dst->class_names = NULL;
+    if (src->class_names) {
+        dst->class_names = callocCheck((size_t)src->num_classes, sizeof(char *));
+        for (int k = 0; k < src->num_classes; k++) {
+            dst->class_names[k] = strdup(src->class_names[k]);
+            CHECK(dst->class_names[k] != NULL);
+        }
+    }
+}
+
+static void describe_type(hid_t t, char *buf, size_t len) {
+    H5T_class_t cls = H5Tget_class(t);
+    size_t bits = H5Tget_size(t) * 8;
+    if (cls == H5T_INTEGER)
+        snprintf(buf, len, "%s%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int", bits);
+    else if (cls == H5T_FLOAT)
+        snprintf(buf, len, "float%zu", bits);
+    else if (cls == H5T_STRING)
+        snprintf(buf, len, "string");
+    else
+        snprintf(buf, len, "a non-numeric type");
+}
+
+static void describe_dims(const hsize_t *dims, int rank, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (int i = 0; i < rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "", (unsigned long long)dims[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+/* Number of elements of an attribute's dataspace (scalar = 1), or -1. */
+static long long attr_npoints(hid_t a) {
+    hid_t s = H5Aget_space(a);
+    if (s < 0) return -1;
+    hssize_t n = H5Sget_simple_extent_npoints(s);
+    H5Sclose(s);
+    return (long long)n;
+}
+
+static int read_num_classes(hid_t file, const char *path, int *out, char *err, size_t errlen) {
+    if (H5Aexists(file, "num_classes") <= 0)
+        return errf(err, errlen, "%s: attribute 'num_classes' is missing (an integer, the number of classes, is required)", path);
+    hid_t a = H5Aopen(file, "num_classes", H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'num_classes' (corrupt file?)", path);
+    hid_t t = H5Aget_type(a);
+    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    long long np = attr_npoints(a);
+    int v = 0;
+    herr_t r = (isint && np == 1) ? H5Aread(a, H5T_NATIVE_INT, &v) : -1;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    if (!isint || np != 1)
+        return errf(err, errlen, "%s: attribute 'num_classes' must be a single integer", path);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute 'num_classes' (corrupt file?)", path);
+    if (v < 1 || v > SHARD_MAX_CLASSES)
+        return errf(err, errlen, "%s: attribute 'num_classes' is %d but must be in [1, %d]", path, v, SHARD_MAX_CLASSES);
+    *out = v;
+    return 0;
+}
+
+static int read_float3(hid_t file, const char *path, const char *name, float out[3], char *err, size_t errlen) {
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute '%s' (corrupt file?)", path, name);
+    hid_t t = H5Aget_type(a);
+    H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    int numeric = cls == H5T_FLOAT || cls == H5T_INTEGER;
+    long long np = attr_npoints(a);
+    herr_t r = (numeric && np == 3) ? H5Aread(a, H5T_NATIVE_FLOAT, out) : -1;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    if (!numeric || np != 3)
+        return errf(err, errlen, "%s: attribute '%s' must be 3 floats (one per channel, in units of pixel/255)", path, name);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute '%s' (corrupt file?)", path, name);
+    return 0;
+}
+
+static int read_class_names(hid_t file, const char *path, int num_classes, char ***out,
+                            char *err, size_t errlen) {
+    *out = NULL;
+    hid_t a = H5Aopen(file, "class_names", H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'class_names' (corrupt file?)", path);
+    hid_t ft = H5Aget_type(a);
+    long long np = attr_npoints(a);
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING) {
+        if (ft >= 0) H5Tclose(ft);
+        H5Aclose(a);
+        return errf(err, errlen, "%s: attribute 'class_names' must be strings (one per class)", path);
+    }
+    if (np != num_classes) {
+        H5Tclose(ft);
+        H5Aclose(a);
+        return errf(err, errlen, "%s: attribute 'class_names' has %lld names but num_classes is %d", path, np, num_classes);
+    }
+    char **names = callocCheck((size_t)num_classes, sizeof(char *));
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    /* Same character set as the file: HDF5 refuses to convert between ASCII and UTF-8. */
+    H5Tset_cset(mt, H5Tget_cset(ft));
+    herr_t r;
+    if (H5Tis_variable_str(ft) > 0) {
+        H5Tset_size(mt, H5T_VARIABLE);
+        char **buf = callocCheck((size_t)num_classes, sizeof(char *));
+        r = H5Aread(a, mt, buf);
+        if (r >= 0) {
+            for (int k = 0; k < num_classes; k++) names[k] = strdup(buf[k] ? buf[k] : "");
+            hid_t sp = H5Aget_space(a);
+#if H5_VERSION_GE(1, 12, 0)
+            H5Treclaim(mt, sp, H5P_DEFAULT, buf);
+#else
+            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, buf);
+#endif
+            H5Sclose(sp);
+        }
+        free(buf);
+    } else {
+        size_t sz = H5Tget_size(ft);
+        H5Tset_size(mt, sz + 1);      /* room for the terminator a NULLPAD string lacks */
+        H5Tset_strpad(mt, H5T_STR_NULLTERM);
+        char *buf = callocCheck((size_t)num_classes, sz + 1);
+        r = H5Aread(a, mt, buf);
+        if (r >= 0)
+            for (int k = 0; k < num_classes; k++) names[k] = strndup(buf + (size_t)k * (sz + 1), sz);
+        free(buf);
+    }
+    H5Tclose(mt);
+    H5Tclose(ft);
+    H5Aclose(a);
+    if (r < 0) {
+        free(names);
+        return errf(err, errlen, "%s: cannot read attribute 'class_names' (corrupt file?)", path);
+    }
+    for (int k = 0; k < num_classes; k++) CHECK(names[k] != NULL);
+    *out = names;
+    return 0;
+}
+
+/* ---- reading ------------------------------------------------------------------------------- */
+
+static int open_file(const char *path, hid_t *file, char *err, size_t errlen) {
+    shards_quiet_hdf5();
+    struct stat st;
+    if (stat(path, &st) != 0) return errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return errf(err, errlen, "%s: not a regular file (an HDF5 shard is expected)", path);
+    if (access(path, R_OK) != 0) return errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+#if H5_VERSION_GE(1, 12, 0)
+    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT);
+#else
+    htri_t is_hdf5 = H5Fis_hdf5(path);
+#endif
+    if (is_hdf5 <= 0)
+        return errf(err, errlen, "%s: not an HDF5 file (corrupt or another format; an HDF5 shard is expected)", path);
+    *file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*file < 0) return errf(err, errlen, "%s: cannot open as HDF5 (truncated or corrupt file)", path);
+    return 0;
+}
+
+/* Opens dataset `name`, or explains that it is missing. */
+static hid_t open_dataset(hid_t file, const char *path, const char *name, const char *what,
+                          char *err, size_t errlen) {
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
+        errf(err, errlen, "%s: dataset '%s' is missing (%s is required)", path, name, what);
+        return -1;
+    }
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+    if (d < 0) errf(err, errlen, "%s: '%s' is not a readable dataset (%s is required)", path, name, what);
+    return d;
+}
+
+void shard_info_free(ShardInfo *info) { shard_attrs_free(&info->attrs); }
+
+static int shard_read_info_locked(ShardInfo *info, const char *path, int expected_image_size,
+                    int expected_num_classes, int32_t **labels_out, char *err, size_t errlen) {
+    memset(info, 0, sizeof *info);
+    if (labels_out) *labels_out = NULL;
+    if (strlen(path) >= sizeof info->path) return errf(err, errlen, "%s: path too long", path);
+    strcpy(info->path, path);
+    const char *slash = strrchr(info->path, '/');
+    info->name = slash ? slash + 1 : info->path;
+    parse_any_name(info->name, &info->index, &info->count);
+
+    hid_t file;
+    if (open_file(path, &file, err, errlen) != 0) return -1;
+    char want[64];
+    if (expected_image_size > 0)
+        snprintf(want, sizeof want, "[N,%d,%d,3] uint8", expected_image_size, expected_image_size);
+    else
+        snprintf(want, sizeof want, "[N,S,S,3] uint8");
+
+    int rc = -1;
+    hid_t di = -1, dl = -1, ti = -1, tl = -1, si = -1, sl = -1;
+    char tdesc[32], ddesc[128];
+    hsize_t dims[H5S_MAX_RANK];
+
+    /* images: uint8 [N,S,S,3] */
+    if ((di = open_dataset(file, path, "images", want, err, errlen)) < 0) goto done;
+    ti = H5Dget_type(di);
+    si = H5Dget_space(di);
+    if (ti < 0 || si < 0) { errf(err, errlen, "%s: cannot read the header of dataset 'images' (corrupt file?)", path); goto done; }
+    int rank = H5Sget_simple_extent_ndims(si);
+    if (rank < 0 || rank > H5S_MAX_RANK) { errf(err, errlen, "%s: cannot read the shape of dataset 'images' (corrupt file?)", path); goto done; }
+    H5Sget_simple_extent_dims(si, dims, NULL);
+    describe_dims(dims, rank, ddesc, sizeof ddesc);
+    describe_type(ti, tdesc, sizeof tdesc);
+    if (!(H5Tget_class(ti) == H5T_INTEGER && H5Tget_size(ti) == 1 && H5Tget_sign(ti) == H5T_SGN_NONE)) {
+        errf(err, errlen, "%s: dataset 'images' has type %s but %s is required", path, tdesc, want);
+        goto done;
+    }
+    if (rank != 4 || dims[3] != 3 || dims[1] != dims[2] || dims[1] == 0) {
+        errf(err, errlen, "%s: dataset 'images' has shape %s but %s is required", path, ddesc, want);
+        goto done;
+    }
+    if (expected_image_size > 0 && dims[1] != (hsize_t)expected_image_size) {
+        errf(err, errlen, "%s: images are %llux%llu but the configured image size is %d (%s is required)",
+             path, (unsigned long long)dims[1], (unsigned long long)dims[2], expected_image_size, want);
+        goto done;
+    }
+    if (dims[0] == 0) { errf(err, errlen, "%s: dataset 'images' holds no samples (shape %s)", path, ddesc); goto done; }
+    if (dims[1] > 65536) { errf(err, errlen, "%s: images of %llu pixels a side are not supported", path, (unsigned long long)dims[1]); goto done; }
+    info->n = (size_t)dims[0];
+    info->image_size = (int)dims[1];
+
+    /* labels: integer [N] */
+    if ((dl = open_dataset(file, path, "labels", "an integer dataset [N]", err, errlen)) < 0) goto done;
+    tl = H5Dget_type(dl);
+    sl = H5Dget_space(dl);
+    if (tl < 0 || sl < 0) { errf(err, errlen, "%s: cannot read the header of dataset 'labels' (corrupt file?)", path); goto done; }
+    rank = H5Sget_simple_extent_ndims(sl);
+    if (rank < 0 || rank > H5S_MAX_RANK) { errf(err, errlen, "%s: cannot read the shape of dataset 'labels' (corrupt file?)", path); goto done; }
+    H5Sget_simple_extent_dims(sl, dims, NULL);
+    describe_dims(dims, rank, ddesc, sizeof ddesc);
+    describe_type(tl, tdesc, sizeof tdesc);
+    if (H5Tget_class(tl) != H5T_INTEGER) {
+        errf(err, errlen, "%s: dataset 'labels' has type %s but an integer type is required", path, tdesc);
+        goto done;
+    }
+    if (rank != 1) {
+        errf(err, errlen, "%s: dataset 'labels' has shape %s but [%zu] (one label per image) is required", path, ddesc, info->n);
+        goto done;
+    }
+    if (dims[0] != info->n) {
+        errf(err, errlen, "%s: dataset 'labels' has %llu entries but 'images' has %zu (one label per image is required)",
+             path, (unsigned long long)dims[0], info->n);
+        goto done;
+    }
+
+    /* attributes */
+    ShardAttrs *at = &info->attrs;
+    if (read_num_classes(file, path, &at->num_classes, err, errlen) != 0) goto done;
+    if (expected_num_classes > 0 && at->num_classes != expected_num_classes) {
+        errf(err, errlen, "%s: attribute 'num_classes' is %d but %d classes are configured", path, at->num_classes, expected_num_classes);
+        goto done;
+    }
+    if (H5Aexists(file, "class_names") > 0 &&
+        read_class_names(file, path, at->num_classes, &at->class_names, err, errlen) != 0)
+        goto done;
+    int hm = H5Aexists(file, "mean") > 0, hs = H5Aexists(file, "std") > 0;
+    if (hm != hs) {
+        errf(err, errlen, "%s: attribute '%s' is present without '%s' (give both or neither)", path, hm ? "mean" : "std", hm ? "std" : "mean");
+        goto done;
+    }
+    if (hm) {
+        if (read_float3(file, path, "mean", at->mean, err, errlen) != 0) goto done;
+        if (read_float3(file, path, "std", at->std, err, errlen) != 0) goto done;
+        for (int c = 0; c < 3; c++)
+            if (!(at->std[c] > 0.0f) || !(at->mean[c] == at->mean[c]) || at->std[c] > 1e6f) {
+                errf(err, errlen, "%s: attribute 'std' must be 3 positive finite numbers (got %g %g %g)",
+                     path, (double)at->std[0], (double)at->std[1], (double)at->std[2]);
+                goto done;
+            }
+        at->has_norm = 1;
+    } else {
+        for (int c = 0; c < 3; c++) { at->mean[c] = SHARD_DEFAULT_MEAN; at->std[c] = SHARD_DEFAULT_STD; }
+    }
+
+    if (labels_out) {
+        int32_t *lab = mallocCheck(info->n * sizeof(int32_t));
+        if (H5Dread(dl, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab) < 0) {
+            free(lab);
+            errf(err, errlen, "%s: cannot read dataset 'labels' (truncated or corrupt file)", path);
+            goto done;
+        }
+        for (size_t i = 0; i < info->n; i++)
+            if (lab[i] < 0 || lab[i] >= at->num_classes) {
+                errf(err, errlen, "%s: label %d at index %zu is outside [0, %d) (num_classes is %d)",
+                     path, lab[i], i, at->num_classes, at->num_classes);
+                free(lab);
+                goto done;
+            }
+        *labels_out = lab;
+    }
+    rc = 0;
+done:
+    if (si >= 0) H5Sclose(si);
+    if (sl >= 0) H5Sclose(sl);
+    if (ti >= 0) H5Tclose(ti);
+    if (tl >= 0) H5Tclose(tl);
+    if (di >= 0) H5Dclose(di);
+    if (dl >= 0) H5Dclose(dl);
+    if (H5Fclose(file) < 0 && rc == 0) rc = errf(err, errlen, "%s: error closing the file (corrupt file?)", path);
+    if (rc != 0) shard_attrs_free(&info->attrs);
+    return rc;
+}
+
+static int shard_read_range_locked(const char *path, size_t start, size_t count, int image_size,
+                     uint8_t *images, int32_t *labels, char *err, size_t errlen) {
+    if (count == 0) return 0;
+    hid_t file;
+    if (open_file(path, &file, err, errlen) != 0) return -1;
+    int rc = 0;
+    const char *names[2] = {"images", "labels"};
+    void *bufs[2] = {images, labels};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        if (!bufs[k]) continue;
+        hid_t d = open_dataset(file, path, names[k], k ? "an integer dataset [N]" : "uint8 [N,S,S,3]", err, errlen);
+        if (d < 0) { rc = -1; break; }
+        hid_t fs = H5Dget_space(d);
+        hsize_t off[4] = {start, 0, 0, 0};
+        hsize_t cnt[4] = {count, (hsize_t)image_size, (hsize_t)image_size, 3};
+        int rank = k ? 1 : 4;
+        hid_t ms = H5Screate_simple(rank, cnt, NULL);
+        herr_t r = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+        if (r >= 0) r = H5Dread(d, k ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, bufs[k]);
+        if (r < 0) rc = errf(err, errlen, "%s: cannot read samples [%zu, %zu) of dataset '%s' (truncated or corrupt file)",
+                             path, start, start + count, names[k]);
+        if (ms >= 0) H5Sclose(ms);
+        if (fs >= 0) H5Sclose(fs);
+        H5Dclose(d);
+    }
+    H5Fclose(file);
+    return rc;
+}
+
+/* ---- discovery ----------------------------------------------------------------------------- */
+
+typedef struct { int index, count; char name[64]; } Found;
+
+static int cmp_found(const void *a, const void *b) {
+    const Found *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Lists the files named like shards of `split`; returns the count or -1 (errno). */
+static int list_split(const char *dir, const char *split, Found **out) {
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 0;
+    Found *f = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int i, c;
+        if (!shard_parse_name(e->d_name, split, &i, &c)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            Found *g = realloc(f, (size_t)cap * sizeof *f);
+            CHECK(g != NULL);
+            f = g;
+        }
+        f[n].index = i;
+        f[n].count = c;
+        snprintf_check(f[n].name, sizeof f[n].name, "%s", e->d_name);
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(f, (size_t)n, sizeof *f, cmp_found);
+    *out = f;
+    return n;
+}
+
+int shards_dir_has_split(const char *dir, const char *split) {
+    Found *f;
+    int n = list_split(dir, split, &f);
+    free(f);
+    return n > 0;
+}
+
+void shardset_free(ShardSet *set) {
+    if (set->shards)
+        for (int i = 0; i < set->num_shards; i++) shard_info_free(&set->shards[i]);
+    free(set->shards);
+    set->shards = NULL;
+    set->num_shards = 0;
+}
+
+static void join_path(char *buf, size_t len, const char *dir, const char *name) {
+    size_t l = strlen(dir);
+    snprintf_check(buf, len, "%s%s%s", dir, (l && dir[l - 1] == '/') ? "" : "/", name);
+}
+
+int shardset_open(ShardSet *set, const char *dir, const char *split, int expected_image_size,
+                  int expected_num_classes, char *err, size_t errlen) {
+    memset(set, 0, sizeof *set);
+    shards_quiet_hdf5();
+    if (strlen(dir) >= sizeof set->dir - 80) return errf(err, errlen, "%s: path too long", dir);
+    if (strlen(split) >= sizeof set->split) return errf(err, errlen, "%s: split name '%s' too long", dir, split);
+    strcpy(set->dir, dir);
+    strcpy(set->split, split);
+
+    struct stat st;
+    if (stat(dir, &st) != 0) return errf(err, errlen, "%s: cannot open data directory: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return errf(err, errlen, "%s: not a directory (a directory of %s-NNNNN-of-MMMMM.h5 shards is expected)", dir, split);
+    Found *f;
+    int n = list_split(dir, split, &f);
+    if (n < 0) return errf(err, errlen, "%s: cannot read data directory: %s", dir, strerror(errno));
+    char p1[SHARD_PATH_MAX], p2[SHARD_PATH_MAX];
+    if (n == 0) {
+        free(f);
+        return errf(err, errlen, "%s: no %s shards found (files named %s-NNNNN-of-MMMMM.h5 are expected; see ddptrain-data --help)",
+                    dir, split, split);
+    }
+    /* One shard count for the whole split: a mix means a stale set was left behind. */
+    for (int i = 1; i < n; i++)
+        if (f[i].count != f[0].count) {
+            join_path(p1, sizeof p1, dir, f[i].name);
+            join_path(p2, sizeof p2, dir, f[0].name);
+            errf(err, errlen, "%s: shard count %d in the name differs from %d in %s (all %s shards must be -of-<same count>)",
+                 p1, f[i].count, f[0].count, p2, split);
+            free(f);
+            return -1;
+        }
+    int M = f[0].count;
+    for (int i = 0; i < n; i++)
+        if (f[i].index >= M || M < 1) {
+            join_path(p1, sizeof p1, dir, f[i].name);
+            errf(err, errlen, "%s: shard index %d is not below the shard count %d in its name", p1, f[i].index, M);
+            free(f);
+            return -1;
+        }
+    for (int i = 0; i < M; i++)
+        if (i >= n || f[i].index != i) {
+            char nm[64];
+            shard_name(nm, sizeof nm, split, i, M);
+            join_path(p1, sizeof p1, dir, nm);
+            errf(err, errlen, "%s: missing (the %s shard set is incomplete: %d of %d shards present)", p1, split, n, M);
+            free(f);
+            return -1;
+        }
+    set->num_shards = M;
+    set->shards = callocCheck((size_t)M, sizeof(ShardInfo));
+    int rc = 0;
+    for (int i = 0; i < M && rc == 0; i++) {
+        join_path(p1, sizeof p1, dir, f[i].name);
+        ShardInfo *s = &set->shards[i];
+        if (shard_read_info(s, p1, expected_image_size, expected_num_classes, NULL, err, errlen) != 0) { rc = -1; break; }
+        const ShardInfo *s0 = &set->shards[0];
+        if (s->image_size != s0->image_size)
+            rc = errf(err, errlen, "%s: images are %dx%d but %s has %dx%d (all shards must have one image size)",
+                      p1, s->image_size, s->image_size, s0->path, s0->image_size, s0->image_size);
+        else if (s->attrs.num_classes != s0->attrs.num_classes)
+            rc = errf(err, errlen, "%s: attribute 'num_classes' is %d but %s says %d (all shards must agree)",
+                      p1, s->attrs.num_classes, s0->path, s0->attrs.num_classes);
+        set->total += s->n;
+    }
+    free(f);
+    if (rc != 0) shardset_free(set);
+    return rc;
+}
+
+/* ---- assignment ---------------------------------------------------------------------------- */
+
+int shards_assign(const size_t *counts, int num_shards, int rank, int world, ShardSlice *out,
+                  int max_out) {
+    CHECK(world >= 1 && rank >= 0 && rank < world && num_shards >= 0);
+    int k = 0;
+    if (num_shards >= world) {
+        for (int i = rank; i < num_shards; i += world) {
+            if (k < max_out) out[k] = (ShardSlice){i, 0, counts[i]};
+            k++;
+        }
+        return k;
+    }
+    size_t total = 0;
+    for (int i = 0; i < num_shards; i++) total += counts[i];
+    /* Floor of T*r/W in 64 bits: exact while T*W < 2^64, i.e. for any real dataset. */
+    size_t lo = (size_t)((uint64_t)total * (uint64_t)rank / (uint64_t)world);
+    size_t hi = (size_t)((uint64_t)total * (uint64_t)(rank + 1) / (uint64_t)world);
+    size_t off = 0;
+    for (int i = 0; i < num_shards; i++) {
+        size_t a = off, b = off + counts[i];
+        off = b;
+        size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
+        if (s >= e) continue;
+        if (k < max_out) out[k] = (ShardSlice){i, s - a, e - a};
+        k++;
+    }
+    return k;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static int write_attr(hid_t file, const char *name, hid_t ftype, hid_t mtype, int rank, hsize_t n, const void *buf) {
+    hid_t sp = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, NULL);
+    if (sp < 0) return -1;
+    hid_t a = H5Acreate2(file, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t r = a < 0 ? -1 : H5Awrite(a, mtype, buf);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    return r < 0 ? -1 : 0;
+}
+
+static void shard_writer_abort_locked(ShardWriter *w) {
+    if (w->images >= 0) H5Dclose(w->images);
+    if (w->labels >= 0) H5Dclose(w->labels);
+    if (w->file >= 0) H5Fclose(w->file);
+    w->images = w->labels = w->file = -1;
+    if (w->tmp_path[0]) unlink(w->tmp_path);
+    w->tmp_path[0] = '\0';
+}
+
+static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, int image_size,
+                      const ShardAttrs *attrs, char *err, size_t errlen) {
+    memset(w, 0, sizeof *w);
+    w->file = w->images = w->labels = -1;
+    shards_quiet_hdf5();
+    if (strlen(path) >= sizeof w->path) return errf(err, errlen, "%s: path too long", path);
+    if (n == 0) return errf(err, errlen, "%s: a shard needs at least one sample", path);
+    CHECK(image_size > 0 && attrs->num_classes > 0);
+    strcpy(w->path, path);
+    w->n = n;
+    w->image_size = image_size;
+    /* Hidden name in the same directory (rename is atomic only within a file system); it never
+     * matches the shard pattern, so a leftover from a killed run is ignored by discovery. */
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path + 1) : 0;
+    snprintf_check(w->tmp_path, sizeof w->tmp_path, "%.*s.%s.tmp.%d", dl, path, path + dl, (int)getpid());
+
+    /* No timestamps in the file, so the same data gives byte-identical shards. */
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_obj_track_times(fcpl, 0);
+    w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    H5Pclose(fcpl);
+    if (w->file < 0) {
+        w->tmp_path[0] = '\0';
+        return errf(err, errlen, "%s: cannot create %s (directory missing or not writable?)", path, w->tmp_path);
+    }
+    hsize_t S = (hsize_t)image_size;
+    hsize_t idims[4] = {n, S, S, 3}, ldims[1] = {n};
+    /* Chunks of ~0.75 MiB of images: big enough for fast sequential reads, small enough that
+     * reading a slice of a shard does not pull in much more than asked. */
+    hsize_t per = (hsize_t)(786432 / (S * S * 3));
+    if (per < 1) per = 1;
+    if (per > n) per = n;
+    hsize_t ichunk[4] = {per, S, S, 3}, lchunk[1] = {n < 65536 ? n : 65536};
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    H5Pset_chunk(dcpl, 4, ichunk);
+    hid_t sp = H5Screate_simple(4, idims, NULL);
+    w->images = H5Dcreate2(w->file, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Sclose(sp);
+    H5Pset_chunk(dcpl, 1, lchunk);
+    sp = H5Screate_simple(1, ldims, NULL);
+    w->labels = H5Dcreate2(w->file, "labels", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Sclose(sp);
+    H5Pclose(dcpl);
+    int bad = w->images < 0 || w->labels < 0;
+
+    int nc = attrs->num_classes;
+    bad = bad || write_attr(w->file, "num_classes", H5T_STD_I32LE, H5T_NATIVE_INT, 0, 1, &nc) != 0;
+    if (!bad && attrs->class_names) {
+        hid_t st = H5Tcopy(H5T_C_S1);
+        H5Tset_size(st, H5T_VARIABLE);
+        H5Tset_cset(st, H5T_CSET_UTF8);
+        bad = write_attr(w->file, "class_names", st, st, 1, (hsize_t)nc, attrs->class_names) != 0;
+        H5Tclose(st);
+    }
+    if (!bad && attrs->has_norm) {
+        bad = write_attr(w->file, "mean", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->mean) != 0 ||
+              write_attr(w->file, "std", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->std) != 0;
+    }
+    if (bad) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: cannot create the datasets (disk full?)", path);
+    }
+    return 0;
+}
+
+static int shard_writer_append_locked(ShardWriter *w, const uint8_t *images, const int32_t *labels,
+                        size_t count, char *err, size_t errlen) {
+    if (count == 0) return 0;
+    CHECK(w->file >= 0 && w->written + count <= w->n);
+    for (size_t i = 0; i < count; i++)
+        CHECK(labels[i] >= 0);
+    hsize_t S = (hsize_t)w->image_size;
+    herr_t r = 0;
+    for (int k = 0; k < 2 && r >= 0; k++) {
+        hid_t d = k ? w->labels : w->images;
+        hsize_t off[4] = {w->written, 0, 0, 0}, cnt[4] = {count, S, S, 3};
+        int rank = k ? 1 : 4;
+        hid_t fs = H5Dget_space(d);
+        hid_t ms = H5Screate_simple(rank, cnt, NULL);
+        r = H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+        if (r >= 0) r = H5Dwrite(d, k ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT,
+                                 k ? (const void *)labels : (const void *)images);
+        H5Sclose(ms);
+        H5Sclose(fs);
+    }
+    if (r < 0) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: write failed (disk full?)", w->path);
+    }
+    w->written += count;
+    return 0;
+}
+
+int shard_writer_close(ShardWriter *w, char *err, size_t errlen) {
+    CHECK(w->written == w->n);
+    hdf5_lock();
+    herr_t r = H5Dclose(w->images);
+    w->images = -1;
+    if (H5Dclose(w->labels) < 0) r = -1;
+    w->labels = -1;
+    if (H5Fclose(w->file) < 0) r = -1;
+    w->file = -1;
+    hdf5_unlock();
+    if (r < 0) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: closing the file failed (disk full?)", w->path);
+    }
+    /* Data on disk before the name appears: a crash never leaves a real name on a partial file. */
+    int fd = open(w->tmp_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: fsync failed: %s", w->path, strerror(e));
+    }
+    close(fd);
+    if (rename(w->tmp_path, w->path) != 0) {
+        int e = errno;
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: rename from temporary file failed: %s", w->path, strerror(e));
+    }
+    w->tmp_path[0] = '\0';
+    return 0;
+}
+
+/* ---- locked entry points ------------------------------------------------------------------- */
+
+int shard_read_info(ShardInfo *info, const char *path, int expected_image_size,
+                    int expected_num_classes, int32_t **labels_out, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_read_info_locked(info, path, expected_image_size, expected_num_classes, labels_out, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_read_range(const char *path, size_t start, size_t count, int image_size,
+                     uint8_t *images, int32_t *labels, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_read_range_locked(path, start, count, image_size, images, labels, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+void shard_writer_abort(ShardWriter *w) {
+    hdf5_lock();
+    shard_writer_abort_locked(w);
+    hdf5_unlock();
+}
+
+int shard_writer_open(ShardWriter *w, const char *path, size_t n, int image_size,
+                      const ShardAttrs *attrs, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_open_locked(w, path, n, image_size, attrs, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_writer_append(ShardWriter *w, const uint8_t *images, const int32_t *labels,
+                        size_t count, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_append_locked(w, images, labels, count, err, errlen);
+    hdf5_unlock();
+    return rc;
+}

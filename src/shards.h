@@ -1,0 +1,116 @@
+/* shards.h - the on-disk dataset format (data/README.md): naming and discovery of
+ * <split>-NNNNN-of-MMMMM.h5 files, validation, reading, writing, and the assignment of shards
+ * to the ranks of a data-parallel job.
+ *
+ * Every function that can fail on user data returns 0 on success and -1 on failure with ONE
+ * line in err that starts with the offending file (or directory) path, says what is wrong and
+ * what was expected. HDF5's own error stack printing is switched off so that line is all the
+ * user sees. */
+#ifndef DDP_SHARDS_H
+#define DDP_SHARDS_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include <hdf5.h>
+
+#define SHARD_PATH_MAX 4096
+#define SHARD_MAX_SHARDS 99999      /* five digits in the name */
+#define SHARD_MAX_CLASSES 100000
+#define SHARD_DEFAULT_MEAN 0.5f     /* normalisation when a dataset carries no mean/std */
+#define SHARD_DEFAULT_STD 0.25f
+
+/* Dataset-wide attributes, stored on every shard (so any one shard describes the dataset). */
+typedef struct {
+    int num_classes;
+    char **class_names;       /* num_classes strings, or NULL when the file has none */
+    int has_norm;             /* mean/std present */
+    float mean[3], std[3];    /* per channel, in units of pixel/255 */
+} ShardAttrs;
+
+/* What one shard's header says (nothing of the pixel data is read). */
+typedef struct {
+    char path[SHARD_PATH_MAX];
+    const char *name;         /* points at the base name inside path */
+    int index, count;         /* NNNNN and MMMMM of the name (-1 if the name is not canonical) */
+    size_t n;                 /* samples */
+    int image_size;           /* S of [N,S,S,3] */
+    ShardAttrs attrs;
+} ShardInfo;
+
+/* All shards of one split in a directory, in index order. */
+typedef struct {
+    char dir[SHARD_PATH_MAX];
+    char split[32];
+    int num_shards;
+    ShardInfo *shards;        /* [num_shards] */
+    size_t total;             /* sum of n */
+} ShardSet;
+
+/* One contiguous range of samples [begin, end) of shard `shard` (index into ShardSet.shards). */
+typedef struct {
+    int shard;
+    size_t begin, end;
+} ShardSlice;
+
+/* Silence HDF5's automatic error stack printing (idempotent; every entry point calls it). */
+void shards_quiet_hdf5(void);
+
+/* "<split>-NNNNN-of-MMMMM.h5" into buf. */
+void shard_name(char *buf, size_t len, const char *split, int index, int count);
+/* Parses a base name; returns 1 and sets index/count when it is a shard of `split`. */
+int shard_parse_name(const char *name, const char *split, int *index, int *count);
+
+/* Opens `path`, checks it is a well-formed shard (see data/README.md) and fills `info`.
+ * expected_image_size / expected_num_classes: 0 accepts what the file says. When labels_out
+ * is non-NULL the labels are read (as int32, malloc'd, [info->n]) and range-checked. */
+int shard_read_info(ShardInfo *info, const char *path, int expected_image_size,
+                    int expected_num_classes, int32_t **labels_out, char *err, size_t errlen);
+void shard_info_free(ShardInfo *info);
+
+/* Finds and validates all shards of `split` in `dir`: the set must be complete (indices
+ * 0..M-1 of one M) and every header consistent (image size, num_classes). Labels are not read. */
+int shardset_open(ShardSet *set, const char *dir, const char *split, int expected_image_size,
+                  int expected_num_classes, char *err, size_t errlen);
+void shardset_free(ShardSet *set);
+/* Returns 1 if `dir` contains at least one file named like a shard of `split`. */
+int shards_dir_has_split(const char *dir, const char *split);
+
+/* Reads samples [start, start+count) of a shard: images uint8 NHWC into `images`
+ * (count*S*S*3 bytes) and/or labels as int32 (either may be NULL). */
+int shard_read_range(const char *path, size_t start, size_t count, int image_size,
+                     uint8_t *images, int32_t *labels, char *err, size_t errlen);
+
+/* Which samples rank `rank` of `world` reads, given the per-shard sample counts:
+ *  - num_shards >= world: shard i goes to rank i % world, whole (round robin);
+ *  - num_shards <  world: the concatenation of all shards is cut into `world` contiguous
+ *    near-equal slices [T*r/W, T*(r+1)/W) and the rank reads the parts of the shards its slice
+ *    touches.
+ * Writes up to max_out slices into out (in global order) and returns how many there are. */
+int shards_assign(const size_t *counts, int num_shards, int rank, int world, ShardSlice *out,
+                  int max_out);
+
+/* Streaming writer: the file is written under a hidden temporary name in the same directory
+ * and renamed to `path` only by shard_writer_close after all n samples arrived, so an
+ * interrupted run never leaves a half shard under a real shard name. */
+typedef struct {
+    char path[SHARD_PATH_MAX];
+    char tmp_path[SHARD_PATH_MAX + 64];
+    hid_t file, images, labels;
+    size_t n, written;
+    int image_size;
+} ShardWriter;
+
+int shard_writer_open(ShardWriter *w, const char *path, size_t n, int image_size,
+                      const ShardAttrs *attrs, char *err, size_t errlen);
+int shard_writer_append(ShardWriter *w, const uint8_t *images, const int32_t *labels,
+                        size_t count, char *err, size_t errlen);
+int shard_writer_close(ShardWriter *w, char *err, size_t errlen);
+/* Closes and removes the temporary file (after an error). Safe to call twice. */
+void shard_writer_abort(ShardWriter *w);
+
+/* Attribute helpers. */
+void shard_attrs_copy(ShardAttrs *dst, const ShardAttrs *src);
+void shard_attrs_free(ShardAttrs *a);
+
+#endif
