@@ -25,6 +25,36 @@ static void write_f32(hid_t file, const char *name, const float *data, int ndim,
     H5Dclose(ds); H5Sclose(space); H5Pclose(lcpl);
 }
 
+/* The ReLU masks (y > 0) of a training forward, in the order PyTorch's forward calls F.relu:
+ * stem, then per block the ReLU after bn1 and the one after the residual add. At a
+ * pre-activation within round-off of zero the two implementations may legitimately disagree
+ * on the mask, and one flipped element changes a BN-bias gradient by a few percent; the
+ * comparison replays these masks so that it measures the arithmetic, not those coin tosses. */
+static void write_masks(hid_t file, const Model *m, int step) {
+    const ConvBN *list[1 + 2 * 64];
+    int n = 0;
+    list[n++] = &m->stem;
+    for (int i = 0; i < m->n_block; i++) { list[n++] = &m->block[i].c1; list[n++] = &m->block[i].c2; }
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    for (int k = 0; k < n; k++) {
+        const ConvBN *c = list[k];
+        size_t cnt = (size_t)m->last_N * c->H_out * c->W_out * c->C_out;
+        unsigned char *mask = mallocCheck(cnt);
+        for (size_t j = 0; j < cnt; j++) mask[j] = c->y[j] > 0.0f;
+        hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)c->H_out, (hsize_t)c->W_out, (hsize_t)c->C_out};
+        char name[64];
+        snprintf_check(name, sizeof name, "masks/step%d/%03d", step, k);
+        hid_t space = H5Screate_simple(4, dims, NULL);
+        hid_t ds = H5Dcreate2(file, name, H5T_NATIVE_UCHAR, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(ds >= 0);
+        CHECK(H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, mask) >= 0);
+        H5Dclose(ds); H5Sclose(space);
+        free(mask);
+    }
+    H5Pclose(lcpl);
+}
+
 static void write_tensors(hid_t file, const char *group, const TensorInfo *info, int n, const float *base) {
     for (int i = 0; i < n; i++) {
         hsize_t dims[4];
@@ -90,6 +120,7 @@ int main(int argc, char **argv) {
 
     model_zero_grad(&m);
     float loss = model_forward(&m, x, y, N, 1, 1.0f, NULL);
+    write_masks(f, &m, 0);
     model_backward(&m);
     hsize_t ld[2] = {(hsize_t)N, (hsize_t)K};
     write_f32(f, "logits", m.logits, 2, ld);
@@ -112,6 +143,7 @@ int main(int argc, char **argv) {
         if (s > 0) {
             model_zero_grad(&m);
             model_forward(&m, x, y, N, 1, 1.0f, NULL);
+            write_masks(f, &m, s);
             model_backward(&m);
         }
         sgd_step(&opt, m.params, m.grads, lr);
