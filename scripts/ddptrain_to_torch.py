@@ -1,0 +1,126 @@
+#!/usr/bin/env python3
+"""Load a ddptrain checkpoint into the PyTorch MiniResNet, optionally evaluate it on a dataset
+directory of shards and/or save a plain PyTorch state_dict.
+
+    ddptrain_to_torch.py CKPT.h5 [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
+
+The checkpoint's /model group holds one dataset per state_dict name, so loading is a
+dictionary copy; see the checkpoint layout in the README. Needs torch, h5py and numpy."""
+import argparse
+import glob
+import os
+import sys
+
+import h5py
+import numpy as np
+import torch
+
+_HERE = os.path.dirname(os.path.abspath(__file__))
+# The module lives next to this script once installed, and in ../tests in the source tree.
+for _d in (os.path.join(_HERE, "..", "tests"), _HERE):
+    if os.path.isfile(os.path.join(_d, "miniresnet_torch.py")) and _d not in sys.path:
+        sys.path.insert(0, _d)
+from miniresnet_torch import MiniResNet  # noqa: E402
+
+FORMAT = "ddptrain-checkpoint"
+DEFAULT_MEAN, DEFAULT_STD = 0.5, 0.25
+
+
+def _str(v):
+    return v.decode() if isinstance(v, (bytes, np.bytes_)) else str(v)
+
+
+def read_checkpoint(path):
+    """Returns (meta, state_dict): meta has the root attributes and the train state."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        raise ValueError(f"{path}: cannot open as HDF5 ({e})") from None
+    with f:
+        if _str(f.attrs.get("format", b"")) != FORMAT:
+            raise ValueError(f"{path}: not a ddptrain checkpoint (format attribute is not '{FORMAT}')")
+        meta = {k: (_str(v) if isinstance(v, (bytes, np.bytes_, str)) else int(v)) for k, v in f.attrs.items()}
+        if meta.get("architecture") != "MiniResNet":
+            raise ValueError(f"{path}: architecture {meta.get('architecture')!r} is not MiniResNet")
+        if "train_state" in f:
+            for k, v in f["train_state"].items():
+                meta[k] = v[()].tolist()
+        sd = {}
+        f["model"].visititems(lambda n, o: sd.__setitem__(n, torch.from_numpy(np.array(o[()])))
+                              if isinstance(o, h5py.Dataset) else None)
+    for k in list(sd):
+        if k.endswith("num_batches_tracked"):
+            sd[k] = sd[k].to(torch.int64).reshape(())
+    return meta, sd
+
+
+def load_model(path):
+    """The checkpoint's MiniResNet in eval mode, and its meta data."""
+    meta, sd = read_checkpoint(path)
+    model = MiniResNet(meta["width"], meta["blocks"], meta["num_classes"])
+    model.load_state_dict(sd, strict=True)
+    model.eval()
+    return model, meta
+
+
+def iter_shards(data_dir, split):
+    """(images uint8 NHWC, labels, mean[3], std[3]) per shard of the split, in order."""
+    paths = sorted(glob.glob(os.path.join(data_dir, f"{split}-*-of-*.h5")))
+    if not paths:
+        raise FileNotFoundError(f"{data_dir}: no {split}-*-of-*.h5 shards")
+    for p in paths:
+        with h5py.File(p, "r") as f:
+            mean = np.asarray(f.attrs.get("mean", [DEFAULT_MEAN] * 3), dtype=np.float32)
+            std = np.asarray(f.attrs.get("std", [DEFAULT_STD] * 3), dtype=np.float32)
+            yield np.asarray(f["images"]), np.asarray(f["labels"]).astype(np.int64), mean, std
+
+
+def normalise(images, mean, std):
+    """uint8 NHWC -> float32 NCHW, x = (pixel/255 - mean) / std per channel, as ddptrain does."""
+    x = (images.astype(np.float32) / np.float32(255.0) - mean) / std
+    return torch.from_numpy(np.ascontiguousarray(x)).permute(0, 3, 1, 2).contiguous()
+
+
+@torch.no_grad()
+def evaluate(model, data_dir, split="test", batch_size=256):
+    correct = total = 0
+    for images, labels, mean, std in iter_shards(data_dir, split):
+        for i in range(0, len(labels), batch_size):
+            logits = model(normalise(images[i:i + batch_size], mean, std))
+            correct += int((logits.argmax(1).numpy() == labels[i:i + batch_size]).sum())
+            total += len(labels[i:i + batch_size])
+    return correct, total
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("checkpoint")
+    ap.add_argument("--data", help="dataset directory to evaluate on (shards <split>-NNNNN-of-MMMMM.h5)")
+    ap.add_argument("--split", default="test")
+    ap.add_argument("--batch-size", type=int, default=256)
+    ap.add_argument("--save", metavar="OUT.pt", help="also write the state_dict with torch.save")
+    args = ap.parse_args()
+    try:
+        model, meta = load_model(args.checkpoint)
+    except (OSError, ValueError, KeyError, RuntimeError) as e:
+        print(f"ddptrain_to_torch: error: {e}", file=sys.stderr)
+        return 1
+    nparams = sum(p.numel() for p in model.parameters())
+    print(f"{args.checkpoint}: MiniResNet width {meta['width']} blocks {meta['blocks']} "
+          f"classes {meta['num_classes']}: {nparams:,} parameters "
+          f"(epoch {meta.get('epoch', '?')}, global step {meta.get('global_step', '?')})")
+    if args.save:
+        torch.save(model.state_dict(), args.save)
+        print(f"saved state_dict to {args.save}")
+    if args.data:
+        try:
+            correct, total = evaluate(model, args.data, args.split, args.batch_size)
+        except (OSError, KeyError) as e:
+            print(f"ddptrain_to_torch: error: {e}", file=sys.stderr)
+            return 1
+        print(f"{args.split} accuracy: {100.0 * correct / max(total, 1):.2f}% ({correct}/{total})")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,1016 @@
+/* checkpoint.c - see checkpoint.h for the file layout and the guarantees. */
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "hdf5_lock.h"
+#include "util.h"
+
+__attribute__((format(printf, 3, 4)))
+static int errf(char *err, size_t errlen, const char *fmt, ...) {
+    if (err && errlen) {
+        va_list ap;
+        va_start(ap, fmt);
+        vsnprintf(err, errlen, fmt, ap);
+        va_end(ap);
+    }
+    return -1;
+}
+
+/* ---- HDF5 plumbing --------------------------------------------------------------------------- */
+
+static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *data) {
+    if (n == 0 && e->desc) snprintf((char *)data, 512, "%s", e->desc);
+    return 0;
+}
+
+/* Why the last HDF5 call failed, in a few words. The innermost entry of the error stack is the
+ * specific one ("truncated file: eof = ..."); when it comes from a system call it embeds
+ * "error message = '<strerror>'", which is all a user needs (e.g. "No space left on device").
+ * Must run under hdf5_lock() right after the failing call: the next call clears the stack. */
+static void hdf5_reason(char *buf, size_t len) {
+    char desc[512] = "";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, desc);
+    const char *key = "error message = '";
+    const char *p = strstr(desc, key);
+    if (p) {
+        p += strlen(key);
+        const char *q = strchr(p, '\'');
+        int n = q ? (int)(q - p) : (int)strlen(p);
+        snprintf(buf, len, "%.*s", n, p);
+    } else {
+        snprintf(buf, len, "%s", desc[0] ? desc : "unknown HDF5 error");
+    }
+}
+
+static hid_t file_access_plist(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK(fapl >= 0);
+    /* Closing the file closes whatever an error path left open. */
+    CHECK(H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0);
+    /* The 1.10 file format checksums the superblock and object headers and keeps a one-chunk
+     * dataset's index in its header, so with Fletcher-32 on the data a damaged byte is caught
+     * wherever it is (tests/test_checkpoint.c flips them); HDF5 >= 1.10 (any recent h5py)
+     * reads it. */
+    CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0);
+#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) || H5_VERSION_GE(1, 12, 1)
+    /* Cluster file systems mounted without flock (some Lustre, NFS setups) make HDF5's file
+     * lock fail with ENOSYS and the open with it; the rename protocol needs no lock. */
+    CHECK(H5Pset_file_locking(fapl, 1, 1) >= 0);
+#endif
+    return fapl;
+}
+
+static void describe_dims(const hsize_t *d, int rank, char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+/* ---- the state written: a view of a live model, or of the writer's copy ----------------------- */
+
+typedef struct {
+    char name[80];          /* "<bn>.num_batches_tracked" */
+    int64_t value;
+} BnCount;
+
+typedef struct {
+    int width, blocks, num_classes, image_size;
+    size_t num_params, num_buffers;
+    const TensorInfo *pinfo, *binfo;
+    int n_pinfo, n_binfo;
+    const float *params, *buffers;
+    const float *momentum;              /* NULL: written as zeros */
+    float momentum_coef, weight_decay;
+    long sgd_steps;
+    const BnCount *bn;
+    int n_bn;
+    TrainState ts;
+    const char *config_json;
+} CkptState;
+
+/* Batch-norm layers in state_dict order. */
+static int bn_count(const Model *m) {
+    int n = 1;
+    for (int i = 0; i < m->n_block; i++) n += m->block[i].has_shortcut ? 3 : 2;
+    return n;
+}
+
+static const ConvBN *bn_at(const Model *m, int k) {
+    if (k == 0) return &m->stem;
+    k--;
+    for (int i = 0; i < m->n_block; i++) {
+        const BasicBlock *b = &m->block[i];
+        if (k == 0) return &b->c1;
+        if (k == 1) return &b->c2;
+        if (b->has_shortcut) {
+            if (k == 2) return &b->sc;
+            k -= 3;
+        } else {
+            k -= 2;
+        }
+    }
+    CHECK(!"batch-norm index out of range");
+    return NULL;
+}
+
+/* "<prefix>.num_batches_tracked" for a BN layer, from its running_mean buffer's name. */
+static void bn_name(const Model *m, const ConvBN *c, char *buf, size_t len) {
+    for (int i = 0; i < m->n_buffer_info; i++) {
+        const TensorInfo *t = &m->buffer_info[i];
+        if (t->offset != c->rmean_off) continue;
+        const char *suffix = ".running_mean";
+        size_t n = strlen(t->name), ls = strlen(suffix);
+        CHECK(n > ls && strcmp(t->name + n - ls, suffix) == 0);
+        snprintf_check(buf, len, "%.*s.num_batches_tracked", (int)(n - ls), t->name);
+        return;
+    }
+    CHECK(!"batch-norm layer without a running_mean buffer");
+}
+
+static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const TrainState *ts,
+                             const char *config_json, BnCount *bn) {
+    memset(s, 0, sizeof *s);
+    s->width = m->width; s->blocks = m->blocks; s->num_classes = m->num_classes;
+    s->image_size = m->image_size;
+    s->num_params = m->num_params; s->num_buffers = m->num_buffers;
+    s->pinfo = m->param_info; s->n_pinfo = m->n_param_info;
+    s->binfo = m->buffer_info; s->n_binfo = m->n_buffer_info;
+    s->params = m->params; s->buffers = m->buffers;
+    if (opt) {
+        CHECK(opt->n == m->num_params);
+        s->momentum = opt->buf;
+        s->momentum_coef = opt->momentum;
+        s->weight_decay = opt->weight_decay;
+        s->sgd_steps = opt->steps;
+    }
+    s->n_bn = bn_count(m);
+    for (int k = 0; k < s->n_bn; k++) {
+        const ConvBN *c = bn_at(m, k);
+        bn_name(m, c, bn[k].name, sizeof bn[k].name);
+        bn[k].value = c->num_batches_tracked;
+    }
+    s->bn = bn;
+    if (ts) s->ts = *ts;
+    s->config_json = config_json;
+}
+
+/* ---- writing ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    hid_t file;
+    const char *path;        /* the final name, for messages */
+    char *err;
+    size_t errlen;
+} Writer;
+
+/* Under hdf5_lock(), right after the failing call. */
+static int w_fail(Writer *w, const char *what) {
+    char reason[512];
+    hdf5_reason(reason, sizeof reason);
+    return errf(w->err, w->errlen, "%s: cannot write checkpoint (%s): %s", w->path, what, reason);
+}
+
+/* Creation properties without timestamps, so identical state gives identical bytes. */
+static hid_t untimed_plist(hid_t cls) {
+    hid_t p = H5Pcreate(cls);
+    CHECK(p >= 0);
+    CHECK(H5Pset_obj_track_times(p, 0) >= 0);
+    return p;
+}
+
+static int w_group(Writer *w, const char *name) {
+    hdf5_lock();
+    hid_t gcpl = untimed_plist(H5P_GROUP_CREATE);
+    /* Links kept in the (checksummed) object header rather than a fractal heap, whose blocks
+     * carry no checksum: a damaged name must not go unnoticed either. */
+    CHECK(H5Pset_link_phase_change(gcpl, 65535, 65535) >= 0);
+    hid_t g = H5Gcreate2(w->file, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    int rc = g < 0 ? w_fail(w, name) : 0;
+    if (g >= 0) H5Gclose(g);
+    H5Pclose(gcpl);
+    hdf5_unlock();
+    return rc;
+}
+
+/* A dataset written whole: type `ftype` in the file, `mtype` in memory. Float tensors get one
+ * chunk with a Fletcher-32 checksum (chunking is what the filter needs). */
+static int w_dataset(Writer *w, const char *name, hid_t ftype, hid_t mtype, int ndim,
+                     const hsize_t *dims, const void *data, int checksum) {
+    hdf5_lock();
+    hid_t sp = ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(ndim, dims, NULL);
+    CHECK(sp >= 0);
+    hid_t dcpl = untimed_plist(H5P_DATASET_CREATE);
+    if (checksum) {
+        CHECK(H5Pset_chunk(dcpl, ndim, dims) >= 0);
+        CHECK(H5Pset_fletcher32(dcpl) >= 0);
+    } else if (H5Sget_simple_extent_npoints(sp) * (hssize_t)H5Tget_size(ftype) < 16384) {
+        /* Small values (step counts, the configuration) live inside the object header, which
+         * the file format checksums; filters need chunks, too costly for 8 bytes. */
+        CHECK(H5Pset_layout(dcpl, H5D_COMPACT) >= 0);
+    }
+    int rc = 0;
+    hid_t ds = H5Dcreate2(w->file, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (ds < 0) rc = w_fail(w, name);
+    else if (H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) rc = w_fail(w, name);
+    if (ds >= 0 && H5Dclose(ds) < 0 && rc == 0) rc = w_fail(w, name);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    hdf5_unlock();
+    return rc;
+}
+
+static int w_tensor(Writer *w, const char *group, const TensorInfo *t, const float *data) {
+    char name[160];
+    snprintf_check(name, sizeof name, "%s/%s", group, t->name);
+    hsize_t dims[4];
+    for (int d = 0; d < t->ndim; d++) dims[d] = (hsize_t)t->shape[d];
+    float *zeros = data ? NULL : callocCheck(t->numel, sizeof(float));
+    int rc = w_dataset(w, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, t->ndim, dims, data ? data : zeros, 1);
+    free(zeros);
+    return rc;
+}
+
+static int w_i64(Writer *w, const char *name, int64_t v) {
+    return w_dataset(w, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, NULL, &v, 0);
+}
+
+static hid_t string_type(size_t len) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    CHECK(t >= 0);
+    CHECK(H5Tset_size(t, len + 1) >= 0);     /* NUL-terminated: readers need not guess */
+    CHECK(H5Tset_strpad(t, H5T_STR_NULLTERM) >= 0);
+    return t;
+}
+
+static int w_string(Writer *w, const char *name, const char *s) {
+    hid_t t = string_type(strlen(s));
+    int rc = w_dataset(w, name, t, t, 0, NULL, s, 0);
+    H5Tclose(t);
+    return rc;
+}
+
+/* An attribute on the object at `obj_name` ("/" for the root). */
+static int w_attr(Writer *w, const char *obj_name, const char *name, hid_t ftype, hid_t mtype,
+                  const void *data) {
+    hdf5_lock();
+    hid_t sp = H5Screate(H5S_SCALAR);
+    CHECK(sp >= 0);
+    int rc = 0;
+    hid_t a = H5Acreate_by_name(w->file, obj_name, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0) rc = w_fail(w, name);
+    else if (H5Awrite(a, mtype, data) < 0) rc = w_fail(w, name);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    hdf5_unlock();
+    return rc;
+}
+
+static int w_attr_i64(Writer *w, const char *obj, const char *name, int64_t v) {
+    return w_attr(w, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+}
+
+static int w_attr_f32(Writer *w, const char *obj, const char *name, float v) {
+    return w_attr(w, obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &v);
+}
+
+static int w_attr_str(Writer *w, const char *obj, const char *name, const char *s) {
+    hid_t t = string_type(strlen(s));
+    int rc = w_attr(w, obj, name, t, t, s);
+    H5Tclose(t);
+    return rc;
+}
+
+/* Everything but the file's creation and closing; stops at the first failure. */
+static int write_contents(Writer *w, const CkptState *s) {
+    int rc = 0;
+    rc = rc ? rc : w_attr_str(w, "/", "format", CKPT_FORMAT);
+    rc = rc ? rc : w_attr_i64(w, "/", "format_version", CKPT_FORMAT_VERSION);
+    rc = rc ? rc : w_attr_str(w, "/", "architecture", CKPT_ARCHITECTURE);
+    rc = rc ? rc : w_attr_i64(w, "/", "width", s->width);
+    rc = rc ? rc : w_attr_i64(w, "/", "blocks", s->blocks);
+    rc = rc ? rc : w_attr_i64(w, "/", "num_classes", s->num_classes);
+    rc = rc ? rc : w_attr_i64(w, "/", "image_size", s->image_size);
+    rc = rc ? rc : w_attr_i64(w, "/", "num_params", (int64_t)s->num_params);
+    rc = rc ? rc : w_string(w, "/config", s->config_json ? s->config_json : "{}");
+
+    rc = rc ? rc : w_group(w, "/model");
+    for (int i = 0; i < s->n_pinfo && !rc; i++) rc = w_tensor(w, "/model", &s->pinfo[i], s->params + s->pinfo[i].offset);
+    for (int i = 0; i < s->n_binfo && !rc; i++) rc = w_tensor(w, "/model", &s->binfo[i], s->buffers + s->binfo[i].offset);
+    for (int k = 0; k < s->n_bn && !rc; k++) {
+        char name[160];
+        snprintf_check(name, sizeof name, "/model/%s", s->bn[k].name);
+        rc = w_i64(w, name, s->bn[k].value);
+    }
+
+    rc = rc ? rc : w_group(w, "/optimizer");
+    rc = rc ? rc : w_attr_f32(w, "/optimizer", "momentum", s->momentum_coef);
+    rc = rc ? rc : w_attr_f32(w, "/optimizer", "weight_decay", s->weight_decay);
+    rc = rc ? rc : w_i64(w, "/optimizer/steps", s->sgd_steps);
+    rc = rc ? rc : w_group(w, "/optimizer/momentum");
+    for (int i = 0; i < s->n_pinfo && !rc; i++)
+        rc = w_tensor(w, "/optimizer/momentum", &s->pinfo[i], s->momentum ? s->momentum + s->pinfo[i].offset : NULL);
+
+    rc = rc ? rc : w_group(w, "/train_state");
+    rc = rc ? rc : w_i64(w, "/train_state/epoch", s->ts.epoch);
+    rc = rc ? rc : w_i64(w, "/train_state/step_in_epoch", s->ts.step_in_epoch);
+    rc = rc ? rc : w_i64(w, "/train_state/global_step", s->ts.global_step);
+    rc = rc ? rc : w_i64(w, "/train_state/world_size", s->ts.world_size);
+    rc = rc ? rc : w_i64(w, "/train_state/seed", (int64_t)s->ts.seed);
+    if (s->ts.has_amp && !rc) {
+        hsize_t n = AMP_STATE_N;
+        rc = w_dataset(w, "/train_state/amp", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &n, s->ts.amp, 0);
+    }
+    return rc;
+}
+
+static void dir_of(const char *path, char *dir, size_t len) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf_check(dir, len, ".");
+    else if (slash == path) snprintf_check(dir, len, "/");
+    else snprintf_check(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+static int fsync_path(const char *path, int flags) {
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+/* Temp file, contents, flush, close, fsync, rename, fsync the directory. */
+static int write_file(const char *path, const CkptState *s, char *err, size_t errlen) {
+    char tmp[CKPT_PATH_MAX + 32], dir[CKPT_PATH_MAX];
+    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
+        return errf(err, errlen, "%s: path too long", path);
+    dir_of(path, dir, sizeof dir);
+    Writer w = {.file = -1, .path = path, .err = err, .errlen = errlen};
+
+    hdf5_lock();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t fapl = file_access_plist();
+    hid_t fcpl = untimed_plist(H5P_FILE_CREATE);   /* the root group's times too */
+    w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
+    int rc = w.file < 0 ? w_fail(&w, "creating the file") : 0;
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    hdf5_unlock();
+    if (rc) return rc;
+
+    rc = write_contents(&w, s);
+
+    hdf5_lock();
+    if (rc == 0 && H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) rc = w_fail(&w, "flushing");
+    if (H5Fclose(w.file) < 0 && rc == 0) rc = w_fail(&w, "closing");
+    hdf5_unlock();
+
+    /* H5Fflush only reaches the page cache; a node crash after the rename could otherwise
+     * leave a file of zeros under the real name. */
+    if (rc == 0 && fsync_path(tmp, O_RDONLY) != 0)
+        rc = errf(err, errlen, "%s: cannot write checkpoint (fsync): %s", path, strerror(errno));
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = errf(err, errlen, "%s: cannot write checkpoint (rename from %s): %s", path, tmp, strerror(errno));
+    if (rc != 0) {
+        unlink(tmp);
+        return rc;
+    }
+    /* The rename itself is only durable once the directory is. */
+    if (fsync_path(dir, O_RDONLY | O_DIRECTORY) != 0)
+        return errf(err, errlen, "%s: cannot write checkpoint (fsync of directory %s): %s", path, dir, strerror(errno));
+    return 0;
+}
+
+int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+                    const char *config_json, char *err, size_t errlen) {
+    BnCount *bn = callocCheck((size_t)bn_count(m), sizeof *bn);
+    CkptState s;
+    state_from_model(&s, m, opt, ts, config_json, bn);
+    int rc = write_file(path, &s, err, errlen);
+    free(bn);
+    return rc;
+}
+
+/* ---- reading ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    hid_t file;
+    const char *path;
+    char *err;
+    size_t errlen;
+} Reader;
+
+/* Where everything is read before it replaces anything in the caller's model. */
+typedef struct {
+    float *params, *buffers, *momentum;
+    int64_t *nbt;           /* per BN layer, bn_at order */
+    long sgd_steps;
+    TrainState ts;
+} Scratch;
+
+static int r_fail(Reader *r, const char *what) {
+    char reason[512];
+    hdf5_reason(reason, sizeof reason);
+    return errf(r->err, r->errlen, "%s: cannot read %s (corrupt file?): %s", r->path, what, reason);
+}
+
+/* Opens `path` read-only with its one-line failure reasons; under hdf5_lock(). */
+static int r_open(Reader *r, const char *path, char *err, size_t errlen) {
+    r->file = -1; r->path = path; r->err = err; r->errlen = errlen;
+    struct stat st;
+    if (stat(path, &st) != 0) return errf(err, errlen, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return errf(err, errlen, "%s: not a regular file", path);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (H5Fis_hdf5(path) <= 0)
+        return errf(err, errlen, "%s: not an HDF5 file (a ddptrain checkpoint was expected)", path);
+    hid_t fapl = file_access_plist();
+    r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (r->file < 0) {
+        char reason[512];
+        hdf5_reason(reason, sizeof reason);
+        H5Pclose(fapl);
+        return errf(err, errlen, "%s: cannot open the checkpoint (truncated or corrupt file?): %s", path, reason);
+    }
+    H5Pclose(fapl);
+    return 0;
+}
+
+static void r_close(Reader *r) {
+    if (r->file >= 0) H5Fclose(r->file);
+    r->file = -1;
+}
+
+/* A string attribute (fixed or variable length) of the root into buf; -1 when absent. */
+static int r_attr_str(Reader *r, const char *name, char *buf, size_t len) {
+    buf[0] = '\0';
+    if (H5Aexists(r->file, name) <= 0) return -1;
+    hid_t a = H5Aopen(r->file, name, H5P_DEFAULT);
+    if (a < 0) return r_fail(r, name);
+    hid_t ft = H5Aget_type(a);
+    int rc = 0;
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING) {
+        rc = errf(r->err, r->errlen, "%s: attribute '%s' is not a string", r->path, name);
+    } else if (H5Tis_variable_str(ft) > 0) {
+        hid_t mt = H5Tcopy(ft);
+        char *s = NULL;
+        if (H5Aread(a, mt, &s) < 0) rc = r_fail(r, name);
+        else snprintf(buf, len, "%s", s ? s : "");
+        if (s) H5free_memory(s);
+        H5Tclose(mt);
+    } else {
+        size_t n = H5Tget_size(ft);
+        char *s = callocCheck(n + 1, 1);
+        if (H5Aread(a, ft, s) < 0) rc = r_fail(r, name);     /* file type = memory type */
+        else snprintf(buf, len, "%s", s);
+        free(s);
+    }
+    if (ft >= 0) H5Tclose(ft);
+    H5Aclose(a);
+    return rc;
+}
+
+static int r_attr_i64(Reader *r, const char *name, long *out) {
+    if (H5Aexists(r->file, name) <= 0)
+        return errf(r->err, r->errlen, "%s: root attribute '%s' is missing (not a complete ddptrain checkpoint)", r->path, name);
+    hid_t a = H5Aopen(r->file, name, H5P_DEFAULT);
+    if (a < 0) return r_fail(r, name);
+    hid_t t = H5Aget_type(a);
+    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    int64_t v = 0;
+    int rc = 0;
+    if (!isint) rc = errf(r->err, r->errlen, "%s: root attribute '%s' is not an integer", r->path, name);
+    else if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0) rc = r_fail(r, name);
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    *out = (long)v;
+    return rc;
+}
+
+/* Opens dataset `name`, checking it exists and (when want_class >= 0) its type class, and
+ * returns its dims (rank in *rank; scalar = 0). */
+static hid_t r_dataset(Reader *r, const char *name, H5T_class_t want_class, const char *want_desc,
+                       hsize_t *dims, int *rank) {
+    if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0) {
+        errf(r->err, r->errlen, "%s: %s is missing (not a complete ddptrain checkpoint)", r->path, name);
+        return -1;
+    }
+    hid_t ds = H5Dopen2(r->file, name, H5P_DEFAULT);
+    if (ds < 0) { r_fail(r, name); return -1; }
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    int ok = t >= 0 && sp >= 0 && H5Tget_class(t) == want_class;
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (t >= 0) H5Tclose(t);
+    if (ok && (nd < 0 || nd > 4)) ok = 0;
+    if (ok) { *rank = nd; H5Sget_simple_extent_dims(sp, dims, NULL); }
+    if (sp >= 0) H5Sclose(sp);
+    if (!ok) {
+        H5Dclose(ds);
+        errf(r->err, r->errlen, "%s: %s is not %s", r->path, name, want_desc);
+        return -1;
+    }
+    return ds;
+}
+
+static int r_tensor(Reader *r, const char *group, const TensorInfo *t, float *dst) {
+    char name[160];
+    snprintf_check(name, sizeof name, "%s/%s", group, t->name);
+    hsize_t dims[4], want[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, name, H5T_FLOAT, "a float tensor", dims, &rank);
+    if (ds < 0) return -1;
+    int same = rank == t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        want[d] = (hsize_t)t->shape[d];
+        if (same && dims[d] != want[d]) same = 0;
+    }
+    int rc = 0;
+    if (!same) {
+        char have_s[96], want_s[96];
+        describe_dims(dims, rank, have_s, sizeof have_s);
+        describe_dims(want, t->ndim, want_s, sizeof want_s);
+        rc = errf(r->err, r->errlen, "%s: %s has shape %s but this model needs %s", r->path, name, have_s, want_s);
+    } else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+        rc = r_fail(r, name);
+    }
+    H5Dclose(ds);
+    return rc;
+}
+
+static int r_i64(Reader *r, const char *name, int64_t *out) {
+    hsize_t dims[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, name, H5T_INTEGER, "an integer", dims, &rank);
+    if (ds < 0) return -1;
+    int rc = 0;
+    if (rank != 0 && !(rank == 1 && dims[0] == 1))
+        rc = errf(r->err, r->errlen, "%s: %s is not a single integer", r->path, name);
+    else if (H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        rc = r_fail(r, name);
+    H5Dclose(ds);
+    return rc;
+}
+
+static int r_long(Reader *r, const char *name, long *out) {
+    int64_t v = 0;
+    int rc = r_i64(r, name, &v);
+    *out = (long)v;
+    return rc;
+}
+
+/* Format, version and architecture: is this a ddptrain checkpoint this build can read? */
+static int r_header(Reader *r) {
+    char s[128];
+    if (H5Aexists(r->file, "format") <= 0)
+        return errf(r->err, r->errlen, "%s: not a ddptrain checkpoint (no 'format' attribute)", r->path);
+    if (r_attr_str(r, "format", s, sizeof s)) return -1;
+    if (strcmp(s, CKPT_FORMAT) != 0)
+        return errf(r->err, r->errlen, "%s: not a ddptrain checkpoint (format is '%s', expected '%s')", r->path, s, CKPT_FORMAT);
+    long version;
+    if (r_attr_i64(r, "format_version", &version)) return -1;
+    if (version < 1 || version > CKPT_FORMAT_VERSION)
+        return errf(r->err, r->errlen, "%s: checkpoint format_version %ld is not supported by this ddptrain (it reads version %d)",
+                    r->path, version, CKPT_FORMAT_VERSION);
+    if (r_attr_str(r, "architecture", s, sizeof s) != 0)
+        return errf(r->err, r->errlen, "%s: checkpoint has no 'architecture' attribute", r->path);
+    if (strcmp(s, CKPT_ARCHITECTURE) != 0)
+        return errf(r->err, r->errlen, "%s: checkpoint is of architecture '%s' but this run is %s", r->path, s, CKPT_ARCHITECTURE);
+    return 0;
+}
+
+static int r_check_group_size(Reader *r, const char *group, long expected) {
+    if (H5Lexists(r->file, group, H5P_DEFAULT) <= 0)
+        return errf(r->err, r->errlen, "%s: group %s is missing (not a complete ddptrain checkpoint)", r->path, group);
+    H5G_info_t gi;
+    if (H5Gget_info_by_name(r->file, group, &gi, H5P_DEFAULT) < 0) return r_fail(r, group);
+    if ((long)gi.nlinks != expected)
+        return errf(r->err, r->errlen, "%s: %s holds %lu entries but this model has %ld", r->path, group,
+                    (unsigned long)gi.nlinks, expected);
+    return 0;
+}
+
+/* Everything in the file into s, checked against m. Under hdf5_lock(). */
+static int r_all(Reader *r, const Model *m, Scratch *s) {
+    if (r_header(r)) return -1;
+    struct { const char *name; long want; } dims[4] = {
+        {"width", m->width}, {"blocks", m->blocks}, {"num_classes", m->num_classes}, {"image_size", m->image_size}};
+    for (int i = 0; i < 4; i++) {
+        long v;
+        if (r_attr_i64(r, dims[i].name, &v)) return -1;
+        if (v != dims[i].want)
+            return errf(r->err, r->errlen, "%s: checkpoint is %s %s %ld but this run is %s %ld", r->path,
+                        CKPT_ARCHITECTURE, dims[i].name, v, dims[i].name, dims[i].want);
+    }
+    long np;
+    if (r_attr_i64(r, "num_params", &np)) return -1;
+    if (np != (long)m->num_params)
+        return errf(r->err, r->errlen, "%s: checkpoint has %ld parameters but this model has %zu", r->path, np, m->num_params);
+
+    int n_bn = bn_count(m);
+    if (r_check_group_size(r, "/model", m->n_param_info + m->n_buffer_info + n_bn)) return -1;
+    for (int i = 0; i < m->n_param_info; i++)
+        if (r_tensor(r, "/model", &m->param_info[i], s->params + m->param_info[i].offset)) return -1;
+    for (int i = 0; i < m->n_buffer_info; i++)
+        if (r_tensor(r, "/model", &m->buffer_info[i], s->buffers + m->buffer_info[i].offset)) return -1;
+    for (int k = 0; k < n_bn; k++) {
+        char bn[80], name[160];
+        bn_name(m, bn_at(m, k), bn, sizeof bn);
+        snprintf_check(name, sizeof name, "/model/%s", bn);
+        if (r_i64(r, name, &s->nbt[k])) return -1;
+    }
+
+    if (r_long(r, "/optimizer/steps", &s->sgd_steps)) return -1;
+    if (r_check_group_size(r, "/optimizer/momentum", m->n_param_info)) return -1;
+    for (int i = 0; i < m->n_param_info; i++)
+        if (r_tensor(r, "/optimizer/momentum", &m->param_info[i], s->momentum + m->param_info[i].offset)) return -1;
+
+    TrainState *ts = &s->ts;
+    memset(ts, 0, sizeof *ts);
+    long ws, seed;
+    if (r_long(r, "/train_state/epoch", &ts->epoch) || r_long(r, "/train_state/step_in_epoch", &ts->step_in_epoch) ||
+        r_long(r, "/train_state/global_step", &ts->global_step) || r_long(r, "/train_state/world_size", &ws) ||
+        r_long(r, "/train_state/seed", &seed))
+        return -1;
+    ts->world_size = (int)ws;
+    ts->seed = (uint64_t)seed;
+    if (H5Lexists(r->file, "/train_state/amp", H5P_DEFAULT) > 0) {
+        hsize_t d[4];
+        int rank = 0;
+        hid_t ds = r_dataset(r, "/train_state/amp", H5T_FLOAT, "a float array", d, &rank);
+        if (ds < 0) return -1;
+        int rc = 0;
+        if (rank != 1 || d[0] < 1 || d[0] > AMP_STATE_N)
+            rc = errf(r->err, r->errlen, "%s: /train_state/amp must hold 1 to %d numbers", r->path, AMP_STATE_N);
+        else if (H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, ts->amp) < 0)
+            rc = r_fail(r, "/train_state/amp");
+        H5Dclose(ds);
+        if (rc) return rc;
+        ts->has_amp = 1;
+    }
+    return 0;
+}
+
+static void scratch_init(Scratch *s, const Model *m) {
+    memset(s, 0, sizeof *s);
+    s->params = mallocCheck(m->num_params * sizeof(float));
+    s->buffers = mallocCheck(m->num_buffers * sizeof(float));
+    s->momentum = mallocCheck(m->num_params * sizeof(float));
+    s->nbt = callocCheck((size_t)bn_count(m), sizeof(int64_t));
+}
+
+static void scratch_free(Scratch *s) {
+    free(s->params); free(s->buffers); free(s->momentum); free(s->nbt);
+    memset(s, 0, sizeof *s);
+}
+
+static int read_checked(const char *path, const Model *m, Scratch *s, char *err, size_t errlen) {
+    Reader r;
+    hdf5_lock();
+    int rc = r_open(&r, path, err, errlen);
+    if (rc == 0) rc = r_all(&r, m, s);
+    r_close(&r);
+    hdf5_unlock();
+    return rc;
+}
+
+int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen) {
+    Scratch s;
+    scratch_init(&s, m);
+    int rc = read_checked(path, m, &s, err, errlen);
+    scratch_free(&s);
+    return rc;
+}
+
+int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen) {
+    if (opt) CHECK(opt->n == m->num_params);
+    Scratch s;
+    scratch_init(&s, m);
+    int rc = read_checked(path, m, &s, err, errlen);
+    if (rc == 0) {
+        memcpy(m->params, s.params, m->num_params * sizeof(float));
+        memcpy(m->buffers, s.buffers, m->num_buffers * sizeof(float));
+        for (int k = 0; k < bn_count(m); k++) ((ConvBN *)bn_at(m, k))->num_batches_tracked = s.nbt[k];
+        if (opt) {
+            memcpy(opt->buf, s.momentum, m->num_params * sizeof(float));
+            opt->steps = s.sgd_steps;
+        }
+        if (ts) *ts = s.ts;
+        model_params_changed(m);
+    }
+    scratch_free(&s);
+    return rc;
+}
+
+char *checkpoint_read_config(const char *path, char *err, size_t errlen) {
+    Reader r;
+    char *out = NULL;
+    hdf5_lock();
+    if (r_open(&r, path, err, errlen) == 0 && r_header(&r) == 0) {
+        hsize_t d[4];
+        int rank = 0;
+        hid_t ds = r_dataset(&r, "/config", H5T_STRING, "a string", d, &rank);
+        if (ds >= 0) {
+            hid_t ft = H5Dget_type(ds);
+            if (H5Tis_variable_str(ft) > 0) {
+                char *s = NULL;
+                if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s) < 0) r_fail(&r, "/config");
+                else out = strdup(s ? s : "");
+                if (s) H5free_memory(s);
+            } else {
+                char *s = callocCheck(H5Tget_size(ft) + 1, 1);
+                if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, s) < 0) { r_fail(&r, "/config"); free(s); }
+                else out = s;
+            }
+            H5Tclose(ft);
+            H5Dclose(ds);
+        }
+    }
+    r_close(&r);
+    hdf5_unlock();
+    return out;
+}
+
+/* Only the header: cheap enough to run over a whole directory. */
+static int checkpoint_probe(const char *path, char *err, size_t errlen) {
+    Reader r;
+    hdf5_lock();
+    int rc = r_open(&r, path, err, errlen);
+    if (rc == 0) rc = r_header(&r);
+    r_close(&r);
+    hdf5_unlock();
+    return rc;
+}
+
+/* ---- checkpoint directory ---------------------------------------------------------------------- */
+
+void checkpoint_path(char *buf, size_t len, const char *dir, long global_step) {
+    snprintf_check(buf, len, "%s/ckpt-%09ld.h5", dir, global_step);
+}
+
+int checkpoint_parse_name(const char *name, long *global_step) {
+    if (strncmp(name, "ckpt-", 5) != 0) return 0;
+    const char *p = name + 5;
+    long v = 0;
+    int nd = 0;
+    for (; *p >= '0' && *p <= '9'; p++, nd++) {
+        if (v > (1L << 50)) return 0;
+        v = v * 10 + (*p - '0');
+    }
+    if (nd < 9 || strcmp(p, ".h5") != 0) return 0;
+    *global_step = v;
+    return 1;
+}
+
+typedef struct {
+    long step;
+    char name[256];
+} Entry;
+
+static int entry_newest_first(const void *a, const void *b) {
+    long x = ((const Entry *)a)->step, y = ((const Entry *)b)->step;
+    if (x != y) return x < y ? 1 : -1;
+    return strcmp(((const Entry *)a)->name, ((const Entry *)b)->name);
+}
+
+/* ckpt-*.h5 of dir, newest first; *n = -1 and errno set when dir cannot be read. */
+static Entry *list_checkpoints(const char *dir, int *n) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) { *n = -1; return NULL; }
+    int cap = 16;
+    Entry *e = mallocCheck((size_t)cap * sizeof *e);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        long step;
+        if (!checkpoint_parse_name(de->d_name, &step) || strlen(de->d_name) >= sizeof e->name) continue;
+        if (*n == cap) {
+            cap *= 2;
+            e = realloc(e, (size_t)cap * sizeof *e);
+            CHECK(e != NULL);
+        }
+        e[*n].step = step;
+        snprintf(e[*n].name, sizeof e->name, "%s", de->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    qsort(e, (size_t)*n, sizeof *e, entry_newest_first);
+    return e;
+}
+
+/* The base name `latest` holds, or "" (absent, empty, or not a plain file name). */
+static void read_latest(const char *dir, char *name, size_t len) {
+    name[0] = '\0';
+    char p[CKPT_PATH_MAX + 16];
+    snprintf_check(p, sizeof p, "%s/%s", dir, CKPT_LATEST_NAME);
+    FILE *f = fopen(p, "r");
+    if (!f) return;
+    char line[512];
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        size_t n = strlen(line);
+        if (n > 0 && n < len && !strchr(line, '/') && strcmp(line, ".") && strcmp(line, ".."))
+            memcpy(name, line, n + 1);
+    }
+    fclose(f);
+}
+
+int checkpoint_set_latest(const char *dir, const char *path, char *err, size_t errlen) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char p[CKPT_PATH_MAX + 16], line[512];
+    snprintf_check(p, sizeof p, "%s/%s", dir, CKPT_LATEST_NAME);
+    snprintf_check(line, sizeof line, "%s\n", base);
+    if (write_file_atomic(p, line, strlen(line)) != 0)
+        return errf(err, errlen, "%s: cannot write: %s", p, strerror(errno));
+    return 0;
+}
+
+/* Leftovers of a write that died: "<ckpt>.h5.tmp.<pid>" and "latest.tmp.<pid>". */
+static int is_stale_tmp(const char *name) {
+    return (strncmp(name, "ckpt-", 5) == 0 && strstr(name, ".h5.tmp.") != NULL) ||
+           strncmp(name, CKPT_LATEST_NAME ".tmp.", strlen(CKPT_LATEST_NAME) + 5) == 0;
+}
+
+int checkpoint_prune(const char *dir, int keep, char *err, size_t errlen) {
+    int removed = 0;
+    char p[CKPT_PATH_MAX + 300];
+    DIR *d = opendir(dir);
+    if (!d) return errf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!is_stale_tmp(de->d_name)) continue;
+        snprintf_check(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (unlink(p) == 0) removed++;
+    }
+    closedir(d);
+    if (keep <= 0) return removed;
+
+    int n;
+    Entry *e = list_checkpoints(dir, &n);
+    if (n < 0) return errf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+    char latest[256];
+    read_latest(dir, latest, sizeof latest);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf_check(p, sizeof p, "%s/%s", dir, e[i].name);
+        char why[1024];
+        if (kept < keep && checkpoint_probe(p, why, sizeof why) == 0) { kept++; continue; }
+        if (strcmp(e[i].name, latest) == 0) continue;   /* the run may have resumed from it */
+        if (unlink(p) != 0) {
+            int rc = errf(err, errlen, "%s: cannot remove: %s", p, strerror(errno));
+            free(e);
+            return rc;
+        }
+        removed++;
+    }
+    free(e);
+    return removed;
+}
+
+int checkpoint_find_latest(const char *dir, const Model *m, char *out, size_t outlen,
+                           CheckpointSkipFn on_skip, void *ctx, char *err, size_t errlen) {
+    int n;
+    Entry *e = list_checkpoints(dir, &n);
+    if (n < 0) {
+        if (errno == ENOENT) { errf(err, errlen, "%s: no checkpoint directory", dir); return 1; }
+        return errf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+    }
+    char latest[256];
+    read_latest(dir, latest, sizeof latest);
+    char p[CKPT_PATH_MAX + 300], why[1024] = "";
+    int tried = 0, rc = -1;
+    /* i = -1: the file `latest` names; then every ckpt-*.h5 newest first. */
+    for (int i = latest[0] ? -1 : 0; i < n && rc != 0; i++) {
+        const char *name = i < 0 ? latest : e[i].name;
+        if (i >= 0 && strcmp(name, latest) == 0) continue;
+        snprintf_check(p, sizeof p, "%s/%s", dir, name);
+        tried++;
+        if (checkpoint_verify(p, m, why, sizeof why) == 0) {
+            if (snprintf(out, outlen, "%s", p) >= (int)outlen) {
+                free(e);
+                return errf(err, errlen, "%s: path too long", p);
+            }
+            rc = 0;
+        } else if (on_skip) {
+            on_skip(ctx, p, why);
+        }
+    }
+    free(e);
+    if (rc == 0) return 0;
+    if (tried == 0) { errf(err, errlen, "%s: no checkpoint", dir); return 1; }
+    return errf(err, errlen, "%s: none of the %d checkpoint(s) is usable; the last one tried: %s", dir, tried, why);
+}
+
+/* ---- background writer -------------------------------------------------------------------------- */
+
+/* The writer's own copy of everything a checkpoint holds, reused between writes. */
+typedef struct {
+    CkptState st;
+    float *params, *buffers, *momentum;
+    size_t num_params, num_buffers;
+    TensorInfo *pinfo, *binfo;
+    BnCount *bn;
+    char *config;
+} Snapshot;
+
+static void snapshot_free(Snapshot *s) {
+    free(s->params); free(s->buffers); free(s->momentum);
+    free(s->pinfo); free(s->binfo); free(s->bn); free(s->config);
+    memset(s, 0, sizeof *s);
+}
+
+static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const TrainState *ts, const char *config_json) {
+    if (s->num_params != m->num_params || s->num_buffers != m->num_buffers) {
+        snapshot_free(s);
+        s->num_params = m->num_params;
+        s->num_buffers = m->num_buffers;
+        s->params = mallocCheck(m->num_params * sizeof(float));
+        s->momentum = mallocCheck(m->num_params * sizeof(float));
+        s->buffers = mallocCheck(m->num_buffers * sizeof(float));
+        s->pinfo = mallocCheck((size_t)m->n_param_info * sizeof *s->pinfo);
+        s->binfo = mallocCheck((size_t)m->n_buffer_info * sizeof *s->binfo);
+        s->bn = mallocCheck((size_t)bn_count(m) * sizeof *s->bn);
+    }
+    state_from_model(&s->st, m, opt, ts, NULL, s->bn);   /* fills s->bn from the live model */
+    memcpy(s->params, m->params, m->num_params * sizeof(float));
+    memcpy(s->buffers, m->buffers, m->num_buffers * sizeof(float));
+    memcpy(s->pinfo, m->param_info, (size_t)m->n_param_info * sizeof *s->pinfo);
+    memcpy(s->binfo, m->buffer_info, (size_t)m->n_buffer_info * sizeof *s->binfo);
+    s->st.params = s->params;
+    s->st.buffers = s->buffers;
+    s->st.pinfo = s->pinfo;
+    s->st.binfo = s->binfo;
+    if (opt) {
+        memcpy(s->momentum, opt->buf, m->num_params * sizeof(float));
+        s->st.momentum = s->momentum;
+    }
+    free(s->config);
+    s->config = NULL;
+    if (config_json) {
+        s->config = strdup(config_json);
+        CHECK(s->config != NULL);
+    }
+    s->st.config_json = s->config;
+}
+
+void checkpoint_writer_init(CheckpointWriter *w, int keep) {
+    memset(w, 0, sizeof *w);
+    w->keep = keep;
+    w->snap = callocCheck(1, sizeof(Snapshot));
+}
+
+static void *writer_main(void *arg) {
+    CheckpointWriter *w = arg;
+    Snapshot *s = w->snap;
+    double t0 = now_sec();
+    char dir[CKPT_PATH_MAX];
+    dir_of(w->path, dir, sizeof dir);
+    int rc = write_file(w->path, &s->st, w->err, sizeof w->err);
+    if (rc == 0) rc = checkpoint_set_latest(dir, w->path, w->err, sizeof w->err);
+    if (rc == 0 && w->keep > 0 && checkpoint_prune(dir, w->keep, w->err, sizeof w->err) < 0) rc = -1;
+    w->status = rc;
+    w->last_write_sec = now_sec() - t0;
+    return NULL;
+}
+
+int checkpoint_writer_wait(CheckpointWriter *w, char *err, size_t errlen) {
+    if (!w->pending) return 0;
+    CHECK(pthread_join(w->thread, NULL) == 0);
+    w->pending = 0;
+    if (w->status != 0) errf(err, errlen, "%s", w->err);
+    return w->status;
+}
+
+int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                             const TrainState *ts, const char *config_json, char *err, size_t errlen) {
+    int prev = checkpoint_writer_wait(w, err, errlen);
+    double t0 = now_sec();
+    if (strlen(path) >= sizeof w->path) fail_at(__FILE__, __LINE__, "checkpoint path too long", path);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snapshot_take(w->snap, m, opt, ts, config_json);
+    w->status = 0;
+    w->err[0] = '\0';
+    CHECK(pthread_create(&w->thread, NULL, writer_main, w) == 0);
+    w->pending = 1;
+    w->last_submit_sec = now_sec() - t0;
+    return prev;
+}
+
+void checkpoint_writer_free(CheckpointWriter *w) {
+    char err[16];
+    checkpoint_writer_wait(w, err, sizeof err);
+    if (w->snap) {
+        snapshot_free(w->snap);
+        free(w->snap);
+    }
+    w->snap = NULL;
+}

@@ -1,0 +1,153 @@
+/* checkpoint.h - training checkpoints in HDF5: save, validated load, rotation in a checkpoint
+ * directory, and a background writer so a checkpoint costs the training loop a memcpy.
+ *
+ * File layout (format_version 1). Tensor names are exactly the state_dict names of the PyTorch
+ * module in tests/miniresnet_torch.py, so h5py + torch.load_state_dict can read a checkpoint:
+ *
+ *   /                              attributes:
+ *       format          string   "ddptrain-checkpoint"
+ *       format_version  int64    1
+ *       architecture    string   "MiniResNet"
+ *       width, blocks, num_classes, image_size, num_params   int64
+ *   /config                        string dataset: the effective configuration as JSON
+ *   /model/<name>                  float32, the tensor's shape, e.g.
+ *                                    /model/conv1.weight            [w,3,3,3]   (OIHW)
+ *                                    /model/layer1.0.bn1.running_var [w]
+ *                                    /model/fc.weight                [classes,4w]
+ *                                  and per batch-norm layer an int64 scalar
+ *                                    /model/<bn>.num_batches_tracked
+ *   /optimizer/steps               int64 scalar: SGD steps taken (0: momentum buffers unused)
+ *   /optimizer/momentum/<name>     float32, one per parameter, same shape as /model/<name>
+ *                                  (attributes momentum, weight_decay: informational only;
+ *                                  a resumed run takes them from its configuration)
+ *   /train_state/epoch             int64 scalar: the epoch in progress (0-based)
+ *   /train_state/step_in_epoch     int64 scalar: optimizer steps completed in that epoch
+ *   /train_state/global_step       int64 scalar: optimizer steps completed in the run
+ *   /train_state/world_size        int64 scalar: ranks of the run that wrote it
+ *   /train_state/seed              int64 scalar
+ *   /train_state/amp               float64 [4], only when mixed-precision state exists:
+ *                                  [0] loss scale, [1] growth tracker, [2..3] reserved (0)
+ *
+ * The file uses the HDF5 1.10 format (readable by HDF5 >= 1.10, hence any recent h5py), whose
+ * metadata is checksummed; every float tensor is one chunk with the Fletcher-32 checksum
+ * filter, small values live inside their (checksummed) object headers, and links are stored
+ * in the group headers: a damaged byte anywhere is refused on load rather than read as wrong
+ * weights. h5py and h5dump read it as usual. No timestamps are recorded, so the same state
+ * always gives the same bytes.
+ *
+ * A checkpoint is written under <path>.tmp.<pid> in the same directory, flushed, fsynced and
+ * renamed, then the directory is fsynced: a crash leaves either the complete file under its
+ * real name or no file under that name (and possibly a stale .tmp file, removed by the next
+ * prune).
+ *
+ * In a checkpoint directory files are named ckpt-<global_step, 9 digits>.h5, and a text file
+ * `latest` holds the name of the most recent one (replaced atomically).
+ *
+ * Functions that can fail on the file return 0 or -1 with ONE line in err that starts with the
+ * checkpoint's path. All HDF5 calls run under hdf5_lock() (see hdf5_lock.h). */
+#ifndef DDP_CHECKPOINT_H
+#define DDP_CHECKPOINT_H
+
+#include <pthread.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+#include "optim.h"
+
+#define CKPT_FORMAT "ddptrain-checkpoint"
+#define CKPT_FORMAT_VERSION 1
+#define CKPT_ARCHITECTURE "MiniResNet"
+#define CKPT_PATH_MAX 4096
+#define CKPT_LATEST_NAME "latest"
+
+/* Indices into TrainState.amp. */
+enum { AMP_LOSS_SCALE = 0, AMP_GROWTH_TRACKER = 1, AMP_STATE_N = 4 };
+
+/* Where training stands: enough, with the configuration's seed, to resume the data order. */
+typedef struct {
+    long epoch;           /* epoch in progress, 0-based */
+    long step_in_epoch;   /* optimizer steps completed in that epoch */
+    long global_step;     /* optimizer steps completed in the whole run */
+    int world_size;
+    uint64_t seed;
+    int has_amp;          /* amp[] holds mixed-precision loss-scaler state */
+    double amp[AMP_STATE_N];
+} TrainState;
+
+/* Writes the checkpoint file `path` atomically (see above). opt may be NULL (no optimizer
+ * state is then written: /optimizer/steps 0 and zero momentum). config_json may be NULL. */
+int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+                    const char *config_json, char *err, size_t errlen);
+
+/* Loads `path` into m (parameters, BN running statistics, num_batches_tracked), opt (momentum
+ * buffer and step count; may be NULL) and ts (may be NULL). The file must be a ddptrain
+ * checkpoint of the same architecture, width, blocks, num_classes and image size as m, with
+ * every tensor present in the right shape and intact. Everything is read into scratch memory
+ * first: on error m, opt and ts are unchanged. Calls model_params_changed(m) on success. */
+int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen);
+
+/* The same checks as checkpoint_load, reading every tensor, without changing anything. */
+int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen);
+
+/* The configuration JSON stored in a checkpoint (malloc'd, caller frees), or NULL with err. */
+char *checkpoint_read_config(const char *path, char *err, size_t errlen);
+
+/* ---- checkpoint directory ------------------------------------------------------------------- */
+
+/* "<dir>/ckpt-<global_step 9 digits>.h5" into buf. */
+void checkpoint_path(char *buf, size_t len, const char *dir, long global_step);
+/* Returns 1 and sets *global_step when `name` (a base name) is ckpt-<digits>.h5. */
+int checkpoint_parse_name(const char *name, long *global_step);
+
+/* Points <dir>/latest at the base name of `path` (atomic replace). */
+int checkpoint_set_latest(const char *dir, const char *path, char *err, size_t errlen);
+
+/* Keeps the newest `keep` checkpoints of `dir` (by step) that open as ddptrain checkpoints,
+ * and the one `latest` names; removes the other ckpt-*.h5 and stale temporary files.
+ * Returns the number of files removed, or -1 with err. Not to be run while a checkpoint is
+ * being written into the same directory by another thread (stale .tmp files are removed). */
+int checkpoint_prune(const char *dir, int keep, char *err, size_t errlen);
+
+/* Called by checkpoint_find_latest for each checkpoint it passes over, with the reason. */
+typedef void (*CheckpointSkipFn)(void *ctx, const char *path, const char *reason);
+
+/* The newest checkpoint in `dir` that passes checkpoint_verify against m: first the file
+ * `latest` names, then the other ckpt-*.h5 newest first. Every file passed over is reported
+ * through on_skip (may be NULL), so the caller can log "falling back to X because Y".
+ * Returns 0 with the path in out; 1 when the directory holds no checkpoint at all (or does not
+ * exist); -1 when checkpoints exist but none is usable (err says why the last one failed). */
+int checkpoint_find_latest(const char *dir, const Model *m, char *out, size_t outlen,
+                           CheckpointSkipFn on_skip, void *ctx, char *err, size_t errlen);
+
+/* ---- background writer ----------------------------------------------------------------------
+ * submit copies the state (parameters, buffers, num_batches_tracked, momentum: a few ms) and
+ * returns; a thread writes the file, points `latest` at it and prunes the directory to `keep`
+ * files. Only one write is in flight: submit first waits for the previous one. The HDF5 calls of
+ * the thread take hdf5_lock(), so other threads may use HDF5 meanwhile if they take it too. */
+typedef struct {
+    int keep;                       /* checkpoints kept by the prune after each write (0: all) */
+    int pending;                    /* a thread is running */
+    pthread_t thread;
+    int status;                     /* result of the last finished write */
+    char err[1024];
+    char path[CKPT_PATH_MAX];
+    void *snap;                     /* the copied state (checkpoint.c), reused between writes */
+    double last_submit_sec, last_write_sec;   /* stall seen by the caller; the thread's write */
+} CheckpointWriter;
+
+void checkpoint_writer_init(CheckpointWriter *w, int keep);
+/* Waits for a pending write, then frees the copies. */
+void checkpoint_writer_free(CheckpointWriter *w);
+
+/* Starts writing the state to `path` (a ckpt-*.h5 name inside the checkpoint directory). If a
+ * write was pending it is waited for first: returns that write's status (0, or -1 with err),
+ * or 0 if none was pending. opt and config_json may be NULL. */
+int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                             const TrainState *ts, const char *config_json, char *err, size_t errlen);
+
+/* Blocks until the pending write (if any) is done; returns its status (0 when nothing was
+ * pending), with its one-line error in err. */
+int checkpoint_writer_wait(CheckpointWriter *w, char *err, size_t errlen);
+
+#endif
