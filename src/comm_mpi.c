@@ -1,0 +1,255 @@
+/* comm_mpi.c - the MPI backend of comm.h.
+ *
+ * Every operation is non-blocking underneath (MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier) and
+ * completed by one polling loop, because a blocking MPI call cannot time out: if a peer dies
+ * or never arrives, MPI_Allreduce waits forever and the job burns its allocation silently. */
+#include "build_config.h"
+#ifdef HAVE_MPI
+#include "comm.h"
+#include "util.h"
+
+#include <limits.h>
+#include <mpi.h>
+#include <sched.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+_Static_assert(sizeof(MPI_Request) <= sizeof(((CommRequest *)0)->handle), "CommRequest.handle too small");
+
+typedef struct {
+    MPI_Comm comm;          /* a duplicate of MPI_COMM_WORLD, so our traffic cannot match a
+                               library's or another Comm's collectives */
+    int we_initialized;     /* MPI_Init_thread was ours, so MPI_Finalize is too */
+} MpiImpl;
+
+/* An MPI error inside a collective leaves the peers waiting in theirs; exiting this process
+ * alone would hang them (under srun nothing else kills the step), so name the call and end
+ * the job. */
+static void mpi_fail(const char *file, int line, const char *call, int rc) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
+    fflush(stdout);
+    fprintf(stderr, "%s: internal error at %s:%d: %s: %s\n", g_progname, file, line, call, msg);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, 1);
+    _exit(1);
+}
+#define MPI_CHECK(call) do { int rc_ = (call); \
+    if (rc_ != MPI_SUCCESS) mpi_fail(__FILE__, __LINE__, #call, rc_); } while (0)
+
+static MPI_Comm mpi_comm(const Comm *c) { return ((const MpiImpl *)c->impl)->comm; }
+
+static MPI_Datatype mpi_type(CommDtype dt) {
+    switch (dt) {
+    case COMM_FLOAT32: return MPI_FLOAT;
+    case COMM_FLOAT64: return MPI_DOUBLE;
+    case COMM_INT64: return MPI_INT64_T;
+    }
+    fail_at(__FILE__, __LINE__, "unknown CommDtype", NULL);
+}
+
+static int mpi_count(size_t count) {
+    /* MPI counts are int. Buckets and parameter vectors are far below 2^31 elements. */
+    if (count > (size_t)INT_MAX) fail_at(__FILE__, __LINE__, "collective larger than INT_MAX elements", NULL);
+    return (int)count;
+}
+
+static void req_set(CommRequest *req, MPI_Request r) { memcpy(req->handle.bytes, &r, sizeof r); }
+static MPI_Request *req_mpi(CommRequest *req) { return (MPI_Request *)(void *)req->handle.bytes; }
+
+static void req_begin(Comm *c, CommRequest *req, const char *what, void *buf, size_t count,
+                      CommDtype dt, CommOp op) {
+    memset(req, 0, sizeof *req);
+    req->active = 1;
+    req->buf = buf;
+    req->count = count;
+    req->dtype = dt;
+    req->op = op;
+    req->what = what;
+    memcpy(req->context, c->context, sizeof req->context);
+    req->context[sizeof req->context - 1] = '\0';
+}
+
+static void req_complete(Comm *c, CommRequest *req) {
+    req->active = 0;
+    if (req->op == COMM_AVG) comm_finish_avg(req->buf, req->count, req->dtype, c->world_size);
+}
+
+static int mpi_test(Comm *c, CommRequest *req) {
+    int done = 0;
+    MPI_CHECK(MPI_Test(req_mpi(req), &done, MPI_STATUS_IGNORE));
+    if (done) req_complete(c, req);
+    return done;
+}
+
+/* Polls with MPI_Test: Open MPI progresses non-blocking collectives only inside MPI calls, so
+ * the first millisecond is spent yielding between tests (a short collective completes with no
+ * added latency); after that the sleep grows to 200 us, which keeps a long wait cheap on an
+ * oversubscribed node while a multi-round collective still gets a progress call often. */
+static void mpi_wait(Comm *c, CommRequest *req) {
+    double t0 = now_sec();
+    long sleep_ns = 0;
+    for (;;) {
+        if (mpi_test(c, req)) return;
+        double waited = now_sec() - t0;
+        if (c->timeout_s > 0 && waited > c->timeout_s) comm_timeout_abort(c, req->what, req->context);
+        if (waited < 1e-3) {
+            sched_yield();
+            continue;
+        }
+        sleep_ns = sleep_ns ? sleep_ns * 2 : 10000;
+        if (sleep_ns > 200000) sleep_ns = 200000;
+        struct timespec ts = {0, sleep_ns};
+        nanosleep(&ts, NULL);
+    }
+}
+
+static void mpi_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op, CommRequest *req) {
+    if (op == COMM_AVG && dt == COMM_INT64) comm_finish_avg(buf, count, dt, c->world_size);   /* reports */
+    req_begin(c, req, "iallreduce", buf, count, dt, op);
+    MPI_Request r;
+    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(dt), MPI_SUM, mpi_comm(c), &r));
+    req_set(req, r);
+}
+
+static void mpi_allreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op) {
+    CommRequest req;
+    mpi_iallreduce(c, buf, count, dt, op, &req);
+    req.what = "allreduce";
+    mpi_wait(c, &req);
+}
+
+static void mpi_broadcast(Comm *c, void *buf, size_t bytes, int root) {
+    CommRequest req;
+    CHECK(root >= 0 && root < c->world_size);
+    req_begin(c, &req, "broadcast", buf, bytes, COMM_FLOAT32, COMM_SUM);
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibcast(buf, mpi_count(bytes), MPI_BYTE, root, mpi_comm(c), &r));
+    req_set(&req, r);
+    mpi_wait(c, &req);
+}
+
+static void mpi_barrier(Comm *c) {
+    CommRequest req;
+    req_begin(c, &req, "barrier", NULL, 0, COMM_FLOAT32, COMM_SUM);
+    MPI_Request r;
+    MPI_CHECK(MPI_Ibarrier(mpi_comm(c), &r));
+    req_set(&req, r);
+    mpi_wait(c, &req);
+}
+
+/* Under mpirun, MPI_Abort makes mpirun kill every rank; under srun it goes through PMIx_Abort
+ * and Slurm cancels the step. Either way the caller's message is already printed. */
+static void mpi_abort_job(Comm *c, int code) {
+    (void)c;
+    fflush(stdout);
+    fflush(stderr);
+    MPI_Abort(MPI_COMM_WORLD, code);
+    _exit(code);
+}
+
+static void mpi_free(Comm *c) {
+    MpiImpl *m = c->impl;
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) {
+        MPI_CHECK(MPI_Comm_free(&m->comm));
+        if (m->we_initialized) MPI_CHECK(MPI_Finalize());
+    }
+    free(m);
+    free(c);
+}
+
+static const CommOps mpi_ops = {
+    .name = "mpi",
+    .allreduce = mpi_allreduce,
+    .broadcast = mpi_broadcast,
+    .barrier = mpi_barrier,
+    .iallreduce = mpi_iallreduce,
+    .test = mpi_test,
+    .wait = mpi_wait,
+    .abort_job = mpi_abort_job,
+    .free = mpi_free,
+};
+
+static const char *thread_level_name(int level) {
+    switch (level) {
+    case MPI_THREAD_SINGLE: return "single";
+    case MPI_THREAD_FUNNELED: return "funneled";
+    case MPI_THREAD_SERIALIZED: return "serialized";
+    case MPI_THREAD_MULTIPLE: return "multiple";
+    }
+    return "unknown";
+}
+
+Comm *comm_mpi_create(Bootstrap *b, double timeout_s, char *err, size_t errlen) {
+    /* MPI can only connect ranks that a PMIx-capable launcher started. Anything else would make
+     * MPI_Init start a singleton, and after a failed PMIx_Init Open MPI 4.1's singleton start
+     * crashes its helper daemon and hangs; so refuse before touching MPI. */
+    if (strcmp(b->method, "pmix") != 0 && strcmp(b->method, "ompi-env") != 0 &&
+        strcmp(b->method, "slurm") != 0) {
+        snprintf(err, errlen, "%d ranks from a %s-style environment, but MPI can only connect "
+                 "ranks started by `srun --mpi=pmix` or `mpirun`", b->world_size, b->method);
+        return NULL;
+    }
+    int inited = 0, provided = MPI_THREAD_SINGLE;
+    MPI_Initialized(&inited);
+    int we_initialized = !inited;
+    if (we_initialized) {
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS) {
+            snprintf(err, errlen, "MPI_Init_thread failed (error %d)", rc);
+            return NULL;
+        }
+    } else {
+        MPI_Query_thread(&provided);
+    }
+    /* Errors come back to MPI_CHECK, which names the call before aborting the job. */
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rank = -1, size = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != b->world_size || rank != b->rank) {
+        /* Typically: several processes each started as a singleton (no launcher connected
+         * them). Finalizing is local for a singleton, so this cannot hang. */
+        snprintf(err, errlen, "MPI sees rank %d of %d but the launcher (%s) said rank %d of %d: "
+                 "the ranks are not connected; start them with `srun --mpi=pmix` or `mpirun`",
+                 rank, size, b->method, b->rank, b->world_size);
+        if (we_initialized) MPI_Finalize();
+        return NULL;
+    }
+    if (provided < MPI_THREAD_FUNNELED) {
+        /* Our helper threads (data prefetch) must not be forbidden from existing. */
+        snprintf(err, errlen, "MPI offers thread level %s; ddptrain needs at least funneled",
+                 thread_level_name(provided));
+        if (we_initialized) MPI_Finalize();
+        return NULL;
+    }
+    MpiImpl *m = callocCheck(1, sizeof *m);
+    m->we_initialized = we_initialized;
+    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
+    MPI_CHECK(MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
+
+    Comm *c = callocCheck(1, sizeof *c);
+    c->ops = &mpi_ops;
+    c->impl = m;
+    c->rank = rank;
+    c->world_size = size;
+    c->timeout_s = timeout_s > 0 ? timeout_s : 0;
+    c->thread_level = provided;
+    c->boot = b;
+
+    char lib[MPI_MAX_LIBRARY_VERSION_STRING];
+    int len = 0;
+    MPI_Get_library_version(lib, &len);
+    lib[strcspn(lib, ",\n")] = '\0';   /* "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4" */
+    snprintf(c->desc, sizeof c->desc, "comm: mpi (%.120s), %d ranks, thread level %s, timeout %g s",
+             lib, size, thread_level_name(provided), c->timeout_s);
+    return c;
+}
+
+#else
+typedef int comm_mpi_not_built;   /* ISO C wants a declaration in every translation unit */
+#endif /* HAVE_MPI */
