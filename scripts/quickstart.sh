@@ -56,6 +56,16 @@ if [ "$mode" = train ]; then
 fi
 
 echo "== running the tests"
+# One local Slurm cluster (munge, slurmctld, slurmd on localhost) for the whole suite, started
+# here and stopped at the end; the Slurm tests skip where it cannot be started (not root).
+slurm_started=0
+if bash tests/slurm/cluster_up.sh >build/slurm-up.out 2>&1; then
+    slurm_started=1
+    trap 'bash tests/slurm/cluster_down.sh >/dev/null 2>&1 || true' EXIT
+    export DDP_SLURM_KEEP=1
+else
+    echo "(local Slurm not started: $(tail -n 1 build/slurm-up.out))"
+fi
 rc=0
 make -C build -j"$jobs" --no-print-directory check >build/check.out 2>&1 || rc=$?
 grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' build/check.out || true
