@@ -41,6 +41,16 @@
     X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \
     X(eval_every,       INT,    "1",     0, 100000,     "evaluate test accuracy every N epochs (0: only at the end)") \
     X(log_interval,     INT,    "10",    1, 1000000000, "log training loss every N optimizer steps") \
-    X(save_every,       INT,    "1",     0, 100000,     "checkpoint every N epochs (0: off)")
+    X(save_every,       INT,    "1",     0, 100000,     "checkpoint every N epochs (0: off)") \
+    X(save_every_steps, INT,    "0",     0, 1000000000, "also checkpoint every N optimizer steps (0: off)") \
+    X(keep_checkpoints, INT,    "3",     1, 1000000,    "checkpoints kept in <job_dir>/checkpoints") \
+    X(resume,           STR,    "auto",  0, 0,          "auto: newest valid checkpoint of the job dir, if any; none; or a checkpoint file") \
+    X(preempt_signal,   CHOICE, "SIGUSR2", "SIGUSR2|SIGUSR1|SIGTERM|SIGHUP|SIGALRM", 0, "signal that asks for checkpoint-and-exit (SIGTERM always does)") \
+    X(trace,            BOOL,   "false", 0, 0,          "write a Chrome trace per rank into the job dir (trace-rank-NNNNN.json)") \
+    /* data parallelism */ \
+    X(sync_bn,          BOOL,   "false", 0, 0,          "batch-norm statistics over all ranks (SyncBatchNorm) instead of per rank") \
+    X(bucket_cap_mb,    FLOAT,  "25",    0.001, 1e5,    "gradient all-reduce bucket size in MB") \
+    X(first_bucket_mb,  FLOAT,  "1",     0.001, 1e5,    "size of the first (last-layer) bucket in MB, small so communication starts early") \
+    X(comm_timeout,     FLOAT,  "300",   0, 1e7,        "seconds a collective may take before the job is ended (0: wait forever)")
 
 #endif

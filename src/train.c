@@ -1,46 +1,127 @@
-/* train.c - ddptrain: parse the config, open the data, build MiniResNet, train, evaluate.
+/* train.c - ddptrain: data-parallel training of MiniResNet.
  *
- * Reads top to bottom: config -> data -> job directory and logs -> model and optimizer ->
- * loop { batch, forward, backward, update, log } -> evaluate per epoch. */
+ * Reads top to bottom: signals -> ranks -> config -> data -> job directory and logs -> model,
+ * optimizer, reducer -> resume -> loop { batch, forward, backward (buckets all-reduced while it
+ * runs), update, log, checkpoint } -> evaluate per epoch -> final checkpoint. */
 #include "build_config.h"
 
 #include <errno.h>
 #include <math.h>
+#include <signal.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <time.h>
 #include <unistd.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
 
+#include "bootstrap.h"
+#include "checkpoint.h"
+#include "comm.h"
 #include "config.h"
 #include "dataloader.h"
 #include "logger.h"
 #include "model.h"
 #include "optim.h"
+#include "reducer.h"
 #include "schedule.h"
+#include "trace.h"
 #include "util.h"
 
-/* The job directory: --job_dir, else $SLURM_SUBMIT_DIR/runs/$SLURM_JOB_ID under Slurm (a
- * requeued job finds it again), else runs/<date>-<time>-<pid>. */
-static void default_job_dir(char *out, size_t n) {
-    const char *job = getenv("SLURM_JOB_ID");
-    if (job && *job) {
-        const char *submit = getenv("SLURM_SUBMIT_DIR");
-        snprintf_check(out, n, "%s/runs/%s", submit && *submit ? submit : ".", job);
-        return;
-    }
-    time_t t = time(NULL);
-    struct tm tm;
-    localtime_r(&t, &tm);
-    char stamp[32];
-    strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-    snprintf_check(out, n, "runs/%s-%d", stamp, (int)getpid());
+/* Exit status of a run that stopped on the preemption signal after checkpointing; the sbatch
+ * scripts in slurm/ requeue the job when they see it. */
+#define EXIT_PREEMPTED 3
+
+/* ---- preemption signals ------------------------------------------------------------------- */
+
+static volatile sig_atomic_t g_signal = 0;
+
+static void on_signal(int sig) { g_signal = sig; }
+
+/* Installed first thing in main, for every signal --preempt_signal may name, so that a signal
+ * arriving during start-up is not lost; narrowed to the configured one once flags are read. */
+static const int k_preempt_candidates[] = {SIGTERM, SIGUSR1, SIGUSR2, SIGHUP, SIGALRM};
+
+static void install_signal_handlers(void) {
+    struct sigaction sa;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_signal;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_RESTART;
+    for (size_t i = 0; i < sizeof k_preempt_candidates / sizeof *k_preempt_candidates; i++)
+        sigaction(k_preempt_candidates[i], &sa, NULL);
 }
 
-static DataLoader *open_split(const Config *c, const char *split, int train, char *err, size_t n) {
+static int signal_by_name(const char *name) {
+    if (!strcmp(name, "SIGUSR1")) return SIGUSR1;
+    if (!strcmp(name, "SIGUSR2")) return SIGUSR2;
+    if (!strcmp(name, "SIGHUP")) return SIGHUP;
+    if (!strcmp(name, "SIGALRM")) return SIGALRM;
+    return SIGTERM;
+}
+
+/* SIGTERM and the configured signal stay caught; the others get their default action back. */
+static void narrow_signal_handlers(int preempt) {
+    for (size_t i = 0; i < sizeof k_preempt_candidates / sizeof *k_preempt_candidates; i++) {
+        int s = k_preempt_candidates[i];
+        if (s != SIGTERM && s != preempt) signal(s, SIG_DFL);
+    }
+    if (g_signal != 0 && g_signal != SIGTERM && g_signal != preempt) g_signal = 0;
+}
+
+/* ---- the run's context -------------------------------------------------------------------- */
+
+typedef struct {
+    Config cfg;
+    Bootstrap boot;
+    Comm *comm;
+    Logger log;
+    char job_dir[4096];
+    char ckpt_dir[4200];
+    char *config_json;
+    DataLoader *train_dl, *test_dl;
+    Model model;
+    SGD opt;
+    Schedule sched;
+    Reducer reducer;
+    Trace *trace;
+    CheckpointWriter writer;
+    long steps_per_epoch, total_steps;
+    float *x;
+    int *y;
+    double t_last_hook;      /* trace of backward per layer */
+    int hook_layer;
+} Run;
+
+/* Rank-0 decides the default job directory (it contains a pid), everyone uses it. */
+static void choose_job_dir(Run *r) {
+    char dir[4096] = "";
+    if (r->boot.rank == 0) {
+        if (r->cfg.job_dir[0]) {
+            snprintf_check(dir, sizeof dir, "%s", r->cfg.job_dir);
+        } else if (getenv("SLURM_JOB_ID") && *getenv("SLURM_JOB_ID")) {
+            /* A requeued job has the same id, so it finds its checkpoints again. */
+            const char *submit = getenv("SLURM_SUBMIT_DIR");
+            snprintf_check(dir, sizeof dir, "%s/runs/%s", submit && *submit ? submit : ".", getenv("SLURM_JOB_ID"));
+        } else {
+            time_t t = time(NULL);
+            struct tm tm;
+            localtime_r(&t, &tm);
+            char stamp[32];
+            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+            snprintf_check(dir, sizeof dir, "runs/%s-%d", stamp, (int)getpid());
+        }
+    }
+    comm_broadcast(r->comm, dir, sizeof dir, 0);
+    snprintf_check(r->job_dir, sizeof r->job_dir, "%s", dir);
+    snprintf_check(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", dir);
+}
+
+static DataLoader *open_split(const Run *r, const char *split, int train, char *err, size_t n) {
+    const Config *c = &r->cfg;
     DataLoaderOptions o = {
-        .data_dir = c->data_dir, .split = split, .rank = 0, .world_size = 1,
+        .data_dir = c->data_dir, .split = split, .rank = r->boot.rank, .world_size = r->boot.world_size,
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
         .augment = train && c->augment, .shuffle = train, .drop_last = train,
         .seed = (uint64_t)c->seed, .num_classes = (int)c->num_classes,
@@ -49,159 +130,420 @@ static DataLoader *open_split(const Config *c, const char *split, int train, cha
     return dataloader_open(&o, err, n);
 }
 
-/* Test accuracy over the whole test split. */
-static double evaluate(Model *m, DataLoader *dl, float *x, int *y, double *loss_out) {
-    dataloader_start_epoch(dl, 0, 0);
-    long correct = 0, total = 0;
-    double loss_sum = 0.0;
-    int n;
-    while ((n = dataloader_next(dl, x, y)) > 0) {
-        int c = 0;
-        float loss = model_forward(m, x, y, n, 0, 1.0f, &c);
-        loss_sum += (double)loss * n;
-        correct += c;
-        total += n;
-    }
-    *loss_out = total ? loss_sum / (double)total : 0.0;
-    return total ? (double)correct / (double)total : 0.0;
+/* A rank's failure before training: print it, and make every rank exit (comm.h protocol). */
+static void startup_fail(Run *r, const char *msg) {
+    fflush(stdout);
+    if (r->boot.world_size > 1) fprintf(stderr, "%s: error: rank %d: %s\n", g_progname, r->boot.rank, msg);
+    else fprintf(stderr, "%s: error: %s\n", g_progname, msg);
+    fflush(stderr);
+    comm_abort(r->comm, 1);
 }
 
-int main(int argc, char **argv) {
-    g_progname = "ddptrain";
-    Config cfg;
-    config_init(&cfg);
-    config_parse_args(&cfg, argc, argv);
+static Comm *g_die_comm;
 
-    Logger log;
-    logger_init(&log, 0, 1);
+static void die_ends_job(int code) {
+    if (g_die_comm && g_die_comm->world_size > 1) g_die_comm->ops->abort_job(g_die_comm, code);
+}
 
-    if (!strcmp(cfg.device, "cuda"))
+/* ---- collectives the loop needs --------------------------------------------------------- */
+
+static long allreduce_min_long(Comm *c, long v) {
+    int64_t *all = callocCheck((size_t)c->world_size, sizeof *all);
+    all[c->rank] = v;
+    comm_allreduce(c, all, (size_t)c->world_size, COMM_INT64, COMM_SUM);
+    long m = v;
+    for (int i = 0; i < c->world_size; i++) if (all[i] < m) m = (long)all[i];
+    free(all);
+    return m;
+}
+
+/* Model's StatsAllreduceFn for --sync_bn. */
+static void sync_bn_stats(void *ctx, double *buf, size_t n) {
+    comm_allreduce((Comm *)ctx, buf, n, COMM_FLOAT64, COMM_SUM);
+}
+
+/* Model's GradReadyFn: trace the layer's backward, then hand over to the reducer. */
+static void on_grad_ready(void *ctx, size_t offset) {
+    Run *r = ctx;
+    double t = now_sec();
+    trace_event(r->trace, "backward layer", "compute", r->hook_layer++, 0, r->t_last_hook, t);
+    r->t_last_hook = t;
+    reducer_grad_ready(&r->reducer, offset);
+}
+
+/* Running statistics are per rank during training; they are averaged before evaluation and
+ * before a checkpoint so that every rank evaluates, and saves, the same model. */
+static void average_buffers(Run *r) {
+    comm_set_context(r->comm, "averaging batch-norm running statistics");
+    comm_allreduce(r->comm, r->model.buffers, r->model.num_buffers, COMM_FLOAT32, COMM_AVG);
+}
+
+/* Identical weights everywhere: rank 0's are broadcast, then a checksum is compared. */
+static void broadcast_weights(Run *r) {
+    comm_set_context(r->comm, "broadcasting initial weights");
+    comm_broadcast(r->comm, r->model.params, r->model.num_params * sizeof(float), 0);
+    comm_broadcast(r->comm, r->model.buffers, r->model.num_buffers * sizeof(float), 0);
+    model_params_changed(&r->model);
+    uint64_t h = 1469598103934665603ULL;
+    const unsigned char *p = (const unsigned char *)r->model.params;
+    for (size_t i = 0; i < r->model.num_params * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ULL;
+    int64_t mine = (int64_t)(h >> 1), ref = mine, bad;
+    comm_broadcast(r->comm, &ref, sizeof ref, 0);
+    bad = mine != ref;
+    comm_allreduce(r->comm, &bad, 1, COMM_INT64, COMM_SUM);
+    if (bad) die("initial weights differ on %ld rank(s) after the broadcast", (long)bad);
+    log_info(&r->log, "weights: identical on all %d ranks (checksum %016llx)", r->boot.world_size,
+             (unsigned long long)mine);
+}
+
+/* ---- checkpoints ------------------------------------------------------------------------ */
+
+static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_step, int wait) {
+    /* Every rank averages running statistics into the model (rank 0 needs the average);
+     * all ranks do it so they stay identical. */
+    average_buffers(r);
+    if (r->boot.rank == 0) {
+        TrainState ts = {.epoch = epoch, .step_in_epoch = step_in_epoch, .global_step = global_step,
+                         .world_size = r->boot.world_size, .seed = (uint64_t)r->cfg.seed};
+        char path[CKPT_PATH_MAX], err[1200];
+        checkpoint_path(path, sizeof path, r->ckpt_dir, global_step);
+        if (checkpoint_writer_submit(&r->writer, path, &r->model, &r->opt, &ts, r->config_json, err, sizeof err) != 0)
+            log_warn(&r->log, "checkpoint: previous write failed: %s", err);
+        log_info(&r->log, "checkpoint: %s (epoch %ld, step %ld; training paused %.1f ms)", path, epoch + 1,
+                 global_step, 1e3 * r->writer.last_submit_sec);
+        if (wait && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
+            log_warn(&r->log, "checkpoint: write failed: %s", err);
+    }
+}
+
+static void log_skipped_checkpoint(void *ctx, const char *path, const char *reason) {
+    log_warn((Logger *)ctx, "resume: skipping %s: %s; falling back to the previous checkpoint", path, reason);
+}
+
+/* Returns 1 when a checkpoint was loaded (ts filled), 0 for a fresh start. */
+static int maybe_resume(Run *r, TrainState *ts) {
+    char path[CKPT_PATH_MAX] = "", err[1200] = "";
+    int status = 0;   /* 0 found, 1 none, -1 error */
+    if (r->boot.rank == 0) {
+        if (!strcmp(r->cfg.resume, "none")) {
+            status = 1;
+        } else if (!strcmp(r->cfg.resume, "auto")) {
+            status = checkpoint_find_latest(r->ckpt_dir, &r->model, path, sizeof path, log_skipped_checkpoint,
+                                            &r->log, err, sizeof err);
+        } else {
+            snprintf_check(path, sizeof path, "%s", r->cfg.resume);
+            status = checkpoint_verify(path, &r->model, err, sizeof err) == 0 ? 0 : -1;
+            if (status != 0 && err[0] == '\0') snprintf(err, sizeof err, "--resume %s: not a usable checkpoint", path);
+        }
+    }
+    int64_t st = status;
+    comm_broadcast(r->comm, &st, sizeof st, 0);
+    comm_broadcast(r->comm, path, sizeof path, 0);
+    comm_broadcast(r->comm, err, sizeof err, 0);
+    if (st == 1) return 0;
+    if (st < 0) {
+        if (!strcmp(r->cfg.resume, "auto"))
+            die("--resume auto: no usable checkpoint in %s (%s); pass --resume none to start over", r->ckpt_dir, err);
+        die("%s", err);
+    }
+    if (checkpoint_load(path, &r->model, &r->opt, ts, err, sizeof err) != 0) die("%s", err);
+    log_info(&r->log, "resume: %s: epoch %ld, step %ld of the epoch, global step %ld (written by %d rank%s)", path,
+             ts->epoch + 1, ts->step_in_epoch, ts->global_step, ts->world_size, ts->world_size == 1 ? "" : "s");
+    if (ts->world_size != r->boot.world_size)
+        log_warn(&r->log, "resume: checkpoint from %d ranks, running on %d: the rest of epoch %ld follows this world "
+                 "size's data order from step %ld (some of its samples may be seen twice or not at all)",
+                 ts->world_size, r->boot.world_size, ts->epoch + 1, ts->step_in_epoch);
+    return 1;
+}
+
+/* ---- evaluation ------------------------------------------------------------------------- */
+
+/* Accuracy over the whole test split, every rank evaluating its part; exact sums. */
+static double evaluate(Run *r, double *loss_out) {
+    DataLoader *dl = r->test_dl;
+    dataloader_start_epoch(dl, 0, 0);
+    double sums[3] = {0.0, 0.0, 0.0};   /* correct, total, loss*n */
+    int n;
+    while ((n = dataloader_next(dl, r->x, r->y)) > 0) {
+        int c = 0;
+        float loss = model_forward(&r->model, r->x, r->y, n, 0, 1.0f, &c);
+        sums[0] += c;
+        sums[1] += n;
+        sums[2] += (double)loss * n;
+    }
+    comm_set_context(r->comm, "evaluation totals");
+    comm_allreduce(r->comm, sums, 3, COMM_FLOAT64, COMM_SUM);   /* integers < 2^53: exact */
+    *loss_out = sums[1] > 0 ? sums[2] / sums[1] : 0.0;
+    return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
+}
+
+/* ---- setup ------------------------------------------------------------------------------- */
+
+static void setup(Run *r, int argc, char **argv) {
+    char err[4800];
+    if (bootstrap_init(&r->boot, err, sizeof err) != 0) die("%s", err);
+    g_die_quiet = r->boot.rank != 0;   /* every rank parses the same flags: say it once */
+    config_init(&r->cfg);
+    config_parse_args(&r->cfg, argc, argv);
+    g_die_quiet = 0;
+    narrow_signal_handlers(signal_by_name(r->cfg.preempt_signal));
+
+    r->comm = comm_create(&r->boot, r->cfg.comm_timeout, err, sizeof err);
+    if (!r->comm) die("%s", err);
+    logger_init(&r->log, r->boot.rank, r->boot.world_size);
+
+    if (!strcmp(r->cfg.device, "cuda")) {
+        g_die_quiet = r->boot.rank != 0;
         die_code(2, "--device cuda: this ddptrain was built without the CUDA backend");
+    }
 #ifdef _OPENMP
-    if (cfg.threads > 0) omp_set_num_threads((int)cfg.threads);
+    if (r->cfg.threads > 0) omp_set_num_threads((int)r->cfg.threads);
+#endif
+    choose_job_dir(r);
+
+    /* Data first: a bad dataset fails before anything is written. */
+    r->train_dl = open_split(r, "train", 1, err, sizeof err);
+    if (!r->train_dl) startup_fail(r, err);
+    r->test_dl = open_split(r, "test", 0, err, sizeof err);
+    if (!r->test_dl) startup_fail(r, err);
+    if (dataloader_num_batches(r->train_dl) < (size_t)r->cfg.grad_accum_steps) {
+        snprintf(err, sizeof err,
+                 "--data_dir %s: this rank's %zu training images are fewer than one optimizer step (batch_size %ld x grad_accum_steps %ld)",
+                 r->cfg.data_dir, dataloader_num_samples(r->train_dl), r->cfg.batch_size, r->cfg.grad_accum_steps);
+        startup_fail(r, err);
+    }
+    if (r->boot.rank == 0) {
+        if (mkdir_p(r->job_dir) != 0) {
+            snprintf(err, sizeof err, "--job_dir %s: cannot create directory: %s", r->job_dir, strerror(errno));
+            startup_fail(r, err);
+        }
+        if (access(r->job_dir, W_OK) != 0) {
+            snprintf(err, sizeof err, "--job_dir %s: not writable: %s", r->job_dir, strerror(errno));
+            startup_fail(r, err);
+        }
+    }
+    if (comm_startup_check(r->comm, 1) != 0) comm_abort(r->comm, 1);
+    /* From here on every rank is inside collectives: an error on one rank must end them all. */
+    g_die_comm = r->comm;
+    g_die_hook = die_ends_job;
+
+    /* The job directory exists now (rank 0 made it; the check above ordered that). */
+    if (logger_open(&r->log, r->job_dir, err, sizeof err) != 0) die("%s", err);
+    r->config_json = config_to_json(&r->cfg);
+    if (r->boot.rank == 0) {
+        char path[4200];
+        snprintf_check(path, sizeof path, "%s/config.json", r->job_dir);
+        if (write_file_atomic(path, r->config_json, strlen(r->config_json)) != 0)
+            die("%s: cannot write: %s", path, strerror(errno));
+        if (mkdir_p(r->ckpt_dir) != 0) die("%s: cannot create directory: %s", r->ckpt_dir, strerror(errno));
+    }
+#ifdef _OPENMP
     int threads = omp_get_max_threads();
 #else
     int threads = 1;
 #endif
+    log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", r->job_dir);
+    log_info(&r->log, "%s", bootstrap_describe(&r->boot));
+    log_info(&r->log, "%s", comm_describe(r->comm));
+    log_info(&r->log, "device: cpu (%d threads per rank), %s%s", threads, ops_cpu_describe(),
+             !strcmp(r->cfg.device, "auto") ? "; no CUDA backend in this build" : "");
+    /* Every rank logs what it reads into its own file; rank 0's line also reaches stdout. */
+    log_info(&r->log, "data: %s: train %zu images on this rank of %zu (%s); test %zu of %zu", r->cfg.data_dir,
+             dataloader_num_samples(r->train_dl), dataloader_global_samples(r->train_dl),
+             dataloader_describe(r->train_dl), dataloader_num_samples(r->test_dl),
+             dataloader_global_samples(r->test_dl));
+}
 
-    /* Data first: a bad dataset must fail before anything is written. */
-    char err[1024];
-    DataLoader *train_dl = open_split(&cfg, "train", 1, err, sizeof err);
-    if (!train_dl) die("%s", err);
-    DataLoader *test_dl = open_split(&cfg, "test", 0, err, sizeof err);
-    if (!test_dl) die("%s", err);
-    if (dataloader_num_batches(train_dl) < (size_t)cfg.grad_accum_steps)
-        die("--data_dir %s: %zu training images are fewer than one optimizer step (batch_size %ld x grad_accum_steps %ld)",
-            cfg.data_dir, dataloader_num_samples(train_dl), cfg.batch_size, cfg.grad_accum_steps);
+int main(int argc, char **argv) {
+    install_signal_handlers();
+    g_progname = "ddptrain";
+    static Run run;
+    Run *r = &run;
+    setup(r, argc, argv);
+    Config *cfg = &r->cfg;
+    int rank = r->boot.rank, world = r->boot.world_size;
 
-    char job_dir[4096];
-    if (cfg.job_dir[0]) snprintf_check(job_dir, sizeof job_dir, "%s", cfg.job_dir);
-    else default_job_dir(job_dir, sizeof job_dir);
-    if (mkdir_p(job_dir) != 0) die("--job_dir %s: cannot create directory: %s", job_dir, strerror(errno));
-    if (access(job_dir, W_OK) != 0) die("--job_dir %s: not writable: %s", job_dir, strerror(errno));
-    if (logger_open(&log, job_dir, err, sizeof err) != 0) die("%s", err);
-    char path[4200];
-    snprintf_check(path, sizeof path, "%s/config.json", job_dir);
-    char *json = config_to_json(&cfg);
-    if (write_file_atomic(path, json, strlen(json)) != 0) die("%s: cannot write: %s", path, strerror(errno));
-    free(json);
+    int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
+    model_init(&r->model, (int)cfg->width, (int)cfg->blocks, (int)cfg->num_classes, (int)cfg->image_size, max_batch);
+    model_init_weights(&r->model, (uint64_t)cfg->seed);
+    log_info(&r->log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg->width, cfg->blocks,
+             r->model.num_params);
+    sgd_init(&r->opt, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);
+    broadcast_weights(r);
 
-    log_info(&log, "ddptrain " PACKAGE_VERSION ": job dir %s", job_dir);
-    log_info(&log, "device: cpu (%d threads), %s%s", threads, ops_cpu_describe(),
-             !strcmp(cfg.device, "auto") ? "; no CUDA backend in this build" : "");
-    log_info(&log, "data: %s: train %zu images (%s), test %zu images", cfg.data_dir,
-             dataloader_num_samples(train_dl), dataloader_describe(train_dl),
-             dataloader_num_samples(test_dl));
+    if (cfg->trace) {
+        char path[4300];
+        snprintf_check(path, sizeof path, "%s/trace-rank-%05d.json", r->job_dir, rank);
+        r->trace = trace_open(path, rank);
+    }
+    reducer_init(&r->reducer, r->comm, r->model.grads, r->model.param_info, r->model.n_param_info,
+                 (size_t)(cfg->bucket_cap_mb * 1e6), (size_t)(cfg->first_bucket_mb * 1e6), r->trace);
+    r->model.grad_ready = on_grad_ready;
+    r->model.grad_ready_ctx = r;
+    if (cfg->sync_bn && world > 1) {
+        r->model.stats_allreduce = sync_bn_stats;
+        r->model.stats_allreduce_ctx = r->comm;
+    }
+    if (world > 1) {
+        char desc[1024];
+        reducer_describe(&r->reducer, desc, sizeof desc);
+        log_info(&r->log, "reducer: gradients averaged over %d ranks in %s%s", world, desc,
+                 cfg->sync_bn ? "; synchronised batch norm" : "");
+    }
+    checkpoint_writer_init(&r->writer, (int)cfg->keep_checkpoints);
 
-    int max_batch = (int)(cfg.batch_size > cfg.eval_batch_size ? cfg.batch_size : cfg.eval_batch_size);
-    Model model;
-    model_init(&model, (int)cfg.width, (int)cfg.blocks, (int)cfg.num_classes, (int)cfg.image_size, max_batch);
-    model_init_weights(&model, (uint64_t)cfg.seed);
-    log_info(&log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg.width, cfg.blocks,
-             model.num_params);
+    /* Every rank takes the same number of steps per epoch: the fewest any rank can fill, so
+     * uneven shards never leave a rank waiting in a collective. */
+    long mine = (long)dataloader_num_batches(r->train_dl) / cfg->grad_accum_steps;
+    r->steps_per_epoch = allreduce_min_long(r->comm, mine);
+    if (r->steps_per_epoch < mine)
+        log_info(&r->log, "data: this rank could fill %ld steps per epoch; all ranks take %ld", mine, r->steps_per_epoch);
+    CHECK(schedule_init(&r->sched, cfg->lr_schedule, cfg->lr, cfg->min_lr, cfg->epochs, r->steps_per_epoch,
+                        cfg->warmup_steps) == 0);
+    r->total_steps = r->steps_per_epoch * cfg->epochs;
+    if (cfg->max_steps > 0 && cfg->max_steps < r->total_steps) r->total_steps = cfg->max_steps;
 
-    SGD opt;
-    sgd_init(&opt, model.num_params, (float)cfg.momentum, (float)cfg.weight_decay);
-    long steps_per_epoch = (long)dataloader_num_batches(train_dl) / cfg.grad_accum_steps;
-    Schedule sched;
-    CHECK(schedule_init(&sched, cfg.lr_schedule, cfg.lr, cfg.min_lr, cfg.epochs, steps_per_epoch,
-                        cfg.warmup_steps) == 0);
-    long total_steps = steps_per_epoch * cfg.epochs;
-    if (cfg.max_steps > 0 && cfg.max_steps < total_steps) total_steps = cfg.max_steps;
-    log_info(&log, "training: %ld epochs x %ld steps (batch %ld x accum %ld), %ld steps in all",
-             cfg.epochs, steps_per_epoch, cfg.batch_size, cfg.grad_accum_steps, total_steps);
+    TrainState ts = {0};
+    int resumed = maybe_resume(r, &ts);
+    long step = resumed ? ts.global_step : 0;
+    long start_epoch = resumed ? ts.epoch : 0, start_step = resumed ? ts.step_in_epoch : 0;
+    log_info(&r->log, "training: %ld epochs x %ld steps (batch %ld x accum %ld x %d ranks = %ld images per step), %ld steps in all%s",
+             cfg->epochs, r->steps_per_epoch, cfg->batch_size, cfg->grad_accum_steps, world,
+             cfg->batch_size * cfg->grad_accum_steps * world, r->total_steps, resumed ? ", resumed" : "");
 
-    size_t img = (size_t)cfg.image_size * cfg.image_size * 3;
-    float *x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
-    int *y = mallocCheck((size_t)max_batch * sizeof(int));
+    size_t img = (size_t)cfg->image_size * cfg->image_size * 3;
+    r->x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
+    r->y = mallocCheck((size_t)max_batch * sizeof(int));
 
-    long step = 0;
-    double best_acc = 0.0, last_acc = -1.0;
-    int done = 0;
+    double last_acc = -1.0, best_acc = 0.0;
+    int preempted = 0, done = step >= r->total_steps;
     double t_train0 = now_sec();
-    for (long epoch = 0; epoch < cfg.epochs && !done; epoch++) {
-        dataloader_start_epoch(train_dl, (int)epoch, 0);
-        double t_log = now_sec(), data_wait = 0.0, loss_acc = 0.0;
+    for (long epoch = start_epoch; epoch < cfg->epochs && !done; epoch++) {
+        long s0 = epoch == start_epoch ? start_step : 0;
+        dataloader_start_epoch(r->train_dl, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
+        double t_log = now_sec(), loss_acc = 0.0, data_wait = 0.0;
         long images_since = 0, loss_n = 0;
-        for (long s = 0; s < steps_per_epoch; s++) {
-            double lr = schedule_lr(&sched, epoch, step);
-            model_zero_grad(&model);
+        r->reducer.wait_time = 0.0;
+        long s_done = s0;   /* optimizer steps completed in this epoch */
+        for (long s = s0; s < r->steps_per_epoch; s++) {
+            /* A step boundary: do all ranks agree to stop for preemption? */
+            int64_t stop = g_signal != 0;
+            comm_set_context(r->comm, "preemption check");
+            comm_allreduce(r->comm, &stop, 1, COMM_INT64, COMM_SUM);
+            if (stop) {
+                log_info(&r->log, "preemption: signal received (%s); checkpointing at epoch %ld step %ld and exiting with status %d",
+                         g_signal ? strsignal(g_signal) : "on another rank", epoch + 1, step, EXIT_PREEMPTED);
+                save_checkpoint(r, epoch, s, step, 1);
+                preempted = 1;
+                break;
+            }
+            double lr = schedule_lr(&r->sched, epoch, step);
+            model_zero_grad(&r->model);
             float loss_step = 0.0f;
-            for (long micro = 0; micro < cfg.grad_accum_steps; micro++) {
-                int n = dataloader_next(train_dl, x, y);
-                CHECK(n == cfg.batch_size);
-                loss_step += model_forward(&model, x, y, n, 1, 1.0f / (float)cfg.grad_accum_steps, NULL);
-                model_backward(&model);
+            for (long micro = 0; micro < cfg->grad_accum_steps; micro++) {
+                double t0 = now_sec();
+                int n = dataloader_next(r->train_dl, r->x, r->y);
+                CHECK(n == cfg->batch_size);
+                double t1 = now_sec();
+                trace_event(r->trace, "data wait", "data", -1, 0, t0, t1);
+                loss_step += model_forward(&r->model, r->x, r->y, n, 1, 1.0f / (float)cfg->grad_accum_steps, NULL);
+                double t2 = now_sec();
+                trace_event(r->trace, "forward", "compute", -1, 0, t1, t2);
+                /* Gradient accumulation: only the last micro-step communicates. */
+                reducer_begin(&r->reducer, micro == cfg->grad_accum_steps - 1, step + 1);
+                r->t_last_hook = t2;
+                r->hook_layer = 0;
+                model_backward(&r->model);
+                trace_event(r->trace, "backward", "compute", -1, 0, t2, now_sec());
                 images_since += n;
             }
-            sgd_step(&opt, model.params, model.grads, (float)lr);
-            model_params_changed(&model);
+            double t3 = now_sec();
+            reducer_finish(&r->reducer);
+            double t4 = now_sec();
+            trace_event(r->trace, "gradient wait", "comm", -1, 0, t3, t4);
+            sgd_step(&r->opt, r->model.params, r->model.grads, (float)lr);
+            model_params_changed(&r->model);
+            trace_event(r->trace, "optimizer", "optim", -1, 0, t4, now_sec());
             step++;
-            loss_step /= (float)cfg.grad_accum_steps;
-            if (!isfinite(loss_step)) die("step %ld: loss is %f; training diverged (lower --lr?)", step, loss_step);
+            s_done = s + 1;
+            loss_step /= (float)cfg->grad_accum_steps;
             loss_acc += loss_step;
             loss_n++;
-            data_wait += dataloader_take_wait_time(train_dl);
-            if (step % cfg.log_interval == 0 || step == total_steps) {
+            data_wait += dataloader_take_wait_time(r->train_dl);
+            if (step % cfg->log_interval == 0 || step == r->total_steps) {
                 double t = now_sec();
-                double ips = images_since / (t - t_log);
-                log_info(&log, "epoch %ld step %ld/%ld loss %.4f lr %.5f %.1f images/s data wait %.1f%%",
-                         epoch + 1, step, total_steps, loss_acc / loss_n, lr, ips,
-                         100.0 * data_wait / (t - t_log));
-                char line[512];
+                double stats[2] = {loss_acc / loss_n, data_wait};
+                comm_set_context(r->comm, "loss for the log");
+                comm_allreduce(r->comm, stats, 2, COMM_FLOAT64, COMM_AVG);
+                if (!isfinite(stats[0])) die("step %ld: loss is %f; training diverged (lower --lr?)", step, stats[0]);
+                double dt = t - t_log, comm_wait = r->reducer.wait_time;
+                double ips = (double)images_since * world / dt;
+                log_info(&r->log, "epoch %ld step %ld/%ld loss %.4f lr %.5f %.1f images/s (data %.0f%%, comm wait %.0f%%)",
+                         epoch + 1, step, r->total_steps, stats[0], lr, ips, 100.0 * stats[1] / dt, 100.0 * comm_wait / dt);
+                char line[640];
                 snprintf_check(line, sizeof line,
-                               "{\"epoch\": %ld, \"step\": %ld, \"loss\": %.6f, \"lr\": %.8g, \"images_per_sec\": %.2f, \"data_wait_sec\": %.4f, \"time\": %.3f}",
-                               epoch + 1, step, loss_acc / loss_n, lr, ips, data_wait, t - t_train0);
-                logger_metrics(&log, line);
+                               "{\"epoch\": %ld, \"step\": %ld, \"loss\": %.6f, \"lr\": %.8g, \"images_per_sec\": %.2f, "
+                               "\"data_sec\": %.4f, \"compute_sec\": %.4f, \"comm_wait_sec\": %.4f, \"time\": %.3f}",
+                               epoch + 1, step, stats[0], lr, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
+                               t - t_train0);
+                logger_metrics(&r->log, line);
                 t_log = t; images_since = 0; data_wait = 0.0; loss_acc = 0.0; loss_n = 0;
+                r->reducer.wait_time = 0.0;
             }
-            if (step >= total_steps) { done = 1; break; }
+            if (step >= r->total_steps) { done = 1; }
+            if (cfg->save_every_steps > 0 && step % cfg->save_every_steps == 0 && !done && s + 1 < r->steps_per_epoch)
+                save_checkpoint(r, epoch, s + 1, step, 0);
+            if (done) break;
         }
-        int last_epoch = done || epoch + 1 == cfg.epochs;
-        if ((cfg.eval_every > 0 && (epoch + 1) % cfg.eval_every == 0) || last_epoch) {
+        if (preempted) break;
+        int last_epoch = done || epoch + 1 == cfg->epochs;
+        if ((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch) {
             double t0 = now_sec(), test_loss;
-            last_acc = evaluate(&model, test_dl, x, y, &test_loss);
+            average_buffers(r);
+            last_acc = evaluate(r, &test_loss);
             if (last_acc > best_acc) best_acc = last_acc;
-            log_info(&log, "epoch %ld step %ld test_acc %.4f test_loss %.4f (%.1f s)", epoch + 1, step,
-                     last_acc, test_loss, now_sec() - t0);
+            log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f (%.1f s)", epoch + 1, step, last_acc,
+                     test_loss, now_sec() - t0);
             char line[512];
             snprintf_check(line, sizeof line,
                            "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, \"time\": %.3f}",
-                           epoch + 1, step, schedule_lr(&sched, epoch, step > 0 ? step - 1 : 0), last_acc,
-                           test_loss, now_sec() - t_train0);
-            logger_metrics(&log, line);
+                           epoch + 1, step, schedule_lr(&r->sched, epoch, step > 0 ? step - 1 : 0), last_acc, test_loss,
+                           now_sec() - t_train0);
+            logger_metrics(&r->log, line);
         }
+        /* An epoch boundary checkpoint records the NEXT epoch at step 0; a run that stopped
+         * on --max_steps mid-epoch records where it stopped. */
+        int mid = s_done < r->steps_per_epoch;
+        long ck_epoch = mid ? epoch : epoch + 1;
+        long ck_step = mid ? s_done : 0;
+        if (last_epoch || (cfg->save_every > 0 && (epoch + 1) % cfg->save_every == 0))
+            save_checkpoint(r, ck_epoch, ck_step, step, 0);
     }
-    log_info(&log, "done: %ld steps in %.1f s, final test_acc %.4f (best %.4f)", step,
-             now_sec() - t_train0, last_acc, best_acc);
 
-    free(x);
-    free(y);
-    sgd_free(&opt);
-    model_free(&model);
-    dataloader_free(train_dl);
-    dataloader_free(test_dl);
-    logger_close(&log);
-    config_free(&cfg);
-    return 0;
+    char err[1200];
+    if (rank == 0 && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
+        log_warn(&r->log, "checkpoint: write failed: %s", err);
+    if (preempted) {
+        comm_set_context(r->comm, "waiting for the preemption checkpoint");
+        comm_barrier(r->comm);
+    } else {
+        log_info(&r->log, "done: %ld steps in %.1f s, final test_acc %.4f (best %.4f)", step, now_sec() - t_train0,
+                 last_acc, best_acc);
+    }
+    if (r->trace && trace_close(r->trace) != 0) log_warn(&r->log, "trace: cannot write: %s", strerror(errno));
+
+    checkpoint_writer_free(&r->writer);
+    free(r->x);
+    free(r->y);
+    reducer_free(&r->reducer);
+    sgd_free(&r->opt);
+    model_free(&r->model);
+    dataloader_free(r->train_dl);
+    dataloader_free(r->test_dl);
+    logger_close(&r->log);
+    free(r->config_json);
+    config_free(&r->cfg);
+    comm_free(r->comm);
+    bootstrap_free(&r->boot);
+    return preempted ? EXIT_PREEMPTED : 0;
 }

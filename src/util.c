@@ -9,6 +9,8 @@
 #include <unistd.h>
 
 const char *g_progname = "ddptrain";
+int g_die_quiet = 0;
+void (*g_die_hook)(int code) = NULL;
 
 void die_code(int code, const char *fmt, ...) {
     va_list ap;
@@ -17,8 +19,9 @@ void die_code(int code, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     fflush(stdout);
-    fprintf(stderr, "%s: error: %s\n", g_progname, msg);
+    if (!g_die_quiet) fprintf(stderr, "%s: error: %s\n", g_progname, msg);
     fflush(stderr);
+    if (g_die_hook) g_die_hook(code);
     exit(code);
 }
 

@@ -29,6 +29,14 @@ FILE *fopen_check(const char *path, const char *mode, const char *file, int line
 #define alignedAllocCheck(n) aligned_alloc_check((n), __FILE__, __LINE__)
 #define fopenCheck(p, m) fopen_check((p), (m), __FILE__, __LINE__)
 
+/* Set on ranks other than 0 for errors every rank hits identically (a bad flag), so that a
+ * job prints the line once. */
+extern int g_die_quiet;
+
+/* Called by die() after the message, before exit: a multi-rank program ends the whole job
+ * there so the other ranks do not wait for this one. */
+extern void (*g_die_hook)(int code);
+
 /* Prefix for user-facing messages ("ddptrain", "ddptrain-data"); set once in main. */
 extern const char *g_progname;
 
