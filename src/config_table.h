@@ -18,6 +18,7 @@
     X(num_classes,      INT,    "10",    2, 100000,     "number of classes (must match the dataset)") \
     X(image_size,       INT,    "32",    8, 4096,       "image height and width (must match the dataset)") \
     X(augment,          BOOL,   "true",  0, 0,          "random crop (4-pixel padding) and horizontal flip of training images") \
+    X(shuffle,          BOOL,   "true",  0, 0,          "shuffle each rank's training samples every epoch (from seed, epoch, rank)") \
     X(prefetch,         BOOL,   "true",  0, 0,          "prepare the next batch in a background thread") \
     /* model */ \
     X(width,            INT,    "64",    1, 4096,       "channels of the first stage (stages use width, 2*width, 4*width)") \

@@ -123,7 +123,7 @@ static DataLoader *open_split(const Run *r, const char *split, int train, char *
     DataLoaderOptions o = {
         .data_dir = c->data_dir, .split = split, .rank = r->boot.rank, .world_size = r->boot.world_size,
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
-        .augment = train && c->augment, .shuffle = train, .drop_last = train,
+        .augment = train && c->augment, .shuffle = train && c->shuffle, .drop_last = train,
         .seed = (uint64_t)c->seed, .num_classes = (int)c->num_classes,
         .image_size = (int)c->image_size, .prefetch = c->prefetch,
     };
@@ -356,6 +356,9 @@ static void setup(Run *r, int argc, char **argv) {
 
 int main(int argc, char **argv) {
     install_signal_handlers();
+    /* Job directories, logs and checkpoints follow the user's umask but are never
+     * world-writable, whatever the umask. */
+    umask(umask(0) | S_IWOTH);
     g_progname = "ddptrain";
     static Run run;
     Run *r = &run;
