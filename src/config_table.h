@@ -37,7 +37,7 @@
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \
     X(use_amp,          BOOL,   "true",  0, 0,          "mixed precision (takes effect on GPU only)") \
     X(device,           CHOICE, "auto",  "auto|cpu|cuda", 0, "where to train: auto picks CUDA when a GPU is visible, else CPU") \
-    X(threads,          INT,    "0",     0, 4096,       "CPU threads per rank (0: OMP_NUM_THREADS, else all cores)") \
+    X(threads,          INT,    "0",     0, 4096,       "CPU threads per rank (0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the cores shared among the ranks of the node)") \
     /* evaluation, logging, checkpoints */ \
     X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \
     X(eval_every,       INT,    "1",     0, 100000,     "evaluate test accuracy every N epochs (0: only at the end)") \

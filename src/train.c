@@ -7,6 +7,7 @@
 
 #include <errno.h>
 #include <math.h>
+#include <sched.h>
 #include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -128,6 +129,21 @@ static DataLoader *open_split(const Run *r, const char *split, int train, char *
         .image_size = (int)c->image_size, .prefetch = c->prefetch,
     };
     return dataloader_open(&o, err, n);
+}
+
+/* Threads per rank: --threads, else OMP_NUM_THREADS, else Slurm's CPUs per task, else this
+ * process's CPUs shared among the ranks on this node, so that several ranks per node do not
+ * oversubscribe the cores (which costs far more than it gains with OpenMP's spinning). */
+static int choose_threads(const Run *r) {
+    if (r->cfg.threads > 0) return (int)r->cfg.threads;
+    const char *e = getenv("OMP_NUM_THREADS");
+    if (e && atoi(e) > 0) return atoi(e);
+    e = getenv("SLURM_CPUS_PER_TASK");
+    if (e && atoi(e) > 0) return atoi(e);
+    cpu_set_t set;
+    int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
+    int per = cpus / (r->boot.local_size > 0 ? r->boot.local_size : 1);
+    return per > 0 ? per : 1;
 }
 
 /* A rank's failure before training: print it, and make every rank exit (comm.h protocol). */
@@ -297,7 +313,7 @@ static void setup(Run *r, int argc, char **argv) {
         die_code(2, "--device cuda: this ddptrain was built without the CUDA backend");
     }
 #ifdef _OPENMP
-    if (r->cfg.threads > 0) omp_set_num_threads((int)r->cfg.threads);
+    omp_set_num_threads(choose_threads(r));
 #endif
     choose_job_dir(r);
 
