@@ -13,17 +13,6 @@
 #include "hdf5_lock.h"
 #include "util.h"
 
-__attribute__((format(printf, 3, 4)))
-static int errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 /* ---- HDF5 plumbing --------------------------------------------------------------------------- */
 
 static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *data) {

@@ -1,7 +1,9 @@
 /* logger.c - see logger.h. */
 #include <errno.h>
 #include <stdarg.h>
+#include <stdlib.h>
 #include <string.h>
+#include <sys/ioctl.h>
 #include <sys/time.h>
 #include <time.h>
 #include <unistd.h>
@@ -19,6 +21,8 @@ void logger_init(Logger *l, int rank, int world_size) {
     if (dot) *dot = '\0';
     l->early_f = open_memstream(&l->early, &l->early_len);
     CHECK(l->early_f != NULL);
+    const char *term = getenv("TERM");
+    l->tty = rank == 0 && isatty(STDOUT_FILENO) && !(term && !strcmp(term, "dumb"));
 }
 
 int logger_open(Logger *l, const char *job_dir, char *err, size_t errlen) {
@@ -54,9 +58,8 @@ int logger_open(Logger *l, const char *job_dir, char *err, size_t errlen) {
     return 0;
 }
 
-static void vlog(Logger *l, const char *level, int warn, const char *fmt, va_list ap) {
-    char msg[4096];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+/* The line with timestamp and [rank r/W host] into the log file (or the early buffer). */
+static void file_line(Logger *l, const char *level, const char *msg) {
     struct timeval tv;
     gettimeofday(&tv, NULL);
     struct tm tm;
@@ -69,15 +72,111 @@ static void vlog(Logger *l, const char *level, int warn, const char *fmt, va_lis
                 l->world_size, l->host, level, msg);
         fflush(f);
     }
+}
+
+/* Erases the bar (spaces over it, cursor back to column 0) so a line can be printed there. */
+static void bar_erase(Logger *l) {
+    if (!l->bar_shown) return;
+    fprintf(stdout, "\r%*s\r", (int)l->bar_len, "");
+    fflush(stdout);
+}
+
+static void bar_redraw(Logger *l) {
+    if (!l->bar_shown) return;
+    fprintf(stdout, "\r%s", l->bar);
+    fflush(stdout);
+}
+
+static void vlog(Logger *l, const char *level, int warn, const char *fmt, va_list ap) {
+    char msg[4096];
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    file_line(l, level, msg);
     if (warn) {
+        bar_erase(l);
         fflush(stdout);
         fprintf(stderr, "%s: %s: [rank %d/%d %s] %s\n", g_progname, level, l->rank, l->world_size,
                 l->host, msg);
         fflush(stderr);
+        bar_redraw(l);
     } else if (l->rank == 0) {
+        bar_erase(l);
         fprintf(stdout, "%s\n", msg);
         fflush(stdout);
+        bar_redraw(l);
     }
+}
+
+static int terminal_columns(void) {
+    struct winsize ws;
+    if (ioctl(STDOUT_FILENO, TIOCGWINSZ, &ws) == 0 && ws.ws_col >= 20) return ws.ws_col;
+    const char *c = getenv("COLUMNS");
+    int n = c ? atoi(c) : 0;
+    return n >= 20 ? n : 80;
+}
+
+static void format_eta(char *buf, size_t n, double sec) {
+    if (!(sec >= 0) || sec > 360000.0 * 99) {
+        snprintf(buf, n, "--:--");
+        return;
+    }
+    long s = (long)(sec + 0.5);
+    if (s >= 3600) snprintf(buf, n, "%ld:%02ld:%02ld", s / 3600, s / 60 % 60, s % 60);
+    else snprintf(buf, n, "%ld:%02ld", s / 60, s % 60);
+}
+
+void logger_progress(Logger *l, long epoch, long epochs, long step, long total, double loss,
+                     double images_per_sec, double eta_sec, const char *fmt, ...) {
+    char msg[4096];
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(msg, sizeof msg, fmt, ap);
+    va_end(ap);
+    file_line(l, "INFO", msg);
+    if (l->rank != 0) return;
+    if (!l->tty) {
+        fprintf(stdout, "%s\n", msg);
+        fflush(stdout);
+        return;
+    }
+    /* epoch 2/10 [########--------]  45% 36/80 loss 2.3370 1234 img/s ETA 0:42 */
+    char eta[32], left[96], right[160];
+    format_eta(eta, sizeof eta, eta_sec);
+    double frac = total > 0 ? (double)step / (double)total : 0.0;
+    if (frac < 0) frac = 0;
+    if (frac > 1) frac = 1;
+    snprintf(left, sizeof left, "epoch %ld/%ld ", epoch, epochs);
+    snprintf(right, sizeof right, " %3.0f%% %ld/%ld loss %.4f %.0f img/s ETA %s", 100.0 * frac, step, total, loss,
+             images_per_sec, eta);
+    int cols = terminal_columns() - 1;   /* never write the last column: no automatic wrap */
+    int width = cols - (int)strlen(left) - (int)strlen(right) - 2;
+    if (width > 40) width = 40;
+    char bar[64] = "";
+    if (width >= 5) {
+        int fill = (int)(frac * width + 0.5);
+        bar[0] = '[';
+        for (int i = 0; i < width; i++) bar[1 + i] = i < fill ? '#' : '-';
+        bar[width + 1] = ']';
+        bar[width + 2] = '\0';
+    }
+    char line[sizeof l->bar];
+    snprintf(line, sizeof line, "%s%s%s", left, bar, right);
+    if ((int)strlen(line) > cols && cols > 0) line[cols] = '\0';
+    size_t len = strlen(line), old = l->bar_shown ? l->bar_len : 0;
+    /* Overwrite in place; pad with spaces when the new line is shorter than the old one. */
+    fprintf(stdout, "\r%s%*s", line, old > len ? (int)(old - len) : 0, "");
+    if (old > len) fprintf(stdout, "\r%s", line);
+    memcpy(l->bar, line, len + 1);
+    l->bar_len = len;
+    l->bar_shown = 1;
+    if (step >= total) logger_progress_end(l);
+    fflush(stdout);
+}
+
+void logger_progress_end(Logger *l) {
+    if (!l->bar_shown) return;
+    fputc('\n', stdout);
+    fflush(stdout);
+    l->bar_shown = 0;
 }
 
 void log_info(Logger *l, const char *fmt, ...) {
@@ -101,6 +200,7 @@ void logger_metrics(Logger *l, const char *json) {
 }
 
 void logger_close(Logger *l) {
+    logger_progress_end(l);
     if (l->file) fclose(l->file);
     if (l->metrics) fclose(l->metrics);
     if (l->early_f) fclose(l->early_f);

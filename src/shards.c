@@ -12,18 +12,6 @@
 #include "hdf5_lock.h"
 #include "util.h"
 
-/* Writes one line into err and returns -1, so failure paths read `return errf(...)`. */
-__attribute__((format(printf, 3, 4)))
-static int errf(char *err, size_t errlen, const char *fmt, ...) {
-    if (err && errlen) {
-        va_list ap;
-        va_start(ap, fmt);
-        vsnprintf(err, errlen, fmt, ap);
-        va_end(ap);
-    }
-    return -1;
-}
-
 void shards_quiet_hdf5(void) {
     /* The library's default handler prints a multi-screen stack for an expected condition
      * (a truncated file); our one-line message says it better. */

@@ -40,6 +40,10 @@ extern void (*g_die_hook)(int code);
 /* Prefix for user-facing messages ("ddptrain", "ddptrain-data"); set once in main. */
 extern const char *g_progname;
 
+/* Writes one line into err (when given) and returns -1, so failure paths read
+ * `return errf(err, errlen, "%s: ...", path)`. */
+int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
 /* Monotonic seconds. */
 double now_sec(void);
 
