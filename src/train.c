@@ -424,7 +424,7 @@ int main(int argc, char **argv) {
 
     TrainState ts = {0};
     int resumed = maybe_resume(r, &ts);
-    long step = resumed ? ts.global_step : 0;
+    long step = resumed ? ts.global_step : 0, step_first = step;
     long start_epoch = resumed ? ts.epoch : 0, start_step = resumed ? ts.step_in_epoch : 0;
     log_info(&r->log, "training: %ld epochs x %ld steps (batch %ld x accum %ld x %d ranks = %ld images per step), %ld steps in all%s",
              cfg->epochs, r->steps_per_epoch, cfg->batch_size, cfg->grad_accum_steps, world,
@@ -497,8 +497,13 @@ int main(int argc, char **argv) {
                 if (!isfinite(stats[0])) die("step %ld: loss is %f; training diverged (lower --lr?)", step, stats[0]);
                 double dt = t - t_log, comm_wait = r->reducer.wait_time;
                 double ips = (double)images_since * world / dt;
-                log_info(&r->log, "epoch %ld step %ld/%ld loss %.4f lr %.5f %.1f images/s (data %.0f%%, comm wait %.0f%%)",
-                         epoch + 1, step, r->total_steps, stats[0], lr, ips, 100.0 * stats[1] / dt, 100.0 * comm_wait / dt);
+                /* ETA from this invocation's average step time (evaluations included). */
+                double eta = (t - t_train0) / (double)(step - step_first) * (double)(r->total_steps - step);
+                long epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
+                logger_progress(&r->log, epoch + 1, epochs, step, r->total_steps, stats[0], ips, eta,
+                                "epoch %ld step %ld/%ld loss %.4f lr %.5f %.1f images/s (data %.0f%%, comm wait %.0f%%)",
+                                epoch + 1, step, r->total_steps, stats[0], lr, ips, 100.0 * stats[1] / dt,
+                                100.0 * comm_wait / dt);
                 char line[640];
                 snprintf_check(line, sizeof line,
                                "{\"epoch\": %ld, \"step\": %ld, \"loss\": %.6f, \"lr\": %.8g, \"images_per_sec\": %.2f, "

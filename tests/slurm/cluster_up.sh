@@ -43,9 +43,11 @@ alive() { [ -n "${1:-}" ] && kill -0 "$1" 2>/dev/null && [ "$(cat "/proc/$1/comm
 if [ -f "$STATE" ]; then
   # shellcheck disable=SC1090
   . "$STATE"
-  if alive "${SLURMCTLD_PID:-}" slurmctld && alive "${SLURMD_PID:-}" slurmd && [ "$(node_state)" = idle ]; then
-    echo "cluster_up: already up (state $STATE, SLURM_CONF=$CONF)"
-    exit 0
+  # A node running jobs (mix, alloc, comp) is up too: another test is using it.
+  if alive "${SLURMCTLD_PID:-}" slurmctld && alive "${SLURMD_PID:-}" slurmd; then
+    case "$(node_state)" in
+      idle|mix|alloc|comp) echo "cluster_up: already up (state $STATE, SLURM_CONF=$CONF)"; exit 0;;
+    esac
   fi
   echo "cluster_up: stale state file $STATE: tearing down what it lists first" >&2
   DDP_SLURM_STATE=$STATE "$(dirname "$0")/cluster_down.sh" >&2 || true
