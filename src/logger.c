@@ -22,7 +22,11 @@ void logger_init(Logger *l, int rank, int world_size) {
     l->early_f = open_memstream(&l->early, &l->early_len);
     CHECK(l->early_f != NULL);
     const char *term = getenv("TERM");
-    l->tty = rank == 0 && isatty(STDOUT_FILENO) && !(term && !strcmp(term, "dumb"));
+    /* Open MPI's mpirun hands every rank a pseudo-terminal for stdout even when its own output
+     * goes to a file, so under it a terminal says nothing about where the lines end up:
+     * plain lines there. srun --pty gives a real one. */
+    l->tty = rank == 0 && isatty(STDOUT_FILENO) && !(term && !strcmp(term, "dumb")) &&
+             !getenv("OMPI_COMM_WORLD_SIZE");
 }
 
 int logger_open(Logger *l, const char *job_dir, char *err, size_t errlen) {

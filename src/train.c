@@ -146,6 +146,25 @@ static int choose_threads(const Run *r) {
     return per > 0 ? per : 1;
 }
 
+/* Whether mkdir -p of `dir` would succeed: the nearest existing ancestor must be a
+ * directory we may write into (or `dir` itself an existing writable directory). */
+static int job_dir_creatable(const char *dir, char *err, size_t n) {
+    char p[4096];
+    snprintf_check(p, sizeof p, "%s", dir);
+    struct stat st;
+    while (stat(p, &st) != 0) {
+        if (errno != ENOENT) return errf(err, n, "--job_dir %s: cannot create directory: %s", dir, strerror(errno));
+        char *slash = strrchr(p, '/');
+        if (!slash) { snprintf_check(p, sizeof p, "."); continue; }
+        if (slash == p) slash[1] = '\0'; else *slash = '\0';
+    }
+    if (!S_ISDIR(st.st_mode)) return errf(err, n, "--job_dir %s: cannot create directory: %s", dir, strerror(ENOTDIR));
+    if (access(p, W_OK | X_OK) != 0)
+        return errf(err, n, "--job_dir %s: %s: %s", dir, strcmp(p, dir) ? "cannot create directory" : "not writable",
+                    strerror(errno));
+    return 0;
+}
+
 /* A rank's failure before training: print it, and make every rank exit (comm.h protocol). */
 static void startup_fail(Run *r, const char *msg) {
     fflush(stdout);
@@ -328,20 +347,17 @@ static void setup(Run *r, int argc, char **argv) {
                  r->cfg.data_dir, dataloader_num_samples(r->train_dl), r->cfg.batch_size, r->cfg.grad_accum_steps);
         startup_fail(r, err);
     }
-    if (r->boot.rank == 0) {
-        if (mkdir_p(r->job_dir) != 0) {
-            snprintf(err, sizeof err, "--job_dir %s: cannot create directory: %s", r->job_dir, strerror(errno));
-            startup_fail(r, err);
-        }
-        if (access(r->job_dir, W_OK) != 0) {
-            snprintf(err, sizeof err, "--job_dir %s: not writable: %s", r->job_dir, strerror(errno));
-            startup_fail(r, err);
-        }
-    }
+    /* Rank 0 checks that it will be able to create the job directory, but creates it only
+     * once every rank has passed start-up, so a failure anywhere leaves nothing behind. */
+    if (r->boot.rank == 0 && job_dir_creatable(r->job_dir, err, sizeof err) != 0) startup_fail(r, err);
     if (comm_startup_check(r->comm, 1) != 0) comm_abort(r->comm, 1);
     /* From here on every rank is inside collectives: an error on one rank must end them all. */
     g_die_comm = r->comm;
     g_die_hook = die_ends_job;
+    if (r->boot.rank == 0 && mkdir_p(r->job_dir) != 0)
+        die("--job_dir %s: cannot create directory: %s", r->job_dir, strerror(errno));
+    comm_set_context(r->comm, "waiting for rank 0 to create the job directory");
+    comm_barrier(r->comm);
 
     /* The job directory exists now (rank 0 made it; the check above ordered that). */
     if (logger_open(&r->log, r->job_dir, err, sizeof err) != 0) die("%s", err);

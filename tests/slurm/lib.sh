@@ -1,0 +1,79 @@
+# shellcheck shell=sh
+# tests/slurm/lib.sh - the local Slurm cluster for a shell test (sourced; POSIX sh).
+#
+#   . "$top_srcdir/tests/slurm/lib.sh"
+#   slurm_up || exit $?          # 0 up (SLURM_CONF exported), 77 unavailable (skip), 1 error
+#   ...                          # sbatch / srun
+#   slurm_down_if_started        # call from the test's EXIT trap
+#
+# slurm_up brings the cluster up with cluster_up.sh unless it already runs, and sets STARTED=1
+# when this test started it; slurm_down_if_started then stops it again, unless
+# DDP_SLURM_KEEP=1. Environment: DDP_SLURM_STATE (see cluster_up.sh).
+STATE=${DDP_SLURM_STATE:-/tmp/ddptrain-slurm.state}
+STARTED=0
+
+# A cluster of the state file whose daemons run and whose node answers is up, busy or not
+# (cluster_up.sh alone would count a node running another test's job as stale).
+slurm_running() {
+    [ -f "$STATE" ] || return 1
+    # shellcheck disable=SC1090
+    (
+        . "$STATE"
+        kill -0 "$SLURMCTLD_PID" 2>/dev/null && kill -0 "$SLURMD_PID" 2>/dev/null || exit 1
+        case $(SLURM_CONF=$SLURM_CONF sinfo -h -o %t 2>/dev/null) in
+            idle|mix|alloc|comp) exit 0 ;;
+        esac
+        exit 1
+    )
+}
+
+slurm_up() {
+    command -v sbatch >/dev/null 2>&1 || { echo "slurm_up: sbatch not found"; return 77; }
+    if slurm_running; then
+        # shellcheck disable=SC1090
+        SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF")
+        export SLURM_CONF
+        return 0
+    fi
+    _had_state=0
+    [ -f "$STATE" ] && _had_state=1
+    _up_out=$(bash "${top_srcdir:-.}/tests/slurm/cluster_up.sh" 2>&1)
+    _up_rc=$?
+    if [ $_up_rc -ne 0 ]; then
+        echo "$_up_out"
+        return $_up_rc
+    fi
+    # A state file that was there but stale is restarted too: then the test owns the cluster.
+    if [ $_had_state = 0 ] || ! echo "$_up_out" | grep -q "already up"; then STARTED=1; fi
+    # shellcheck disable=SC1090
+    SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF")
+    export SLURM_CONF
+    return 0
+}
+
+slurm_down_if_started() {
+    if [ "$STARTED" = 1 ] && [ "${DDP_SLURM_KEEP:-0}" != 1 ]; then
+        bash "${top_srcdir:-.}/tests/slurm/cluster_down.sh" >/dev/null 2>&1
+        STARTED=0
+    fi
+}
+
+# sbatch_wait JOBID [MAXSEC]: wait until the job leaves the queue (default 120 s; then it is
+# cancelled) and print its final state (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...).
+sbatch_wait() {
+    _id=$1 _max=${2:-120} _t=0 _st=""
+    while :; do
+        _st=$(scontrol show job "$_id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        case $_st in
+            PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUED|RESIZING|SUSPENDED|"") ;;
+            *) echo "$_st"; return 0 ;;
+        esac
+        if [ $_t -ge $((_max * 5)) ]; then
+            scancel "$_id" 2>/dev/null
+            echo "TIMEOUT_WAITING($_st)"
+            return 1
+        fi
+        sleep 0.2
+        _t=$((_t + 1))
+    done
+}
