@@ -1,0 +1,178 @@
+/* ops_cuda.h - the GPU kernels of MiniResNet: the ops of ops_cpu.h on device memory.
+ *
+ * Same contract as ops_cpu.h, with every tensor argument a DEVICE pointer:
+ *  - activations NHWC float32, convolution weights OIHW inside the flat parameter buffer;
+ *  - parameter gradients are ACCUMULATED (+=), activation gradients overwritten;
+ *  - batch-norm per-channel sums are double, so sums all-reduced over ranks are exact enough
+ *    to make synchronised batch norm independent of how the batch is split.
+ * Differences from the CPU contract, each to avoid a host round trip per layer:
+ *  - the batch-norm element count is a device scalar (an all-reduced count stays on the GPU);
+ *  - softmax_xent writes the loss and the number of correct rows to device memory;
+ *  - a bad label does not stop the process inside the op: it sets a flag that the next
+ *    cuda_sync() reports (with the op's name).
+ *
+ * Everything runs on one compute stream in issue order, so the caller needs no synchronisation
+ * between ops; cuda_download and cuda_sync wait for the stream. Every reduction has a fixed
+ * order that depends only on the shapes (no floating-point atomics), so a run reproduces bit for
+ * bit on the same GPU model; TF32 is off unless cuda_set_tf32(1), so the results agree with the
+ * CPU backend to float32 round-off.
+ *
+ * Failures of CUDA, cuDNN or cuBLAS calls after cuda_backend_init print the call, file:line and
+ * the library's message, and exit (fail_at). Only cuda_backend_init reports failure by return
+ * value, so that a caller can fall back to the CPU backend. */
+#ifndef DDP_OPS_CUDA_H
+#define DDP_OPS_CUDA_H
+
+#include <stddef.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* cudaStream_t without including the CUDA headers (it is `struct CUstream_st *`). */
+struct CUstream_st;
+
+/* ---- context: device, compute stream, cuDNN and cuBLAS handles, scratch ---- */
+
+/* Select `device`, create the compute stream and the library handles bound to it. Returns 0,
+ * or -1 with one line in err when there is no usable GPU (no driver, no device, device out of
+ * range, a library that does not initialise): the caller then uses the CPU backend. */
+int cuda_backend_init(int device, char *err, size_t errlen);
+/* Release everything cuda_backend_init created. Idempotent. */
+void cuda_backend_free(void);
+/* Nonzero between a successful cuda_backend_init and cuda_backend_free. */
+int cuda_backend_active(void);
+/* The device selected by cuda_backend_init. */
+int cuda_device(void);
+/* The stream every op below is issued on. */
+struct CUstream_st *cuda_compute_stream(void);
+
+/* "CUDA: NVIDIA H200 (sm_90, 140 GiB, 132 SMs), driver 13.0, runtime 13.0, cuDNN 9.19.0,
+ * cuBLAS 13.0.0, TF32 off". Valid until the next call. */
+const char *cuda_describe(void);
+
+/* TF32 tensor cores for the float32 convolutions and matrix products: faster, ~1e-3 relative
+ * error. Off by default. Applies to convolutions initialised afterwards and to the next
+ * cuBLAS call. */
+void cuda_set_tf32(int enable);
+/* Weight layout the convolutions hand cuDNN: -1 (default) OIHW, the flat buffer itself, when
+ * cuDNN offers algorithms for OIHW weights with NHWC activations, else OHWI; 0 always OIHW;
+ * 1 always OHWI, a reordered copy refreshed after cuda_conv2d_weights_changed (and a
+ * gradient reordered back). Applies to convolutions initialised afterwards. */
+void cuda_set_conv_filter_layout(int mode);
+/* Convolution algorithm choice: 0 (default) the cuDNN heuristics, the same choice on every
+ * run; 1 time the candidates once per shape (cudnnFind*), usually faster but the choice, and
+ * so the low bits of the results, can differ between runs. Only deterministic algorithms are
+ * taken either way. Applies to shapes seen afterwards. */
+void cuda_set_conv_benchmark(int enable);
+
+/* Wait for the compute stream, then report (and exit on) an asynchronous error or a flag set
+ * by a kernel; `where` names the caller's step in the message. */
+void cuda_sync(const char *where);
+
+/* Device memory. Allocation failure is fatal. cuda_free(NULL) is a no-op. */
+void *cuda_malloc(size_t bytes);
+void cuda_free(void *p);
+/* Blocking copies (ordered after the work queued on the compute stream). */
+void cuda_upload(void *dst_dev, const void *src_host, size_t bytes);
+void cuda_download(void *dst_host, const void *src_dev, size_t bytes);
+/* Asynchronous on the compute stream. */
+void cuda_memset_zero(void *dst_dev, size_t bytes);
+void cuda_copy(void *dst_dev, const void *src_dev, size_t bytes);
+
+/* ---- convolution (cuDNN) ---- */
+
+typedef struct CudaConv2d {
+    int C_in, C_out, k, stride, pad;
+    void *impl;           /* descriptors and algorithms per input shape, weight copy */
+} CudaConv2d;
+
+void cuda_conv2d_init(CudaConv2d *c, int C_in, int C_out, int k, int stride, int pad);
+void cuda_conv2d_free(CudaConv2d *c);
+static inline int cuda_conv2d_out_size(const CudaConv2d *c, int in) {
+    return (in + 2 * c->pad - c->k) / c->stride + 1;
+}
+/* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). */
+void cuda_conv2d_forward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
+/* dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL. */
+void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w,
+                          const float *dy, float *dx, float *dw);
+/* Call after every change of the weights (optimizer step, load): a layer that keeps a
+ * reordered copy of the weights refreshes it on its next forward. */
+void cuda_conv2d_weights_changed(CudaConv2d *c);
+/* The cuDNN algorithms chosen for this shape and the weight layout, e.g.
+ * "fwd IMPLICIT_PRECOMP_GEMM / bwd-data ALGO_1 / bwd-filter ALGO_1, filter OIHW". */
+const char *cuda_conv2d_impl_name(CudaConv2d *c, int N, int H, int W);
+
+/* ---- batch norm over [M, C] ---- */
+
+/* Per-channel sum and sum of squares of x in double; count (may be NULL) receives M. */
+void cuda_bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq, double *count);
+/* mean, invstd and the running-statistics update (running_* may be NULL), from sums over
+ * *count values; count is a device scalar. */
+void cuda_bn_finalize_stats(const double *sum, const double *sumsq, const double *count, int C,
+                            float eps, float momentum, float *mean, float *invstd,
+                            float *running_mean, float *running_var);
+/* Evaluation: mean = running_mean, invstd = 1/sqrtf(running_var + eps) (as model.c does). */
+void cuda_bn_eval_stats(const float *running_mean, const float *running_var, int C, float eps,
+                        float *mean, float *invstd);
+/* y = gamma*(x-mean)*invstd + beta [+ residual] [then ReLU]; residual may be NULL. */
+void cuda_bn_apply(const float *x, float *y, size_t M, int C, const float *mean,
+                   const float *invstd, const float *gamma, const float *beta,
+                   const float *residual, int relu);
+/* g = relu ? dy*(y>0) : dy (g may alias dy); sum_g = sum(g), sum_gx = sum(g*xhat), double. */
+void cuda_bn_backward_reduce(const float *x, const float *y, const float *dy, float *g, size_t M,
+                             int C, const float *mean, const float *invstd, int relu,
+                             double *sum_g, double *sum_gx);
+/* dgamma += local_sum_gx, dbeta += local_sum_g (either may be NULL), and
+ * dx = gamma*invstd*(g - global_sum_g/count - xhat*global_sum_gx/count); dx may alias g.
+ * count is a device scalar. */
+void cuda_bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int C,
+                            const float *mean, const float *invstd, const float *gamma,
+                            const double *local_sum_g, const double *local_sum_gx,
+                            const double *global_sum_g, const double *global_sum_gx,
+                            const double *count, float *dgamma, float *dbeta);
+
+/* ---- head ---- */
+
+void cuda_avgpool_forward(const float *x, float *y, int N, int HW, int C);
+void cuda_avgpool_backward(const float *dy, float *dx, int N, int HW, int C);
+/* y[N,O] = x[N,I] w[O,I]^T + b[O] (cuBLAS). */
+void cuda_linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
+/* dw += dy^T x; db += sum_n dy; dx = dy w (overwritten) unless dx == NULL. */
+void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                          float *db, int N, int I, int O);
+/* Mean softmax cross-entropy over N rows of K logits into *loss (device float). dlogits (may be
+ * NULL) receives d(loss*scale)/dlogits; *correct (device int, may be NULL) the number of rows
+ * whose argmax is the label. A label outside [0, K) sets the flag cuda_sync reports. */
+void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
+                       float *dlogits, float *loss, int *correct);
+
+/* ---- elementwise helpers of the model's backward, and the optimizer ---- */
+
+/* g = g * (y > 0) in place, and out = the same. */
+void cuda_relu_mask_copy(float *g, const float *y, float *out, size_t n);
+/* d += s. */
+void cuda_add_inplace(float *d, const float *s, size_t n);
+/* SGD with momentum and weight decay over the flat buffers, optim.c's rule and rounding:
+ * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf. buf starts zeroed. */
+void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
+                   float momentum, float weight_decay);
+
+/* ---- collectives over device buffers (comm_nccl.c, built with NCCL) ---- */
+
+struct Comm;
+struct Bootstrap;
+/* A Comm (comm.h) whose operations take DEVICE buffers of the current CUDA context, over NCCL.
+ * Requires cuda_backend_init(device) first. The NCCL unique id travels from rank 0 through
+ * the bootstrap's PMIx key-value store; without one (not started by `srun --mpi=pmix` or
+ * `mpirun`) and with more than one rank this fails with a message. NULL with one line in err
+ * on failure. */
+struct Comm *comm_nccl_create(struct Bootstrap *b, int device, double timeout_s, char *err,
+                              size_t errlen);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif

@@ -1,0 +1,651 @@
+/* test_ops_cuda.c - the CUDA ops (ops_cuda.h) against the CPU ops (ops_cpu.h) on the same data,
+ * and a one-rank NCCL communicator. Exits 77 (skipped) when there is no CUDA device.
+ *
+ * Every op runs on random data on both backends, with TF32 off. Comparisons report
+ * max|got - want| / max|want| like test_ops.c, and also check that scaling the largest element
+ * of `got` by 1.01 would fail, so a tolerance can never be vacuous. Tolerances:
+ *  - convolutions against the double-accumulating reference: 2e-4 (float32 sums of up to
+ *    4096 products in whatever order the cuDNN algorithm uses; the FFT and Winograd variants
+ *    that the heuristics may pick lose up to ~1e-4, which training does not notice);
+ *  - cuBLAS products of the head: 1e-5;
+ *  - per-channel double sums: 1e-12 (only the summation order differs);
+ *  - elementwise ops given identical inputs (BN apply and backward-apply, pooling, ReLU mask,
+ *    add, SGD): bit-identical, because the kernels use the CPU's rounding (no contraction);
+ *    reported as 0 ulp or as a failure.
+ * Also checked: that results are bitwise reproducible between two calls, and the convolutions
+ * with each weight layout (OIHW from the flat buffer, misaligned by one float as parameters in
+ * a flat buffer are; and the OHWI copy).
+ *
+ *   test_ops_cuda            correctness (exit 0 when everything passes)
+ *   test_ops_cuda --bench    also time forward+backward of MiniResNet's conv shapes */
+#include "build_config.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "ops_cpu.h"
+#include "ops_cuda.h"
+#include "optim.h"
+#include "util.h"
+#ifdef HAVE_NCCL
+#include "comm.h"
+#endif
+
+static int g_failed, g_checks;
+
+/* ---- helpers ---- */
+
+static uint64_t g_rng = 0x243F6A8885A308D3ull;
+static double urand(void) {   /* uniform in [-1, 1) */
+    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
+    return (double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
+}
+static float *frand(size_t n, double scale) {
+    float *p = mallocCheck(n * sizeof(float));
+    for (size_t i = 0; i < n; i++) p[i] = (float)(urand() * scale);
+    return p;
+}
+static float *falloc(size_t n) { return callocCheck(n, sizeof(float)); }
+static double *dalloc(size_t n) { return callocCheck(n, sizeof(double)); }
+
+/* Device copies and back. */
+static void *up(const void *h, size_t bytes) {
+    void *d = cuda_malloc(bytes);
+    cuda_upload(d, h, bytes);
+    return d;
+}
+static float *down_f(const float *d, size_t n) {
+    float *h = falloc(n);
+    cuda_download(h, d, n * sizeof(float));
+    return h;
+}
+static double *down_d(const double *d, size_t n) {
+    double *h = dalloc(n);
+    cuda_download(h, d, n * sizeof(double));
+    return h;
+}
+
+static double rel_err(const double *got, const double *want, size_t n) {
+    double num = 0.0, den = 0.0;
+    for (size_t i = 0; i < n; i++) {
+        const double e = fabs(got[i] - want[i]);
+        if (isnan(e)) return NAN;
+        num = fmax(num, e);
+        den = fmax(den, fabs(want[i]));
+    }
+    return den > 0.0 ? num / den : num;
+}
+
+static void check_d(const char *name, const double *got, const double *want, size_t n, double tol) {
+    const double err = rel_err(got, want, n);
+    size_t j = 0;
+    for (size_t i = 1; i < n; i++) if (fabs(want[i]) > fabs(want[j])) j = i;
+    double *mut = dalloc(n);
+    memcpy(mut, got, n * sizeof(double));
+    mut[j] = mut[j] * 1.01 + (mut[j] == 0.0 ? 1e-3 : 0.0);
+    const double err_mut = rel_err(mut, want, n);
+    free(mut);
+    const int ok = err <= tol && !isnan(err), sensitive = err_mut > tol;
+    g_checks++;
+    if (!ok || !sensitive) g_failed++;
+    printf("%-4s %-64s max rel err %.2e (tol %.0e)%s\n", ok && sensitive ? "ok" : "FAIL", name, err, tol,
+           sensitive ? "" : "  [a 1% error would pass: tolerance too loose]");
+}
+static void check_f(const char *name, const float *got, const float *want, size_t n, double tol) {
+    double *g = dalloc(n), *w = dalloc(n);
+    for (size_t i = 0; i < n; i++) { g[i] = got[i]; w[i] = want[i]; }
+    check_d(name, g, w, n, tol);
+    free(g);
+    free(w);
+}
+/* Bit-for-bit equality of float arrays. */
+static void check_bits(const char *name, const float *got, const float *want, size_t n) {
+    size_t bad = 0, first = 0;
+    for (size_t i = 0; i < n; i++)
+        if (memcmp(&got[i], &want[i], sizeof(float)) != 0) { if (!bad) first = i; bad++; }
+    g_checks++;
+    if (bad) g_failed++;
+    if (bad)
+        printf("FAIL %-64s %zu of %zu differ (first at %zu: %.9g vs %.9g)\n", name, bad, n, first,
+               (double)got[first], (double)want[first]);
+    else
+        printf("ok   %-64s bit-identical (%zu values)\n", name, n);
+}
+static void check_true(const char *name, int cond) {
+    g_checks++;
+    if (!cond) g_failed++;
+    printf("%-4s %s\n", cond ? "ok" : "FAIL", name);
+}
+
+/* ---- convolution ---- */
+
+#define CONV_TOL 2e-4
+
+static const char *layout_name(int layout) { return layout < 0 ? "auto" : layout ? "OHWI" : "OIHW"; }
+
+/* Forward, dx and dw (accumulated onto a random starting gradient) against the reference
+ * convolution, for one shape and one weight layout. Weights and gradient sit `off` floats
+ * into their buffers: 1 is only 4-byte aligned, as a layer's can be in the flat buffer. */
+static void test_conv(int layout, int off, int Ci, int Co, int k, int s, int p, int N, int H, int W) {
+    cuda_set_conv_filter_layout(layout);
+    CudaConv2d g;
+    cuda_conv2d_init(&g, Ci, Co, k, s, p);
+    Conv2d c;
+    conv2d_init(&c, Ci, Co, k, s, p);
+    const int Ho = conv2d_out_size(&c, H), Wo = conv2d_out_size(&c, W);
+    CHECK(Ho == cuda_conv2d_out_size(&g, H) && Wo == cuda_conv2d_out_size(&g, W));
+    const size_t nx = (size_t)N * H * W * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Wo * Co;
+    float *x = frand(nx, 1.0), *w = frand(nw + off, 0.5), *dy = frand(ny, 1.0), *dw0 = frand(nw + off, 0.1);
+    float *y_ref = falloc(ny), *dx_ref = falloc(nx), *dw_ref = falloc(nw + off);
+    memcpy(dw_ref, dw0, (nw + off) * sizeof(float));
+    conv2d_reference_forward(&c, N, H, W, x, w + off, y_ref);
+    conv2d_reference_backward(&c, N, H, W, x, w + off, dy, dx_ref, dw_ref + off);
+
+    float *dx_ = up(x, nx * sizeof(float)), *dw_ = up(w, (nw + off) * sizeof(float));
+    float *ddy = up(dy, ny * sizeof(float)), *ddw = up(dw0, (nw + off) * sizeof(float));
+    float *dyo = cuda_malloc(ny * sizeof(float)), *ddx = cuda_malloc(nx * sizeof(float));
+    cuda_conv2d_forward(&g, N, H, W, dx_, dw_ + off, dyo);
+    cuda_conv2d_backward(&g, N, H, W, dx_, dw_ + off, ddy, ddx, ddw + off);
+    float *y = down_f(dyo, ny), *dxg = down_f(ddx, nx), *dwg = down_f(ddw, nw + off);
+
+    char name[160], shape[96];
+    snprintf(shape, sizeof shape, "%dx%d s%d p%d %d->%d N%d %dx%d %s%s", k, k, s, p, Ci, Co, N, H, W,
+             layout_name(layout), off % 4 ? " unaligned" : "");
+    printf("     conv %s: %s\n", shape, cuda_conv2d_impl_name(&g, N, H, W));
+    snprintf(name, sizeof name, "conv %s: y", shape);
+    check_f(name, y, y_ref, ny, CONV_TOL);
+    snprintf(name, sizeof name, "conv %s: dx", shape);
+    check_f(name, dxg, dx_ref, nx, CONV_TOL);
+    snprintf(name, sizeof name, "conv %s: dw (+=)", shape);
+    check_f(name, dwg + off, dw_ref + off, nw, CONV_TOL);
+    if (off) {
+        snprintf(name, sizeof name, "conv %s: float before dw untouched", shape);
+        check_true(name, memcmp(&dwg[0], &dw0[0], sizeof(float)) == 0);
+    }
+
+    /* Reproducible: a second forward and a second backward from the same gradient give the
+     * same bits. The weights "change" in between so an OHWI copy is rebuilt too. */
+    cuda_conv2d_weights_changed(&g);
+    cuda_upload(ddw, dw0, (nw + off) * sizeof(float));
+    cuda_conv2d_forward(&g, N, H, W, dx_, dw_ + off, dyo);
+    cuda_conv2d_backward(&g, N, H, W, dx_, dw_ + off, ddy, ddx, ddw + off);
+    float *y2 = down_f(dyo, ny), *dx2 = down_f(ddx, nx), *dw2 = down_f(ddw, nw + off);
+    snprintf(name, sizeof name, "conv %s: y, dx, dw reproducible", shape);
+    check_true(name, !memcmp(y, y2, ny * sizeof(float)) && !memcmp(dxg, dx2, nx * sizeof(float)) &&
+                     !memcmp(dwg, dw2, (nw + off) * sizeof(float)));
+
+    /* dx == NULL: only the weight gradient. */
+    cuda_upload(ddw, dw0, (nw + off) * sizeof(float));
+    cuda_conv2d_backward(&g, N, H, W, dx_, dw_ + off, ddy, NULL, ddw + off);
+    float *dw3 = down_f(ddw, nw + off);
+    snprintf(name, sizeof name, "conv %s: dw without dx", shape);
+    check_true(name, !memcmp(dwg, dw3, (nw + off) * sizeof(float)));
+
+    cuda_sync("conv test");
+    cuda_free(dx_); cuda_free(dw_); cuda_free(ddy); cuda_free(ddw); cuda_free(dyo); cuda_free(ddx);
+    free(x); free(w); free(dy); free(dw0); free(y_ref); free(dx_ref); free(dw_ref);
+    free(y); free(dxg); free(dwg); free(y2); free(dx2); free(dw2); free(dw3);
+    cuda_conv2d_free(&g);
+    conv2d_free(&c);
+    cuda_set_conv_filter_layout(-1);
+}
+
+static void test_convs(void) {
+    /* MiniResNet's kinds of conv (stem from 3 channels, 3x3 stride 1 and 2, 1x1 stride-2
+     * shortcut) at width 16, plus an odd shape (odd sizes, channels not a multiple of 4). */
+    static const int shapes[][8] = {
+        /* Ci, Co, k, s, p, N, H, W */
+        { 3, 16, 3, 1, 1, 4, 32, 32 },
+        { 16, 16, 3, 1, 1, 4, 32, 32 },
+        { 16, 32, 3, 2, 1, 4, 32, 32 },
+        { 16, 32, 1, 2, 0, 4, 32, 32 },
+        { 32, 64, 3, 2, 1, 4, 16, 16 },
+        { 64, 64, 3, 1, 1, 4, 8, 8 },
+        { 5, 7, 3, 2, 1, 3, 9, 11 },
+    };
+    /* The OHWI copy first (cuDNN's native NHWC pairing), then OIHW weights read from the flat
+     * buffer, aligned and then only 4-byte aligned: a failure in a later group then says
+     * exactly which assumption does not hold. */
+    static const int groups[][2] = { { 1, 1 }, { 0, 0 }, { 0, 1 } };   /* layout, offset */
+    for (size_t gi = 0; gi < sizeof groups / sizeof groups[0]; gi++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            const int *s = shapes[i];
+            test_conv(groups[gi][0], groups[gi][1], s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        }
+    /* The default (auto) layout, on one shape, to see what it picks. */
+    test_conv(-1, 1, 16, 32, 3, 2, 1, 4, 32, 32);
+}
+
+/* ---- batch norm ---- */
+
+static void test_bn(size_t M, int C) {
+    char name[160], tag[64];
+    snprintf(tag, sizeof tag, "bn M=%zu C=%d", M, C);
+    const size_t n = M * (size_t)C;
+    /* Offset and scale per channel so that mean and variance are not trivial. */
+    float *x = falloc(n), *res = frand(n, 1.0), *dy = frand(n, 1.0);
+    for (size_t r = 0; r < M; r++)
+        for (int c = 0; c < C; c++) x[r * C + c] = (float)(urand() * (1.0 + c % 5) + 0.3 * (c % 7) - 1.0);
+    float *gamma = frand((size_t)C, 1.0), *beta = frand((size_t)C, 1.0);
+    float *rm = frand((size_t)C, 0.5), *rv = falloc((size_t)C);
+    for (int c = 0; c < C; c++) rv[c] = (float)(1.0 + 0.5 * urand());
+
+    /* stats */
+    double *sum = dalloc((size_t)C), *sq = dalloc((size_t)C);
+    bn_stats(x, M, C, sum, sq);
+    float *d_x = up(x, n * sizeof(float));
+    double *d_stats = cuda_malloc((1 + 2 * (size_t)C) * sizeof(double));   /* [count, sum, sumsq] */
+    cuda_bn_stats(d_x, M, C, d_stats + 1, d_stats + 1 + C, d_stats);
+    double *st = down_d(d_stats, 1 + 2 * (size_t)C);
+    snprintf(name, sizeof name, "%s: count", tag);
+    check_true(name, st[0] == (double)M);
+    snprintf(name, sizeof name, "%s: sum", tag);
+    check_d(name, st + 1, sum, (size_t)C, 1e-12);
+    snprintf(name, sizeof name, "%s: sum of squares", tag);
+    check_d(name, st + 1 + C, sq, (size_t)C, 1e-12);
+    cuda_bn_stats(d_x, M, C, d_stats + 1, d_stats + 1 + C, NULL);
+    double *st2 = down_d(d_stats, 1 + 2 * (size_t)C);
+    snprintf(name, sizeof name, "%s: stats reproducible", tag);
+    check_true(name, !memcmp(st, st2, (1 + 2 * (size_t)C) * sizeof(double)));
+
+    /* finalize, from the same (CPU) sums on both sides: same double arithmetic */
+    float *mean = falloc((size_t)C), *invstd = falloc((size_t)C), *rm_c = falloc((size_t)C), *rv_c = falloc((size_t)C);
+    memcpy(rm_c, rm, (size_t)C * sizeof(float));
+    memcpy(rv_c, rv, (size_t)C * sizeof(float));
+    bn_finalize_stats(sum, sq, (double)M, C, 1e-5f, 0.1f, mean, invstd, rm_c, rv_c);
+    double cnt = (double)M;
+    double *d_sum = up(sum, (size_t)C * sizeof(double)), *d_sq = up(sq, (size_t)C * sizeof(double));
+    double *d_cnt = up(&cnt, sizeof cnt);
+    float *d_mean = cuda_malloc((size_t)C * sizeof(float)), *d_inv = cuda_malloc((size_t)C * sizeof(float));
+    float *d_rm = up(rm, (size_t)C * sizeof(float)), *d_rv = up(rv, (size_t)C * sizeof(float));
+    cuda_bn_finalize_stats(d_sum, d_sq, d_cnt, C, 1e-5f, 0.1f, d_mean, d_inv, d_rm, d_rv);
+    float *g_mean = down_f(d_mean, (size_t)C), *g_inv = down_f(d_inv, (size_t)C);
+    float *g_rm = down_f(d_rm, (size_t)C), *g_rv = down_f(d_rv, (size_t)C);
+    snprintf(name, sizeof name, "%s: finalize mean", tag);
+    check_bits(name, g_mean, mean, (size_t)C);
+    snprintf(name, sizeof name, "%s: finalize invstd", tag);
+    check_f(name, g_inv, invstd, (size_t)C, 1e-6);
+    snprintf(name, sizeof name, "%s: running mean", tag);
+    check_bits(name, g_rm, rm_c, (size_t)C);
+    snprintf(name, sizeof name, "%s: running var", tag);
+    check_f(name, g_rv, rv_c, (size_t)C, 1e-6);
+
+    /* eval statistics, as model.c computes them */
+    float *e_inv = falloc((size_t)C);
+    for (int c = 0; c < C; c++) e_inv[c] = 1.0f / sqrtf(rv[c] + 1e-5f);
+    float *d_rv0 = up(rv, (size_t)C * sizeof(float)), *d_rm0 = up(rm, (size_t)C * sizeof(float));
+    float *d_em = cuda_malloc((size_t)C * sizeof(float)), *d_ei = cuda_malloc((size_t)C * sizeof(float));
+    cuda_bn_eval_stats(d_rm0, d_rv0, C, 1e-5f, d_em, d_ei);
+    float *g_em = down_f(d_em, (size_t)C), *g_ei = down_f(d_ei, (size_t)C);
+    snprintf(name, sizeof name, "%s: eval mean, invstd", tag);
+    check_bits(name, g_ei, e_inv, (size_t)C);
+    check_true(name, !memcmp(g_em, rm, (size_t)C * sizeof(float)));
+
+    /* apply, given the CPU's mean and invstd: every variant is bit-identical */
+    cuda_upload(d_mean, mean, (size_t)C * sizeof(float));
+    cuda_upload(d_inv, invstd, (size_t)C * sizeof(float));
+    float *d_g = up(gamma, (size_t)C * sizeof(float)), *d_b = up(beta, (size_t)C * sizeof(float));
+    float *d_res = up(res, n * sizeof(float)), *d_y = cuda_malloc(n * sizeof(float));
+    float *y = falloc(n);
+    for (int variant = 0; variant < 4; variant++) {
+        const int relu = variant & 1, use_res = variant >> 1;
+        bn_apply(x, y, M, C, mean, invstd, gamma, beta, use_res ? res : NULL, relu);
+        cuda_bn_apply(d_x, d_y, M, C, d_mean, d_inv, d_g, d_b, use_res ? d_res : NULL, relu);
+        float *gy = down_f(d_y, n);
+        snprintf(name, sizeof name, "%s: apply%s%s", tag, use_res ? " +residual" : "", relu ? " +relu" : "");
+        check_bits(name, gy, y, n);
+        free(gy);
+    }
+    /* y now holds the residual+relu output on both sides; backward with relu. */
+    float *g_cpu = falloc(n);
+    double *sg = dalloc((size_t)C), *sgx = dalloc((size_t)C);
+    bn_backward_reduce(x, y, dy, g_cpu, M, C, mean, invstd, 1, sg, sgx);
+    float *d_dy = up(dy, n * sizeof(float));
+    double *d_red = cuda_malloc(2 * (size_t)C * sizeof(double));
+    cuda_bn_backward_reduce(d_x, d_y, d_dy, d_dy, M, C, d_mean, d_inv, 1, d_red, d_red + C);   /* g aliases dy */
+    float *gg = down_f(d_dy, n);
+    double *red = down_d(d_red, 2 * (size_t)C);
+    snprintf(name, sizeof name, "%s: backward g (relu mask, in place)", tag);
+    check_bits(name, gg, g_cpu, n);
+    snprintf(name, sizeof name, "%s: backward sum_g", tag);
+    check_d(name, red, sg, (size_t)C, 1e-12);
+    snprintf(name, sizeof name, "%s: backward sum_gx", tag);
+    check_d(name, red + C, sgx, (size_t)C, 1e-12);
+
+    /* backward apply: "global" sums different from the local ones, as after an all-reduce
+     * over two ranks; the CPU's sums on both sides, so dx is bit-identical. */
+    double *gsg = dalloc((size_t)C), *gsgx = dalloc((size_t)C);
+    for (int c = 0; c < C; c++) { gsg[c] = 2.0 * sg[c] + 0.25; gsgx[c] = 2.0 * sgx[c] - 0.5; }
+    const double gcount = 2.0 * (double)M;
+    float *dgam0 = frand((size_t)C, 0.1), *dbet0 = frand((size_t)C, 0.1);
+    float *dgam = falloc((size_t)C), *dbet = falloc((size_t)C), *dx = falloc(n);
+    memcpy(dgam, dgam0, (size_t)C * sizeof(float));
+    memcpy(dbet, dbet0, (size_t)C * sizeof(float));
+    bn_backward_apply(x, g_cpu, dx, M, C, mean, invstd, gamma, sg, sgx, gsg, gsgx, gcount, dgam, dbet);
+    double *d_l = up(sg, (size_t)C * sizeof(double)), *d_lx = up(sgx, (size_t)C * sizeof(double));
+    double *d_gl = up(gsg, (size_t)C * sizeof(double)), *d_glx = up(gsgx, (size_t)C * sizeof(double));
+    double *d_gc = up(&gcount, sizeof gcount);
+    float *d_dgam = up(dgam0, (size_t)C * sizeof(float)), *d_dbet = up(dbet0, (size_t)C * sizeof(float));
+    float *d_gin = up(g_cpu, n * sizeof(float));
+    cuda_bn_backward_apply(d_x, d_gin, d_gin, M, C, d_mean, d_inv, d_g, d_l, d_lx, d_gl, d_glx, d_gc, d_dgam,
+                           d_dbet);   /* dx aliases g */
+    float *gdx = down_f(d_gin, n), *gdgam = down_f(d_dgam, (size_t)C), *gdbet = down_f(d_dbet, (size_t)C);
+    snprintf(name, sizeof name, "%s: backward dx (in place)", tag);
+    check_bits(name, gdx, dx, n);
+    snprintf(name, sizeof name, "%s: dgamma, dbeta (+=)", tag);
+    check_bits(name, gdgam, dgam, (size_t)C);
+    check_bits(name, gdbet, dbet, (size_t)C);
+
+    cuda_sync("bn test");
+    void *dev[] = { d_x, d_stats, d_sum, d_sq, d_cnt, d_mean, d_inv, d_rm, d_rv, d_rv0, d_rm0, d_em, d_ei, d_g,
+                    d_b, d_res, d_y, d_dy, d_red, d_l, d_lx, d_gl, d_glx, d_gc, d_dgam, d_dbet, d_gin };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cuda_free(dev[i]);
+    void *host[] = { x, res, dy, gamma, beta, rm, rv, sum, sq, st, st2, mean, invstd, rm_c, rv_c, g_mean, g_inv,
+                     g_rm, g_rv, e_inv, g_em, g_ei, y, g_cpu, sg, sgx, gg, red, gsg, gsgx, dgam0, dbet0, dgam,
+                     dbet, dx, gdx, gdgam, gdbet };
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* ---- head ---- */
+
+static void test_head(int N, int HW, int C, int K) {
+    char name[160];
+    const size_t nx = (size_t)N * HW * C;
+    float *x = frand(nx, 1.0), *pooled = falloc((size_t)N * C);
+    avgpool_forward(x, pooled, N, HW, C);
+    float *d_x = up(x, nx * sizeof(float)), *d_p = cuda_malloc((size_t)N * C * sizeof(float));
+    cuda_avgpool_forward(d_x, d_p, N, HW, C);
+    float *gp = down_f(d_p, (size_t)N * C);
+    snprintf(name, sizeof name, "avgpool N%d HW%d C%d: forward", N, HW, C);
+    check_bits(name, gp, pooled, (size_t)N * C);
+
+    /* linear */
+    float *w = frand((size_t)K * C, 0.2), *b = frand((size_t)K, 0.2), *logits = falloc((size_t)N * K);
+    linear_forward(pooled, w, b, logits, N, C, K);
+    float *d_w = up(w, (size_t)K * C * sizeof(float)), *d_b = up(b, (size_t)K * sizeof(float));
+    float *d_lg = cuda_malloc((size_t)N * K * sizeof(float));
+    cuda_linear_forward(d_p, d_w, d_b, d_lg, N, C, K);
+    float *glg = down_f(d_lg, (size_t)N * K);
+    snprintf(name, sizeof name, "linear %d->%d N%d: forward", C, K, N);
+    check_f(name, glg, logits, (size_t)N * K, 1e-5);
+
+    /* softmax cross-entropy on the CPU logits, labels in [0, K) */
+    int *lab = mallocCheck((size_t)N * sizeof(int));
+    for (int i = 0; i < N; i++) lab[i] = (int)((urand() + 1.0) * 0.5 * K) % K;
+    const float scale = 0.75f;
+    float *dl = falloc((size_t)N * K);
+    int correct = -1;
+    const float loss = softmax_xent(logits, lab, N, K, scale, dl, &correct);
+    cuda_upload(d_lg, logits, (size_t)N * K * sizeof(float));
+    int *d_lab = up(lab, (size_t)N * sizeof(int));
+    float *d_dl = cuda_malloc((size_t)N * K * sizeof(float)), *d_loss = cuda_malloc(sizeof(float));
+    int *d_cor = cuda_malloc(sizeof(int));
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, d_dl, d_loss, d_cor);
+    float gloss = 0.0f;
+    int gcor = -1;
+    cuda_download(&gloss, d_loss, sizeof gloss);
+    cuda_download(&gcor, d_cor, sizeof gcor);
+    float *gdl = down_f(d_dl, (size_t)N * K);
+    snprintf(name, sizeof name, "softmax xent N%d K%d: loss", N, K);
+    check_f(name, &gloss, &loss, 1, 1e-6);
+    snprintf(name, sizeof name, "softmax xent N%d K%d: correct (%d)", N, K, correct);
+    check_true(name, gcor == correct);
+    snprintf(name, sizeof name, "softmax xent N%d K%d: dlogits", N, K);
+    check_f(name, gdl, dl, (size_t)N * K, 1e-6);
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, NULL, d_loss, NULL);   /* evaluation form */
+    float gloss2 = 0.0f;
+    cuda_download(&gloss2, d_loss, sizeof gloss2);
+    snprintf(name, sizeof name, "softmax xent N%d K%d: loss without gradient, reproducible", N, K);
+    check_true(name, gloss2 == gloss);
+
+    /* linear backward from the CPU's dlogits */
+    float *dw0 = frand((size_t)K * C, 0.1), *db0 = frand((size_t)K, 0.1);
+    float *dw = falloc((size_t)K * C), *db = falloc((size_t)K), *dp = falloc((size_t)N * C);
+    memcpy(dw, dw0, (size_t)K * C * sizeof(float));
+    memcpy(db, db0, (size_t)K * sizeof(float));
+    linear_backward(pooled, w, dl, dp, dw, db, N, C, K);
+    cuda_upload(d_dl, dl, (size_t)N * K * sizeof(float));
+    float *d_dw = up(dw0, (size_t)K * C * sizeof(float)), *d_db = up(db0, (size_t)K * sizeof(float));
+    float *d_dp = cuda_malloc((size_t)N * C * sizeof(float));
+    cuda_linear_backward(d_p, d_w, d_dl, d_dp, d_dw, d_db, N, C, K);
+    float *gdw = down_f(d_dw, (size_t)K * C), *gdb = down_f(d_db, (size_t)K), *gdp = down_f(d_dp, (size_t)N * C);
+    snprintf(name, sizeof name, "linear %d->%d N%d: dw (+=)", C, K, N);
+    check_f(name, gdw, dw, (size_t)K * C, 1e-5);
+    snprintf(name, sizeof name, "linear %d->%d N%d: db (+=)", C, K, N);
+    check_bits(name, gdb, db, (size_t)K);
+    snprintf(name, sizeof name, "linear %d->%d N%d: dx", C, K, N);
+    check_f(name, gdp, dp, (size_t)N * C, 1e-5);
+
+    /* avgpool backward from the CPU's dpooled */
+    float *dxp = falloc(nx);
+    avgpool_backward(dp, dxp, N, HW, C);
+    cuda_upload(d_dp, dp, (size_t)N * C * sizeof(float));
+    cuda_avgpool_backward(d_dp, d_x, N, HW, C);
+    float *gdxp = down_f(d_x, nx);
+    snprintf(name, sizeof name, "avgpool N%d HW%d C%d: backward", N, HW, C);
+    check_bits(name, gdxp, dxp, nx);
+
+    cuda_sync("head test");
+    void *dev[] = { d_x, d_p, d_w, d_b, d_lg, d_lab, d_dl, d_loss, d_cor, d_dw, d_db, d_dp };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cuda_free(dev[i]);
+    void *host[] = { x, pooled, gp, w, b, logits, glg, lab, dl, gdl, dw0, db0, dw, db, dp, gdw, gdb, gdp, dxp, gdxp };
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
+}
+
+/* ---- elementwise helpers and SGD ---- */
+
+static void test_elementwise(size_t n) {
+    char name[160];
+    float *g = frand(n, 1.0), *y = frand(n, 1.0), *s = frand(n, 1.0);
+    float *g_ref = falloc(n), *out_ref = falloc(n), *d_ref = falloc(n);
+    for (size_t i = 0; i < n; i++) {
+        const float v = y[i] > 0.0f ? g[i] : 0.0f;
+        g_ref[i] = v;
+        out_ref[i] = v;
+        d_ref[i] = g[i] + s[i];
+    }
+    float *d_g = up(g, n * sizeof(float)), *d_y = up(y, n * sizeof(float)), *d_o = cuda_malloc(n * sizeof(float));
+    cuda_relu_mask_copy(d_g, d_y, d_o, n);
+    float *gg = down_f(d_g, n), *go = down_f(d_o, n);
+    snprintf(name, sizeof name, "relu_mask_copy n=%zu: g, out", n);
+    check_bits(name, gg, g_ref, n);
+    check_bits(name, go, out_ref, n);
+    float *d_s = up(s, n * sizeof(float));
+    cuda_upload(d_g, g, n * sizeof(float));
+    cuda_add_inplace(d_g, d_s, n);
+    float *ga = down_f(d_g, n);
+    snprintf(name, sizeof name, "add_inplace n=%zu", n);
+    check_bits(name, ga, d_ref, n);
+    cuda_sync("elementwise test");
+    cuda_free(d_g); cuda_free(d_y); cuda_free(d_o); cuda_free(d_s);
+    free(g); free(y); free(s); free(g_ref); free(out_ref); free(d_ref); free(gg); free(go); free(ga);
+}
+
+static void test_sgd(size_t n, float momentum, float wd) {
+    char name[160];
+    float *p = frand(n, 1.0);
+    float *d_p = up(p, n * sizeof(float)), *d_g = cuda_malloc(n * sizeof(float)), *d_buf = cuda_malloc(n * sizeof(float));
+    cuda_memset_zero(d_buf, n * sizeof(float));
+    SGD o;
+    sgd_init(&o, n, momentum, wd);
+    for (int step = 0; step < 3; step++) {
+        float *g = frand(n, 1.0);
+        const float lr = 0.1f / (float)(step + 1);
+        sgd_step(&o, p, g, lr);
+        cuda_upload(d_g, g, n * sizeof(float));
+        cuda_sgd_step(d_p, d_g, d_buf, n, lr, momentum, wd);
+        free(g);
+    }
+    float *gp = down_f(d_p, n), *gb = down_f(d_buf, n);
+    snprintf(name, sizeof name, "sgd n=%zu momentum %g wd %g, 3 steps: params", n, (double)momentum, (double)wd);
+    check_bits(name, gp, p, n);
+    snprintf(name, sizeof name, "sgd n=%zu momentum %g wd %g, 3 steps: momentum buffer", n, (double)momentum,
+             (double)wd);
+    check_bits(name, gb, o.buf, n);
+    cuda_sync("sgd test");
+    cuda_free(d_p); cuda_free(d_g); cuda_free(d_buf);
+    sgd_free(&o);
+    free(p); free(gp); free(gb);
+}
+
+/* ---- NCCL, one rank ---- */
+
+#ifdef HAVE_NCCL
+static void test_nccl(void) {
+    Bootstrap b;
+    memset(&b, 0, sizeof b);
+    b.rank = 0; b.world_size = 1; b.local_rank = 0; b.local_size = 1; b.num_nodes = 1;
+    b.method = "single";
+    char err[512];
+    Comm *c = comm_nccl_create(&b, cuda_device(), 60.0, err, sizeof err);
+    if (!c) {
+        printf("FAIL nccl: %s\n", err);
+        g_checks++;
+        g_failed++;
+        return;
+    }
+    printf("     %s\n", comm_describe(c));
+    check_true("nccl: start-up check (host buffer, staged)", comm_startup_check(c, 1) == 0);
+
+    /* iallreduce ordered after the compute stream: the buffer is written by a kernel queued
+     * just before the post. */
+    const size_t n = 1 << 20;
+    float *h = frand(n, 1.0), *one = falloc(n), *want = falloc(n);
+    for (size_t i = 0; i < n; i++) { one[i] = 1.0f; want[i] = h[i] + 1.0f; }
+    float *d = up(h, n * sizeof(float)), *d1 = up(one, n * sizeof(float));
+    cuda_add_inplace(d, d1, n);
+    CommRequest req;
+    comm_set_context(c, "test iallreduce");
+    comm_iallreduce(c, d, n, COMM_FLOAT32, COMM_SUM, &req);
+    comm_wait(c, &req);
+    check_true("nccl: request complete after wait", req.active == 0);
+    float *got = down_f(d, n);
+    check_bits("nccl: iallreduce sum (1 rank) after a compute kernel", got, want, n);
+    comm_iallreduce(c, d, n, COMM_FLOAT32, COMM_AVG, &req);
+    while (!comm_test(c, &req)) {}
+    free(got);
+    got = down_f(d, n);
+    check_bits("nccl: iallreduce avg (1 rank), completed by test", got, want, n);
+
+    double hd[5] = { 1.5, -2.25, 3.0, 1e300, 0.5 }, hd0[5];
+    memcpy(hd0, hd, sizeof hd);
+    double *dd = up(hd, sizeof hd);
+    comm_allreduce(c, dd, 5, COMM_FLOAT64, COMM_SUM);
+    double got_d[5];
+    cuda_download(got_d, dd, sizeof got_d);
+    check_true("nccl: allreduce float64 (device buffer)", !memcmp(got_d, hd0, sizeof hd0));
+    comm_allreduce(c, hd, 5, COMM_FLOAT64, COMM_AVG);
+    check_true("nccl: allreduce float64 avg (host buffer)", !memcmp(hd, hd0, sizeof hd0));
+
+    unsigned char hb[777], hb0[777];
+    for (size_t i = 0; i < sizeof hb; i++) hb[i] = hb0[i] = (unsigned char)(i * 7);
+    comm_broadcast(c, hb, sizeof hb, 0);
+    check_true("nccl: broadcast (host buffer)", !memcmp(hb, hb0, sizeof hb));
+    unsigned char *db = up(hb, sizeof hb);
+    comm_broadcast(c, db, sizeof hb, 0);
+    memset(hb, 0, sizeof hb);
+    cuda_download(hb, db, sizeof hb);
+    check_true("nccl: broadcast (device buffer)", !memcmp(hb, hb0, sizeof hb));
+    comm_barrier(c);
+    check_true("nccl: barrier", 1);
+
+    cuda_sync("nccl test");
+    cuda_free(d); cuda_free(d1); cuda_free(dd); cuda_free(db);
+    free(h); free(one); free(want); free(got);
+    comm_free(c);
+    check_true("nccl: communicator freed", 1);
+}
+#endif
+
+/* ---- timing ---- */
+
+static void bench_convs(int N) {
+    /* MiniResNet width 64 on 32x32 images: the distinct conv shapes and how often each occurs
+     * with 2 blocks per stage. */
+    static const int shapes[][6] = {
+        /* Ci, Co, k, s, H, count */
+        { 3, 64, 3, 1, 32, 1 }, { 64, 64, 3, 1, 32, 4 }, { 64, 128, 3, 2, 32, 1 }, { 64, 128, 1, 2, 32, 1 },
+        { 128, 128, 3, 1, 16, 3 }, { 128, 256, 3, 2, 16, 1 }, { 128, 256, 1, 2, 16, 1 }, { 256, 256, 3, 1, 8, 3 },
+    };
+    for (int bench = 0; bench <= 1; bench++)
+        for (int layout = 0; layout <= 1; layout++) {
+            cuda_set_conv_benchmark(bench);
+            cuda_set_conv_filter_layout(layout);
+            double total = 0.0;
+            for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+                const int *s = shapes[i];
+                CudaConv2d g;
+                cuda_conv2d_init(&g, s[0], s[1], s[2], s[3], s[2] / 2);
+                const int H = s[4], Ho = cuda_conv2d_out_size(&g, H);
+                const size_t nx = (size_t)N * H * H * s[0], ny = (size_t)N * Ho * Ho * s[1];
+                const size_t nw = (size_t)s[1] * s[0] * s[2] * s[2];
+                float *x = cuda_malloc(nx * 4), *dx = cuda_malloc(nx * 4), *y = cuda_malloc(ny * 4);
+                float *w = cuda_malloc(nw * 4), *dw = cuda_malloc(nw * 4);
+                cuda_memset_zero(x, nx * 4); cuda_memset_zero(w, nw * 4); cuda_memset_zero(dw, nw * 4);
+                const char *impl = cuda_conv2d_impl_name(&g, N, H, H);
+                for (int it = 0; it < 3; it++) {   /* warm-up */
+                    cuda_conv2d_forward(&g, N, H, H, x, w, y);
+                    cuda_conv2d_backward(&g, N, H, H, x, w, y, dx, dw);
+                }
+                cuda_sync("bench warm-up");
+                const int iters = 20;
+                const double t0 = now_sec();
+                for (int it = 0; it < iters; it++) {
+                    cuda_conv2d_forward(&g, N, H, H, x, w, y);
+                    cuda_conv2d_backward(&g, N, H, H, x, w, y, dx, dw);
+                }
+                cuda_sync("bench");
+                const double ms = (now_sec() - t0) / iters * 1e3;
+                total += ms * s[5];
+                printf("bench N%d %-4s %-9s %dx%d s%d %3d->%3d %2dx%2d: %7.3f ms fwd+bwd  [%s]\n", N,
+                       layout ? "OHWI" : "OIHW", bench ? "find" : "heuristic", s[2], s[2], s[3], s[0], s[1], H, H,
+                       ms, impl);
+                cuda_free(x); cuda_free(dx); cuda_free(y); cuda_free(w); cuda_free(dw);
+                cuda_conv2d_free(&g);
+            }
+            printf("bench N%d %-4s %-9s all convs of MiniResNet-64 (2 blocks/stage): %.2f ms fwd+bwd\n", N,
+                   layout ? "OHWI" : "OIHW", bench ? "find" : "heuristic", total);
+        }
+    cuda_set_conv_benchmark(0);
+    cuda_set_conv_filter_layout(-1);
+}
+
+int main(int argc, char **argv) {
+    g_progname = "test_ops_cuda";
+    int bench = argc > 1 && !strcmp(argv[1], "--bench");
+    char err[512];
+    if (cuda_backend_init(0, err, sizeof err) != 0) {
+        printf("SKIP: no CUDA device (%s)\n", err);
+        return 77;
+    }
+    cuda_set_tf32(0);
+    printf("%s\n", cuda_describe());
+    printf("CPU convolutions: %s (the comparisons use the reference convolution)\n", ops_cpu_describe());
+
+    /* Cheapest first, convolutions last: a fatal error in cuDNN ends the program. */
+    test_elementwise(1000003);
+    test_sgd(1000003, 0.9f, 5e-4f);
+    test_sgd(4099, 0.0f, 0.0f);
+    test_bn(8 * 16 * 16, 32);
+    test_bn(100003, 16);     /* many row blocks, a partial last one, channels < one warp */
+    test_bn(777, 3);
+    test_bn(64 * 8 * 8, 256);
+    test_head(64, 64, 256, 10);
+    test_head(7, 9, 33, 10);
+#ifdef HAVE_NCCL
+    test_nccl();
+#else
+    printf("     (built without NCCL: no communicator test)\n");
+#endif
+    test_convs();
+    if (bench) {
+        bench_convs(128);
+        bench_convs(256);
+    }
+    cuda_sync("end of tests");
+    cuda_backend_free();
+    printf("%d of %d checks failed\n", g_failed, g_checks);
+    return g_failed ? 1 : 0;
+}
