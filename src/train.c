@@ -329,7 +329,11 @@ static void setup(Run *r, int argc, char **argv) {
 
     if (!strcmp(r->cfg.device, "cuda")) {
         g_die_quiet = r->boot.rank != 0;
+#ifdef HAVE_CUDA_BACKEND
+        die_code(2, "--device cuda: the CUDA kernels are built but the trainer does not run on them yet; use --device cpu");
+#else
         die_code(2, "--device cuda: this ddptrain was built without the CUDA backend");
+#endif
     }
 #ifdef _OPENMP
     omp_set_num_threads(choose_threads(r));
@@ -378,7 +382,7 @@ static void setup(Run *r, int argc, char **argv) {
     log_info(&r->log, "%s", bootstrap_describe(&r->boot));
     log_info(&r->log, "%s", comm_describe(r->comm));
     log_info(&r->log, "device: cpu (%d threads per rank), %s%s", threads, ops_cpu_describe(),
-             !strcmp(r->cfg.device, "auto") ? "; no CUDA backend in this build" : "");
+             !strcmp(r->cfg.device, "auto") ? "; the trainer runs on the CPU only in this version" : "");
     /* Every rank logs what it reads into its own file; rank 0's line also reaches stdout. */
     log_info(&r->log, "data: %s: train %zu images on this rank of %zu (%s); test %zu of %zu", r->cfg.data_dir,
              dataloader_num_samples(r->train_dl), dataloader_global_samples(r->train_dl),
