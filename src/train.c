@@ -568,7 +568,10 @@ int main(int argc, char **argv) {
     if (rank == 0 && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
         log_warn(&r->log, "checkpoint: write failed: %s", err);
     if (preempted) {
+        /* The others wait here while rank 0 finishes writing: however slow the file system,
+         * that must not end the job through the communication timeout. */
         comm_set_context(r->comm, "waiting for the preemption checkpoint");
+        comm_set_timeout(r->comm, 0);
         comm_barrier(r->comm);
     } else {
         log_info(&r->log, "done: %ld steps in %.1f s, final test_acc %.4f (best %.4f)", step, now_sec() - t_train0,
