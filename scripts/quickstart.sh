@@ -58,10 +58,11 @@ fi
 echo "== running the tests"
 # One local Slurm cluster (munge, slurmctld, slurmd on localhost) for the whole suite, started
 # here and stopped at the end; the Slurm tests skip where it cannot be started (not root).
-slurm_started=0
-if bash tests/slurm/cluster_up.sh >build/slurm-up.out 2>&1; then
-    slurm_started=1
-    trap 'bash tests/slurm/cluster_down.sh >/dev/null 2>&1 || true' EXIT
+top_srcdir=.
+. tests/slurm/lib.sh
+if slurm_up >build/slurm-up.out 2>&1; then
+    # Stopped at the end only if started here; the tests leave it running meanwhile.
+    [ "$STARTED" = 1 ] && trap 'DDP_SLURM_KEEP=0 slurm_down_if_started' EXIT
     export DDP_SLURM_KEEP=1
 else
     echo "(local Slurm not started: $(tail -n 1 build/slurm-up.out))"

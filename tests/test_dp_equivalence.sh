@@ -5,6 +5,7 @@
 # normalises with its own batch statistics, and the same comparison must show a clearly larger
 # difference: proof that it can fail.
 . "${top_srcdir:-.}/tests/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit $SKIP; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit $SKIP; }
 TOOLS="$top_srcdir/tests/dp_tools.py"

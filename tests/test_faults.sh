@@ -9,6 +9,7 @@
 #   (c) the job directory cannot be created: rank 0 names it, rank 1 says rank 0 failed.
 # After each case no process of the job is left.
 . "${top_srcdir:-.}/tests/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit "$SKIP"; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
 TO=5

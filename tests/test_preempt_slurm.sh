@@ -13,6 +13,7 @@
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 # shellcheck source=tests/lib.sh disable=SC1091
 . "${top_srcdir:-.}/tests/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
 set -u
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
 command -v sbatch >/dev/null 2>&1 || { echo "SKIP: no sbatch (slurm-wlm)"; exit "$SKIP"; }

@@ -9,6 +9,7 @@
 # shellcheck disable=SC2086  # $FLAGS and $MPIRUN are word lists
 # shellcheck source=tests/lib.sh disable=SC1091
 . "${top_srcdir:-.}/tests/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
 CMP="$top_srcdir/tests/ckpt_compare.py"
 export OMP_NUM_THREADS=1
