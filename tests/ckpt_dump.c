@@ -14,6 +14,7 @@
 #include "optim.h"
 #include "rng.h"
 #include "util.h"
+#include "model_testutil.h"
 
 static void write_ds(hid_t f, const char *name, hid_t ftype, hid_t mtype, int ndim, const hsize_t *dims, const void *data) {
     hid_t sp = H5Screate_simple(ndim, dims, NULL);
@@ -53,21 +54,9 @@ int main(int argc, char **argv) {
     sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
     /* BN affine parameters and running statistics away from their defaults, so a load that
      * dropped or swapped any of them changes the logits. */
+    model_randomize_bn(&m, (uint64_t)seed, 78);
     Rng r;
-    rng_init(&r, (uint64_t)seed, 78, 0);
-    for (int i = 0; i < m.n_param_info; i++) {
-        const TensorInfo *t = &m.param_info[i];
-        if (t->ndim != 1 || strncmp(t->name, "fc.", 3) == 0) continue;
-        int is_gamma = strstr(t->name, ".weight") != NULL;
-        for (size_t j = 0; j < t->numel; j++)
-            m.params[t->offset + j] = is_gamma ? 0.5f + rng_uniform(&r) : 0.4f * (rng_uniform(&r) - 0.5f);
-    }
-    for (int i = 0; i < m.n_buffer_info; i++) {
-        const TensorInfo *t = &m.buffer_info[i];
-        int is_var = strstr(t->name, "running_var") != NULL;
-        for (size_t j = 0; j < t->numel; j++)
-            m.buffers[t->offset + j] = is_var ? 0.5f + rng_uniform(&r) : 0.2f * (rng_uniform(&r) - 0.5f);
-    }
+    rng_init(&r, (uint64_t)seed, 78, 1);
     m.stem.num_batches_tracked = 1234;
     for (int i = 0; i < m.n_block; i++) {
         m.block[i].c1.num_batches_tracked = 100 + i;

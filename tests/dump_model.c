@@ -12,8 +12,8 @@
 
 #include "model.h"
 #include "optim.h"
-#include "rng.h"
 #include "util.h"
+#include "model_testutil.h"
 
 static void write_f32(hid_t file, const char *name, const float *data, int ndim, const hsize_t *dims) {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
@@ -84,22 +84,9 @@ int main(int argc, char **argv) {
     model_init(&m, width, blocks, K, S, N);
     model_init_weights(&m, (uint64_t)seed);
     /* Non-trivial BN affine parameters and running statistics, so their paths are exercised. */
+    model_randomize_bn(&m, (uint64_t)seed, 77);
     Rng r;
-    rng_init(&r, (uint64_t)seed, 77, 0);
-    for (int i = 0; i < m.n_param_info; i++) {
-        const TensorInfo *t = &m.param_info[i];
-        if (t->ndim != 1 || strncmp(t->name, "fc.", 3) == 0) continue;
-        int is_gamma = strstr(t->name, ".weight") != NULL;
-        for (size_t j = 0; j < t->numel; j++)
-            m.params[t->offset + j] = is_gamma ? 0.5f + rng_uniform(&r) : 0.4f * (rng_uniform(&r) - 0.5f);
-    }
-    for (int i = 0; i < m.n_buffer_info; i++) {
-        const TensorInfo *t = &m.buffer_info[i];
-        int is_var = strstr(t->name, "running_var") != NULL;
-        for (size_t j = 0; j < t->numel; j++)
-            m.buffers[t->offset + j] = is_var ? 0.5f + rng_uniform(&r) : 0.2f * (rng_uniform(&r) - 0.5f);
-    }
-    model_params_changed(&m);
+    rng_init(&r, (uint64_t)seed, 77, 1);
 
     size_t nx = (size_t)N * S * S * 3;
     float *x = mallocCheck(nx * sizeof(float));
