@@ -19,7 +19,7 @@
 #     xargs -r cp -L -t carry/gpu/lib/
 #
 # MPI, PMIx and oneDNN are left out of that build because the test needs none of them (its CPU
-# side is the reference convolution) and their libraries would not fit the carry limit. The
+# side is the reference convolution) and their libraries would bloat the folder. The
 # CUDA libraries are not carried: the GPU machine has cuDNN, cuBLAS, NCCL and the CUDA runtime
 # as pip wheels of its python (site-packages/nvidia/*/lib), found below by asking that python.
 #
