@@ -172,6 +172,7 @@ void logger_progress(Logger *l, long epoch, long epochs, long step, long total, 
     memcpy(l->bar, line, len + 1);
     l->bar_len = len;
     l->bar_shown = 1;
+    g_console_line_open = 1;
     if (step >= total) logger_progress_end(l);
     fflush(stdout);
 }
@@ -181,6 +182,7 @@ void logger_progress_end(Logger *l) {
     fputc('\n', stdout);
     fflush(stdout);
     l->bar_shown = 0;
+    g_console_line_open = 0;
 }
 
 void log_info(Logger *l, const char *fmt, ...) {

@@ -11,6 +11,7 @@
 const char *g_progname = "ddptrain";
 int g_die_quiet = 0;
 void (*g_die_hook)(int code) = NULL;
+int g_console_line_open = 0;
 
 void die_code(int code, const char *fmt, ...) {
     va_list ap;
@@ -18,6 +19,7 @@ void die_code(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    if (g_console_line_open) fputc('\n', stdout);
     fflush(stdout);
     if (!g_die_quiet) fprintf(stderr, "%s: error: %s\n", g_progname, msg);
     fflush(stderr);
@@ -26,6 +28,7 @@ void die_code(int code, const char *fmt, ...) {
 }
 
 void fail_at(const char *file, int line, const char *what, const char *detail) {
+    if (g_console_line_open) fputc('\n', stdout);
     fflush(stdout);
     fprintf(stderr, "%s: internal error at %s:%d: %s%s%s\n", g_progname, file, line, what,
             detail ? ": " : "", detail ? detail : "");

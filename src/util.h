@@ -33,6 +33,10 @@ FILE *fopen_check(const char *path, const char *mode, const char *file, int line
  * job prints the line once. */
 extern int g_die_quiet;
 
+/* Set while a progress bar occupies the console's last line without a newline: die() ends
+ * that line first, so the error starts on a line of its own. */
+extern int g_console_line_open;
+
 /* Called by die() after the message, before exit: a multi-rank program ends the whole job
  * there so the other ranks do not wait for this one. */
 extern void (*g_die_hook)(int code);
