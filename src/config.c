@@ -1,4 +1,6 @@
 /* config.c - parsing, validation, help and JSON for the option table. */
+#include "build_config.h"
+
 #include <errno.h>
 #include <math.h>
 #include <stdio.h>
@@ -140,6 +142,9 @@ void config_print_help(FILE *out, const char *progname) {
         fprintf(out, "  %-36s %s [%s]\n", lhs, o->help, *o->def ? o->def : "\"\"");
     }
     fprintf(out, "  %-36s %s\n", "--help", "print this and exit");
+    fprintf(out, "  %-36s %s\n", "--version", "print the version and exit");
+    fprintf(out, "\nExit status: 0 finished, 1 error (one line on stderr), 2 bad flag or value,\n"
+                 "3 stopped by SIGTERM or --preempt_signal after writing a checkpoint.\n");
 }
 
 void config_parse_args(Config *c, int argc, char **argv) {
@@ -148,6 +153,10 @@ void config_parse_args(Config *c, int argc, char **argv) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
             config_print_help(stdout, g_progname);
+            exit(0);
+        }
+        if (!strcmp(a, "--version")) {
+            printf("%s %s\n", g_progname, PACKAGE_VERSION);
             exit(0);
         }
         if (strncmp(a, "--", 2) != 0) die_code(2, "unexpected argument '%s' (options are --name VALUE; see --help)", a);
