@@ -37,11 +37,11 @@ static size_t layout_add(Layout *l, const char *prefix, const char *name, int nd
 }
 
 /* Declares a conv + BN pair: parameters in state_dict order (conv weight, bn weight, bn bias). */
-static void convbn_layout(ConvBN *c, Layout *P, Layout *B, const char *conv_prefix,
+static void convbn_layout(const Backend *be, ConvBN *c, Layout *P, Layout *B, const char *conv_prefix,
                           const char *bn_prefix, int cin, int cout, int k, int stride, int H, int W) {
     memset(c, 0, sizeof *c);
     c->C_in = cin; c->C_out = cout; c->H_in = H; c->W_in = W;
-    conv2d_init(&c->conv, cin, cout, k, stride, k / 2);
+    be->conv2d_init(&c->conv, cin, cout, k, stride, k / 2);
     c->H_out = conv2d_out_size(&c->conv, H);
     c->W_out = conv2d_out_size(&c->conv, W);
     c->w_off = layout_add(P, conv_prefix, "weight", 4, cout, cin, k, k);
@@ -51,23 +51,31 @@ static void convbn_layout(ConvBN *c, Layout *P, Layout *B, const char *conv_pref
     c->rvar_off = layout_add(B, bn_prefix, "running_var", 1, cout, 0, 0, 0);
 }
 
-static void convbn_alloc(ConvBN *c, int max_batch) {
+static void convbn_alloc(const Backend *be, ConvBN *c, int max_batch) {
     size_t n = (size_t)max_batch * c->H_out * c->W_out * c->C_out;
-    c->a = alignedAllocCheck(n * sizeof(float));
-    c->y = alignedAllocCheck(n * sizeof(float));
-    c->mean = alignedAllocCheck((size_t)c->C_out * sizeof(float));
-    c->invstd = alignedAllocCheck((size_t)c->C_out * sizeof(float));
+    c->a = be->alloc(n * sizeof(float));
+    c->y = be->alloc(n * sizeof(float));
+    c->mean = be->alloc((size_t)c->C_out * sizeof(float));
+    c->invstd = be->alloc((size_t)c->C_out * sizeof(float));
+    c->count = be->alloc(sizeof(double));
 }
 
-static void convbn_free(ConvBN *c) {
-    conv2d_free(&c->conv);
-    free(c->a); free(c->y); free(c->mean); free(c->invstd);
+static void convbn_free(const Backend *be, ConvBN *c) {
+    be->conv2d_free(&c->conv);
+    be->release(c->a); be->release(c->y); be->release(c->mean); be->release(c->invstd);
+    be->release(c->count);
 }
 
 static size_t convbn_act_size(const ConvBN *c) { return (size_t)c->H_out * c->W_out * c->C_out; }
 
 void model_init(Model *m, int width, int blocks, int num_classes, int image_size, int max_batch) {
+    model_init_on(m, &backend_cpu, width, blocks, num_classes, image_size, max_batch);
+}
+
+void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_classes, int image_size,
+                   int max_batch) {
     memset(m, 0, sizeof *m);
+    m->be = be;
     m->width = width; m->blocks = blocks; m->num_classes = num_classes;
     m->image_size = image_size; m->max_batch = max_batch;
     m->feat = 4 * width;
@@ -75,7 +83,7 @@ void model_init(Model *m, int width, int blocks, int num_classes, int image_size
     char cp[64], bp[64];
 
     int H = image_size;
-    convbn_layout(&m->stem, &P, &B, "conv1", "bn1", 3, width, 3, 1, H, H);
+    convbn_layout(be, &m->stem, &P, &B, "conv1", "bn1", 3, width, 3, 1, H, H);
     m->n_block = 3 * blocks;
     m->block = callocCheck((size_t)m->n_block, sizeof *m->block);
     int cin = width;
@@ -88,16 +96,16 @@ void model_init(Model *m, int width, int blocks, int num_classes, int image_size
             snprintf_check(pre, sizeof pre, "layer%d.%d", s + 1, b);
             snprintf_check(cp, sizeof cp, "%s.conv1", pre);
             snprintf_check(bp, sizeof bp, "%s.bn1", pre);
-            convbn_layout(&blk->c1, &P, &B, cp, bp, cin, cout, 3, stride, H, H);
+            convbn_layout(be, &blk->c1, &P, &B, cp, bp, cin, cout, 3, stride, H, H);
             int Ho = blk->c1.H_out;
             snprintf_check(cp, sizeof cp, "%s.conv2", pre);
             snprintf_check(bp, sizeof bp, "%s.bn2", pre);
-            convbn_layout(&blk->c2, &P, &B, cp, bp, cout, cout, 3, 1, Ho, Ho);
+            convbn_layout(be, &blk->c2, &P, &B, cp, bp, cout, cout, 3, 1, Ho, Ho);
             blk->has_shortcut = (stride != 1 || cin != cout);
             if (blk->has_shortcut) {
                 snprintf_check(cp, sizeof cp, "%s.shortcut.0", pre);
                 snprintf_check(bp, sizeof bp, "%s.shortcut.1", pre);
-                convbn_layout(&blk->sc, &P, &B, cp, bp, cin, cout, 1, stride, H, H);
+                convbn_layout(be, &blk->sc, &P, &B, cp, bp, cin, cout, 1, stride, H, H);
             }
             cin = cout;
             H = Ho;
@@ -108,38 +116,42 @@ void model_init(Model *m, int width, int blocks, int num_classes, int image_size
 
     m->param_info = P.info; m->n_param_info = P.n; m->num_params = P.size;
     m->buffer_info = B.info; m->n_buffer_info = B.n; m->num_buffers = B.size;
-    m->params = alignedAllocCheck(m->num_params * sizeof(float));
-    m->grads = alignedAllocCheck(m->num_params * sizeof(float));
-    m->buffers = alignedAllocCheck(m->num_buffers * sizeof(float));
+    m->params = be->alloc(m->num_params * sizeof(float));
+    m->grads = be->alloc(m->num_params * sizeof(float));
+    m->buffers = be->alloc(m->num_buffers * sizeof(float));
 
     size_t max_act = convbn_act_size(&m->stem);
-    convbn_alloc(&m->stem, max_batch);
+    convbn_alloc(be, &m->stem, max_batch);
     for (int i = 0; i < m->n_block; i++) {
         BasicBlock *blk = &m->block[i];
-        convbn_alloc(&blk->c1, max_batch);
-        convbn_alloc(&blk->c2, max_batch);
-        if (blk->has_shortcut) convbn_alloc(&blk->sc, max_batch);
+        convbn_alloc(be, &blk->c1, max_batch);
+        convbn_alloc(be, &blk->c2, max_batch);
+        if (blk->has_shortcut) convbn_alloc(be, &blk->sc, max_batch);
         if (convbn_act_size(&blk->c1) > max_act) max_act = convbn_act_size(&blk->c1);
     }
-    for (int i = 0; i < 4; i++) m->gbuf[i] = alignedAllocCheck((size_t)max_batch * max_act * sizeof(float));
-    m->pooled = alignedAllocCheck((size_t)max_batch * m->feat * sizeof(float));
-    m->dpooled = alignedAllocCheck((size_t)max_batch * m->feat * sizeof(float));
-    m->logits = alignedAllocCheck((size_t)max_batch * num_classes * sizeof(float));
-    m->dlogits = alignedAllocCheck((size_t)max_batch * num_classes * sizeof(float));
-    m->stat_scratch = alignedAllocCheck((size_t)(8 * 4 * width + 8) * sizeof(double));
+    for (int i = 0; i < 4; i++) m->gbuf[i] = be->alloc((size_t)max_batch * max_act * sizeof(float));
+    m->pooled = be->alloc((size_t)max_batch * m->feat * sizeof(float));
+    m->dpooled = be->alloc((size_t)max_batch * m->feat * sizeof(float));
+    m->logits = be->alloc((size_t)max_batch * num_classes * sizeof(float));
+    m->dlogits = be->alloc((size_t)max_batch * num_classes * sizeof(float));
+    m->stat_scratch = be->alloc((size_t)(8 * 4 * width + 8) * sizeof(double));
+    m->loss = be->alloc(sizeof(float));
+    m->correct = be->alloc(sizeof(int));
 }
 
 void model_free(Model *m) {
-    convbn_free(&m->stem);
+    const Backend *be = m->be;
+    convbn_free(be, &m->stem);
     for (int i = 0; i < m->n_block; i++) {
-        convbn_free(&m->block[i].c1);
-        convbn_free(&m->block[i].c2);
-        if (m->block[i].has_shortcut) convbn_free(&m->block[i].sc);
+        convbn_free(be, &m->block[i].c1);
+        convbn_free(be, &m->block[i].c2);
+        if (m->block[i].has_shortcut) convbn_free(be, &m->block[i].sc);
     }
     free(m->block);
-    for (int i = 0; i < 4; i++) free(m->gbuf[i]);
-    free(m->pooled); free(m->dpooled); free(m->logits); free(m->dlogits); free(m->stat_scratch);
-    free(m->params); free(m->grads); free(m->buffers);
+    for (int i = 0; i < 4; i++) be->release(m->gbuf[i]);
+    be->release(m->pooled); be->release(m->dpooled); be->release(m->logits); be->release(m->dlogits);
+    be->release(m->stat_scratch); be->release(m->loss); be->release(m->correct);
+    be->release(m->params); be->release(m->grads); be->release(m->buffers);
     free(m->param_info); free(m->buffer_info);
     memset(m, 0, sizeof *m);
 }
@@ -150,44 +162,56 @@ static void uniform_fill(Rng *r, float *p, size_t n, float bound) {
     for (size_t i = 0; i < n; i++) p[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
 }
 
-static void convbn_init(Model *m, ConvBN *c, Rng *r) {
+/* params and buffers are host arrays here: the model's own on the CPU, staging copies on a
+ * device backend. */
+static void convbn_init(ConvBN *c, float *params, float *buffers, Rng *r) {
     size_t fan_in = (size_t)c->C_in * c->conv.k * c->conv.k;
     /* kaiming_uniform_(a=sqrt(5)) as nn.Conv2d.reset_parameters: bound = 1/sqrt(fan_in) */
-    uniform_fill(r, m->params + c->w_off, (size_t)c->C_out * fan_in, 1.0f / sqrtf((float)fan_in));
+    uniform_fill(r, params + c->w_off, (size_t)c->C_out * fan_in, 1.0f / sqrtf((float)fan_in));
     for (int i = 0; i < c->C_out; i++) {
-        m->params[c->gamma_off + i] = 1.0f;
-        m->params[c->beta_off + i] = 0.0f;
-        m->buffers[c->rmean_off + i] = 0.0f;
-        m->buffers[c->rvar_off + i] = 1.0f;
+        params[c->gamma_off + i] = 1.0f;
+        params[c->beta_off + i] = 0.0f;
+        buffers[c->rmean_off + i] = 0.0f;
+        buffers[c->rvar_off + i] = 1.0f;
     }
     c->num_batches_tracked = 0;
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
+    const Backend *be = m->be;
+    float *params = be->on_device ? mallocCheck(m->num_params * sizeof(float)) : m->params;
+    float *buffers = be->on_device ? mallocCheck(m->num_buffers * sizeof(float)) : m->buffers;
     Rng r;
     rng_init(&r, seed, 0x5eed, 0);
-    convbn_init(m, &m->stem, &r);
+    convbn_init(&m->stem, params, buffers, &r);
     for (int i = 0; i < m->n_block; i++) {
-        convbn_init(m, &m->block[i].c1, &r);
-        convbn_init(m, &m->block[i].c2, &r);
-        if (m->block[i].has_shortcut) convbn_init(m, &m->block[i].sc, &r);
+        convbn_init(&m->block[i].c1, params, buffers, &r);
+        convbn_init(&m->block[i].c2, params, buffers, &r);
+        if (m->block[i].has_shortcut) convbn_init(&m->block[i].sc, params, buffers, &r);
     }
     float bound = 1.0f / sqrtf((float)m->feat);
-    uniform_fill(&r, m->params + m->fc_w_off, (size_t)m->num_classes * m->feat, bound);
-    uniform_fill(&r, m->params + m->fc_b_off, (size_t)m->num_classes, bound);
+    uniform_fill(&r, params + m->fc_w_off, (size_t)m->num_classes * m->feat, bound);
+    uniform_fill(&r, params + m->fc_b_off, (size_t)m->num_classes, bound);
+    if (be->on_device) {
+        be->upload(m->params, params, m->num_params * sizeof(float));
+        be->upload(m->buffers, buffers, m->num_buffers * sizeof(float));
+        free(params);
+        free(buffers);
+    }
     model_params_changed(m);
 }
 
 void model_params_changed(Model *m) {
-    conv2d_weights_changed(&m->stem.conv);
+    const Backend *be = m->be;
+    be->conv2d_weights_changed(&m->stem.conv);
     for (int i = 0; i < m->n_block; i++) {
-        conv2d_weights_changed(&m->block[i].c1.conv);
-        conv2d_weights_changed(&m->block[i].c2.conv);
-        if (m->block[i].has_shortcut) conv2d_weights_changed(&m->block[i].sc.conv);
+        be->conv2d_weights_changed(&m->block[i].c1.conv);
+        be->conv2d_weights_changed(&m->block[i].c2.conv);
+        if (m->block[i].has_shortcut) be->conv2d_weights_changed(&m->block[i].sc.conv);
     }
 }
 
-void model_zero_grad(Model *m) { memset(m->grads, 0, m->num_params * sizeof(float)); }
+void model_zero_grad(Model *m) { m->be->zero(m->grads, m->num_params * sizeof(float)); }
 
 long model_find_param(const Model *m, const char *name) {
     for (int i = 0; i < m->n_param_info; i++)
@@ -206,28 +230,28 @@ long model_find_buffer(const Model *m, const char *name) {
 /* conv, then BN (batch or running statistics), optional residual add, optional ReLU. */
 static void convbn_forward(Model *m, ConvBN *c, const float *x, int N, int train,
                            const float *residual, int relu) {
-    conv2d_forward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, c->a);
+    const Backend *be = m->be;
+    be->conv2d_forward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, c->a);
     size_t M = (size_t)N * c->H_out * c->W_out;
     int C = c->C_out;
     if (train) {
         double *sums = m->stat_scratch;        /* [count, sum[C], sumsq[C]] */
-        sums[0] = (double)M;
-        bn_stats(c->a, M, C, sums + 1, sums + 1 + C);
+        be->bn_stats(c->a, M, C, sums + 1, sums + 1 + C, sums);
         if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, sums, 1 + 2 * (size_t)C);
-        bn_finalize_stats(sums + 1, sums + 1 + C, sums[0], C, BN_EPS, BN_MOMENTUM, c->mean, c->invstd,
-                          m->buffers + c->rmean_off, m->buffers + c->rvar_off);
+        be->copy(c->count, sums, sizeof(double));
+        be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, BN_EPS, BN_MOMENTUM, c->mean, c->invstd,
+                              m->buffers + c->rmean_off, m->buffers + c->rvar_off);
         c->num_batches_tracked++;
     } else {
-        const float *rv = m->buffers + c->rvar_off;
-        memcpy(c->mean, m->buffers + c->rmean_off, (size_t)C * sizeof(float));
-        for (int i = 0; i < C; i++) c->invstd[i] = 1.0f / sqrtf(rv[i] + BN_EPS);
+        be->bn_eval_stats(m->buffers + c->rmean_off, m->buffers + c->rvar_off, C, BN_EPS, c->mean, c->invstd);
     }
-    bn_apply(c->a, c->y, M, C, c->mean, c->invstd, m->params + c->gamma_off, m->params + c->beta_off,
-             residual, relu);
+    be->bn_apply(c->a, c->y, M, C, c->mean, c->invstd, m->params + c->gamma_off, m->params + c->beta_off,
+                 residual, relu);
 }
 
 float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
                     int *correct) {
+    const Backend *be = m->be;
     CHECK(N >= 1 && N <= m->max_batch);
     m->input = x;
     m->last_N = N;
@@ -245,11 +269,17 @@ float model_forward(Model *m, const float *x, const int *labels, int N, int trai
         h = b->c2.y;
     }
     const ConvBN *last = &m->block[m->n_block - 1].c2;
-    avgpool_forward(h, m->pooled, N, last->H_out * last->W_out, m->feat);
-    linear_forward(m->pooled, m->params + m->fc_w_off, m->params + m->fc_b_off, m->logits, N, m->feat,
-                   m->num_classes);
-    return softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->dlogits : NULL,
-                        correct);
+    be->avgpool_forward(h, m->pooled, N, last->H_out * last->W_out, m->feat);
+    be->linear_forward(m->pooled, m->params + m->fc_w_off, m->params + m->fc_b_off, m->logits, N, m->feat,
+                       m->num_classes);
+    be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->dlogits : NULL, m->loss,
+                     m->correct);
+    /* The loss (and the hit count) come back to the host here: free on the CPU, a wait for the
+     * queued work on a device backend. */
+    float loss;
+    be->download(&loss, m->loss, sizeof loss);
+    if (correct) be->download(correct, m->correct, sizeof *correct);
+    return loss;
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */
@@ -258,45 +288,31 @@ float model_forward(Model *m, const float *x, const int *labels, int N, int trai
  * dx (may be NULL) receives the gradient of the conv input; tmp is scratch of the same size. */
 static void convbn_backward(Model *m, ConvBN *c, const float *x, float *dy, float *tmp, float *dx,
                             int relu, int N) {
+    const Backend *be = m->be;
     size_t M = (size_t)N * c->H_out * c->W_out;
     int C = c->C_out;
     double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
-    double *glob = m->stat_scratch + 2 * C + 1;  /* [count, sum_g[C], sum_gx[C]] global */
-    bn_backward_reduce(c->a, c->y, dy, dy, M, C, c->mean, c->invstd, relu, loc, loc + C);
-    glob[0] = (double)M;
-    memcpy(glob + 1, loc, 2 * (size_t)C * sizeof(double));
-    if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 1 + 2 * (size_t)C);
-    bn_backward_apply(c->a, dy, tmp, M, C, c->mean, c->invstd, m->params + c->gamma_off, loc, loc + C,
-                      glob + 1, glob + 1 + C, glob[0], m->grads + c->gamma_off, m->grads + c->beta_off);
-    conv2d_backward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, tmp, dx,
-                    m->grads + c->w_off);
+    double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
+    be->bn_backward_reduce(c->a, c->y, dy, dy, M, C, c->mean, c->invstd, relu, loc, loc + C);
+    be->copy(glob, loc, 2 * (size_t)C * sizeof(double));
+    if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 2 * (size_t)C);
+    be->bn_backward_apply(c->a, dy, tmp, M, C, c->mean, c->invstd, m->params + c->gamma_off, loc, loc + C,
+                          glob, glob + C, c->count, m->grads + c->gamma_off, m->grads + c->beta_off);
+    be->conv2d_backward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, tmp, dx,
+                        m->grads + c->w_off);
     if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, c->w_off);
-}
-
-/* g = g * (y > 0) in place, and out = the same. */
-static void relu_mask_copy(float *restrict g, const float *restrict y, float *restrict out, size_t n) {
-    #pragma omp parallel for simd schedule(static)
-    for (size_t j = 0; j < n; j++) {
-        float v = y[j] > 0.0f ? g[j] : 0.0f;
-        g[j] = v;
-        out[j] = v;
-    }
-}
-
-static void add_inplace(float *restrict d, const float *restrict s, size_t n) {
-    #pragma omp parallel for simd schedule(static)
-    for (size_t j = 0; j < n; j++) d[j] += s[j];
 }
 
 void model_backward(Model *m) {
     int N = m->last_N;
     /* head */
-    linear_backward(m->pooled, m->params + m->fc_w_off, m->dlogits, m->dpooled, m->grads + m->fc_w_off,
-                    m->grads + m->fc_b_off, N, m->feat, m->num_classes);
+    const Backend *be = m->be;
+    be->linear_backward(m->pooled, m->params + m->fc_w_off, m->dlogits, m->dpooled, m->grads + m->fc_w_off,
+                        m->grads + m->fc_b_off, N, m->feat, m->num_classes);
     if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, m->fc_w_off);
     const ConvBN *last = &m->block[m->n_block - 1].c2;
     float *G = m->gbuf[0], *T1 = m->gbuf[1], *T2 = m->gbuf[2], *D = m->gbuf[3];
-    avgpool_backward(m->dpooled, G, N, last->H_out * last->W_out, m->feat);
+    be->avgpool_backward(m->dpooled, G, N, last->H_out * last->W_out, m->feat);
 
     for (int i = m->n_block - 1; i >= 0; i--) {
         BasicBlock *b = &m->block[i];
@@ -309,14 +325,14 @@ void model_backward(Model *m) {
          * parameters come last in the block, so gradients complete from the end of the flat
          * buffer towards the start. */
         if (b->has_shortcut) {
-            relu_mask_copy(G, c2->y, T2, n_out);
+            be->relu_mask_copy(G, c2->y, T2, n_out);
             convbn_backward(m, &b->sc, in, T2, T1, D, 0, N);
         } else {
-            relu_mask_copy(G, c2->y, D, n_in);
+            be->relu_mask_copy(G, c2->y, D, n_in);
         }
         convbn_backward(m, c2, b->c1.y, G, T1, T2, 0, N);        /* T2 = d(c1.y) */
         convbn_backward(m, &b->c1, in, T2, T1, G, 1, N);         /* G = d(in) via main path */
-        add_inplace(D, G, n_in);
+        be->add_inplace(D, G, n_in);
         float *t = G; G = D; D = t;                             /* G = gradient of block input */
     }
     convbn_backward(m, &m->stem, m->input, G, T1, NULL, 1, N);

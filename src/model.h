@@ -7,14 +7,18 @@
  * All trainable parameters live in one flat buffer (and their gradients in another) in the
  * order of PyTorch's state_dict for the equivalent nn.Module, so the gradients of a layer are a
  * contiguous slice and backward completes them from the end of the buffer towards the start:
- * a gradient bucket is just a slice. BatchNorm running statistics live in a second flat buffer. */
+ * a gradient bucket is just a slice. BatchNorm running statistics live in a second flat buffer.
+ *
+ * Every tensor of the model lives in its Backend's memory (host memory for the CPU backend):
+ * host code reads or writes params, grads and buffers directly only when !be->on_device, and
+ * otherwise through be->download / be->upload. */
 #ifndef DDP_MODEL_H
 #define DDP_MODEL_H
 
 #include <stddef.h>
 #include <stdint.h>
 
-#include "ops_cpu.h"
+#include "backend.h"
 
 typedef struct {
     char name[64];        /* PyTorch state_dict name, e.g. "layer2.0.shortcut.0.weight" */
@@ -33,6 +37,7 @@ typedef struct {
     float *a;                            /* conv output = BN input [N,Ho,Wo,C_out] */
     float *y;                            /* BN output (after residual add / ReLU where fused) */
     float *mean, *invstd;                /* statistics used by the last forward */
+    double *count;                       /* values behind those statistics (all ranks' with sync BN) */
 } ConvBN;
 
 typedef struct {
@@ -47,6 +52,7 @@ typedef void (*GradReadyFn)(void *ctx, size_t offset);
 typedef void (*StatsAllreduceFn)(void *ctx, double *buf, size_t n);
 
 typedef struct Model {
+    const Backend *be;
     int width, blocks, num_classes, image_size, max_batch;
     size_t num_params, num_buffers;
     float *params, *grads, *buffers;
@@ -62,6 +68,8 @@ typedef struct Model {
     const float *input;     /* the batch of the last forward */
     int last_N;
     float *pooled, *logits, *dlogits, *dpooled;
+    float *loss;            /* backend scalar: mean loss of the last forward */
+    int *correct;           /* backend scalar: correct predictions of the last forward */
     float *gbuf[4];         /* activation-gradient scratch, each of the largest activation */
     double *stat_scratch;
 
@@ -72,6 +80,9 @@ typedef struct Model {
 } Model;
 
 void model_init(Model *m, int width, int blocks, int num_classes, int image_size, int max_batch);
+/* The same on a given backend (model_init uses backend_cpu). */
+void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_classes, int image_size,
+                   int max_batch);
 void model_free(Model *m);
 
 /* PyTorch's default initialisation (kaiming-uniform convolutions and linear layer, BN gamma 1,

@@ -1,19 +1,24 @@
 /* optim.h - SGD with momentum and weight decay, PyTorch's exact update rule, over the flat
  * parameter and gradient buffers:
- *   d = g + weight_decay * p;  buf = momentum * buf + d  (buf = d on the first step);  p -= lr * buf */
+ *   d = g + weight_decay * p;  buf = momentum * buf + d  (buf = d on the first step);  p -= lr * buf
+ * The arithmetic is the backend's (Backend.sgd_step); buf lives in the backend's memory. */
 #ifndef DDP_OPTIM_H
 #define DDP_OPTIM_H
 
 #include <stddef.h>
 
+#include "backend.h"
+
 typedef struct {
+    const Backend *be;
     size_t n;
     float momentum, weight_decay;
     float *buf;         /* momentum buffer, zero until the first step (then equal to d) */
     long steps;
 } SGD;
 
-void sgd_init(SGD *o, size_t n, float momentum, float weight_decay);
+void sgd_init(SGD *o, size_t n, float momentum, float weight_decay);   /* on backend_cpu */
+void sgd_init_on(SGD *o, const Backend *be, size_t n, float momentum, float weight_decay);
 void sgd_step(SGD *o, float *params, const float *grads, float lr);
 void sgd_free(SGD *o);
 

@@ -1,0 +1,80 @@
+/* backend.h - the operations MiniResNet needs, as a table one backend fills.
+ *
+ * The model, the optimizer and the reducer call only through a Backend, so the same code
+ * trains on the CPU (backend_cpu: oneDNN convolutions and OpenMP kernels, ops_cpu.h) or on a
+ * GPU (backend_cuda: cuDNN, cuBLAS and CUDA kernels, ops_cuda.h). Every pointer an operation
+ * takes is the backend's memory (host memory for the CPU, device memory for CUDA); host code
+ * moves data in and out with upload/download. Semantics are ops_cpu.h's, with one difference
+ * that keeps device backends free of host round trips: element counts, the loss and the number
+ * of correct predictions live in backend memory (`count`, `loss`, `correct`). */
+#ifndef DDP_BACKEND_H
+#define DDP_BACKEND_H
+
+#include <stddef.h>
+
+#include "ops_cpu.h"   /* Conv2d */
+
+typedef struct Backend {
+    const char *name;
+    int on_device;                  /* memory is not addressable by the host */
+
+    void *(*alloc)(size_t bytes);   /* zeroed; aligned for vector loads */
+    void (*release)(void *p);
+    void (*upload)(void *dst, const void *src_host, size_t bytes);
+    void (*download)(void *dst_host, const void *src, size_t bytes);
+    void (*zero)(void *p, size_t bytes);
+    void (*copy)(void *dst, const void *src, size_t bytes);
+
+    void (*conv2d_init)(Conv2d *c, int C_in, int C_out, int k, int stride, int pad);
+    void (*conv2d_free)(Conv2d *c);
+    void (*conv2d_forward)(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
+    void (*conv2d_backward)(Conv2d *c, int N, int H, int W, const float *x, const float *w,
+                            const float *dy, float *dx, float *dw);
+    void (*conv2d_weights_changed)(Conv2d *c);
+
+    /* sum, sumsq per channel and *count = M, all in double */
+    void (*bn_stats)(const float *x, size_t M, int C, double *sum, double *sumsq, double *count);
+    void (*bn_finalize_stats)(const double *sum, const double *sumsq, const double *count, int C,
+                              float eps, float momentum, float *mean, float *invstd,
+                              float *running_mean, float *running_var);
+    /* mean = running_mean, invstd = 1/sqrt(running_var + eps): evaluation mode */
+    void (*bn_eval_stats)(const float *running_mean, const float *running_var, int C, float eps,
+                          float *mean, float *invstd);
+    void (*bn_apply)(const float *x, float *y, size_t M, int C, const float *mean,
+                     const float *invstd, const float *gamma, const float *beta,
+                     const float *residual, int relu);
+    void (*bn_backward_reduce)(const float *x, const float *y, const float *dy, float *g, size_t M,
+                               int C, const float *mean, const float *invstd, int relu,
+                               double *sum_g, double *sum_gx);
+    void (*bn_backward_apply)(const float *x, const float *g, float *dx, size_t M, int C,
+                              const float *mean, const float *invstd, const float *gamma,
+                              const double *local_sum_g, const double *local_sum_gx,
+                              const double *global_sum_g, const double *global_sum_gx,
+                              const double *count, float *dgamma, float *dbeta);
+
+    void (*avgpool_forward)(const float *x, float *y, int N, int HW, int C);
+    void (*avgpool_backward)(const float *dy, float *dx, int N, int HW, int C);
+    void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
+    void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                            float *db, int N, int I, int O);
+    /* *loss = mean cross-entropy; *correct = argmax hits; both in backend memory */
+    void (*softmax_xent)(const float *logits, const int *labels, int N, int K, float scale,
+                         float *dlogits, float *loss, int *correct);
+    void (*relu_mask_copy)(float *g, const float *y, float *out, size_t n);   /* g = out = g*(y>0) */
+    void (*add_inplace)(float *d, const float *s, size_t n);
+    /* PyTorch SGD over flat buffers (optim.h) */
+    void (*sgd_step)(float *params, const float *grads, float *buf, size_t n, float lr,
+                     float momentum, float weight_decay);
+
+    void (*synchronize)(void);      /* wait for queued work (no-op on the CPU) */
+    const char *(*describe)(void);
+} Backend;
+
+extern const Backend backend_cpu;
+
+#ifdef HAVE_CUDA_BACKEND
+/* The CUDA backend on `device` (cuda_backend_init), or NULL with one line in err. */
+const Backend *backend_cuda_open(int device, char *err, size_t errlen);
+#endif
+
+#endif

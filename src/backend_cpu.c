@@ -1,0 +1,105 @@
+/* backend_cpu.c - the Backend over host memory: oneDNN convolutions and the OpenMP kernels of
+ * ops_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
+#include <math.h>
+#include <string.h>
+
+#include "backend.h"
+#include "ops_cpu.h"
+#include "util.h"
+
+static void *cpu_alloc(size_t bytes) { return alignedAllocCheck(bytes); }
+static void cpu_release(void *p) { free(p); }
+static void cpu_copy(void *dst, const void *src, size_t bytes) { if (bytes) memmove(dst, src, bytes); }
+static void cpu_zero(void *p, size_t bytes) { if (bytes) memset(p, 0, bytes); }
+
+static void cpu_bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq, double *count) {
+    bn_stats(x, M, C, sum, sumsq);
+    *count = (double)M;
+}
+
+static void cpu_bn_finalize_stats(const double *sum, const double *sumsq, const double *count, int C,
+                                  float eps, float momentum, float *mean, float *invstd, float *rm,
+                                  float *rv) {
+    bn_finalize_stats(sum, sumsq, *count, C, eps, momentum, mean, invstd, rm, rv);
+}
+
+static void cpu_bn_eval_stats(const float *rm, const float *rv, int C, float eps, float *mean,
+                              float *invstd) {
+    memcpy(mean, rm, (size_t)C * sizeof(float));
+    for (int i = 0; i < C; i++) invstd[i] = 1.0f / sqrtf(rv[i] + eps);
+}
+
+static void cpu_bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int C,
+                                  const float *mean, const float *invstd, const float *gamma,
+                                  const double *lsg, const double *lsgx, const double *gsg,
+                                  const double *gsgx, const double *count, float *dgamma,
+                                  float *dbeta) {
+    bn_backward_apply(x, g, dx, M, C, mean, invstd, gamma, lsg, lsgx, gsg, gsgx, *count, dgamma, dbeta);
+}
+
+static void cpu_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
+                             float *dlogits, float *loss, int *correct) {
+    *loss = softmax_xent(logits, labels, N, K, scale, dlogits, correct);
+}
+
+static void cpu_relu_mask_copy(float *restrict g, const float *restrict y, float *restrict out, size_t n) {
+    #pragma omp parallel for simd schedule(static)
+    for (size_t j = 0; j < n; j++) {
+        float v = y[j] > 0.0f ? g[j] : 0.0f;
+        g[j] = v;
+        out[j] = v;
+    }
+}
+
+static void cpu_add_inplace(float *restrict d, const float *restrict s, size_t n) {
+    #pragma omp parallel for simd schedule(static)
+    for (size_t j = 0; j < n; j++) d[j] += s[j];
+}
+
+/* Same operation order and float rounding as torch.optim.SGD's foreach path, so a comparison
+ * after several steps stays within float round-off. With buf zeroed, the first step's
+ * mom*0 + d equals PyTorch's buf = d exactly. */
+static void cpu_sgd_step(float *restrict params, const float *restrict grads, float *restrict buf,
+                         size_t n, float lr, float mom, float wd) {
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) {
+        float d = grads[i] + wd * params[i];
+        float b = mom != 0.0f ? buf[i] * mom + d : d;
+        buf[i] = b;
+        params[i] = params[i] - lr * b;
+    }
+}
+
+static void cpu_synchronize(void) {}
+
+const Backend backend_cpu = {
+    .name = "cpu",
+    .on_device = 0,
+    .alloc = cpu_alloc,
+    .release = cpu_release,
+    .upload = cpu_copy,
+    .download = cpu_copy,
+    .zero = cpu_zero,
+    .copy = cpu_copy,
+    .conv2d_init = conv2d_init,
+    .conv2d_free = conv2d_free,
+    .conv2d_forward = conv2d_forward,
+    .conv2d_backward = conv2d_backward,
+    .conv2d_weights_changed = conv2d_weights_changed,
+    .bn_stats = cpu_bn_stats,
+    .bn_finalize_stats = cpu_bn_finalize_stats,
+    .bn_eval_stats = cpu_bn_eval_stats,
+    .bn_apply = bn_apply,
+    .bn_backward_reduce = bn_backward_reduce,
+    .bn_backward_apply = cpu_bn_backward_apply,
+    .avgpool_forward = avgpool_forward,
+    .avgpool_backward = avgpool_backward,
+    .linear_forward = linear_forward,
+    .linear_backward = linear_backward,
+    .softmax_xent = cpu_softmax_xent,
+    .relu_mask_copy = cpu_relu_mask_copy,
+    .add_inplace = cpu_add_inplace,
+    .sgd_step = cpu_sgd_step,
+    .synchronize = cpu_synchronize,
+    .describe = ops_cpu_describe,
+};
