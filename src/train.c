@@ -17,6 +17,7 @@
 #include <omp.h>
 #endif
 
+#include "backend.h"
 #include "bootstrap.h"
 #include "checkpoint.h"
 #include "comm.h"
@@ -24,6 +25,9 @@
 #include "dataloader.h"
 #include "logger.h"
 #include "model.h"
+#ifdef HAVE_CUDA_BACKEND
+#include "ops_cuda.h"
+#endif
 #include "optim.h"
 #include "reducer.h"
 #include "schedule.h"
@@ -76,6 +80,9 @@ static void narrow_signal_handlers(int preempt) {
 typedef struct {
     Config cfg;
     Bootstrap boot;
+    const Backend *be;       /* where the model lives: backend_cpu or the CUDA backend */
+    int gpu;                 /* the CUDA device of this rank, -1 on the CPU */
+    char device_note[600];   /* why auto chose the CPU, for the log */
     Comm *comm;
     Logger log;
     char job_dir[4096];
@@ -89,8 +96,10 @@ typedef struct {
     Trace *trace;
     CheckpointWriter writer;
     long steps_per_epoch, total_steps;
-    float *x;
+    float *x;                /* host batch from the data loader */
     int *y;
+    float *dev_x;            /* the same on the device (device backends only) */
+    int *dev_y;
     double t_last_hook;      /* trace of backward per layer */
     int hook_layer;
 } Run;
@@ -144,6 +153,36 @@ static int choose_threads(const Run *r) {
     int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
     int per = cpus / (r->boot.local_size > 0 ? r->boot.local_size : 1);
     return per > 0 ? per : 1;
+}
+
+/* --device: one GPU per rank (the local rank's) when asked for or, with auto, when one is
+ * visible; else the CPU. */
+static void choose_backend(Run *r) {
+    r->be = &backend_cpu;
+    r->gpu = -1;
+    r->device_note[0] = '\0';
+    if (!strcmp(r->cfg.device, "cpu")) return;
+#ifdef HAVE_CUDA_BACKEND
+    char err[512];
+    const Backend *g = backend_cuda_open(r->boot.local_rank, err, sizeof err);
+    if (g) {
+        r->be = g;
+        r->gpu = r->boot.local_rank;
+#ifndef HAVE_NCCL
+        if (r->boot.world_size > 1)
+            die("--device %s: %d ranks on GPUs need NCCL, which this build lacks", r->cfg.device, r->boot.world_size);
+#endif
+        return;
+    }
+    if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d (GPU %d): %s", r->boot.rank, r->boot.local_rank, err);
+    snprintf(r->device_note, sizeof r->device_note, "no usable GPU (%s)", err);
+#else
+    if (!strcmp(r->cfg.device, "cuda")) {
+        g_die_quiet = r->boot.rank != 0;
+        die_code(2, "--device cuda: this ddptrain was built without the CUDA backend");
+    }
+    snprintf(r->device_note, sizeof r->device_note, "built without the CUDA backend");
+#endif
 }
 
 /* Whether mkdir -p of `dir` would succeed: the nearest existing ancestor must be a
@@ -219,9 +258,12 @@ static void broadcast_weights(Run *r) {
     comm_broadcast(r->comm, r->model.params, r->model.num_params * sizeof(float), 0);
     comm_broadcast(r->comm, r->model.buffers, r->model.num_buffers * sizeof(float), 0);
     model_params_changed(&r->model);
+    size_t bytes = r->model.num_params * sizeof(float);
+    unsigned char *p = r->be->on_device ? mallocCheck(bytes) : (unsigned char *)r->model.params;
+    if (r->be->on_device) r->be->download(p, r->model.params, bytes);
     uint64_t h = 1469598103934665603ULL;
-    const unsigned char *p = (const unsigned char *)r->model.params;
-    for (size_t i = 0; i < r->model.num_params * sizeof(float); i++) h = (h ^ p[i]) * 1099511628211ULL;
+    for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ULL;
+    if (r->be->on_device) free(p);
     int64_t mine = (int64_t)(h >> 1), ref = mine, bad;
     comm_broadcast(r->comm, &ref, sizeof ref, 0);
     bad = mine != ref;
@@ -233,6 +275,55 @@ static void broadcast_weights(Run *r) {
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
+/* Checkpoint files are read and written from host memory. On the CPU that is the model
+ * itself; on a device backend a HostView holds host copies of the parameters, buffers and
+ * momentum, in a Model/SGD pair that the checkpoint code can take as it is. */
+typedef struct {
+    Model *m;        /* what the checkpoint code reads or fills */
+    SGD *o;
+    Model copy_m;    /* device backends: the host copies behind m and o */
+    SGD copy_o;
+    int copies;
+} HostView;
+
+static void host_view_open(Run *r, HostView *v, int download) {
+    v->copies = r->be->on_device;
+    v->m = &r->model;
+    v->o = &r->opt;
+    if (!v->copies) return;
+    v->copy_m = r->model;
+    v->copy_o = r->opt;
+    v->copy_m.params = mallocCheck(r->model.num_params * sizeof(float));
+    v->copy_m.buffers = mallocCheck(r->model.num_buffers * sizeof(float));
+    v->copy_o.buf = mallocCheck(r->opt.n * sizeof(float));
+    if (download) {
+        r->be->download(v->copy_m.params, r->model.params, r->model.num_params * sizeof(float));
+        r->be->download(v->copy_m.buffers, r->model.buffers, r->model.num_buffers * sizeof(float));
+        r->be->download(v->copy_o.buf, r->opt.buf, r->opt.n * sizeof(float));
+    }
+    v->m = &v->copy_m;
+    v->o = &v->copy_o;
+}
+
+/* After a load into the view: the state goes back into the model (and to the device). */
+static void host_view_commit(Run *r, HostView *v) {
+    if (!v->copies) return;
+    r->be->upload(r->model.params, v->copy_m.params, r->model.num_params * sizeof(float));
+    r->be->upload(r->model.buffers, v->copy_m.buffers, r->model.num_buffers * sizeof(float));
+    r->be->upload(r->opt.buf, v->copy_o.buf, r->opt.n * sizeof(float));
+    r->opt.steps = v->copy_o.steps;
+    /* the stem is held by value in Model: its counter was loaded into the copy */
+    r->model.stem.num_batches_tracked = v->copy_m.stem.num_batches_tracked;
+    model_params_changed(&r->model);
+}
+
+static void host_view_close(HostView *v) {
+    if (!v->copies) return;
+    free(v->copy_m.params);
+    free(v->copy_m.buffers);
+    free(v->copy_o.buf);
+}
+
 static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_step, int wait) {
     /* Every rank averages running statistics into the model (rank 0 needs the average);
      * all ranks do it so they stay identical. */
@@ -242,8 +333,11 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
                          .world_size = r->boot.world_size, .seed = (uint64_t)r->cfg.seed};
         char path[CKPT_PATH_MAX], err[1200];
         checkpoint_path(path, sizeof path, r->ckpt_dir, global_step);
-        if (checkpoint_writer_submit(&r->writer, path, &r->model, &r->opt, &ts, r->config_json, err, sizeof err) != 0)
+        HostView v;
+        host_view_open(r, &v, 1);
+        if (checkpoint_writer_submit(&r->writer, path, v.m, v.o, &ts, r->config_json, err, sizeof err) != 0)
             log_warn(&r->log, "checkpoint: previous write failed: %s", err);
+        host_view_close(&v);
         log_info(&r->log, "checkpoint: %s (epoch %ld, step %ld; training paused %.1f ms)", path, epoch + 1,
                  global_step, 1e3 * r->writer.last_submit_sec);
         if (wait && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
@@ -281,7 +375,11 @@ static int maybe_resume(Run *r, TrainState *ts) {
             die("--resume auto: no usable checkpoint in %s (%s); pass --resume none to start over", r->ckpt_dir, err);
         die("%s", err);
     }
-    if (checkpoint_load(path, &r->model, &r->opt, ts, err, sizeof err) != 0) die("%s", err);
+    HostView v;
+    host_view_open(r, &v, 0);
+    if (checkpoint_load(path, v.m, v.o, ts, err, sizeof err) != 0) die("%s", err);
+    host_view_commit(r, &v);
+    host_view_close(&v);
     log_info(&r->log, "resume: %s: epoch %ld, step %ld of the epoch, global step %ld (written by %d rank%s)", path,
              ts->epoch + 1, ts->step_in_epoch, ts->global_step, ts->world_size, ts->world_size == 1 ? "" : "s");
     if (ts->world_size != r->boot.world_size)
@@ -293,6 +391,22 @@ static int maybe_resume(Run *r, TrainState *ts) {
 
 /* ---- evaluation ------------------------------------------------------------------------- */
 
+/* The batch where the model can read it: the loader's host arrays on the CPU, uploaded copies
+ * on a device backend. */
+static const float *batch_to_backend(Run *r, const float *x, int n, int unused) {
+    (void)unused;
+    if (!r->be->on_device) return x;
+    size_t img = (size_t)r->cfg.image_size * r->cfg.image_size * 3;
+    r->be->upload(r->dev_x, x, (size_t)n * img * sizeof(float));
+    return r->dev_x;
+}
+
+static const int *batch_labels(Run *r, const int *y, int n) {
+    if (!r->be->on_device) return y;
+    r->be->upload(r->dev_y, y, (size_t)n * sizeof(int));
+    return r->dev_y;
+}
+
 /* Accuracy over the whole test split, every rank evaluating its part; exact sums. */
 static double evaluate(Run *r, double *loss_out) {
     DataLoader *dl = r->test_dl;
@@ -301,7 +415,7 @@ static double evaluate(Run *r, double *loss_out) {
     int n;
     while ((n = dataloader_next(dl, r->x, r->y)) > 0) {
         int c = 0;
-        float loss = model_forward(&r->model, r->x, r->y, n, 0, 1.0f, &c);
+        float loss = model_forward(&r->model, batch_to_backend(r, r->x, n, 0), batch_labels(r, r->y, n), n, 0, 1.0f, &c);
         sums[0] += c;
         sums[1] += n;
         sums[2] += (double)loss * n;
@@ -323,18 +437,16 @@ static void setup(Run *r, int argc, char **argv) {
     g_die_quiet = 0;
     narrow_signal_handlers(signal_by_name(r->cfg.preempt_signal));
 
-    r->comm = comm_create(&r->boot, r->cfg.comm_timeout, err, sizeof err);
+    choose_backend(r);
+#ifdef HAVE_NCCL
+    if (r->be->on_device && r->boot.world_size > 1)
+        r->comm = comm_nccl_create(&r->boot, r->gpu, r->cfg.comm_timeout, err, sizeof err);
+    else
+#endif
+        r->comm = comm_create(&r->boot, r->cfg.comm_timeout, err, sizeof err);
     if (!r->comm) die("%s", err);
     logger_init(&r->log, r->boot.rank, r->boot.world_size);
 
-    if (!strcmp(r->cfg.device, "cuda")) {
-        g_die_quiet = r->boot.rank != 0;
-#ifdef HAVE_CUDA_BACKEND
-        die_code(2, "--device cuda: the CUDA kernels are built but the trainer does not run on them yet; use --device cpu");
-#else
-        die_code(2, "--device cuda: this ddptrain was built without the CUDA backend");
-#endif
-    }
 #ifdef _OPENMP
     omp_set_num_threads(choose_threads(r));
 #endif
@@ -381,8 +493,12 @@ static void setup(Run *r, int argc, char **argv) {
     log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", r->job_dir);
     log_info(&r->log, "%s", bootstrap_describe(&r->boot));
     log_info(&r->log, "%s", comm_describe(r->comm));
-    log_info(&r->log, "device: cpu (%d threads per rank), %s%s", threads, ops_cpu_describe(),
-             !strcmp(r->cfg.device, "auto") ? "; the trainer runs on the CPU only in this version" : "");
+    if (r->be->on_device)
+        log_info(&r->log, "device: %s GPU %d: %s%s", r->be->name, r->gpu, r->be->describe(),
+                 r->cfg.use_amp ? "; --use_amp: mixed precision is not implemented yet, training in fp32" : "");
+    else
+        log_info(&r->log, "device: cpu (%d threads per rank), %s%s%s", threads, ops_cpu_describe(),
+                 r->device_note[0] ? "; " : "", r->device_note);
     /* Every rank logs what it reads into its own file; rank 0's line also reaches stdout. */
     log_info(&r->log, "data: %s: train %zu images on this rank of %zu (%s); test %zu of %zu", r->cfg.data_dir,
              dataloader_num_samples(r->train_dl), dataloader_global_samples(r->train_dl),
@@ -403,11 +519,12 @@ int main(int argc, char **argv) {
     int rank = r->boot.rank, world = r->boot.world_size;
 
     int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
-    model_init(&r->model, (int)cfg->width, (int)cfg->blocks, (int)cfg->num_classes, (int)cfg->image_size, max_batch);
+    model_init_on(&r->model, r->be, (int)cfg->width, (int)cfg->blocks, (int)cfg->num_classes, (int)cfg->image_size,
+                  max_batch);
     model_init_weights(&r->model, (uint64_t)cfg->seed);
     log_info(&r->log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg->width, cfg->blocks,
              r->model.num_params);
-    sgd_init(&r->opt, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);
+    sgd_init_on(&r->opt, r->be, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);
     broadcast_weights(r);
 
     if (cfg->trace) {
@@ -453,6 +570,10 @@ int main(int argc, char **argv) {
     size_t img = (size_t)cfg->image_size * cfg->image_size * 3;
     r->x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
     r->y = mallocCheck((size_t)max_batch * sizeof(int));
+    if (r->be->on_device) {
+        r->dev_x = r->be->alloc((size_t)max_batch * img * sizeof(float));
+        r->dev_y = r->be->alloc((size_t)max_batch * sizeof(int));
+    }
 
     double last_acc = -1.0, best_acc = 0.0;
     int preempted = 0, done = step >= r->total_steps;
@@ -485,7 +606,8 @@ int main(int argc, char **argv) {
                 CHECK(n == cfg->batch_size);
                 double t1 = now_sec();
                 trace_event(r->trace, "data wait", "data", -1, 0, t0, t1);
-                loss_step += model_forward(&r->model, r->x, r->y, n, 1, 1.0f / (float)cfg->grad_accum_steps, NULL);
+                loss_step += model_forward(&r->model, batch_to_backend(r, r->x, n, 1), batch_labels(r, r->y, n), n, 1,
+                                           1.0f / (float)cfg->grad_accum_steps, NULL);
                 double t2 = now_sec();
                 trace_event(r->trace, "forward", "compute", -1, 0, t1, t2);
                 /* Gradient accumulation: only the last micro-step communicates. */
@@ -582,6 +704,10 @@ int main(int argc, char **argv) {
     checkpoint_writer_free(&r->writer);
     free(r->x);
     free(r->y);
+    if (r->be->on_device) {
+        r->be->release(r->dev_x);
+        r->be->release(r->dev_y);
+    }
     reducer_free(&r->reducer);
     sgd_free(&r->opt);
     model_free(&r->model);
