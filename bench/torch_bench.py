@@ -1,5 +1,6 @@
 """images/s of the same MiniResNet training step in PyTorch (SGD, fixed random batch).
-usage: torch_bench.py [--width W] [--blocks B] [--batch N] [--steps S] [--threads T] [--channels_last]"""
+usage: torch_bench.py [--width W] [--blocks B] [--batch N] [--steps S] [--threads T] [--channels_last]
+                      [--device cpu|cuda] [--amp bf16|fp16]"""
 import argparse
 import os
 import sys
@@ -18,22 +19,42 @@ ap.add_argument("--steps", type=int, default=20)
 ap.add_argument("--warmup", type=int, default=3)
 ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--channels_last", action="store_true")
+ap.add_argument("--device", default="cpu")
+ap.add_argument("--amp", choices=["bf16", "fp16"], default=None)
 a = ap.parse_args()
 torch.set_num_threads(a.threads)
 torch.manual_seed(1)
-m = MiniResNet(a.width, a.blocks, 10)
-x = torch.randn(a.batch, 3, 32, 32)
-y = torch.randint(0, 10, (a.batch,))
+dev = torch.device(a.device)
+m = MiniResNet(a.width, a.blocks, 10).to(dev)
+x = torch.randn(a.batch, 3, 32, 32, device=dev)
+y = torch.randint(0, 10, (a.batch,), device=dev)
+amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
+scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
 if a.channels_last:
     m = m.to(memory_format=torch.channels_last)
     x = x.to(memory_format=torch.channels_last)
 opt = torch.optim.SGD(m.parameters(), lr=0.01, momentum=0.9, weight_decay=1e-4)
+def sync():
+    if dev.type == "cuda":
+        torch.cuda.synchronize()
+
+
 for s in range(a.warmup + a.steps):
     if s == a.warmup:
+        sync()
         t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
-    torch.nn.functional.cross_entropy(m(x), y).backward()
-    opt.step()
+    with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp_dtype is not None):
+        loss = torch.nn.functional.cross_entropy(m(x), y)
+    if scaler:
+        scaler.scale(loss).backward()
+        scaler.step(opt)
+        scaler.update()
+    else:
+        loss.backward()
+        opt.step()
+sync()
 dt = time.perf_counter() - t0
-print(f"pytorch {torch.__version__}: width {a.width} batch {a.batch} threads {a.threads}"
-      f"{' channels_last' if a.channels_last else ''}: {a.batch * a.steps / dt:.1f} images/s")
+where = f"threads {a.threads}" if dev.type == "cpu" else a.device
+print(f"pytorch {torch.__version__}: width {a.width} batch {a.batch} {where}"
+      f"{' channels_last' if a.channels_last else ''}{' ' + a.amp if a.amp else ''}: {a.batch * a.steps / dt:.1f} images/s")

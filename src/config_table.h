@@ -36,7 +36,7 @@
     X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \
     X(use_amp,          BOOL,   "true",  0, 0,          "mixed precision (takes effect on GPU only)") \
-    X(device,           CHOICE, "auto",  "auto|cpu|cuda", 0, "where to train; this version trains on the CPU (auto = cpu)") \
+    X(device,           CHOICE, "auto",  "auto|cpu|cuda", 0, "where to train: cuda takes the local rank's GPU (CUDA builds; not yet validated on a GPU); auto is the CPU for now") \
     X(threads,          INT,    "0",     0, 4096,       "CPU threads per rank (0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the cores shared among the ranks of the node)") \
     /* evaluation, logging, checkpoints */ \
     X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \

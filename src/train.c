@@ -155,14 +155,20 @@ static int choose_threads(const Run *r) {
     return per > 0 ? per : 1;
 }
 
-/* --device: one GPU per rank (the local rank's) when asked for or, with auto, when one is
- * visible; else the CPU. */
+/* --device: one GPU per rank (the local rank's) with cuda; the CPU with cpu and (for now) auto. */
 static void choose_backend(Run *r) {
     r->be = &backend_cpu;
     r->gpu = -1;
     r->device_note[0] = '\0';
     if (!strcmp(r->cfg.device, "cpu")) return;
 #ifdef HAVE_CUDA_BACKEND
+    /* Until the CUDA backend has been validated on a GPU, auto stays on the CPU: a default
+     * must not be the path nobody has run. */
+    if (!strcmp(r->cfg.device, "auto")) {
+        snprintf(r->device_note, sizeof r->device_note,
+                 "--device cuda selects the CUDA backend, which is not yet validated on a GPU");
+        return;
+    }
     char err[512];
     const Backend *g = backend_cuda_open(r->boot.local_rank, err, sizeof err);
     if (g) {

@@ -10,18 +10,19 @@
 #
 #   mkdir -p b-gpu && cd b-gpu
 #   ../configure --quiet --with-cuda-arch=90 --with-mpi=no --with-pmix=no --with-dnnl=no
-#   make -j2 tests/test_ops_cuda && cd ..
+#   make -j2 tests/test_ops_cuda ddptrain ddptrain-data && cd ..
 #   rm -rf carry/gpu && mkdir -p carry/gpu/bin carry/gpu/lib
-#   cp b-gpu/tests/test_ops_cuda carry/gpu/bin/
-#   ldd carry/gpu/bin/test_ops_cuda | awk '$2 == "=>" && $3 ~ /^\// {print $3}' |
-#     grep -vE '/(libc|libm|libpthread|libdl|librt|ld-linux[^/]*)\.so' |
+#   cp b-gpu/tests/test_ops_cuda b-gpu/ddptrain b-gpu/ddptrain-data carry/gpu/bin/
+#   ldd carry/gpu/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+#     grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so' |
 #     grep -vE '/lib(cuda|cudart|cudnn[a-z_]*|cublas(Lt)?|nccl|nvrtc|nvJitLink)\.so' |
 #     xargs -r cp -L -t carry/gpu/lib/
 #
-# MPI, PMIx and oneDNN are left out of that build because the test needs none of them (its CPU
-# side is the reference convolution) and their libraries would bloat the folder. The
-# CUDA libraries are not carried: the GPU machine has cuDNN, cuBLAS, NCCL and the CUDA runtime
-# as pip wheels of its python (site-packages/nvidia/*/lib), found below by asking that python.
+# MPI, PMIx and oneDNN are left out of that build because the GPU checks need none of them (the
+# CPU side of the comparisons uses the reference convolution; ddptrain runs one rank) and their
+# libraries would bloat the folder. The CUDA libraries are not carried: the GPU machine has
+# cuDNN, cuBLAS, NCCL and the CUDA runtime as pip wheels of its python
+# (site-packages/nvidia/*/lib), found below by asking that python.
 #
 # Exit status: that of the correctness test (0 pass, 1 failures, 77 no GPU); the rest is
 # informational.
@@ -102,6 +103,51 @@ if [ -n "$cs" ] && [ "$rc" != 77 ]; then
     grep -E "ERROR SUMMARY|Invalid|misaligned" "$out/sanitizer.log" | head -20 | tee -a "$summary"
 else
     note "compute-sanitizer: not run (not installed, or no GPU)"
+fi
+
+# 3. Training on the GPU with ddptrain, when the carried folder has it (bin/ddptrain and
+#    bin/ddptrain-data, with libhdf5 in lib/): the same 5 steps on the GPU and on the CPU must
+#    give the same parameters (fp32, TF32 off), the loss must fall over 200 steps, and the
+#    throughput at width 64, batch 512 is compared with PyTorch on the same GPU.
+ddp=$carry/bin/ddptrain
+if [ -x "$ddp" ] && [ -x "$carry/bin/ddptrain-data" ] && [ "$rc" != 77 ]; then
+    work=$out/train
+    mkdir -p "$work"
+    "$carry/bin/ddptrain-data" synth --out "$work/data" --train 20000 --test 1000 > "$work/synth.log" 2>&1
+    common="--data_dir $work/data --no-augment --no-shuffle --lr_schedule constant --width 16 --blocks 1 --batch_size 64 --max_steps 5 --log_interval 1"
+    # shellcheck disable=SC2086
+    timeout 120 "$ddp" $common --device cuda --job_dir "$work/agree-cuda" > "$work/agree-cuda.log" 2>&1
+    arc=$?
+    # shellcheck disable=SC2086
+    timeout 120 "$ddp" $common --device cpu --threads 8 --job_dir "$work/agree-cpu" > "$work/agree-cpu.log" 2>&1
+    note "ddptrain 5 steps: cuda exit $arc, cpu exit $?"
+    "$py" - "$work/agree-cuda" "$work/agree-cpu" <<'EOF' 2>&1 | tee -a "$summary"
+import glob, sys
+try:
+    import h5py, numpy as np
+except ImportError:
+    raise SystemExit("gpu vs cpu parameters: h5py/numpy missing, not compared")
+a, b = (sorted(glob.glob(d + "/checkpoints/ckpt-*.h5"))[-1:] for d in sys.argv[1:3])
+if not a or not b:
+    raise SystemExit("gpu vs cpu parameters: a checkpoint is missing")
+fa, fb = h5py.File(a[0], "r"), h5py.File(b[0], "r")
+worst = max((float(np.max(np.abs(fa["model"][k][()] - fb["model"][k][()])) /
+             max(float(np.max(np.abs(fb["model"][k][()]))), 1e-30), k)
+            for k in fb["model"] if fb["model"][k].dtype.kind == "f")
+print(f"gpu vs cpu parameters after 5 steps: max rel diff {worst[0]:.3e} ({worst[1]})")
+EOF
+    timeout 240 "$ddp" --data_dir "$work/data" --device cuda --width 64 --batch_size 512 --max_steps 200 \
+        --log_interval 20 --job_dir "$work/bench" > "$work/bench.log" 2>&1
+    note "ddptrain width 64 batch 512, 200 steps on the GPU: exit $?"
+    grep -E '"loss"' "$work/bench/metrics.jsonl" 2>/dev/null | sed -n '1p;$p' | tee -a "$summary"
+    for amp in "" "--amp bf16"; do
+        # shellcheck disable=SC2086
+        ref=$(cd "$root" && timeout 120 "$py" bench/torch_bench.py --device cuda --width 64 --batch 512 --steps 50 \
+              --channels_last $amp 2>&1 | tail -n 1)
+        note "reference: $ref"
+    done
+else
+    note "ddptrain on the GPU: not run (bin/ddptrain not carried, or no GPU)"
 fi
 
 exit $rc
