@@ -136,6 +136,7 @@ void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_c
     m->dlogits = be->alloc((size_t)max_batch * num_classes * sizeof(float));
     m->stat_scratch = be->alloc((size_t)(8 * 4 * width + 8) * sizeof(double));
     m->loss = be->alloc(sizeof(float));
+    m->loss_sum = be->alloc(sizeof(float));
     m->correct = be->alloc(sizeof(int));
 }
 
@@ -150,7 +151,7 @@ void model_free(Model *m) {
     free(m->block);
     for (int i = 0; i < 4; i++) be->release(m->gbuf[i]);
     be->release(m->pooled); be->release(m->dpooled); be->release(m->logits); be->release(m->dlogits);
-    be->release(m->stat_scratch); be->release(m->loss); be->release(m->correct);
+    be->release(m->stat_scratch); be->release(m->loss); be->release(m->loss_sum); be->release(m->correct);
     be->release(m->params); be->release(m->grads); be->release(m->buffers);
     free(m->param_info); free(m->buffer_info);
     memset(m, 0, sizeof *m);
@@ -249,8 +250,8 @@ static void convbn_forward(Model *m, ConvBN *c, const float *x, int N, int train
                  residual, relu);
 }
 
-float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
-                    int *correct) {
+/* Everything up to the loss, which stays in backend memory (m->loss, m->correct). */
+static void forward_to_loss(Model *m, const float *x, const int *labels, int N, int train, float loss_scale) {
     const Backend *be = m->be;
     CHECK(N >= 1 && N <= m->max_batch);
     m->input = x;
@@ -274,12 +275,29 @@ float model_forward(Model *m, const float *x, const int *labels, int N, int trai
                        m->num_classes);
     be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->dlogits : NULL, m->loss,
                      m->correct);
+}
+
+float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
+                    int *correct) {
+    forward_to_loss(m, x, labels, N, train, loss_scale);
     /* The loss (and the hit count) come back to the host here: free on the CPU, a wait for the
      * queued work on a device backend. */
     float loss;
-    be->download(&loss, m->loss, sizeof loss);
-    if (correct) be->download(correct, m->correct, sizeof *correct);
+    m->be->download(&loss, m->loss, sizeof loss);
+    if (correct) m->be->download(correct, m->correct, sizeof *correct);
     return loss;
+}
+
+void model_forward_train(Model *m, const float *x, const int *labels, int N, float loss_scale) {
+    forward_to_loss(m, x, labels, N, 1, loss_scale);
+    m->be->add_inplace(m->loss_sum, m->loss, 1);
+}
+
+double model_take_loss_sum(Model *m) {
+    float sum;
+    m->be->download(&sum, m->loss_sum, sizeof sum);
+    m->be->zero(m->loss_sum, sizeof(float));
+    return sum;
 }
 
 /* ---- backward ----------------------------------------------------------------------------- */

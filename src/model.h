@@ -69,6 +69,7 @@ typedef struct Model {
     int last_N;
     float *pooled, *logits, *dlogits, *dpooled;
     float *loss;            /* backend scalar: mean loss of the last forward */
+    float *loss_sum;        /* backend scalar: sum of training losses since model_take_loss_sum */
     int *correct;           /* backend scalar: correct predictions of the last forward */
     float *gbuf[4];         /* activation-gradient scratch, each of the largest activation */
     double *stat_scratch;
@@ -94,6 +95,12 @@ void model_init_weights(Model *m, uint64_t seed);
  * cross-entropy; *correct (may be NULL) gets the number of correct predictions. */
 float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
                     int *correct);
+
+/* A training forward that keeps its loss in backend memory (added to a running sum) instead of
+ * returning it, so that a device backend need not wait for the GPU in every step. */
+void model_forward_train(Model *m, const float *x, const int *labels, int N, float loss_scale);
+/* The sum of the losses of model_forward_train since the last call, and reset it. */
+double model_take_loss_sum(Model *m);
 
 /* Backward of the last training forward; ACCUMULATES into m->grads. */
 void model_backward(Model *m);

@@ -399,8 +399,7 @@ static int maybe_resume(Run *r, TrainState *ts) {
 
 /* The batch where the model can read it: the loader's host arrays on the CPU, uploaded copies
  * on a device backend. */
-static const float *batch_to_backend(Run *r, const float *x, int n, int unused) {
-    (void)unused;
+static const float *batch_to_backend(Run *r, const float *x, int n) {
     if (!r->be->on_device) return x;
     size_t img = (size_t)r->cfg.image_size * r->cfg.image_size * 3;
     r->be->upload(r->dev_x, x, (size_t)n * img * sizeof(float));
@@ -421,7 +420,7 @@ static double evaluate(Run *r, double *loss_out) {
     int n;
     while ((n = dataloader_next(dl, r->x, r->y)) > 0) {
         int c = 0;
-        float loss = model_forward(&r->model, batch_to_backend(r, r->x, n, 0), batch_labels(r, r->y, n), n, 0, 1.0f, &c);
+        float loss = model_forward(&r->model, batch_to_backend(r, r->x, n), batch_labels(r, r->y, n), n, 0, 1.0f, &c);
         sums[0] += c;
         sums[1] += n;
         sums[2] += (double)loss * n;
@@ -587,7 +586,8 @@ int main(int argc, char **argv) {
     for (long epoch = start_epoch; epoch < cfg->epochs && !done; epoch++) {
         long s0 = epoch == start_epoch ? start_step : 0;
         dataloader_start_epoch(r->train_dl, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
-        double t_log = now_sec(), loss_acc = 0.0, data_wait = 0.0;
+        double t_log = now_sec(), data_wait = 0.0;
+        model_take_loss_sum(&r->model);   /* a log interval does not span epochs */
         long images_since = 0, loss_n = 0;
         r->reducer.wait_time = 0.0;
         long s_done = s0;   /* optimizer steps completed in this epoch */
@@ -605,15 +605,15 @@ int main(int argc, char **argv) {
             }
             double lr = schedule_lr(&r->sched, epoch, step);
             model_zero_grad(&r->model);
-            float loss_step = 0.0f;
             for (long micro = 0; micro < cfg->grad_accum_steps; micro++) {
                 double t0 = now_sec();
                 int n = dataloader_next(r->train_dl, r->x, r->y);
                 CHECK(n == cfg->batch_size);
                 double t1 = now_sec();
                 trace_event(r->trace, "data wait", "data", -1, 0, t0, t1);
-                loss_step += model_forward(&r->model, batch_to_backend(r, r->x, n, 1), batch_labels(r, r->y, n), n, 1,
-                                           1.0f / (float)cfg->grad_accum_steps, NULL);
+                /* the loss stays with the model until the next log line */
+                model_forward_train(&r->model, batch_to_backend(r, r->x, n), batch_labels(r, r->y, n), n,
+                                    1.0f / (float)cfg->grad_accum_steps);
                 double t2 = now_sec();
                 trace_event(r->trace, "forward", "compute", -1, 0, t1, t2);
                 /* Gradient accumulation: only the last micro-step communicates. */
@@ -633,13 +633,12 @@ int main(int argc, char **argv) {
             trace_event(r->trace, "optimizer", "optim", -1, 0, t4, now_sec());
             step++;
             s_done = s + 1;
-            loss_step /= (float)cfg->grad_accum_steps;
-            loss_acc += loss_step;
             loss_n++;
             data_wait += dataloader_take_wait_time(r->train_dl);
             if (step % cfg->log_interval == 0 || step == r->total_steps) {
                 double t = now_sec();
-                double stats[2] = {loss_acc / loss_n, data_wait};
+                double stats[2] = {model_take_loss_sum(&r->model) / (double)(loss_n * cfg->grad_accum_steps),
+                                   data_wait};
                 comm_set_context(r->comm, "loss for the log");
                 comm_allreduce(r->comm, stats, 2, COMM_FLOAT64, COMM_AVG);
                 if (!isfinite(stats[0])) die("step %ld: loss is %f; training diverged (lower --lr?)", step, stats[0]);
@@ -659,7 +658,7 @@ int main(int argc, char **argv) {
                                epoch + 1, step, stats[0], lr, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
                                t - t_train0);
                 logger_metrics(&r->log, line);
-                t_log = t; images_since = 0; data_wait = 0.0; loss_acc = 0.0; loss_n = 0;
+                t_log = t; images_since = 0; data_wait = 0.0; loss_n = 0;
                 r->reducer.wait_time = 0.0;
             }
             if (step >= r->total_steps) { done = 1; }
