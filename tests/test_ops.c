@@ -17,24 +17,13 @@
 #include <omp.h>
 
 #include "ops_cpu.h"
+#include "ops_testutil.h"
 #include "util.h"
 
 static int g_failed, g_checks;
 
 /* ---- helpers ---- */
 
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) {   /* uniform in [-1, 1) */
-    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
-    return (double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
-static float *frand(size_t n, double scale) {
-    float *p = mallocCheck(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = (float)(urand() * scale);
-    return p;
-}
-static double *dalloc(size_t n) { return callocCheck(n, sizeof(double)); }
-static float *falloc(size_t n) { return callocCheck(n, sizeof(float)); }
 static double *to_d(const float *f, size_t n) {
     double *d = dalloc(n);
     for (size_t i = 0; i < n; i++) d[i] = f[i];

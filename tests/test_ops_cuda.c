@@ -28,6 +28,8 @@
 #include "ops_cpu.h"
 #include "ops_cuda.h"
 #include "optim.h"
+#define OPS_TEST_SEED 0x243F6A8885A308D3ull
+#include "ops_testutil.h"
 #include "util.h"
 #ifdef HAVE_NCCL
 #include "comm.h"
@@ -37,18 +39,6 @@ static int g_failed, g_checks;
 
 /* ---- helpers ---- */
 
-static uint64_t g_rng = 0x243F6A8885A308D3ull;
-static double urand(void) {   /* uniform in [-1, 1) */
-    g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
-    return (double)(g_rng >> 11) / 9007199254740992.0 * 2.0 - 1.0;
-}
-static float *frand(size_t n, double scale) {
-    float *p = mallocCheck(n * sizeof(float));
-    for (size_t i = 0; i < n; i++) p[i] = (float)(urand() * scale);
-    return p;
-}
-static float *falloc(size_t n) { return callocCheck(n, sizeof(float)); }
-static double *dalloc(size_t n) { return callocCheck(n, sizeof(double)); }
 
 /* Device copies and back. */
 static void *up(const void *h, size_t bytes) {
