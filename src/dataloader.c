@@ -9,7 +9,12 @@
  * Determinism: the batch contents depend only on (seed, epoch, rank, batch index): the order
  * from rng(seed, epoch, rank), the augmentation of batch b from its own stream
  * rng(seed ^ AUG_SALT, epoch << 32 | rank, b). So prefetch on/off, thread timing and resuming
- * at any batch all give bit-identical batches. */
+ * at any batch all give bit-identical batches.
+ *
+ * A batch is a plan (make_plan: every random draw) applied to the images
+ * (dataloader_apply_plan: none), so that device_data.cu can apply the very same plans on the
+ * GPU. The draw order, ox, oy, flip per sample from the batch's stream, is part of the
+ * format of a run: changing it changes every augmented batch of a resumed run. */
 #include "dataloader.h"
 
 #include <pthread.h>
@@ -52,37 +57,55 @@ struct DataLoader {
     size_t want, ready_batch;
     float *pre_x;
     int *pre_labels;
+    SamplePlan *pre_plan;            /* the worker's plan scratch */
+    SamplePlan *plan;                /* the caller's, when it makes a batch itself */
 };
 
-/* Fills x/labels with batch b of the current epoch; returns its size. Pure function of
- * (loaded data, order, epoch, b), so the worker and the caller produce identical bytes. */
-static int produce(const DataLoader *dl, size_t b, float *x, int *labels) {
+_Static_assert(sizeof(SamplePlan) == 12, "SamplePlan is copied to the GPU as is");
+
+/* The plan and labels of batch b of the current epoch; returns its size. Pure function of
+ * (loaded labels, order, epoch, b), so the worker, the caller and the GPU path all get the
+ * same plan. */
+static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, int *labels) {
     size_t B = (size_t)dl->opt.batch_size, start = b * B;
     size_t n = dl->n - start < B ? dl->n - start : B;
-    int S = dl->S;
-    size_t plane = (size_t)S * (size_t)S * 3;
     Rng r;
     rng_init(&r, dl->opt.seed ^ AUG_SALT, ((uint64_t)(uint32_t)dl->epoch << 32) | (uint32_t)dl->opt.rank, (uint64_t)b);
     for (size_t i = 0; i < n; i++) {
         uint32_t idx = dl->order[start + i];
         labels[i] = dl->labels[idx];
-        const uint8_t *src = dl->images + (size_t)idx * dl->per;
-        float *dst = x + i * plane;
-        if (!dl->opt.augment) {
-            for (size_t p = 0; p < (size_t)S * (size_t)S; p++)
-                for (int c = 0; c < 3; c++) dst[p * 3 + (size_t)c] = dl->lut[c][src[p * 3 + (size_t)c]];
+        plan[i].index = (int32_t)idx;
+        plan[i].ox = plan[i].oy = 0;
+        plan[i].flip = 0;
+        if (!dl->opt.augment) continue;
+        /* Crop offsets in [-CROP_PAD, CROP_PAD]: a crop of the image padded by CROP_PAD zeros
+         * on each side, as torchvision's RandomCrop(padding=4). */
+        plan[i].ox = (int16_t)((int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD);
+        plan[i].oy = (int16_t)((int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD);
+        plan[i].flip = (int32_t)rng_below(&r, 2);
+    }
+    return (int)n;
+}
+
+void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, float *x) {
+    int S = dl->S;
+    size_t plane = (size_t)S * (size_t)S * 3;
+    for (int i = 0; i < n; i++) {
+        const SamplePlan *p = &plan[i];
+        CHECK(p->index >= 0 && (size_t)p->index < dl->n);
+        const uint8_t *src = dl->images + (size_t)p->index * dl->per;
+        float *dst = x + (size_t)i * plane;
+        if (p->ox == 0 && p->oy == 0 && !p->flip) {   /* the whole image: no bounds to test */
+            for (size_t q = 0; q < (size_t)S * (size_t)S; q++)
+                for (int c = 0; c < 3; c++) dst[q * 3 + (size_t)c] = dl->lut[c][src[q * 3 + (size_t)c]];
             continue;
         }
-        /* Pad CROP_PAD zeros on each side, crop SxS at (ox, oy) in [0, 2*CROP_PAD], then flip:
-         * out(y, x) = src(y + oy - PAD, x' + ox - PAD) with x' = S-1-x when flipped. Padding
-         * is pixel value 0 before normalisation, as torchvision's RandomCrop(padding=4). */
-        int ox = (int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD;
-        int oy = (int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD;
-        int flip = (int)rng_below(&r, 2);
+        /* out(y, x) = src(y + oy, x' + ox) with x' = S-1-x when flipped; outside the image
+         * the padding is pixel value 0 before normalisation. */
         for (int y = 0; y < S; y++) {
-            int sy = y + oy;
+            int sy = y + p->oy;
             for (int xx = 0; xx < S; xx++) {
-                int sx = (flip ? S - 1 - xx : xx) + ox;
+                int sx = (p->flip ? S - 1 - xx : xx) + p->ox;
                 float *d = dst + ((size_t)y * (size_t)S + (size_t)xx) * 3;
                 if (sy < 0 || sy >= S || sx < 0 || sx >= S) {
                     for (int c = 0; c < 3; c++) d[c] = dl->lut[c][0];
@@ -93,7 +116,14 @@ static int produce(const DataLoader *dl, size_t b, float *x, int *labels) {
             }
         }
     }
-    return (int)n;
+}
+
+/* Fills x/labels with batch b of the current epoch; returns its size. `plan` is scratch of
+ * batch_size entries owned by the calling thread. */
+static int produce(const DataLoader *dl, size_t b, SamplePlan *plan, float *x, int *labels) {
+    int n = make_plan(dl, b, plan, labels);
+    dataloader_apply_plan(dl, plan, n, x);
+    return n;
 }
 
 static void *worker_main(void *arg) {
@@ -107,7 +137,7 @@ static void *worker_main(void *arg) {
         uint64_t g = dl->gen;
         dl->busy = 1;
         pthread_mutex_unlock(&dl->mu);
-        int n = produce(dl, b, dl->pre_x, dl->pre_labels);
+        int n = produce(dl, b, dl->pre_plan, dl->pre_x, dl->pre_labels);
         pthread_mutex_lock(&dl->mu);
         dl->busy = 0;
         if (g == dl->gen) {
@@ -229,10 +259,12 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
             dl->lut[c][v] = ((float)v / 255.0f - dl->attrs.mean[c]) / dl->attrs.std[c];
     size_t B = (size_t)opt->batch_size;
     dl->num_batches = opt->drop_last ? dl->n / B : (dl->n + B - 1) / B;
+    dl->plan = mallocCheck(B * sizeof(SamplePlan));
 
     if (opt->prefetch) {
         dl->pre_x = mallocCheck(B * dl->per * sizeof(float));
         dl->pre_labels = mallocCheck(B * sizeof(int));
+        dl->pre_plan = mallocCheck(B * sizeof(SamplePlan));
         CHECK(pthread_mutex_init(&dl->mu, NULL) == 0);
         CHECK(pthread_cond_init(&dl->cv, NULL) == 0);
         CHECK(pthread_create(&dl->thread, NULL, worker_main, dl) == 0);
@@ -247,6 +279,9 @@ size_t dataloader_global_samples(const DataLoader *dl) { return dl->global_n; }
 const char *dataloader_describe(const DataLoader *dl) { return dl->describe; }
 int dataloader_num_classes(const DataLoader *dl) { return dl->attrs.num_classes; }
 int dataloader_image_size(const DataLoader *dl) { return dl->S; }
+int dataloader_batch_size(const DataLoader *dl) { return dl->opt.batch_size; }
+const uint8_t *dataloader_images(const DataLoader *dl) { return dl->images; }
+const float *dataloader_lut(const DataLoader *dl) { return &dl->lut[0][0]; }
 
 const char *dataloader_class_name(const DataLoader *dl, int k) {
     if (!dl->attrs.class_names || k < 0 || k >= dl->attrs.num_classes) return NULL;
@@ -290,7 +325,7 @@ int dataloader_next(DataLoader *dl, float *x, int *labels) {
     double t0 = now_sec();
     int n;
     if (!dl->has_thread) {
-        n = produce(dl, dl->next_batch, x, labels);
+        n = produce(dl, dl->next_batch, dl->plan, x, labels);
         dl->wait += now_sec() - t0;
     } else {
         pthread_mutex_lock(&dl->mu);
@@ -307,6 +342,38 @@ int dataloader_next(DataLoader *dl, float *x, int *labels) {
     return n;
 }
 
+/* Ends the worker (after the batch it may be making) and releases its buffers; the loader
+ * then makes each batch in the caller's thread. */
+static void stop_prefetch(DataLoader *dl) {
+    if (!dl->has_thread) return;
+    pthread_mutex_lock(&dl->mu);
+    dl->quit = 1;
+    pthread_cond_broadcast(&dl->cv);
+    pthread_mutex_unlock(&dl->mu);
+    pthread_join(dl->thread, NULL);
+    pthread_cond_destroy(&dl->cv);
+    pthread_mutex_destroy(&dl->mu);
+    dl->has_thread = 0;
+    dl->ready = dl->busy = 0;
+    free(dl->pre_x);
+    free(dl->pre_labels);
+    free(dl->pre_plan);
+    dl->pre_x = NULL;
+    dl->pre_labels = NULL;
+    dl->pre_plan = NULL;
+}
+
+int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels) {
+    stop_prefetch(dl);
+    if (!dl->started) dataloader_start_epoch(dl, 0, 0);
+    if (dl->next_batch >= dl->num_batches) return 0;
+    double t0 = now_sec();
+    int n = make_plan(dl, dl->next_batch, plan, labels);
+    dl->wait += now_sec() - t0;
+    dl->next_batch++;
+    return n;
+}
+
 double dataloader_take_wait_time(DataLoader *dl) {
     double w = dl->wait;
     dl->wait = 0.0;
@@ -315,21 +382,12 @@ double dataloader_take_wait_time(DataLoader *dl) {
 
 void dataloader_free(DataLoader *dl) {
     if (!dl) return;
-    if (dl->has_thread) {
-        pthread_mutex_lock(&dl->mu);
-        dl->quit = 1;
-        pthread_cond_broadcast(&dl->cv);
-        pthread_mutex_unlock(&dl->mu);
-        pthread_join(dl->thread, NULL);
-        pthread_cond_destroy(&dl->cv);
-        pthread_mutex_destroy(&dl->mu);
-    }
+    stop_prefetch(dl);
     shard_attrs_free(&dl->attrs);
     free(dl->images);
     free(dl->labels);
     free(dl->order);
-    free(dl->pre_x);
-    free(dl->pre_labels);
+    free(dl->plan);
     free(dl->data_dir);
     free(dl->split);
     free(dl);

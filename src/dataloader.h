@@ -3,14 +3,33 @@
  * A rank opens only the shards (or, when there are fewer shards than ranks, the slices of
  * shards) assigned to it, shuffles its samples per epoch from (seed, epoch, rank), applies the
  * augmentation, normalises per channel, and prepares the next batch in a background thread
- * while the current one trains. */
+ * while the current one trains.
+ *
+ * A batch is made in two steps: a plan (which image, crop offset, flip: all the randomness)
+ * and its application to the loaded uint8 images. dataloader_next does both on the CPU;
+ * device_data.h applies the same plans on the GPU to a copy of the images, so both paths
+ * give bit-identical batches. */
 #ifndef DDP_DATALOADER_H
 #define DDP_DATALOADER_H
 
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {   /* device_data.cu includes this header */
+#endif
+
 typedef struct DataLoader DataLoader;   /* opaque */
+
+/* One sample of a batch. Output pixel (y, x) of the sample is image `index` at
+ * (y + oy, x' + ox) with x' = S-1-x when flip, else x; a source pixel outside the image is
+ * the padding, pixel value 0 (before normalisation), in every channel. Fixed size (12 bytes,
+ * 4-byte aligned) because it is copied to the GPU as is. */
+typedef struct {
+    int32_t index;            /* image in assignment order (dataloader_images) */
+    int16_t ox, oy;           /* crop offset in [-4, 4]; 0 without augmentation */
+    int32_t flip;             /* 1: horizontal flip; 0 without augmentation */
+} SamplePlan;
 
 typedef struct {
     const char *data_dir;     /* holds <split>-NNNNN-of-MMMMM.h5 */
@@ -48,7 +67,26 @@ void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch);
  * Returns n (batch_size, or fewer for a short last batch), 0 at the end of the epoch. */
 int dataloader_next(DataLoader *dl, float *x, int *labels);
 
-/* Seconds the caller spent blocked in dataloader_next since the last call (data wait). */
+/* The next batch as a plan instead of pixels: plan [n] and labels [n], with the batch
+ * counting, epochs, resume point and the random draws of dataloader_next (the two advance the
+ * same position, so calls may be mixed). Returns n, 0 at the end of the epoch. The first call
+ * stops the prefetch thread for good: plans are cheap, and batches prepared in the background
+ * would never be taken (a later dataloader_next makes its batch in the caller's thread). */
+int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels);
+/* Applies n plans to the loaded images: x receives NHWC float32 [n, S, S, 3], exactly the
+ * batch dataloader_next gives for the same plans. */
+void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, float *x);
+/* The batch size of the options (the most samples a plan or batch has). */
+int dataloader_batch_size(const DataLoader *dl);
+/* For applying plans elsewhere: this rank's images, uint8 [n, S, S, 3] in assignment order
+ * (SamplePlan.index indexes it, n = dataloader_num_samples), and the normalisation table,
+ * float [3][256]: lut[c * 256 + v] is the normalised value of pixel value v in channel c.
+ * Both stay valid and unchanged until dataloader_free. */
+const uint8_t *dataloader_images(const DataLoader *dl);
+const float *dataloader_lut(const DataLoader *dl);
+
+/* Seconds the caller spent blocked in dataloader_next (or making plans in
+ * dataloader_next_plan) since the last call (data wait). */
 double dataloader_take_wait_time(DataLoader *dl);
 
 /* Dataset attributes: num_classes, class names (may be NULL), per-channel mean and std used to
@@ -60,5 +98,9 @@ const char *dataloader_class_name(const DataLoader *dl, int k);
 int dataloader_image_size(const DataLoader *dl);
 void dataloader_norm(const DataLoader *dl, float mean[3], float std[3]);
 void dataloader_free(DataLoader *dl);
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif

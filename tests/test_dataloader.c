@@ -130,6 +130,18 @@ static size_t run_epoch(DataLoader *dl, int epoch, size_t start, float *xs, int 
     return got;
 }
 
+/* The same through plans: dataloader_next_plan, then dataloader_apply_plan; plans [n] too. */
+static size_t run_epoch_plans(DataLoader *dl, int epoch, size_t start, float *xs, int *ls, SamplePlan *plans) {
+    dataloader_start_epoch(dl, epoch, start);
+    size_t got = 0;
+    int n;
+    while ((n = dataloader_next_plan(dl, plans + got, ls + got)) > 0) {
+        dataloader_apply_plan(dl, plans + got, n, xs + got * PLANE);
+        got += (size_t)n;
+    }
+    return got;
+}
+
 /* ---- assignment -------------------------------------------------------------------------- */
 
 static void test_assign(void) {
@@ -336,6 +348,100 @@ int main(void) {
         dataloader_start_epoch(q, 0, 0);
         dataloader_free(q);
         dataloader_free(must_open(&o));
+    }
+
+    section("plans: next_plan + apply_plan == next, byte for byte; epochs, resume, short batch");
+    {
+        SamplePlan *plans = malloc(total * sizeof(SamplePlan));
+        for (int aug = 0; aug < 2; aug++)
+            for (int drop = 0; drop < 2; drop++) {
+                DataLoaderOptions o = base_opts(d3);
+                o.shuffle = 1;
+                o.augment = aug;
+                o.drop_last = drop;
+                o.batch_size = 6;   /* 107 samples: 17 full batches and a short one of 5 */
+                o.prefetch = aug;   /* the reference both with and without its thread */
+                DataLoader *ref = must_open(&o);
+                o.prefetch = 1;     /* the plan loader stops its thread at the first plan */
+                DataLoader *pl = must_open(&o);
+                EXPECT(dataloader_batch_size(pl) == 6, "batch size %d", dataloader_batch_size(pl));
+                float mean[3], std[3];
+                dataloader_norm(pl, mean, std);
+                const uint8_t *img = dataloader_images(pl);
+                const float *lut = dataloader_lut(pl);
+                for (int c = 0; c < 3; c++)
+                    for (int v = 0; v < 256; v++)
+                        EXPECT(lut[c * 256 + v] == ((float)v / 255.0f - mean[c]) / std[c], "lut[%d][%d]", c, v);
+                size_t want_n = drop ? 102 : 107, moved = 0;
+                for (int e = 0; e < 3; e++) {
+                    size_t n1 = run_epoch(ref, e, 0, xa, la), n2 = run_epoch_plans(pl, e, 0, xb, lb, plans);
+                    EXPECT(n1 == want_n && n2 == n1, "aug %d drop %d epoch %d: %zu and %zu samples", aug, drop, e, n1, n2);
+                    EXPECT(memcmp(xa, xb, n1 * PLANE * sizeof(float)) == 0 && memcmp(la, lb, n1 * sizeof(int)) == 0,
+                           "aug %d drop %d epoch %d: plans applied differ from dataloader_next", aug, drop, e);
+                    int *seen = calloc(total, sizeof(int));
+                    for (size_t i = 0; i < n2; i++) {
+                        const SamplePlan *p = &plans[i];
+                        int ok = p->index >= 0 && (size_t)p->index < total;
+                        EXPECT(ok, "index %d", p->index);
+                        if (!ok) continue;
+                        seen[p->index]++;
+                        /* The accessor's image is the one the plan names: its label, and its
+                         * pixels through the table (no shuffle of pixels within an image). */
+                        const uint8_t *im = img + (size_t)p->index * PLANE;
+                        size_t g = (size_t)im[1] + 256u * (size_t)(im[2] - 1);
+                        EXPECT(lb[i] == (int)(g % 10), "label %d of image %zu", lb[i], g);
+                        if (aug) {
+                            EXPECT(p->ox >= -4 && p->ox <= 4 && p->oy >= -4 && p->oy <= 4 && (p->flip == 0 || p->flip == 1),
+                                   "plan %zu: ox %d oy %d flip %d", i, p->ox, p->oy, p->flip);
+                            moved += p->ox != 0 || p->oy != 0 || p->flip;
+                        } else {
+                            EXPECT(p->ox == 0 && p->oy == 0 && p->flip == 0, "plan %zu without augmentation: ox %d oy %d flip %d",
+                                   i, p->ox, p->oy, p->flip);
+                            for (int q = 0; q < PLANE; q++)
+                                if (xb[i * PLANE + (size_t)q] != lut[(q % 3) * 256 + im[q]]) {
+                                    EXPECT(0, "sample %zu element %d is not lut[image]", i, q);
+                                    break;
+                                }
+                        }
+                    }
+                    size_t once = 0;
+                    for (size_t g = 0; g < total; g++) once += seen[g] == 1;
+                    EXPECT(once == n2, "epoch %d: %zu of %zu indices distinct", e, once, n2);
+                    free(seen);
+                }
+                if (aug) EXPECT(moved > 250, "only %zu of 3 epochs' plans crop or flip", moved);
+                EXPECT(dataloader_take_wait_time(pl) >= 0.0 && dataloader_take_wait_time(pl) == 0.0, "plan wait time");
+
+                /* Resume at batch 7 of epoch 2, in the loader and in a fresh one. */
+                size_t full = run_epoch(ref, 2, 0, xa, la);
+                DataLoader *fresh = must_open(&o);
+                for (int f = 0; f < 2; f++) {
+                    size_t tail = run_epoch_plans(f ? fresh : pl, 2, 7, xb, lb, plans);
+                    EXPECT(tail == full - 7 * 6 && memcmp(xa + 7 * 6 * PLANE, xb, tail * PLANE * sizeof(float)) == 0 &&
+                           memcmp(la + 7 * 6, lb, tail * sizeof(int)) == 0,
+                           "aug %d drop %d: resume at batch 7 (%s loader) differs from the epoch's tail", aug, drop, f ? "fresh" : "same");
+                }
+                dataloader_free(fresh);
+
+                /* Mixed calls share one position: next, plan, next. */
+                dataloader_start_epoch(pl, 1, 0);
+                run_epoch(ref, 1, 0, xa, la);
+                int n0 = dataloader_next(pl, xb, lb);
+                int n1 = dataloader_next_plan(pl, plans, lb + 6);
+                dataloader_apply_plan(pl, plans, n1, xb + 6 * PLANE);
+                int n2 = dataloader_next(pl, xb + 12 * PLANE, lb + 12);
+                EXPECT(n0 == 6 && n1 == 6 && n2 == 6 && memcmp(xa, xb, 18 * PLANE * sizeof(float)) == 0 &&
+                       memcmp(la, lb, 18 * sizeof(int)) == 0, "aug %d drop %d: next/plan/next differ", aug, drop);
+
+                /* The comparison can fail: another flip of one sample changes the batch. */
+                plans[0].flip ^= 1;
+                dataloader_apply_plan(pl, plans, 1, xb + 6 * PLANE);
+                EXPECT(memcmp(xa + 6 * PLANE, xb + 6 * PLANE, PLANE * sizeof(float)) != 0, "a flipped plan gave the same image");
+                dataloader_free(ref);
+                dataloader_free(pl);
+            }
+        printf("   augment off/on x drop_last off/on: 3 epochs, resume at batch 7 and mixed calls identical to dataloader_next\n");
+        free(plans);
     }
 
     section("augmentation: shape kept, a crop with zero padding in [-4,4] and a flip with p=0.5");
