@@ -19,13 +19,24 @@
  * blocking operations on host memory; those are staged through a device buffer. The
  * non-blocking iallreduce takes device memory only.
  *
- * The unique id of the communicator travels from rank 0 through the bootstrap's PMIx key-value
- * store. Without one (ranks not started by `srun --mpi=pmix` or `mpirun`), more than one rank
- * is refused with a message; a future fallback would broadcast the id over MPI. */
+ * The unique id. NCCL needs rank 0's ncclUniqueId on every rank before a communicator exists,
+ * so it travels through whatever channel the launch offers, in this order:
+ *   1. the bootstrap's PMIx key-value store (`srun --mpi=pmix`, `mpirun` in a PMIx build);
+ *   2. an MPI broadcast over MPI_COMM_WORLD (built with MPI, and ranks MPI can connect: the
+ *      bootstrap methods comm_mpi_create accepts). MPI stays initialised until nccl_free, which
+ *      finalizes it when this file initialised it; comm_free comes before bootstrap_free, so
+ *      MPI is finalized before PMIx, the order Open MPI needs;
+ *   3. a file in the caller's rendezvous directory (rendezvous.h), which must be on a file
+ *      system every node shares: torchrun-style launches, where neither of the above exists.
+ *      Rank 0 removes the file once the communicator is up, when every rank has necessarily
+ *      read it.
+ * Every wait in the exchange gives up after the start-up timeout, as the communicator's
+ * creation does, instead of hanging on a rank that never arrives. */
 #include "build_config.h"
 #ifdef HAVE_NCCL
 #include "comm.h"
 #include "ops_cuda.h"
+#include "rendezvous.h"
 #include "util.h"
 
 #include <sched.h>
@@ -35,6 +46,9 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
+#ifdef HAVE_MPI
+#include <mpi.h>
+#endif
 
 /* Requests in flight at once (one per gradient bucket in practice). */
 #define NCCL_MAX_REQUESTS 128
@@ -48,6 +62,7 @@ typedef struct {
     void *bounce;                     /* device staging for host buffers */
     size_t bounce_bytes;
     int aborted;
+    int mpi_we_initialized;           /* the id went over MPI and MPI_Init_thread was ours */
 } NcclImpl;
 
 _Static_assert(sizeof(int) <= sizeof(((CommRequest *)0)->handle), "CommRequest.handle too small");
@@ -308,6 +323,16 @@ static void nccl_free(Comm *c) {
     CUDA_CHECK(NULL, cudaEventDestroy(m->ready));
     if (m->bounce) CUDA_CHECK(NULL, cudaFree(m->bounce));
     CUDA_CHECK(NULL, cudaStreamDestroy(m->stream));
+#ifdef HAVE_MPI
+    /* Here, not later: the caller frees the bootstrap (PMIx) after the comm, and MPI must be
+     * finalized first. MPI_Finalize is collective in effect (it may wait for the peers), which
+     * is fine: every rank frees its communicator at the end of a run. */
+    int finalized = 0;
+    if (m->mpi_we_initialized && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) {
+        int rc = MPI_Finalize();
+        if (rc != MPI_SUCCESS) fprintf(stderr, "%s: warning: MPI_Finalize: error %d\n", g_progname, rc);
+    }
+#endif
     free(m);
     free(c);
 }
@@ -324,8 +349,77 @@ static const CommOps nccl_ops = {
     .free = nccl_free,
 };
 
-/* Hand the unique id from rank 0 to every rank. Returns 0 or -1 with err. */
-static int share_unique_id(Bootstrap *b, ncclUniqueId *id, char *err, size_t errlen) {
+#ifdef HAVE_MPI
+/* The bootstrap methods whose ranks MPI connects, comm_mpi_create's rule: for any other launch
+ * MPI_Init would start singletons, which Open MPI 4.1 does not survive after a failed PMIx_Init. */
+static int mpi_can_connect(const Bootstrap *b) {
+    return strcmp(b->method, "pmix") == 0 || strcmp(b->method, "ompi-env") == 0 || strcmp(b->method, "slurm") == 0;
+}
+
+static int mpi_errf(char *err, size_t errlen, const char *call, int rc) {
+    char msg[MPI_MAX_ERROR_STRING];
+    int len = 0;
+    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
+    return errf(err, errlen, "%s: %s", call, msg);
+}
+
+/* Broadcast the id over MPI_COMM_WORLD, initialising MPI if nobody has (*we_initialized = 1).
+ * Returns 0; 1 when MPI does not see the ranks the bootstrap described (why in err; MPI is
+ * finalized again if it was ours), so that the caller tries the next channel; -1 with err.
+ * MPI_COMM_WORLD itself, not a duplicate: MPI_Comm_dup is a blocking collective that could
+ * hang, and nothing else in this process uses MPI_COMM_WORLD before this one broadcast. */
+static int mpi_share_id(Bootstrap *b, ncclUniqueId *id, double limit, int *we_initialized, char *err,
+                        size_t errlen) {
+    int inited = 0, provided = 0;
+    MPI_Initialized(&inited);
+    if (!inited) {
+        /* The level comm_mpi_create asks for, should the process create an MPI comm later. */
+        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
+        if (rc != MPI_SUCCESS) return errf(err, errlen, "MPI_Init_thread failed (error %d)", rc);
+        *we_initialized = 1;
+    }
+    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
+    int rank = -1, size = -1;
+    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
+    MPI_Comm_size(MPI_COMM_WORLD, &size);
+    if (size != b->world_size || rank != b->rank) {
+        /* Singletons: finalizing is local, so this cannot hang. */
+        errf(err, errlen, "MPI sees rank %d of %d but the launcher (%s) said rank %d of %d", rank, size,
+             b->method, b->rank, b->world_size);
+        if (*we_initialized) MPI_Finalize();
+        *we_initialized = 0;
+        return 1;
+    }
+    /* Non-blocking and polled, like every wait here: a blocking MPI_Bcast cannot time out when
+     * a rank never arrives. */
+    MPI_Request req;
+    int rc = MPI_Ibcast(id, (int)sizeof *id, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
+    if (rc != MPI_SUCCESS) return mpi_errf(err, errlen, "MPI_Ibcast of the NCCL id", rc);
+    double t0 = now_sec();
+    long sleep_ns = 0;
+    for (;;) {
+        int done = 0;
+        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
+        if (rc != MPI_SUCCESS) return mpi_errf(err, errlen, "MPI_Test of the NCCL id broadcast", rc);
+        if (done) return 0;
+        double waited = now_sec() - t0;
+        if (limit > 0 && waited > limit)
+            return errf(err, errlen, "rank %d: the MPI broadcast of the NCCL id did not complete within %g s; a "
+                        "peer rank is probably dead or stuck", b->rank, limit);
+        poll_pause(waited, &sleep_ns);
+    }
+}
+#endif
+
+/* Hand the unique id from rank 0 to every rank through the first channel the launch offers (see
+ * the top of the file), waiting up to `limit` seconds (0: forever). On return *via names the
+ * channel (for the log: which fallback a launch needed), *mpi_we_initialized says that MPI was
+ * initialised here, and a non-empty rdv_key that the id went through a file, which rank 0
+ * removes once the communicator is up. Returns 0 or -1 with err. */
+static int share_unique_id(Bootstrap *b, const char *rendezvous_dir, double limit, ncclUniqueId *id,
+                           const char **via, int *mpi_we_initialized, char *rdv_key, size_t keylen, char *err,
+                           size_t errlen) {
+    *via = "none (one rank)";
     if (b->rank == 0) {
         ncclResult_t r = ncclGetUniqueId(id);
         if (r != ncclSuccess) {
@@ -334,29 +428,67 @@ static int share_unique_id(Bootstrap *b, ncclUniqueId *id, char *err, size_t err
         }
     }
     if (b->world_size == 1) return 0;
-    if (!bootstrap_has_kv(b)) {
-        snprintf(err, errlen, "%d ranks from a %s-style environment: the NCCL communicator needs the "
-                 "launcher's PMIx key-value store to share its id; start the ranks with "
-                 "`srun --mpi=pmix` or `mpirun`", b->world_size, b->method);
+    if (bootstrap_has_kv(b)) {
+        if ((b->rank == 0 && bootstrap_put(b, "ddp-nccl-id", id, sizeof *id) != 0) ||
+            bootstrap_commit_fence(b) != 0 || bootstrap_get(b, 0, "ddp-nccl-id", id, sizeof *id) != 0) {
+            snprintf(err, errlen, "could not exchange the NCCL id through %s", b->method);
+            return -1;
+        }
+        *via = "PMIx key-value store";
+        return 0;
+    }
+    char no_mpi[320] = "ddptrain was built without MPI";
+#ifdef HAVE_MPI
+    if (mpi_can_connect(b)) {
+        int r = mpi_share_id(b, id, limit, mpi_we_initialized, no_mpi, sizeof no_mpi);
+        if (r < 0) snprintf(err, errlen, "%s", no_mpi);
+        if (r == 0) *via = "MPI broadcast";
+        if (r <= 0) return r;
+    } else {
+        snprintf(no_mpi, sizeof no_mpi, "MPI cannot connect the ranks of a %s-style launch", b->method);
+    }
+#endif
+    if (!rendezvous_dir)
+        return errf(err, errlen, "%d ranks from a %s-style launch: the NCCL id has neither a PMIx key-value store "
+                    "nor MPI to travel through (%s), and no directory for a rendezvous file was given: pass "
+                    "--job_dir DIR on a file system every node shares, or start the ranks with "
+                    "`srun --mpi=pmix` or `mpirun`", b->world_size, b->method, no_mpi);
+    if (rendezvous_key(b->world_size, rdv_key, keylen, err, errlen) != 0) return -1;
+    if (rendezvous_share(rendezvous_dir, rdv_key, b->rank, b->world_size, id, sizeof *id, limit, err, errlen) != 0) {
+        rdv_key[0] = '\0';   /* rank 0 wrote nothing; the others must not remove anything */
         return -1;
     }
-    if ((b->rank == 0 && bootstrap_put(b, "ddp-nccl-id", id, sizeof *id) != 0) ||
-        bootstrap_commit_fence(b) != 0 || bootstrap_get(b, 0, "ddp-nccl-id", id, sizeof *id) != 0) {
-        snprintf(err, errlen, "could not exchange the NCCL id through %s", b->method);
-        return -1;
-    }
+    *via = "rendezvous file";
     return 0;
 }
 
-Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, char *err, size_t errlen) {
+/* Once the communicator is up, or has failed, the rendezvous file has served: see the top. */
+static Comm *rendezvous_done(Comm *c, const char *dir, const char *key, int rank) {
+    if (key[0]) rendezvous_cleanup(dir, key, rank);
+    return c;
+}
+
+Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, const char *rendezvous_dir, char *err,
+                       size_t errlen) {
     if (!cuda_backend_active() || cuda_device() != device) {
         snprintf(err, errlen, "the NCCL communicator needs the CUDA backend initialised on device %d first",
                  device);
         return NULL;
     }
+    /* Ranks reach this point at different times (data loading, cuDNN plans): the id exchange
+     * and the creation wait as long as the start-up check does. */
+    double limit = timeout_s > 0 ? timeout_s : 0;
+    if (limit > 0 && limit < COMM_STARTUP_TIMEOUT_S) limit = COMM_STARTUP_TIMEOUT_S;
     ncclUniqueId id;
     memset(&id, 0, sizeof id);
-    if (share_unique_id(b, &id, err, errlen) != 0) return NULL;
+    const char *via = "";
+    int mpi_we_initialized = 0;
+    char rdv_key[RENDEZVOUS_KEY_MAX + 1] = "";
+    /* On failure MPI stays initialised: MPI_Finalize may wait for peers that never come, and
+     * the caller is about to exit anyway (which mpirun treats as the job's failure). */
+    if (share_unique_id(b, rendezvous_dir, limit, &id, &via, &mpi_we_initialized, rdv_key, sizeof rdv_key, err,
+                        errlen) != 0)
+        return NULL;
 
     NcclImpl *m = callocCheck(1, sizeof *m);
     Comm *c = callocCheck(1, sizeof *c);
@@ -385,11 +517,8 @@ Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, char *err, si
         m->comm = NULL;
         m->aborted = 1;
         nccl_free(c);
-        return NULL;
+        return rendezvous_done(NULL, rendezvous_dir, rdv_key, b->rank);
     }
-    /* Ranks reach this point at different times (data loading, cuDNN plans): wait as long as
-     * the start-up check does. */
-    double limit = c->timeout_s > 0 && c->timeout_s < COMM_STARTUP_TIMEOUT_S ? COMM_STARTUP_TIMEOUT_S : c->timeout_s;
     double t0 = now_sec();
     long sleep_ns = 0;
     for (;;) {
@@ -406,16 +535,19 @@ Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, char *err, si
             ncclCommAbort(m->comm);
             m->aborted = 1;
             nccl_free(c);
-            return NULL;
+            return rendezvous_done(NULL, rendezvous_dir, rdv_key, b->rank);
         }
         poll_pause(waited, &sleep_ns);
     }
 
     int v = 0;
     NCCL_CHECK(c, ncclGetVersion(&v));
-    snprintf(c->desc, sizeof c->desc, "comm: nccl (NCCL %d.%d.%d), %d ranks, device %d, timeout %g s",
-             v / 10000, v / 100 % 100, v % 100, c->world_size, device, c->timeout_s);
-    return c;
+    snprintf(c->desc, sizeof c->desc, "comm: nccl (NCCL %d.%d.%d), %d ranks, device %d, timeout %g s, id by %s",
+             v / 10000, v / 100 % 100, v % 100, c->world_size, device, c->timeout_s, via);
+    /* Only now may nccl_free finalize MPI: on the failure paths above the peers may never get
+     * there (see share_unique_id's call). */
+    m->mpi_we_initialized = mpi_we_initialized;
+    return rendezvous_done(c, rendezvous_dir, rdv_key, b->rank);
 }
 
 #else

@@ -165,11 +165,13 @@ struct Comm;
 struct Bootstrap;
 /* A Comm (comm.h) whose operations take DEVICE buffers of the current CUDA context, over NCCL.
  * Requires cuda_backend_init(device) first. The NCCL unique id travels from rank 0 through
- * the bootstrap's PMIx key-value store; without one (not started by `srun --mpi=pmix` or
- * `mpirun`) and with more than one rank this fails with a message. NULL with one line in err
- * on failure. */
-struct Comm *comm_nccl_create(struct Bootstrap *b, int device, double timeout_s, char *err,
-                              size_t errlen);
+ * the bootstrap's PMIx key-value store, else an MPI broadcast (ranks MPI can connect), else a
+ * file in rendezvous_dir, which must be on a file system every node shares (rendezvous.h; rank
+ * 0 creates the directory if missing and removes the file once the communicator is up).
+ * rendezvous_dir may be NULL: without PMIx and MPI, more than one rank then fails with a
+ * message saying what to do. Collective. NULL with one line in err on failure. */
+struct Comm *comm_nccl_create(struct Bootstrap *b, int device, double timeout_s,
+                              const char *rendezvous_dir, char *err, size_t errlen);
 
 #ifdef __cplusplus
 }

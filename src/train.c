@@ -433,6 +433,19 @@ static double evaluate(Run *r, double *loss_out) {
 
 /* ---- setup ------------------------------------------------------------------------------- */
 
+#ifdef HAVE_NCCL
+/* Where the NCCL id may travel as a file (comm_nccl_create's last fallback): a directory
+ * every rank can name before any communicator exists: --job_dir, or the Slurm default job
+ * directory; NULL otherwise. */
+static const char *nccl_rendezvous_dir(const Run *r, char *dir, size_t n) {
+    const char *job = getenv("SLURM_JOB_ID"), *submit = getenv("SLURM_SUBMIT_DIR");
+    if (r->cfg.job_dir[0]) snprintf_check(dir, n, "%s", r->cfg.job_dir);
+    else if (job && *job) snprintf_check(dir, n, "%s/runs/%s", submit && *submit ? submit : ".", job);
+    else return NULL;
+    return dir;
+}
+#endif
+
 static void setup(Run *r, int argc, char **argv) {
     char err[4800];
     if (bootstrap_init(&r->boot, err, sizeof err) != 0) die("%s", err);
@@ -443,9 +456,12 @@ static void setup(Run *r, int argc, char **argv) {
     narrow_signal_handlers(signal_by_name(r->cfg.preempt_signal));
 
     choose_backend(r);
+    r->comm = NULL;
 #ifdef HAVE_NCCL
+    char rdv_dir[4096];
     if (r->be->on_device && r->boot.world_size > 1)
-        r->comm = comm_nccl_create(&r->boot, r->gpu, r->cfg.comm_timeout, err, sizeof err);
+        r->comm = comm_nccl_create(&r->boot, r->gpu, r->cfg.comm_timeout,
+                                   nccl_rendezvous_dir(r, rdv_dir, sizeof rdv_dir), err, sizeof err);
     else
 #endif
         r->comm = comm_create(&r->boot, r->cfg.comm_timeout, err, sizeof err);

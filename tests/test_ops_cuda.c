@@ -489,7 +489,7 @@ static void test_nccl(void) {
     b.rank = 0; b.world_size = 1; b.local_rank = 0; b.local_size = 1; b.num_nodes = 1;
     b.method = "single";
     char err[512];
-    Comm *c = comm_nccl_create(&b, cuda_device(), 60.0, err, sizeof err);
+    Comm *c = comm_nccl_create(&b, cuda_device(), 60.0, NULL, err, sizeof err);
     if (!c) {
         printf("FAIL nccl: %s\n", err);
         g_checks++;
