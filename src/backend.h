@@ -62,9 +62,19 @@ typedef struct Backend {
                          float *dlogits, float *loss, int *correct);
     void (*relu_mask_copy)(float *g, const float *y, float *out, size_t n);   /* g = out = g*(y>0) */
     void (*add_inplace)(float *d, const float *s, size_t n);
-    /* PyTorch SGD over flat buffers (optim.h) */
+    /* x *= *s, with s in backend memory (the loss scale applied to the logits' gradient) */
+    void (*scale_inplace)(float *x, size_t n, const float *s);
+    /* Mixed precision (scaler.h): g *= 1 / *scale; *found_inf = 1 when any g is inf or NaN
+     * (before or after the multiplication); *found_inf is never cleared here. */
+    void (*unscale_check)(float *g, size_t n, const float *scale, int *found_inf);
+    /* GradScaler.update: state = [growth_tracker, found_inf, skipped_steps]. With found_inf:
+     * scale *= backoff, tracker = 0, skipped_steps++; else tracker++, and at `interval`
+     * scale *= growth (when that stays finite) and tracker = 0. Then found_inf = 0. */
+    void (*scaler_update)(float *scale, int *state, float growth, float backoff, int interval);
+    /* PyTorch SGD over flat buffers (optim.h); nothing at all happens when skip is not NULL
+     * and *skip (backend memory) is nonzero: a step the loss scaler rejected */
     void (*sgd_step)(float *params, const float *grads, float *buf, size_t n, float lr,
-                     float momentum, float weight_decay);
+                     float momentum, float weight_decay, const int *skip);
 
     void (*synchronize)(void);      /* wait for queued work (no-op on the CPU) */
     const char *(*describe)(void);

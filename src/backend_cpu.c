@@ -5,6 +5,7 @@
 
 #include "backend.h"
 #include "ops_cpu.h"
+#include "scaler.h"
 #include "util.h"
 
 static void *cpu_alloc(size_t bytes) { return alignedAllocCheck(bytes); }
@@ -60,7 +61,8 @@ static void cpu_add_inplace(float *restrict d, const float *restrict s, size_t n
  * after several steps stays within float round-off. With buf zeroed, the first step's
  * mom*0 + d equals PyTorch's buf = d exactly. */
 static void cpu_sgd_step(float *restrict params, const float *restrict grads, float *restrict buf,
-                         size_t n, float lr, float mom, float wd) {
+                         size_t n, float lr, float mom, float wd, const int *skip) {
+    if (skip && *skip) return;
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float d = grads[i] + wd * params[i];
@@ -68,6 +70,29 @@ static void cpu_sgd_step(float *restrict params, const float *restrict grads, fl
         buf[i] = b;
         params[i] = params[i] - lr * b;
     }
+}
+
+static void cpu_scale_inplace(float *restrict x, size_t n, const float *s) {
+    const float f = *s;
+    #pragma omp parallel for simd schedule(static)
+    for (size_t j = 0; j < n; j++) x[j] *= f;
+}
+
+/* GradScaler's unscale: multiply by the reciprocal (exact: scales are powers of two). */
+static void cpu_unscale_check(float *restrict g, size_t n, const float *scale, int *found_inf) {
+    const float inv = (float)(1.0 / (double)*scale);
+    int bad = 0;
+    #pragma omp parallel for simd schedule(static) reduction(|:bad)
+    for (size_t j = 0; j < n; j++) {
+        const float v = g[j] * inv;
+        bad |= !isfinite(v);
+        g[j] = v;
+    }
+    if (bad) *found_inf = 1;
+}
+
+static void cpu_scaler_update(float *scale, int *state, float growth, float backoff, int interval) {
+    scaler_update_rule(scale, state, growth, backoff, interval);
 }
 
 static void cpu_synchronize(void) {}
@@ -99,6 +124,9 @@ const Backend backend_cpu = {
     .softmax_xent = cpu_softmax_xent,
     .relu_mask_copy = cpu_relu_mask_copy,
     .add_inplace = cpu_add_inplace,
+    .scale_inplace = cpu_scale_inplace,
+    .unscale_check = cpu_unscale_check,
+    .scaler_update = cpu_scaler_update,
     .sgd_step = cpu_sgd_step,
     .synchronize = cpu_synchronize,
     .describe = ops_cpu_describe,

@@ -275,6 +275,7 @@ static void forward_to_loss(Model *m, const float *x, const int *labels, int N, 
                        m->num_classes);
     be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->dlogits : NULL, m->loss,
                      m->correct);
+    if (train && m->grad_scale) be->scale_inplace(m->dlogits, (size_t)N * m->num_classes, m->grad_scale);
 }
 
 float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,

@@ -74,6 +74,10 @@ typedef struct Model {
     float *gbuf[4];         /* activation-gradient scratch, each of the largest activation */
     double *stat_scratch;
 
+    /* Loss scale in backend memory (scaler.h), multiplied into the gradient of the training
+     * loss on top of model_forward's loss_scale; NULL: none. */
+    const float *grad_scale;
+
     GradReadyFn grad_ready;
     void *grad_ready_ctx;
     StatsAllreduceFn stats_allreduce;

@@ -19,10 +19,13 @@
 #include <string.h>
 
 #include <cuda_runtime.h>
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
 #include <cudnn.h>
 #include <cublas_v2.h>
 
 #include "ops_cuda.h"
+#include "scaler.h"
 extern "C" {
 #include "util.h"
 }
@@ -61,9 +64,13 @@ static struct {
     void *scratch;            /* reduction partials, per-channel coefficients */
     size_t scratch_bytes;
     int *flags;               /* device word of FLAG_* bits */
-    int tf32, conv_benchmark, filter_layout;
+    int tf32, conv_benchmark, filter_layout, amp;
+    /* 16-bit copies of a convolution's operands under AMP, shared by every layer (used only
+     * inside one op, in stream order): input or input gradient, output or output gradient */
+    void *h_in, *h_out;
+    size_t h_in_bytes, h_out_bytes;
     char desc[512];
-} g_cu = { 0, -1, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0, -1, "" };
+} g_cu = { 0, -1, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0, -1, 0, NULL, NULL, 0, 0, "" };
 
 static void require_active(const char *file, int line) {
     if (!g_cu.active) fail_at(file, line, "CUDA op called", "cuda_backend_init has not succeeded");
@@ -146,6 +153,10 @@ extern "C" void cuda_backend_free(void) {
     CUDA_CHECK(cudaFree(g_cu.ws));
     CUDA_CHECK(cudaFree(g_cu.scratch));
     CUDA_CHECK(cudaFree(g_cu.flags));
+    CUDA_CHECK(cudaFree(g_cu.h_in));
+    CUDA_CHECK(cudaFree(g_cu.h_out));
+    g_cu.h_in = g_cu.h_out = NULL;
+    g_cu.h_in_bytes = g_cu.h_out_bytes = 0;
     CUBLAS_CHECK(cublasDestroy(g_cu.cublas));
     CUDNN_CHECK(cudnnDestroy(g_cu.cudnn));
     CUDA_CHECK(cudaStreamDestroy(g_cu.stream));
@@ -167,6 +178,10 @@ extern "C" void cuda_set_tf32(int enable) {
 }
 extern "C" void cuda_set_conv_benchmark(int enable) { g_cu.conv_benchmark = enable != 0; }
 extern "C" void cuda_set_conv_filter_layout(int mode) { g_cu.filter_layout = mode < 0 ? -1 : mode > 0; }
+extern "C" void cuda_set_amp(int mode) {
+    CHECK(mode == CUDA_AMP_OFF || mode == CUDA_AMP_BF16 || mode == CUDA_AMP_FP16);
+    g_cu.amp = mode;
+}
 
 extern "C" const char *cuda_describe(void) {
     if (!g_cu.active) return "CUDA: not initialised";
@@ -179,10 +194,11 @@ extern "C" const char *cuda_describe(void) {
     const size_t dn = cudnnGetVersion();   /* e.g. 91900 for 9.19.0 */
     snprintf(g_cu.desc, sizeof g_cu.desc,
              "CUDA: %s (sm_%d%d, %.0f GiB, %d SMs), driver %d.%d, runtime %d.%d, cuDNN %zu.%zu.%zu, "
-             "cuBLAS %d.%d.%d, TF32 %s", p.name, p.major, p.minor,
+             "cuBLAS %d.%d.%d, TF32 %s, convolutions in %s", p.name, p.major, p.minor,
              (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
              drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10, dn / 10000, dn % 10000 / 100,
-             dn % 100, bl / 10000, bl % 10000 / 100, bl % 100, g_cu.tf32 ? "on" : "off");
+             dn % 100, bl / 10000, bl % 10000 / 100, bl % 100, g_cu.tf32 ? "on" : "off",
+             g_cu.amp == CUDA_AMP_BF16 ? "bf16" : g_cu.amp == CUDA_AMP_FP16 ? "fp16" : "fp32");
     return g_cu.desc;
 }
 
@@ -269,6 +285,11 @@ typedef struct ConvPlan {
 
 typedef struct ConvImpl {
     ConvPlan *plans;
+    int amp;                    /* CUDA_AMP_* this layer runs in (decided on the first shape) */
+    void *wh;                   /* AMP: 16-bit OHWI weights */
+    void *dwh;                  /* AMP: 16-bit OHWI weight gradient of one call */
+    unsigned wh_version;
+    const float *wh_src;
     int layout;                 /* -1 undecided, 0 OIHW (the master itself), 1 OHWI copy */
     int mode;                   /* g_cu.filter_layout at init */
     cudnnMathType_t math;
@@ -316,10 +337,19 @@ static const char *bwd_filter_name(cudnnConvolutionBwdFilterAlgo_t a) {
     }
 }
 
-/* With TF32 off an algorithm may only run in plain float FMA; cuDNN lists tensor-core
- * variants of the same algorithm separately. */
-static int math_ok(cudnnMathType_t m) {
+/* With TF32 off a float32 algorithm may only run in plain float FMA; cuDNN lists tensor-core
+ * variants of the same algorithm separately. 16-bit convolutions (AMP) want the tensor cores,
+ * but never a conversion of their operands to something narrower. */
+static int math_ok(cudnnMathType_t m, int amp) {
+    if (amp) return m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION;
     return g_cu.tf32 || (m != CUDNN_TENSOR_OP_MATH && m != CUDNN_TENSOR_OP_MATH_ALLOW_CONVERSION);
+}
+
+static cudnnDataType_t conv_dtype(int amp) {
+    return amp == CUDA_AMP_BF16 ? CUDNN_DATA_BFLOAT16 : amp == CUDA_AMP_FP16 ? CUDNN_DATA_HALF : CUDNN_DATA_FLOAT;
+}
+static const char *amp_name(int amp) {
+    return amp == CUDA_AMP_BF16 ? "bf16" : amp == CUDA_AMP_FP16 ? "fp16" : "fp32";
 }
 
 /* The first usable entry of a candidate list (cuDNN sorts them best first): it ran (Find) or
@@ -328,11 +358,11 @@ static int math_ok(cudnnMathType_t m) {
  * list can still be refused here), and is deterministic. When no deterministic one exists the
  * first otherwise usable one is taken and *nondet set. Returns the index, or -1. */
 template <typename Perf, typename WsQuery>
-static int pick(const Perf *p, int n, WsQuery ws_query, size_t *ws, int *nondet) {
+static int pick(const Perf *p, int n, int amp, WsQuery ws_query, size_t *ws, int *nondet) {
     int fallback = -1;
     size_t fallback_ws = 0;
     for (int i = 0; i < n; i++) {
-        if (p[i].status != CUDNN_STATUS_SUCCESS || !math_ok(p[i].mathType)) continue;
+        if (p[i].status != CUDNN_STATUS_SUCCESS || !math_ok(p[i].mathType, amp)) continue;
         size_t need = 0;
         if (ws_query(p[i].algo, &need) != CUDNN_STATUS_SUCCESS || need > CONV_WS_LIMIT) continue;
         if (p[i].determinism == CUDNN_DETERMINISTIC) {
@@ -351,7 +381,7 @@ static int pick(const Perf *p, int n, WsQuery ws_query, size_t *ws, int *nondet)
 
 static void set_filter_desc(ConvImpl *im, const CudaConv2d *c, int layout) {
     /* OIHW is cuDNN's NCHW filter format (K=C_out, C=C_in, R=S=k); OHWI its NHWC format. */
-    CUDNN_CHECK(cudnnSetFilter4dDescriptor(im->w_desc, CUDNN_DATA_FLOAT,
+    CUDNN_CHECK(cudnnSetFilter4dDescriptor(im->w_desc, conv_dtype(im->amp),
                                            layout ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
                                            c->C_out, c->C_in, c->k, c->k));
 }
@@ -381,13 +411,13 @@ static int plan_choose(ConvImpl *im, ConvPlan *pl) {
     }
     int ndf = 0, ndd = 0, ndw = 0;
     size_t wsf = 0, wsd = 0, wsw = 0;
-    const int i = pick(f, nf, [&](cudnnConvolutionFwdAlgo_t a, size_t *need) {
+    const int i = pick(f, nf, im->amp, [&](cudnnConvolutionFwdAlgo_t a, size_t *need) {
         return cudnnGetConvolutionForwardWorkspaceSize(g_cu.cudnn, pl->x_desc, im->w_desc, pl->conv_desc,
                                                        pl->y_desc, a, need); }, &wsf, &ndf);
-    const int j = pick(d, nd, [&](cudnnConvolutionBwdDataAlgo_t a, size_t *need) {
+    const int j = pick(d, nd, im->amp, [&](cudnnConvolutionBwdDataAlgo_t a, size_t *need) {
         return cudnnGetConvolutionBackwardDataWorkspaceSize(g_cu.cudnn, im->w_desc, pl->y_desc, pl->conv_desc,
                                                             pl->x_desc, a, need); }, &wsd, &ndd);
-    const int k = pick(w, nw, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *need) {
+    const int k = pick(w, nw, im->amp, [&](cudnnConvolutionBwdFilterAlgo_t a, size_t *need) {
         return cudnnGetConvolutionBackwardFilterWorkspaceSize(g_cu.cudnn, pl->x_desc, pl->y_desc, pl->conv_desc,
                                                               im->w_desc, a, need); }, &wsw, &ndw);
     if (i < 0 || j < 0 || k < 0) return -1;
@@ -397,12 +427,25 @@ static int plan_choose(ConvImpl *im, ConvPlan *pl) {
     pl->ws_fwd = wsf;
     pl->ws_bwd_data = wsd;
     pl->ws_bwd_filter = wsw;
-    snprintf(pl->impl, sizeof pl->impl, "fwd %s%s / bwd-data %s%s / bwd-filter %s%s, filter %s%s",
+    snprintf(pl->impl, sizeof pl->impl, "%s: fwd %s%s / bwd-data %s%s / bwd-filter %s%s, filter %s%s",
+             amp_name(im->amp),
              fwd_name(pl->fwd), ndf ? " (non-deterministic)" : "",
              bwd_data_name(pl->bwd_data), ndd ? " (non-deterministic)" : "",
              bwd_filter_name(pl->bwd_filter), ndw ? " (non-deterministic)" : "",
-             im->layout ? "OHWI copy" : "OIHW", im->benchmark ? ", benchmarked" : "");
+             im->amp ? "OHWI 16-bit copy" : im->layout ? "OHWI copy" : "OIHW", im->benchmark ? ", benchmarked" : "");
     return 0;
+}
+
+/* Tensor and convolution descriptors of a plan in the layer's current data type. The
+ * accumulation is float32 in every case (cuDNN's "pseudo" 16-bit configurations). */
+static void plan_set_descs(const CudaConv2d *c, const ConvImpl *im, ConvPlan *pl) {
+    const int Ho = cuda_conv2d_out_size(c, pl->H), Wo = cuda_conv2d_out_size(c, pl->W);
+    const cudnnDataType_t dt = conv_dtype(im->amp);
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x_desc, CUDNN_TENSOR_NHWC, dt, pl->N, c->C_in, pl->H, pl->W));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y_desc, CUDNN_TENSOR_NHWC, dt, pl->N, c->C_out, Ho, Wo));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv_desc, c->pad, c->pad, c->stride, c->stride, 1, 1,
+                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
+    CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv_desc, im->amp ? CUDNN_TENSOR_OP_MATH : im->math));
 }
 
 static ConvPlan *plan_new(const CudaConv2d *c, ConvImpl *im, int N, int H, int W) {
@@ -413,13 +456,28 @@ static ConvPlan *plan_new(const CudaConv2d *c, ConvImpl *im, int N, int H, int W
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->x_desc));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->y_desc));
     CUDNN_CHECK(cudnnCreateConvolutionDescriptor(&pl->conv_desc));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, c->C_in, H, W));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y_desc, CUDNN_TENSOR_NHWC, CUDNN_DATA_FLOAT, N, c->C_out, Ho, Wo));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv_desc, c->pad, c->pad, c->stride, c->stride, 1, 1,
-                                                CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
-    CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv_desc, im->math));
+    plan_set_descs(c, im, pl);
 
-    if (im->layout < 0) {
+    if (im->amp && im->layout < 0) {
+        /* AMP, first shape: 16-bit OHWI weights (the tensor-core kernels' format for NHWC
+         * activations). No 16-bit algorithm: this layer stays in float32. */
+        im->layout = 1;
+        set_filter_desc(im, c, 1);
+        if (plan_choose(im, pl) != 0) {
+            im->amp = CUDA_AMP_OFF;
+            im->layout = im->mode;
+            if (im->layout >= 0) set_filter_desc(im, c, im->layout);
+            plan_set_descs(c, im, pl);
+        }
+    }
+    if (im->amp) {
+        if (pl->impl[0] == '\0' && plan_choose(im, pl) != 0) {
+            char d[200];
+            snprintf(d, sizeof d, "no usable %s algorithm for a %dx%d stride-%d conv %d->%d on %dx%dx%d",
+                     amp_name(im->amp), c->k, c->k, c->stride, c->C_in, c->C_out, N, H, W);
+            fail_at(__FILE__, __LINE__, "cuDNN convolution", d);
+        }
+    } else if (im->layout < 0) {
         /* Decide the weight layout on the first shape: the flat buffer itself when cuDNN can
          * take OIHW weights with NHWC activations in every direction, else the OHWI copy. */
         im->layout = 0;
@@ -439,8 +497,11 @@ static ConvPlan *plan_new(const CudaConv2d *c, ConvImpl *im, int N, int H, int W
     int n = 0, co = 0, ho = 0, wo = 0;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv_desc, pl->x_desc, im->w_desc, &n, &co, &ho, &wo));
     CHECK(n == N && co == c->C_out && ho == Ho && wo == Wo);
-    if (im->layout == 1 && !im->w_copy) {
-        const size_t wn = (size_t)c->C_out * c->C_in * c->k * c->k;
+    const size_t wn = (size_t)c->C_out * c->C_in * c->k * c->k;
+    if (im->amp && !im->wh) {
+        im->wh = cuda_malloc(wn * 2);
+        im->dwh = cuda_malloc(wn * 2);
+    } else if (!im->amp && im->layout == 1 && !im->w_copy) {
         im->w_copy = (float *)cuda_malloc(wn * sizeof(float));
         im->dw_copy = (float *)cuda_malloc(wn * sizeof(float));
     }
@@ -497,13 +558,130 @@ static const float *weights_for_cudnn(CudaConv2d *c, ConvImpl *im, const float *
     return im->w_copy;
 }
 
+/* ---- AMP: 16-bit operands around cuDNN ---- */
+
+__device__ __forceinline__ void store_h(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
+__device__ __forceinline__ void store_h(__half *p, float v) { *p = __float2half_rn(v); }
+__device__ __forceinline__ float load_h(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
+__device__ __forceinline__ float load_h(const __half *p) { return __half2float(*p); }
+
+template <typename T>
+__global__ void k_narrow(const float *__restrict__ x, T *__restrict__ h, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        store_h(h + i, x[i]);
+}
+template <typename T>
+__global__ void k_widen(const T *__restrict__ h, float *__restrict__ x, size_t n) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = load_h(h + i);
+}
+/* OIHW float32 master -> OHWI 16-bit, and the 16-bit OHWI gradient added into OIHW float32. */
+template <typename T>
+__global__ void k_oihw_to_ohwi_h(const float *__restrict__ src, T *__restrict__ dst, int O, int I, int KK) {
+    const size_t n = (size_t)O * I * KK;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+        const int i = (int)(t % I);
+        const int p = (int)(t / I % KK);
+        const int o = (int)(t / ((size_t)I * KK));
+        store_h(dst + t, src[((size_t)o * I + i) * KK + p]);
+    }
+}
+template <typename T>
+__global__ void k_ohwi_h_add_to_oihw(const T *__restrict__ src, float *__restrict__ dst, int O, int I, int KK) {
+    const size_t n = (size_t)O * I * KK;
+    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
+        const int p = (int)(t % KK);
+        const int i = (int)(t / KK % I);
+        const int o = (int)(t / ((size_t)KK * I));
+        dst[t] = __fadd_rn(dst[t], load_h(src + ((size_t)o * KK + p) * I + i));
+    }
+}
+
+static void *h_scratch(void **buf, size_t *have, size_t n) {
+    grow(buf, have, (n * 2 + 255) / 256 * 256);
+    return *buf;
+}
+
+static void narrow(int amp, const float *x, void *h, size_t n) {
+    if (amp == CUDA_AMP_BF16) k_narrow<<<grid_for(n), 256, 0, g_cu.stream>>>(x, (__nv_bfloat16 *)h, n);
+    else k_narrow<<<grid_for(n), 256, 0, g_cu.stream>>>(x, (__half *)h, n);
+    KERNEL_CHECK("k_narrow");
+}
+
+static void widen(int amp, const void *h, float *x, size_t n) {
+    if (amp == CUDA_AMP_BF16) k_widen<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)h, x, n);
+    else k_widen<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)h, x, n);
+    KERNEL_CHECK("k_widen");
+}
+
+/* The 16-bit OHWI weights, refreshed after each change of the float32 master. */
+static const void *weights_h(CudaConv2d *c, ConvImpl *im, const float *w) {
+    if (im->wh_version != im->version || im->wh_src != w) {
+        const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
+        const int KK = c->k * c->k;
+        if (im->amp == CUDA_AMP_BF16)
+            k_oihw_to_ohwi_h<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__nv_bfloat16 *)im->wh, c->C_out, c->C_in, KK);
+        else
+            k_oihw_to_ohwi_h<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__half *)im->wh, c->C_out, c->C_in, KK);
+        KERNEL_CHECK("k_oihw_to_ohwi_h");
+        im->wh_version = im->version;
+        im->wh_src = w;
+    }
+    return im->wh;
+}
+
+static void conv_forward_h(CudaConv2d *c, ConvImpl *im, ConvPlan *pl, const float *x, const float *w, float *y) {
+    const size_t nx = (size_t)pl->N * pl->H * pl->W * c->C_in;
+    const size_t ny = (size_t)pl->N * cuda_conv2d_out_size(c, pl->H) * cuda_conv2d_out_size(c, pl->W) * c->C_out;
+    void *hx = h_scratch(&g_cu.h_in, &g_cu.h_in_bytes, nx);
+    void *hy = h_scratch(&g_cu.h_out, &g_cu.h_out_bytes, ny);
+    grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_fwd);
+    const void *wh = weights_h(c, im, w);
+    narrow(im->amp, x, hx, nx);
+    const float one = 1.0f, zero = 0.0f;
+    CUDNN_CHECK(cudnnConvolutionForward(g_cu.cudnn, &one, pl->x_desc, hx, im->w_desc, wh, pl->conv_desc, pl->fwd,
+                                        g_cu.ws, g_cu.ws_bytes, &zero, pl->y_desc, hy));
+    widen(im->amp, hy, y, ny);
+}
+
+static void conv_backward_h(CudaConv2d *c, ConvImpl *im, ConvPlan *pl, const float *x, const float *w,
+                            const float *dy, float *dx, float *dw) {
+    const size_t nx = (size_t)pl->N * pl->H * pl->W * c->C_in;
+    const size_t ny = (size_t)pl->N * cuda_conv2d_out_size(c, pl->H) * cuda_conv2d_out_size(c, pl->W) * c->C_out;
+    void *hx = h_scratch(&g_cu.h_in, &g_cu.h_in_bytes, nx);
+    void *hdy = h_scratch(&g_cu.h_out, &g_cu.h_out_bytes, ny);
+    grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_bwd_data > pl->ws_bwd_filter ? pl->ws_bwd_data : pl->ws_bwd_filter);
+    const float one = 1.0f, zero = 0.0f;
+    narrow(im->amp, dy, hdy, ny);
+    if (dx) {
+        /* hx holds the input gradient first, then (below) the input itself */
+        CUDNN_CHECK(cudnnConvolutionBackwardData(g_cu.cudnn, &one, im->w_desc, weights_h(c, im, w), pl->y_desc, hdy,
+                                                 pl->conv_desc, pl->bwd_data, g_cu.ws, g_cu.ws_bytes, &zero,
+                                                 pl->x_desc, hx));
+        widen(im->amp, hx, dx, nx);
+    }
+    narrow(im->amp, x, hx, nx);
+    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, hx, pl->y_desc, hdy, pl->conv_desc,
+                                               pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &zero, im->w_desc, im->dwh));
+    const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
+    const int KK = c->k * c->k;
+    if (im->amp == CUDA_AMP_BF16)
+        k_ohwi_h_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)im->dwh, dw, c->C_out,
+                                                                   c->C_in, KK);
+    else
+        k_ohwi_h_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)im->dwh, dw, c->C_out, c->C_in,
+                                                                   KK);
+    KERNEL_CHECK("k_ohwi_h_add_to_oihw");
+}
+
 extern "C" void cuda_conv2d_init(CudaConv2d *c, int C_in, int C_out, int k, int stride, int pad) {
     REQUIRE_ACTIVE();
     CHECK(C_in > 0 && C_out > 0 && k > 0 && stride > 0 && pad >= 0);
     c->C_in = C_in; c->C_out = C_out; c->k = k; c->stride = stride; c->pad = pad;
     ConvImpl *im = (ConvImpl *)callocCheck(1, sizeof *im);
     im->mode = g_cu.filter_layout;
-    im->layout = im->mode;          /* -1: decided on the first shape */
+    im->amp = g_cu.amp;
+    im->layout = im->amp ? -1 : im->mode;   /* -1: decided on the first shape */
     /* FMA_MATH keeps float32 convolutions off the TF32 tensor cores; DEFAULT_MATH lets cuDNN
      * use them on Ampere and later. */
     im->math = g_cu.tf32 ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH;
@@ -522,9 +700,11 @@ extern "C" void cuda_conv2d_free(CudaConv2d *c) {
         plan_free(im->plans);
         im->plans = next;
     }
-    if (im->w_copy || im->dw_copy) CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
+    if (im->w_copy || im->dw_copy || im->wh) CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
     cuda_free(im->w_copy);
     cuda_free(im->dw_copy);
+    cuda_free(im->wh);
+    cuda_free(im->dwh);
     CUDNN_CHECK(cudnnDestroyFilterDescriptor(im->w_desc));
     free(im);
     c->impl = NULL;
@@ -544,6 +724,10 @@ extern "C" void cuda_conv2d_forward(CudaConv2d *c, int N, int H, int W, const fl
     REQUIRE_ACTIVE();
     ConvPlan *pl = plan_get(c, N, H, W);
     ConvImpl *im = (ConvImpl *)c->impl;
+    if (im->amp) {
+        conv_forward_h(c, im, pl, x, w, y);
+        return;
+    }
     grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_fwd);
     const float *wk = weights_for_cudnn(c, im, w);
     const float one = 1.0f, zero = 0.0f;
@@ -556,6 +740,10 @@ extern "C" void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const f
     REQUIRE_ACTIVE();
     ConvPlan *pl = plan_get(c, N, H, W);
     ConvImpl *im = (ConvImpl *)c->impl;
+    if (im->amp) {
+        conv_backward_h(c, im, pl, x, w, dy, dx, dw);
+        return;
+    }
     grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_bwd_data > pl->ws_bwd_filter ? pl->ws_bwd_data : pl->ws_bwd_filter);
     const float one = 1.0f, zero = 0.0f;
     if (dx) {
@@ -984,9 +1172,53 @@ extern "C" void cuda_add_inplace(float *d, const float *s, size_t n) {
     KERNEL_CHECK("k_add_inplace");
 }
 
+__global__ void k_scale_inplace(float *__restrict__ x, size_t n, const float *__restrict__ s) {
+    const float f = *s;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = __fmul_rn(x[i], f);
+}
+
+extern "C" void cuda_scale_inplace(float *x, size_t n, const float *s) {
+    REQUIRE_ACTIVE();
+    if (!n) return;
+    k_scale_inplace<<<grid_for(n), 256, 0, g_cu.stream>>>(x, n, s);
+    KERNEL_CHECK("k_scale_inplace");
+}
+
+/* Several threads may store 1 into found_inf: the same value, so no atomic is needed. */
+__global__ void k_unscale_check(float *__restrict__ g, size_t n, const float *__restrict__ scale,
+                                int *__restrict__ found_inf) {
+    const float inv = (float)(1.0 / (double)*scale);
+    int bad = 0;
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
+        const float v = __fmul_rn(g[i], inv);
+        bad |= !isfinite(v);
+        g[i] = v;
+    }
+    if (__syncthreads_or(bad) && threadIdx.x == 0) *found_inf = 1;
+}
+
+extern "C" void cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf) {
+    REQUIRE_ACTIVE();
+    if (!n) return;
+    k_unscale_check<<<grid_for(n), 256, 0, g_cu.stream>>>(g, n, scale, found_inf);
+    KERNEL_CHECK("k_unscale_check");
+}
+
+__global__ void k_scaler_update(float *scale, int *state, float growth, float backoff, int interval) {
+    scaler_update_rule(scale, state, growth, backoff, interval);
+}
+
+extern "C" void cuda_scaler_update(float *scale, int *state, float growth, float backoff, int interval) {
+    REQUIRE_ACTIVE();
+    k_scaler_update<<<1, 1, 0, g_cu.stream>>>(scale, state, growth, backoff, interval);
+    KERNEL_CHECK("k_scaler_update");
+}
+
 /* optim.c's operation order and float rounding, without contraction into FMAs. */
 __global__ void k_sgd(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ buf, size_t n,
-                      float lr, float mom, float wd) {
+                      float lr, float mom, float wd, const int *__restrict__ skip) {
+    if (skip && *skip) return;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float pi = p[i];
         const float d = __fadd_rn(g[i], __fmul_rn(wd, pi));
@@ -997,9 +1229,9 @@ __global__ void k_sgd(float *__restrict__ p, const float *__restrict__ g, float 
 }
 
 extern "C" void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
-                              float momentum, float weight_decay) {
+                              float momentum, float weight_decay, const int *skip) {
     REQUIRE_ACTIVE();
     if (!n) return;
-    k_sgd<<<grid_for(n), 256, 0, g_cu.stream>>>(params, grads, buf, n, lr, momentum, weight_decay);
+    k_sgd<<<grid_for(n), 256, 0, g_cu.stream>>>(params, grads, buf, n, lr, momentum, weight_decay, skip);
     KERNEL_CHECK("k_sgd");
 }

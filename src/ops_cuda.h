@@ -60,6 +60,16 @@ void cuda_set_tf32(int enable);
  * 1 always OHWI, a reordered copy refreshed after cuda_conv2d_weights_changed (and a
  * gradient reordered back). Applies to convolutions initialised afterwards. */
 void cuda_set_conv_filter_layout(int mode);
+/* Mixed precision of the convolutions: CUDA_AMP_OFF (float32, the default), CUDA_AMP_BF16 or
+ * CUDA_AMP_FP16. With AMP a convolution runs on the tensor cores in the 16-bit type with
+ * float32 accumulation, as under torch.autocast: its input and weights are rounded to the
+ * 16-bit type, its outputs (activation, input gradient, weight gradient) rounded from it and
+ * widened back to float32, where everything else (batch norm, the head, the loss, the master
+ * weights, the gradients and their all-reduce, SGD) stays. A layer for which cuDNN offers no
+ * 16-bit algorithm (e.g. the 3-channel stem on some versions) stays in float32; the layer's
+ * impl name says which. Applies to convolutions initialised afterwards. */
+enum { CUDA_AMP_OFF = 0, CUDA_AMP_BF16 = 1, CUDA_AMP_FP16 = 2 };
+void cuda_set_amp(int mode);
 /* Convolution algorithm choice: 0 (default) the cuDNN heuristics, the same choice on every
  * run; 1 time the candidates once per shape (cudnnFind*), usually faster but the choice, and
  * so the low bits of the results, can differ between runs. Only deterministic algorithms are
@@ -154,10 +164,16 @@ void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, flo
 void cuda_relu_mask_copy(float *g, const float *y, float *out, size_t n);
 /* d += s. */
 void cuda_add_inplace(float *d, const float *s, size_t n);
+/* x *= *s (s a device scalar). */
+void cuda_scale_inplace(float *x, size_t n, const float *s);
+/* The loss scaler's two steps (scaler.h, Backend.unscale_check / scaler_update). */
+void cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf);
+void cuda_scaler_update(float *scale, int *state, float growth, float backoff, int interval);
 /* SGD with momentum and weight decay over the flat buffers, optim.c's rule and rounding:
- * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf. buf starts zeroed. */
+ * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf. buf starts zeroed.
+ * Nothing changes when skip (a device int, may be NULL) is nonzero as the kernel runs. */
 void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
-                   float momentum, float weight_decay);
+                   float momentum, float weight_decay, const int *skip);
 
 /* ---- collectives over device buffers (comm_nccl.c, built with NCCL) ---- */
 

@@ -16,7 +16,13 @@ void sgd_init_on(SGD *o, const Backend *be, size_t n, float momentum, float weig
 }
 
 void sgd_step(SGD *o, float *params, const float *grads, float lr) {
-    o->be->sgd_step(params, grads, o->buf, o->n, lr, o->momentum, o->weight_decay);
+    sgd_step_unless(o, params, grads, lr, NULL);
+}
+
+/* steps counts calls, skipped or not: it only tells a checkpoint reader whether momentum may
+ * be nonzero, and a zero buffer gives the same first update as PyTorch's unset one. */
+void sgd_step_unless(SGD *o, float *params, const float *grads, float lr, const int *skip) {
+    o->be->sgd_step(params, grads, o->buf, o->n, lr, o->momentum, o->weight_decay, skip);
     o->steps++;
 }
 

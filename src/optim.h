@@ -20,6 +20,9 @@ typedef struct {
 void sgd_init(SGD *o, size_t n, float momentum, float weight_decay);   /* on backend_cpu */
 void sgd_init_on(SGD *o, const Backend *be, size_t n, float momentum, float weight_decay);
 void sgd_step(SGD *o, float *params, const float *grads, float lr);
+/* The same, unless *skip (backend memory, may be NULL) is nonzero when the step runs: then
+ * parameters and momentum stay as they are (a step the fp16 loss scaler rejected, scaler.h). */
+void sgd_step_unless(SGD *o, float *params, const float *grads, float lr, const int *skip);
 void sgd_free(SGD *o);
 
 #endif

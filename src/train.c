@@ -26,10 +26,12 @@
 #include "logger.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
+#include "device_data.h"
 #include "ops_cuda.h"
 #endif
 #include "optim.h"
 #include "reducer.h"
+#include "scaler.h"
 #include "schedule.h"
 #include "trace.h"
 #include "util.h"
@@ -37,6 +39,8 @@
 /* Exit status of a run that stopped on the preemption signal after checkpointing; the sbatch
  * scripts in slurm/ requeue the job when they see it. */
 #define EXIT_PREEMPTED 3
+/* Steps between preemption checks of several ranks on GPUs (each check is a host round trip). */
+#define PREEMPT_CHECK_STEPS_GPU 10
 
 /* ---- preemption signals ------------------------------------------------------------------- */
 
@@ -91,6 +95,7 @@ typedef struct {
     DataLoader *train_dl, *test_dl;
     Model model;
     SGD opt;
+    GradScaler scaler;       /* fp16 loss scaling; disabled otherwise */
     Schedule sched;
     Reducer reducer;
     Trace *trace;
@@ -100,6 +105,9 @@ typedef struct {
     int *y;
     float *dev_x;            /* the same on the device (device backends only) */
     int *dev_y;
+#ifdef HAVE_CUDA_BACKEND
+    DeviceData *train_dd, *test_dd;   /* the splits held on the GPU; NULL: host batches uploaded */
+#endif
     double t_last_hook;      /* trace of backward per layer */
     int hook_layer;
 } Run;
@@ -135,7 +143,9 @@ static DataLoader *open_split(const Run *r, const char *split, int train, char *
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
         .augment = train && c->augment, .shuffle = train && c->shuffle, .drop_last = train,
         .seed = (uint64_t)c->seed, .num_classes = (int)c->num_classes,
-        .image_size = (int)c->image_size, .prefetch = c->prefetch,
+        .image_size = (int)c->image_size,
+        /* on a GPU the batches are made there (device_data.h) from the loader's plans */
+        .prefetch = c->prefetch && !r->be->on_device,
     };
     return dataloader_open(&o, err, n);
 }
@@ -155,25 +165,28 @@ static int choose_threads(const Run *r) {
     return per > 0 ? per : 1;
 }
 
-/* --device: one GPU per rank (the local rank's) with cuda; the CPU with cpu and (for now) auto. */
+/* --device: one GPU per rank (the local rank's) with cuda, and with auto when this rank sees
+ * a GPU; the CPU with cpu, and with auto when it does not (the log line says why). */
 static void choose_backend(Run *r) {
     r->be = &backend_cpu;
     r->gpu = -1;
     r->device_note[0] = '\0';
     if (!strcmp(r->cfg.device, "cpu")) return;
 #ifdef HAVE_CUDA_BACKEND
-    /* Until the CUDA backend has been validated on a GPU, auto stays on the CPU: a default
-     * must not be the path nobody has run. */
-    if (!strcmp(r->cfg.device, "auto")) {
-        snprintf(r->device_note, sizeof r->device_note,
-                 "--device cuda selects the CUDA backend, which is not yet validated on a GPU");
+#ifndef HAVE_NCCL
+    if (!strcmp(r->cfg.device, "auto") && r->boot.world_size > 1) {
+        snprintf(r->device_note, sizeof r->device_note, "%d ranks on GPUs need NCCL, which this build lacks",
+                 r->boot.world_size);
         return;
     }
+#endif
     char err[512];
     const Backend *g = backend_cuda_open(r->boot.local_rank, err, sizeof err);
     if (g) {
         r->be = g;
         r->gpu = r->boot.local_rank;
+        /* before the model exists: each convolution takes its precision at init */
+        cuda_set_amp(!r->cfg.use_amp ? CUDA_AMP_OFF : !strcmp(r->cfg.amp_dtype, "fp16") ? CUDA_AMP_FP16 : CUDA_AMP_BF16);
 #ifndef HAVE_NCCL
         if (r->boot.world_size > 1)
             die("--device %s: %d ranks on GPUs need NCCL, which this build lacks", r->cfg.device, r->boot.world_size);
@@ -337,6 +350,11 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
     if (r->boot.rank == 0) {
         TrainState ts = {.epoch = epoch, .step_in_epoch = step_in_epoch, .global_step = global_step,
                          .world_size = r->boot.world_size, .seed = (uint64_t)r->cfg.seed};
+        if (r->scaler.enabled) {
+            ts.has_amp = 1;
+            ts.amp[AMP_LOSS_SCALE] = scaler_get_scale(&r->scaler);
+            ts.amp[AMP_GROWTH_TRACKER] = scaler_get_tracker(&r->scaler);
+        }
         char path[CKPT_PATH_MAX], err[1200];
         checkpoint_path(path, sizeof path, r->ckpt_dir, global_step);
         HostView v;
@@ -388,6 +406,19 @@ static int maybe_resume(Run *r, TrainState *ts) {
     host_view_close(&v);
     log_info(&r->log, "resume: %s: epoch %ld, step %ld of the epoch, global step %ld (written by %d rank%s)", path,
              ts->epoch + 1, ts->step_in_epoch, ts->global_step, ts->world_size, ts->world_size == 1 ? "" : "s");
+    if (r->scaler.enabled && ts->has_amp) {
+        const double sc = ts->amp[AMP_LOSS_SCALE], tr = ts->amp[AMP_GROWTH_TRACKER];
+        if (!(sc > 0.0 && sc < 3.4e38 && tr >= 0.0 && tr < 2147483647.0))
+            die("%s: /train_state/amp holds an invalid loss scale %g or growth tracker %g", path, sc, tr);
+        scaler_set(&r->scaler, (float)sc, (int)tr);
+        log_info(&r->log, "resume: fp16 loss scale %g, %d clean steps towards the next growth", sc, (int)tr);
+    } else if (r->scaler.enabled) {
+        log_info(&r->log, "resume: the checkpoint has no loss-scaler state; fp16 loss scale starts at %g",
+                 (double)r->scaler.init_scale);
+    } else if (ts->has_amp) {
+        log_info(&r->log, "resume: the checkpoint's fp16 loss-scaler state is not needed by this run (%s)",
+                 r->be->on_device ? "no fp16" : "CPU");
+    }
     if (ts->world_size != r->boot.world_size)
         log_warn(&r->log, "resume: checkpoint from %d ranks, running on %d: the rest of epoch %ld follows this world "
                  "size's data order from step %ld (some of its samples may be seen twice or not at all)",
@@ -412,15 +443,38 @@ static const int *batch_labels(Run *r, const int *y, int n) {
     return r->dev_y;
 }
 
+/* The next batch of `dl` where the model reads it: made on the GPU from the split held there,
+ * or from the loader's host arrays (uploaded on a device backend). Returns n, 0 at the end. */
+static int next_batch(Run *r, DataLoader *dl, const float **x, const int **y) {
+#ifdef HAVE_CUDA_BACKEND
+    DeviceData *dd = dl == r->train_dl ? r->train_dd : r->test_dd;
+    if (dd) {
+        int n;
+        device_data_next(dd, dl, r->dev_x, r->dev_y, &n);
+        *x = r->dev_x;
+        *y = r->dev_y;
+        return n;
+    }
+#endif
+    int n = dataloader_next(dl, r->x, r->y);
+    if (n > 0) {
+        *x = batch_to_backend(r, r->x, n);
+        *y = batch_labels(r, r->y, n);
+    }
+    return n;
+}
+
 /* Accuracy over the whole test split, every rank evaluating its part; exact sums. */
 static double evaluate(Run *r, double *loss_out) {
     DataLoader *dl = r->test_dl;
     dataloader_start_epoch(dl, 0, 0);
     double sums[3] = {0.0, 0.0, 0.0};   /* correct, total, loss*n */
     int n;
-    while ((n = dataloader_next(dl, r->x, r->y)) > 0) {
+    const float *x;
+    const int *y;
+    while ((n = next_batch(r, dl, &x, &y)) > 0) {
         int c = 0;
-        float loss = model_forward(&r->model, batch_to_backend(r, r->x, n), batch_labels(r, r->y, n), n, 0, 1.0f, &c);
+        float loss = model_forward(&r->model, x, y, n, 0, 1.0f, &c);
         sums[0] += c;
         sums[1] += n;
         sums[2] += (double)loss * n;
@@ -515,11 +569,13 @@ static void setup(Run *r, int argc, char **argv) {
     log_info(&r->log, "%s", bootstrap_describe(&r->boot));
     log_info(&r->log, "%s", comm_describe(r->comm));
     if (r->be->on_device)
-        log_info(&r->log, "device: %s GPU %d: %s%s", r->be->name, r->gpu, r->be->describe(),
-                 r->cfg.use_amp ? "; --use_amp: mixed precision is not implemented yet, training in fp32" : "");
+        log_info(&r->log, "device: %s GPU %d: %s; %s", r->be->name, r->gpu, r->be->describe(),
+                 !r->cfg.use_amp ? "float32 training"
+                 : !strcmp(r->cfg.amp_dtype, "fp16") ? "mixed precision fp16 with dynamic loss scaling, float32 master weights"
+                 : "mixed precision bf16, float32 master weights");
     else
-        log_info(&r->log, "device: cpu (%d threads per rank), %s%s%s", threads, ops_cpu_describe(),
-                 r->device_note[0] ? "; " : "", r->device_note);
+        log_info(&r->log, "device: cpu (%d threads per rank), %s, float32%s%s%s", threads, ops_cpu_describe(),
+                 r->cfg.use_amp ? " (--use_amp applies to GPUs)" : "", r->device_note[0] ? "; " : "", r->device_note);
     /* Every rank logs what it reads into its own file; rank 0's line also reaches stdout. */
     log_info(&r->log, "data: %s: train %zu images on this rank of %zu (%s); test %zu of %zu", r->cfg.data_dir,
              dataloader_num_samples(r->train_dl), dataloader_global_samples(r->train_dl),
@@ -546,6 +602,9 @@ int main(int argc, char **argv) {
     log_info(&r->log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg->width, cfg->blocks,
              r->model.num_params);
     sgd_init_on(&r->opt, r->be, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);
+    scaler_init(&r->scaler, r->be, r->be->on_device && cfg->use_amp && !strcmp(cfg->amp_dtype, "fp16"),
+                SCALER_INIT_SCALE, SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
+    r->model.grad_scale = scaler_scale_ptr(&r->scaler);
     broadcast_weights(r);
 
     if (cfg->trace) {
@@ -594,6 +653,18 @@ int main(int argc, char **argv) {
     if (r->be->on_device) {
         r->dev_x = r->be->alloc((size_t)max_batch * img * sizeof(float));
         r->dev_y = r->be->alloc((size_t)max_batch * sizeof(int));
+#ifdef HAVE_CUDA_BACKEND
+        /* After the model's allocations, so the free-memory check sees what training needs. */
+        char derr[512];
+        r->train_dd = device_data_open(r->train_dl, max_batch, derr, sizeof derr);
+        if (!r->train_dd) log_warn(&r->log, "data: training images stay on the host (uploaded per batch): %s", derr);
+        r->test_dd = r->train_dd ? device_data_open(r->test_dl, max_batch, derr, sizeof derr) : NULL;
+        if (r->train_dd && !r->test_dd) log_warn(&r->log, "data: test images stay on the host: %s", derr);
+        if (r->train_dd)
+            log_info(&r->log, "data: held on GPU %d (%.1f MiB%s); batches cropped, flipped and normalised there", r->gpu,
+                     (double)(device_data_bytes(r->train_dd) + (r->test_dd ? device_data_bytes(r->test_dd) : 0)) / 1048576.0,
+                     r->test_dd ? ", test split included" : "");
+#endif
     }
 
     double last_acc = -1.0, best_acc = 0.0;
@@ -608,10 +679,16 @@ int main(int argc, char **argv) {
         r->reducer.wait_time = 0.0;
         long s_done = s0;   /* optimizer steps completed in this epoch */
         for (long s = s0; s < r->steps_per_epoch; s++) {
-            /* A step boundary: do all ranks agree to stop for preemption? */
+            /* A step boundary: do all ranks agree to stop for preemption? On a GPU the
+             * collective waits for the queued work, so ranks ask only every few steps;
+             * alone, a rank asks itself every step for free. */
             int64_t stop = g_signal != 0;
-            comm_set_context(r->comm, "preemption check");
-            comm_allreduce(r->comm, &stop, 1, COMM_INT64, COMM_SUM);
+            if (world > 1 && (!r->be->on_device || (s - s0) % PREEMPT_CHECK_STEPS_GPU == 0)) {
+                comm_set_context(r->comm, "preemption check");
+                comm_allreduce(r->comm, &stop, 1, COMM_INT64, COMM_SUM);
+            } else if (world > 1) {
+                stop = 0;
+            }
             if (stop) {
                 log_info(&r->log, "preemption: signal received (%s); checkpointing at epoch %ld step %ld and exiting with status %d",
                          g_signal ? strsignal(g_signal) : "on another rank", epoch + 1, step, EXIT_PREEMPTED);
@@ -623,12 +700,14 @@ int main(int argc, char **argv) {
             model_zero_grad(&r->model);
             for (long micro = 0; micro < cfg->grad_accum_steps; micro++) {
                 double t0 = now_sec();
-                int n = dataloader_next(r->train_dl, r->x, r->y);
+                const float *xb = NULL;
+                const int *yb = NULL;
+                int n = next_batch(r, r->train_dl, &xb, &yb);
                 CHECK(n == cfg->batch_size);
                 double t1 = now_sec();
                 trace_event(r->trace, "data wait", "data", -1, 0, t0, t1);
                 /* the loss stays with the model until the next log line */
-                model_forward_train(&r->model, batch_to_backend(r, r->x, n), batch_labels(r, r->y, n), n,
+                model_forward_train(&r->model, xb, yb, n,
                                     1.0f / (float)cfg->grad_accum_steps);
                 double t2 = now_sec();
                 trace_event(r->trace, "forward", "compute", -1, 0, t1, t2);
@@ -644,7 +723,10 @@ int main(int argc, char **argv) {
             reducer_finish(&r->reducer);
             double t4 = now_sec();
             trace_event(r->trace, "gradient wait", "comm", -1, 0, t3, t4);
-            sgd_step(&r->opt, r->model.params, r->model.grads, (float)lr);
+            /* fp16: unscale, and skip the update when a gradient overflowed (GradScaler) */
+            scaler_unscale(&r->scaler, r->model.grads, r->model.num_params);
+            sgd_step_unless(&r->opt, r->model.params, r->model.grads, (float)lr, scaler_skip_flag(&r->scaler));
+            scaler_update(&r->scaler);
             model_params_changed(&r->model);
             trace_event(r->trace, "optimizer", "optim", -1, 0, t4, now_sec());
             step++;
@@ -657,7 +739,19 @@ int main(int argc, char **argv) {
                                    data_wait};
                 comm_set_context(r->comm, "loss for the log");
                 comm_allreduce(r->comm, stats, 2, COMM_FLOAT64, COMM_AVG);
-                if (!isfinite(stats[0])) die("step %ld: loss is %f; training diverged (lower --lr?)", step, stats[0]);
+                /* the scaler's decisions are the same on every rank (scaler.h) */
+                long skipped = scaler_take_skipped(&r->scaler);
+                if (skipped > 0) {
+                    const double scale = scaler_get_scale(&r->scaler);
+                    log_info(&r->log, "step %ld: %ld of the last %ld steps skipped: fp16 gradients overflowed; loss scale now %g",
+                             step, skipped, loss_n, scale);
+                    if (skipped == loss_n && scale < 1.0)
+                        die("step %ld: fp16 gradients overflow even with a loss scale of %g; training diverged (lower --lr, or --amp_dtype bf16?)",
+                            step, scale);
+                }
+                /* A step the scaler skipped may have an infinite loss: that is what it is for. */
+                if (!isfinite(stats[0]) && skipped == 0)
+                    die("step %ld: loss is %f; training diverged (lower --lr?)", step, stats[0]);
                 double dt = t - t_log, comm_wait = r->reducer.wait_time;
                 double ips = (double)images_since * world / dt;
                 /* ETA from this invocation's average step time (evaluations included). */
@@ -726,11 +820,16 @@ int main(int argc, char **argv) {
     free(r->x);
     free(r->y);
     if (r->be->on_device) {
+#ifdef HAVE_CUDA_BACKEND
+        device_data_free(r->train_dd);
+        device_data_free(r->test_dd);
+#endif
         r->be->release(r->dev_x);
         r->be->release(r->dev_y);
     }
     reducer_free(&r->reducer);
     sgd_free(&r->opt);
+    scaler_free(&r->scaler);
     model_free(&r->model);
     dataloader_free(r->train_dl);
     dataloader_free(r->test_dl);

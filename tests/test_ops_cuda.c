@@ -15,6 +15,11 @@
  * Also checked: that results are bitwise reproducible between two calls, and the convolutions
  * with each weight layout (OIHW from the flat buffer, misaligned by one float as parameters in
  * a flat buffer are; and the OHWI copy).
+ * Mixed precision: bf16 and fp16 convolutions against the reference on inputs rounded to the
+ * 16-bit type (so what remains is the rounding of the 16-bit outputs, 2^-9 resp. 2^-12 of an
+ * element, and the summation order): tol 6e-3 (bf16) and 1.5e-3 (fp16). The loss-scaler
+ * kernels (unscale and overflow check, scale update, skipped SGD step) against the CPU
+ * backend: bit-identical.
  *
  *   test_ops_cuda            correctness (exit 0 when everything passes)
  *   test_ops_cuda --bench    also time forward+backward of MiniResNet's conv shapes */
@@ -28,6 +33,8 @@
 #include "ops_cpu.h"
 #include "ops_cuda.h"
 #include "optim.h"
+#include "scaler.h"
+#include "backend.h"
 #define OPS_TEST_SEED 0x243F6A8885A308D3ull
 #include "ops_testutil.h"
 #include "util.h"
@@ -180,6 +187,162 @@ static void test_conv(int layout, int off, int Ci, int Co, int k, int s, int p, 
     cuda_conv2d_free(&g);
     conv2d_free(&c);
     cuda_set_conv_filter_layout(-1);
+}
+
+/* ---- mixed precision ---- */
+
+/* Round to nearest even into bf16 / fp16 and back, on the host. */
+static float round_bf16(float v) {
+    uint32_t u;
+    memcpy(&u, &v, sizeof u);
+    if ((u & 0x7f800000u) == 0x7f800000u) return v;
+    u += 0x7fffu + ((u >> 16) & 1u);
+    u &= 0xffff0000u;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+static float round_fp16(float v) { return (float)(_Float16)v; }
+
+static void test_amp_conv(int amp, int Ci, int Co, int k, int s, int p, int N, int H, int W) {
+    float (*rnd)(float) = amp == CUDA_AMP_BF16 ? round_bf16 : round_fp16;
+    const char *tname = amp == CUDA_AMP_BF16 ? "bf16" : "fp16";
+    const double tol = amp == CUDA_AMP_BF16 ? 6e-3 : 1.5e-3;
+    cuda_set_amp(amp);
+    CudaConv2d g;
+    cuda_conv2d_init(&g, Ci, Co, k, s, p);
+    cuda_set_amp(CUDA_AMP_OFF);
+    Conv2d c;
+    conv2d_init(&c, Ci, Co, k, s, p);
+    const int Ho = conv2d_out_size(&c, H), Wo = conv2d_out_size(&c, W);
+    const size_t nx = (size_t)N * H * W * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Wo * Co;
+    float *x = frand(nx, 1.0), *w = frand(nw + 1, 0.5), *dy = frand(ny, 1.0), *dw0 = frand(nw + 1, 0.1);
+    float *xr = falloc(nx), *wr = falloc(nw), *dyr = falloc(ny);
+    for (size_t i = 0; i < nx; i++) xr[i] = rnd(x[i]);
+    for (size_t i = 0; i < nw; i++) wr[i] = rnd(w[1 + i]);
+    for (size_t i = 0; i < ny; i++) dyr[i] = rnd(dy[i]);
+    float *y_ref = falloc(ny), *dx_ref = falloc(nx), *dw_ref = falloc(nw);
+    memcpy(dw_ref, dw0 + 1, nw * sizeof(float));
+    conv2d_reference_forward(&c, N, H, W, xr, wr, y_ref);
+    conv2d_reference_backward(&c, N, H, W, xr, wr, dyr, dx_ref, dw_ref);
+
+    /* weights one float into their buffer, as in the flat parameter buffer */
+    float *d_x = up(x, nx * sizeof(float)), *d_w = up(w, (nw + 1) * sizeof(float));
+    float *d_dy = up(dy, ny * sizeof(float)), *d_dw = up(dw0, (nw + 1) * sizeof(float));
+    float *d_y = cuda_malloc(ny * sizeof(float)), *d_dx = cuda_malloc(nx * sizeof(float));
+    cuda_conv2d_forward(&g, N, H, W, d_x, d_w + 1, d_y);
+    cuda_conv2d_backward(&g, N, H, W, d_x, d_w + 1, d_dy, d_dx, d_dw + 1);
+    float *y = down_f(d_y, ny), *dxg = down_f(d_dx, nx), *dwg = down_f(d_dw, nw + 1);
+    char name[256], shape[96];
+    snprintf(shape, sizeof shape, "%s %dx%d s%d %d->%d N%d %dx%d", tname, k, k, s, Ci, Co, N, H, W);
+    const char *impl = cuda_conv2d_impl_name(&g, N, H, W);
+    printf("     conv %s: %s\n", shape, impl);
+    if (strncmp(impl, tname, 4) != 0) {
+        /* cuDNN had no 16-bit algorithm: the layer runs in float32 (allowed, and visible). */
+        snprintf(name, sizeof name, "conv %s: fell back to float32, still matches the float32 reference", shape);
+        float *y32 = falloc(ny);
+        conv2d_reference_forward(&c, N, H, W, x, w + 1, y32);
+        check_f(name, y, y32, ny, CONV_TOL);
+        free(y32);
+    } else {
+        snprintf(name, sizeof name, "conv %s: y", shape);
+        check_f(name, y, y_ref, ny, tol);
+        snprintf(name, sizeof name, "conv %s: dx", shape);
+        check_f(name, dxg, dx_ref, nx, tol);
+        snprintf(name, sizeof name, "conv %s: dw (+= in float32)", shape);
+        check_f(name, dwg + 1, dw_ref, nw, tol);
+    }
+    snprintf(name, sizeof name, "conv %s: float before dw untouched", shape);
+    check_true(name, memcmp(&dwg[0], &dw0[0], sizeof(float)) == 0);
+    /* the 16-bit weight copy follows the master: new weights, new output */
+    for (size_t i = 0; i < nw; i++) w[1 + i] = -w[1 + i];
+    cuda_upload(d_w, w, (nw + 1) * sizeof(float));
+    cuda_conv2d_weights_changed(&g);
+    cuda_conv2d_forward(&g, N, H, W, d_x, d_w + 1, d_y);
+    float *y2 = down_f(d_y, ny);
+    size_t neg = 0;
+    for (size_t i = 0; i < ny; i++) neg += y2[i] == -y[i];
+    snprintf(name, sizeof name, "conv %s: negated weights after weights_changed negate y (%zu of %zu)", shape, neg, ny);
+    check_true(name, neg == ny);
+    cuda_sync("amp conv test");
+    cuda_free(d_x); cuda_free(d_w); cuda_free(d_dy); cuda_free(d_dw); cuda_free(d_y); cuda_free(d_dx);
+    free(x); free(w); free(dy); free(dw0); free(xr); free(wr); free(dyr); free(y_ref); free(dx_ref); free(dw_ref);
+    free(y); free(dxg); free(dwg); free(y2);
+    cuda_conv2d_free(&g);
+    conv2d_free(&c);
+}
+
+static void test_amp_convs(void) {
+    static const int shapes[][8] = {
+        { 3, 64, 3, 1, 1, 8, 32, 32 },     /* the stem: 3 channels may have no 16-bit algorithm */
+        { 64, 64, 3, 1, 1, 8, 32, 32 },
+        { 64, 128, 3, 2, 1, 8, 32, 32 },
+        { 64, 128, 1, 2, 0, 8, 32, 32 },
+        { 256, 256, 3, 1, 1, 8, 8, 8 },
+    };
+    for (int amp = CUDA_AMP_BF16; amp <= CUDA_AMP_FP16; amp++)
+        for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
+            const int *s = shapes[i];
+            test_amp_conv(amp, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
+        }
+}
+
+/* The loss scaler's kernels against the CPU backend, which shares scaler_update_rule. */
+static void test_scaler_kernels(size_t n) {
+    const Backend *cpu = &backend_cpu;
+    char name[160];
+    float *g = frand(n, 1000.0);
+    float scale = 1024.0f;
+    int st[SCALER_NSTATE] = {0, 0, 0};
+    float *d_g = up(g, n * sizeof(float)), *d_scale = up(&scale, sizeof scale);
+    int *d_st = up(st, sizeof st);
+    /* scale_inplace */
+    float *gs = falloc(n);
+    memcpy(gs, g, n * sizeof(float));
+    cpu->scale_inplace(gs, n, &scale);
+    cuda_scale_inplace(d_g, n, d_scale);
+    float *got = down_f(d_g, n);
+    snprintf(name, sizeof name, "scale_inplace n=%zu", n);
+    check_bits(name, got, gs, n);
+    free(got);
+    /* unscale without and with an overflow, the update after each, a skipped SGD step */
+    for (int round = 0; round < 3; round++) {
+        if (round == 1) gs[n / 2] = INFINITY;
+        if (round == 2) gs[n - 1] = NAN;
+        cuda_upload(d_g, gs, n * sizeof(float));
+        cpu->unscale_check(gs, n, &scale, &st[SCALER_FOUND_INF]);
+        cuda_unscale_check(d_g, n, d_scale, d_st + SCALER_FOUND_INF);
+        got = down_f(d_g, n);
+        int gst[SCALER_NSTATE];
+        cuda_download(gst, d_st, sizeof gst);
+        snprintf(name, sizeof name, "unscale_check n=%zu round %d: gradients", n, round);
+        check_bits(name, got, gs, n);
+        snprintf(name, sizeof name, "unscale_check round %d: found_inf %d (want %d)", round, gst[SCALER_FOUND_INF],
+                 round > 0);
+        check_true(name, gst[SCALER_FOUND_INF] == st[SCALER_FOUND_INF] && st[SCALER_FOUND_INF] == (round > 0));
+        free(got);
+        /* SGD honours the flag */
+        float p0[4] = {1, 2, 3, 4}, b0[4] = {0, 0, 0, 0}, p1[4];
+        float *d_p = up(p0, sizeof p0), *d_b = up(b0, sizeof b0);
+        cuda_sgd_step(d_p, d_g, d_b, 4, 0.1f, 0.9f, 0.0f, d_st + SCALER_FOUND_INF);
+        cuda_download(p1, d_p, sizeof p1);
+        snprintf(name, sizeof name, "sgd with skip flag %d: parameters %s", st[SCALER_FOUND_INF],
+                 st[SCALER_FOUND_INF] ? "unchanged" : "updated");
+        check_true(name, (memcmp(p0, p1, sizeof p0) == 0) == (st[SCALER_FOUND_INF] != 0));
+        cuda_free(d_p); cuda_free(d_b);
+        cpu->scaler_update(&scale, st, 2.0f, 0.5f, 2);
+        cuda_scaler_update(d_scale, d_st, 2.0f, 0.5f, 2);
+        float gscale;
+        cuda_download(&gscale, d_scale, sizeof gscale);
+        cuda_download(gst, d_st, sizeof gst);
+        snprintf(name, sizeof name, "scaler_update round %d: scale %g tracker %d skipped %d", round, (double)gscale,
+                 gst[SCALER_TRACKER], gst[SCALER_SKIPPED]);
+        check_true(name, gscale == scale && !memcmp(gst, st, sizeof st));
+        memcpy(gs, g, n * sizeof(float));
+    }
+    check_true("scaler: 1 clean + 2 overflowing steps: scale 1024 -> 256, 2 skipped", scale == 256.0f && st[SCALER_SKIPPED] == 2);
+    cuda_sync("scaler test");
+    cuda_free(d_g); cuda_free(d_scale); cuda_free(d_st);
+    free(g); free(gs);
 }
 
 static void test_convs(void) {
@@ -465,7 +628,7 @@ static void test_sgd(size_t n, float momentum, float wd) {
         const float lr = 0.1f / (float)(step + 1);
         sgd_step(&o, p, g, lr);
         cuda_upload(d_g, g, n * sizeof(float));
-        cuda_sgd_step(d_p, d_g, d_buf, n, lr, momentum, wd);
+        cuda_sgd_step(d_p, d_g, d_buf, n, lr, momentum, wd, NULL);
         free(g);
     }
     float *gp = down_f(d_p, n), *gb = down_f(d_buf, n);
@@ -618,6 +781,7 @@ int main(int argc, char **argv) {
     test_elementwise(1000003);
     test_sgd(1000003, 0.9f, 5e-4f);
     test_sgd(4099, 0.0f, 0.0f);
+    test_scaler_kernels(1000003);
     test_bn(8 * 16 * 16, 32);
     test_bn(100003, 16);     /* many row blocks, a partial last one, channels < one warp */
     test_bn(777, 3);
@@ -630,6 +794,7 @@ int main(int argc, char **argv) {
     printf("     (built without NCCL: no communicator test)\n");
 #endif
     test_convs();
+    test_amp_convs();
     if (bench) {
         bench_convs(128);
         bench_convs(256);

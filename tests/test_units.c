@@ -1,10 +1,12 @@
-/* test_units.c - config table parsing, model layout, schedule and optimizer arithmetic. */
+/* test_units.c - config table parsing, model layout, schedule, optimizer arithmetic and the
+ * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel). */
 #include <math.h>
 #include <string.h>
 
 #include "config.h"
 #include "model.h"
 #include "optim.h"
+#include "scaler.h"
 #include "schedule.h"
 #include "util.h"
 
@@ -93,11 +95,109 @@ static void test_sgd(void) {
     sgd_free(&o);
 }
 
+/* GradScaler semantics: unscale, skip on inf/NaN with parameters and momentum untouched,
+ * backoff, growth after `interval` clean steps (never to inf), skipped-step count, restore. */
+static void test_scaler(void) {
+    GradScaler s;
+    scaler_init(&s, &backend_cpu, 1, 8.0f, 2.0f, 0.5f, 3);
+    SGD o;
+    sgd_init(&o, 3, 0.9f, 0.0f);
+    float p[3] = {1.0f, 1.0f, 1.0f};
+    float g[3] = {8.0f, 16.0f, -24.0f};
+    scaler_unscale(&s, g, 3);
+    EXPECT(g[0] == 1.0f && g[1] == 2.0f && g[2] == -3.0f && !*scaler_skip_flag(&s), "unscale divides by the scale, no overflow");
+    sgd_step_unless(&o, p, g, 0.5f, scaler_skip_flag(&s));
+    scaler_update(&s);
+    EXPECT(p[0] == 0.5f && p[1] == 0.0f && p[2] == 2.5f && scaler_get_scale(&s) == 8.0f && scaler_get_tracker(&s) == 1,
+           "a clean step updates: p = %g %g %g, scale %g, tracker %d", p[0], p[1], p[2], scaler_get_scale(&s),
+           scaler_get_tracker(&s));
+    float p_before[3], b_before[3];
+    memcpy(p_before, p, sizeof p);
+    memcpy(b_before, o.buf, sizeof b_before);
+    const float bad[2] = {INFINITY, NAN};
+    for (int k = 0; k < 2; k++) {
+        float gi[3] = {8.0f, bad[k], 8.0f};
+        scaler_unscale(&s, gi, 3);
+        const int flagged = *scaler_skip_flag(&s);
+        sgd_step_unless(&o, p, gi, 0.5f, scaler_skip_flag(&s));
+        scaler_update(&s);
+        EXPECT(flagged && !memcmp(p, p_before, sizeof p) && !memcmp(o.buf, b_before, sizeof b_before) &&
+               !*scaler_skip_flag(&s) && scaler_get_tracker(&s) == 0,
+               "a gradient of %g skips the step (parameters and momentum unchanged), resets the tracker and clears the flag",
+               (double)bad[k]);
+    }
+    EXPECT(scaler_get_scale(&s) == 2.0f, "two overflows halve the scale twice: %g", scaler_get_scale(&s));
+    EXPECT(scaler_take_skipped(&s) == 2 && scaler_take_skipped(&s) == 0, "skipped steps counted once");
+    for (int k = 0; k < 3; k++) {
+        float gi[3] = {1.0f, 1.0f, 1.0f};
+        scaler_unscale(&s, gi, 3);
+        scaler_update(&s);
+        if (k < 2) EXPECT(scaler_get_scale(&s) == 2.0f, "clean step %d of 3: scale unchanged", k + 1);
+    }
+    EXPECT(scaler_get_scale(&s) == 4.0f && scaler_get_tracker(&s) == 0, "3 clean steps in a row double the scale: %g",
+           scaler_get_scale(&s));
+    scaler_set(&s, 3.0e38f, 2);
+    { float gi[1] = {0.0f}; scaler_unscale(&s, gi, 1); scaler_update(&s); }
+    EXPECT(scaler_get_scale(&s) == 3.0e38f && scaler_get_tracker(&s) == 0, "growth that would overflow keeps the scale");
+    scaler_set(&s, 1024.0f, 1);
+    EXPECT(scaler_get_scale(&s) == 1024.0f && scaler_get_tracker(&s) == 1, "state restored from a checkpoint");
+    sgd_free(&o);
+    scaler_free(&s);
+
+    GradScaler off;
+    scaler_init(&off, &backend_cpu, 0, 8.0f, 2.0f, 0.5f, 3);
+    float g1[1] = {INFINITY};
+    scaler_unscale(&off, g1, 1);
+    scaler_update(&off);
+    EXPECT(!scaler_scale_ptr(&off) && !scaler_skip_flag(&off) && isinf(g1[0]) && scaler_get_scale(&off) == 1.0f,
+           "a disabled scaler changes nothing");
+    scaler_free(&off);
+}
+
+/* The model applies the loss scale to the gradient: with a power of two every gradient is
+ * exactly that multiple, and unscaling gives back the unscaled gradients bit for bit. */
+static void test_model_grad_scale(void) {
+    Model m;
+    model_init(&m, 4, 1, 10, 8, 6);
+    model_init_weights(&m, 7);
+    const size_t nx = 6 * 8 * 8 * 3;
+    float *x = mallocCheck(nx * sizeof(float));
+    int y[6] = {0, 3, 9, 1, 1, 5};
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    float *ref = mallocCheck(m.num_params * sizeof(float));
+    model_zero_grad(&m);
+    model_forward(&m, x, y, 6, 1, 1.0f, NULL);
+    model_backward(&m);
+    memcpy(ref, m.grads, m.num_params * sizeof(float));
+    GradScaler s;
+    scaler_init(&s, &backend_cpu, 1, 1024.0f, 2.0f, 0.5f, 2000);
+    m.grad_scale = scaler_scale_ptr(&s);
+    model_zero_grad(&m);
+    model_forward(&m, x, y, 6, 1, 1.0f, NULL);
+    model_backward(&m);
+    size_t exact = 0, nonzero = 0;
+    for (size_t i = 0; i < m.num_params; i++) {
+        exact += m.grads[i] == 1024.0f * ref[i];
+        nonzero += ref[i] != 0.0f;
+    }
+    scaler_unscale(&s, m.grads, m.num_params);
+    EXPECT(exact == m.num_params && nonzero > m.num_params / 2 && !memcmp(m.grads, ref, m.num_params * sizeof(float)) &&
+           !*scaler_skip_flag(&s),
+           "loss scale 1024: %zu of %zu gradients exactly 1024x (%zu nonzero), unscaled bit-identical", exact,
+           m.num_params, nonzero);
+    scaler_free(&s);
+    free(ref);
+    free(x);
+    model_free(&m);
+}
+
 int main(void) {
     test_config();
     test_model_layout();
     test_schedule();
     test_sgd();
+    test_scaler();
+    test_model_grad_scale();
     printf(g_fail ? "%d check(s) failed\n" : "all checks passed\n", g_fail);
     return g_fail ? 1 : 0;
 }
