@@ -1,6 +1,6 @@
 """images/s of the same MiniResNet training step in PyTorch (SGD, fixed random batch).
 usage: torch_bench.py [--width W] [--blocks B] [--batch N] [--steps S] [--threads T] [--channels_last]
-                      [--device cpu|cuda] [--amp bf16|fp16]"""
+                      [--device cpu|cuda] [--amp bf16|fp16] [--cudnn_benchmark]"""
 import argparse
 import os
 import sys
@@ -21,7 +21,9 @@ ap.add_argument("--threads", type=int, default=2)
 ap.add_argument("--channels_last", action="store_true")
 ap.add_argument("--device", default="cpu")
 ap.add_argument("--amp", choices=["bf16", "fp16"], default=None)
+ap.add_argument("--cudnn_benchmark", action="store_true", help="let cuDNN time its algorithms (PyTorch's fastest setting)")
 a = ap.parse_args()
+torch.backends.cudnn.benchmark = a.cudnn_benchmark
 torch.set_num_threads(a.threads)
 torch.manual_seed(1)
 dev = torch.device(a.device)
@@ -57,4 +59,5 @@ sync()
 dt = time.perf_counter() - t0
 where = f"threads {a.threads}" if dev.type == "cpu" else a.device
 print(f"pytorch {torch.__version__}: width {a.width} batch {a.batch} {where}"
-      f"{' channels_last' if a.channels_last else ''}{' ' + a.amp if a.amp else ''}: {a.batch * a.steps / dt:.1f} images/s")
+      f"{' channels_last' if a.channels_last else ''}{' ' + a.amp if a.amp else ''}"
+      f"{' cudnn.benchmark' if a.cudnn_benchmark else ''}: {a.batch * a.steps / dt:.1f} images/s")

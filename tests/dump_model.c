@@ -5,12 +5,18 @@
  *
  * usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S]
  *                         [--perturb NAME]   (scale one gradient entry by 1.01: the comparison
- *                                             must then fail, proving the test can fail) */
+ *                                             must then fail, proving the test can fail)
+ *                         [--device cpu|cuda] (where the model runs: the same initial state,
+ *                                             made on the CPU, then float32 with TF32 off) */
 #include <hdf5.h>
 #include <math.h>
 #include <string.h>
 
+#include "build_config.h"
 #include "model.h"
+#ifdef HAVE_CUDA_BACKEND
+#include "ops_cuda.h"
+#endif
 #include "optim.h"
 #include "util.h"
 #include "model_testutil.h"
@@ -30,6 +36,13 @@ static void write_f32(hid_t file, const char *name, const float *data, int ndim,
  * pre-activation within round-off of zero the two implementations may legitimately disagree
  * on the mask, and one flipped element changes a BN-bias gradient by a few percent; the
  * comparison replays these masks so that it measures the arithmetic, not those coin tosses. */
+/* A host copy of n floats of the model's backend memory (caller frees). */
+static float *host_copy(const Model *m, const float *p, size_t n) {
+    float *h = mallocCheck(n * sizeof(float));
+    m->be->download(h, p, n * sizeof(float));
+    return h;
+}
+
 static void write_masks(hid_t file, const Model *m, int step) {
     const ConvBN *list[1 + 2 * 64];
     int n = 0;
@@ -41,7 +54,9 @@ static void write_masks(hid_t file, const Model *m, int step) {
         const ConvBN *c = list[k];
         size_t cnt = (size_t)m->last_N * c->H_out * c->W_out * c->C_out;
         unsigned char *mask = mallocCheck(cnt);
-        for (size_t j = 0; j < cnt; j++) mask[j] = c->y[j] > 0.0f;
+        float *y = host_copy(m, c->y, cnt);
+        for (size_t j = 0; j < cnt; j++) mask[j] = y[j] > 0.0f;
+        free(y);
         hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)c->H_out, (hsize_t)c->W_out, (hsize_t)c->C_out};
         char name[64];
         snprintf_check(name, sizeof name, "masks/step%d/%03d", step, k);
@@ -56,6 +71,7 @@ static void write_masks(hid_t file, const Model *m, int step) {
 }
 
 static void write_tensors(hid_t file, const char *group, const TensorInfo *info, int n, const float *base) {
+    /* base is host memory */
     for (int i = 0; i < n; i++) {
         hsize_t dims[4];
         for (int d = 0; d < info[i].ndim; d++) dims[d] = (hsize_t)info[i].shape[d];
@@ -70,7 +86,7 @@ int main(int argc, char **argv) {
     if (argc < 2) die_code(2, "usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--perturb NAME]");
     const char *out = argv[1];
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10;
-    const char *perturb = NULL;
+    const char *perturb = NULL, *device = "cpu";
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
@@ -78,6 +94,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--seed")) seed = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--image_size")) S = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--perturb")) perturb = argv[i + 1];
+        else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else die_code(2, "unknown option %s", argv[i]);
     }
     Model m;
@@ -85,6 +102,26 @@ int main(int argc, char **argv) {
     model_init_weights(&m, (uint64_t)seed);
     /* Non-trivial BN affine parameters and running statistics, so their paths are exercised. */
     model_randomize_bn(&m, (uint64_t)seed, 77);
+    /* The model that runs: this one, or a copy of its state on the GPU. */
+    Model gm, *run = &m;
+    if (!strcmp(device, "cuda")) {
+#ifdef HAVE_CUDA_BACKEND
+        char err[512];
+        cuda_set_tf32(0);
+        const Backend *be = backend_cuda_open(0, err, sizeof err);
+        if (!be) die_code(77, "--device cuda: %s", err);
+        model_init_on(&gm, be, width, blocks, K, S, N);
+        be->upload(gm.params, m.params, m.num_params * sizeof(float));
+        be->upload(gm.buffers, m.buffers, m.num_buffers * sizeof(float));
+        model_params_changed(&gm);
+        run = &gm;
+#else
+        die_code(77, "--device cuda: built without the CUDA backend");
+#endif
+    } else if (strcmp(device, "cpu") != 0) {
+        die_code(2, "--device %s: cpu or cuda", device);
+    }
+    const Backend *be = run->be;
     Rng r;
     rng_init(&r, (uint64_t)seed, 77, 1);
 
@@ -94,6 +131,14 @@ int main(int argc, char **argv) {
     float *yf = mallocCheck((size_t)N * sizeof(float));
     for (size_t i = 0; i < nx; i++) x[i] = rng_normal(&r);
     for (int i = 0; i < N; i++) { y[i] = (int)rng_below(&r, (uint32_t)K); yf[i] = (float)y[i]; }
+    float *xb = x;
+    int *yb = y;
+    if (be->on_device) {
+        xb = be->alloc(nx * sizeof(float));
+        yb = be->alloc((size_t)N * sizeof(int));
+        be->upload(xb, x, nx * sizeof(float));
+        be->upload(yb, y, (size_t)N * sizeof(int));
+    }
 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t f = H5Fcreate(out, H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
@@ -105,45 +150,59 @@ int main(int argc, char **argv) {
     hsize_t yd[1] = {(hsize_t)N};
     write_f32(f, "labels", yf, 1, yd);
 
-    model_zero_grad(&m);
-    float loss = model_forward(&m, x, y, N, 1, 1.0f, NULL);
-    write_masks(f, &m, 0);
-    model_backward(&m);
+    model_zero_grad(run);
+    float loss = model_forward(run, xb, yb, N, 1, 1.0f, NULL);
+    write_masks(f, run, 0);
+    model_backward(run);
     hsize_t ld[2] = {(hsize_t)N, (hsize_t)K};
-    write_f32(f, "logits", m.logits, 2, ld);
+    float *h = host_copy(run, run->logits, (size_t)N * K);
+    write_f32(f, "logits", h, 2, ld);
+    free(h);
     hsize_t one[1] = {1};
     write_f32(f, "loss", &loss, 1, one);
+    float *grads = host_copy(run, run->grads, run->num_params);
     if (perturb) {
-        long off = model_find_param(&m, perturb);
+        long off = model_find_param(run, perturb);
         if (off < 0) die("--perturb %s: no such parameter", perturb);
-        m.grads[off] *= 1.01f;
-        if (m.grads[off] == 0.0f) m.grads[off] = 1e-3f;
+        grads[off] *= 1.01f;
+        if (grads[off] == 0.0f) grads[off] = 1e-3f;
+        be->upload(run->grads, grads, run->num_params * sizeof(float));
     }
-    write_tensors(f, "grads", m.param_info, m.n_param_info, m.grads);
-    write_tensors(f, "buffers_after", m.buffer_info, m.n_buffer_info, m.buffers);
+    write_tensors(f, "grads", run->param_info, run->n_param_info, grads);
+    free(grads);
+    h = host_copy(run, run->buffers, run->num_buffers);
+    write_tensors(f, "buffers_after", run->buffer_info, run->n_buffer_info, h);
+    free(h);
 
     /* 3 SGD steps on the same batch (the first one uses the gradients above). */
     SGD opt;
-    sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
+    sgd_init_on(&opt, be, run->num_params, 0.9f, 1e-4f);
     float lr = 0.05f;
     for (int s = 0; s < 3; s++) {
         if (s > 0) {
-            model_zero_grad(&m);
-            model_forward(&m, x, y, N, 1, 1.0f, NULL);
-            write_masks(f, &m, s);
-            model_backward(&m);
+            model_zero_grad(run);
+            model_forward(run, xb, yb, N, 1, 1.0f, NULL);
+            write_masks(f, run, s);
+            model_backward(run);
         }
-        sgd_step(&opt, m.params, m.grads, lr);
-        model_params_changed(&m);
+        sgd_step(&opt, run->params, run->grads, lr);
+        model_params_changed(run);
     }
-    write_tensors(f, "params_after3", m.param_info, m.n_param_info, m.params);
+    h = host_copy(run, run->params, run->num_params);
+    write_tensors(f, "params_after3", run->param_info, run->n_param_info, h);
+    free(h);
     float meta[4] = {(float)width, (float)blocks, lr, 0.9f};
     hsize_t md[1] = {4};
     write_f32(f, "meta", meta, 1, md);
     H5Fclose(f);
-    printf("dump_model: wrote %s (width %d, blocks %d, batch %d, %zu parameters, loss %.6f)\n", out, width,
-           blocks, N, m.num_params, loss);
+    printf("dump_model: wrote %s (width %d, blocks %d, batch %d, %zu parameters, loss %.6f, %s)\n", out, width,
+           blocks, N, m.num_params, loss, be->name);
     sgd_free(&opt);
+    if (run != &m) {
+        be->release(xb);
+        be->release(yb);
+        model_free(run);
+    }
     model_free(&m);
     free(x); free(y); free(yf);
     return 0;

@@ -1,8 +1,18 @@
 #!/bin/sh
-# run-on-device.sh - the GPU checks, in one go, on a machine with an NVIDIA GPU where nothing is
-# built: the CUDA ops against the CPU ops and a one-rank NCCL communicator (tests/test_ops_cuda),
-# convolution timings, and the same test under compute-sanitizer when it is installed.
-# Everything it prints and measures lands under $OUT (default ./gpu-out); budget: under 8 min.
+# run-on-device.sh - every GPU check and the GPU benchmark, in one go, on a machine with an NVIDIA
+# GPU where nothing is built. Budget: under 8 minutes. Everything it prints and measures lands
+# under $OUT (default ./gpu-out); summary.txt has the figures.
+#   1. tests/test_ops_cuda --bench: every CUDA op against the CPU op (fp32, and the bf16/fp16
+#      convolutions), the loss-scaler kernels, a one-rank NCCL communicator; conv timings.
+#   2. tests/test_device_data: batches made on the GPU against the CPU loader's, byte for byte.
+#   3. tests/test_gpu_train.sh: one batch on the GPU against PyTorch and the CPU backend (logits,
+#      loss, every gradient); ddptrain on the GPU: GPU vs CPU after 5 fp32 steps, bf16 and fp16
+#      lowering the loss like fp32 over 200 steps, the fp16 scaler state in checkpoints, and a
+#      checkpoint moving GPU -> CPU -> GPU.
+#   4. Benchmark: ddptrain at width 64, batch 512 (fp32, bf16, fp16) against PyTorch on the same
+#      GPU and model (channels_last, autocast, the same batch size, cudnn.benchmark on), with the
+#      ratios and the targets (>= 1.5x PyTorch and >= 40,000 images/s in bf16).
+#   5. compute-sanitizer memcheck of 2 and 1 when installed (capped; informational).
 #
 # The programs come prebuilt in a carried folder ($CARRY, default carry/gpu from the
 # repository root; /carry/ is git-ignored) holding bin/ and lib/. Prepare it on the build
@@ -10,10 +20,11 @@
 #
 #   mkdir -p b-gpu && cd b-gpu
 #   ../configure --quiet --with-cuda-arch=90 --with-mpi=no --with-pmix=no --with-dnnl=no
-#   make -j2 tests/test_ops_cuda ddptrain ddptrain-data && cd ..
-#   rm -rf carry/gpu && mkdir -p carry/gpu/bin carry/gpu/lib
-#   cp b-gpu/tests/test_ops_cuda b-gpu/ddptrain b-gpu/ddptrain-data carry/gpu/bin/
-#   ldd carry/gpu/bin/* | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+#   make -j2 tests/test_ops_cuda tests/test_device_data tests/dump_model ddptrain ddptrain-data && cd ..
+#   rm -rf carry/gpu && mkdir -p carry/gpu/bin/tests carry/gpu/lib
+#   cp b-gpu/tests/test_ops_cuda b-gpu/tests/test_device_data b-gpu/ddptrain b-gpu/ddptrain-data carry/gpu/bin/
+#   cp b-gpu/tests/dump_model carry/gpu/bin/tests/
+#   find carry/gpu/bin -type f -exec ldd {} + | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
 #     grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so' |
 #     grep -vE '/lib(cuda|cudart|cudnn[a-z_]*|cublas(Lt)?|nccl|nvrtc|nvJitLink)\.so' |
 #     xargs -r cp -L -t carry/gpu/lib/
@@ -24,8 +35,8 @@
 # cuDNN, cuBLAS, NCCL and the CUDA runtime as pip wheels of its python
 # (site-packages/nvidia/*/lib), found below by asking that python.
 #
-# Exit status: that of the correctness test (0 pass, 1 failures, 77 no GPU); the rest is
-# informational.
+# Exit status: 0 when every correctness check passed, 1 when one failed, 77 without a GPU;
+# the benchmark is informational.
 set -u
 
 root=$(cd "$(dirname "$0")/../.." && pwd)
@@ -82,72 +93,105 @@ if grep -q "not found" "$out/environment.txt"; then
     grep "not found" "$out/environment.txt" | tee -a "$summary"
 fi
 
-# 1. Correctness, then convolution timings (--bench), in one run.
+# 1. Op correctness, then convolution timings (--bench), in one run.
 start=$(date +%s)
-timeout 300 "$bin" --bench > "$out/test_ops_cuda.log" 2>&1
+timeout 240 "$bin" --bench > "$out/test_ops_cuda.log" 2>&1
 rc=$?
 note "test_ops_cuda --bench: exit $rc after $(( $(date +%s) - start )) s (0 pass, 1 failures, 77 no GPU, 124 timeout)"
 grep -E "^(CUDA:|FAIL|SKIP)|checks failed|internal error" "$out/test_ops_cuda.log" | tee -a "$summary"
 grep -E "^bench .*all convs" "$out/test_ops_cuda.log" | tee -a "$summary"
-grep -E "^     conv .* (OIHW|OHWI|auto)" "$out/test_ops_cuda.log" | sort -u > "$out/conv_algorithms.txt"
+grep -E "^     conv " "$out/test_ops_cuda.log" | sort -u > "$out/conv_algorithms.txt"
+if [ "$rc" = 77 ]; then
+    note "no GPU: nothing else to run"
+    exit 77
+fi
+status=0
+fail() { [ "$1" = 0 ] || status=1; }
+fail "$rc"
 
-# 2. The same correctness run under compute-sanitizer (out-of-bounds or misaligned accesses in
-#    the kernels), when the machine has it. Slow, so capped; informational.
+# 2. Batches made on the GPU.
+dd=$carry/bin/test_device_data
+if [ -x "$dd" ]; then
+    timeout 120 "$dd" > "$out/test_device_data.log" 2>&1
+    drc=$?
+    note "test_device_data: exit $drc (0 pass, 1 failures, 77 no GPU)"
+    grep -E "^(FAIL|SKIP)|FAILED|checks? (passed|failed)" "$out/test_device_data.log" | tee -a "$summary"
+    fail "$drc"
+else
+    note "test_device_data: not carried"
+fi
+
+# 3. ddptrain on the GPU: the script make check runs, with the carried programs.
+ddp=$carry/bin/ddptrain
+if [ -x "$ddp" ] && [ -x "$carry/bin/ddptrain-data" ]; then
+    start=$(date +%s)
+    top_builddir=$carry/bin top_srcdir=$root PYTHON=$py timeout 330 sh "$root/tests/test_gpu_train.sh" \
+        > "$out/test_gpu_train.log" 2>&1
+    trc=$?
+    note "test_gpu_train.sh: exit $trc after $(( $(date +%s) - start )) s (0 pass, 1 failures, 77 skipped)"
+    grep -E "^(ok|FAIL|SKIP|device)" "$out/test_gpu_train.log" | tee -a "$summary"
+    fail "$trc"
+else
+    note "ddptrain on the GPU: not run (bin/ddptrain not carried)"
+fi
+
+# 4. Benchmark: images/s of ddptrain (mean of the log intervals after the first) and of PyTorch.
+if [ -x "$ddp" ]; then
+    work=$out/bench
+    mkdir -p "$work"
+    "$carry/bin/ddptrain-data" synth --out "$work/data" --train 25600 --test 512 > "$work/synth.log" 2>&1
+    for t in fp32 bf16 fp16; do
+        case $t in fp32) amp=--no-use_amp ;; *) amp="--use_amp --amp_dtype $t" ;; esac
+        # shellcheck disable=SC2086
+        timeout 150 "$ddp" --data_dir "$work/data" --device cuda --width 64 --batch_size 512 $amp \
+            --max_steps 300 --log_interval 50 --eval_every 0 --save_every 0 --job_dir "$work/$t" \
+            > "$work/$t.log" 2>&1
+        brc=$?
+        ips=$("$py" -c "
+import json, sys
+v = [json.loads(l)['images_per_sec'] for l in open(sys.argv[1]) if 'images_per_sec' in l]
+print(f'{sum(v[1:]) / len(v[1:]):.0f}' if len(v) > 1 else 'nan')" "$work/$t/metrics.jsonl" 2>/dev/null || echo nan)
+        eval "ddp_$t=\$ips"
+        note "ddptrain width 64 batch 512 $t: $ips images/s (exit $brc)"
+        grep -m1 "device:" "$work/$t.log" >> "$work/devices.txt"
+    done
+    for t in fp32 bf16 fp16; do
+        case $t in fp32) amp= ;; *) amp="--amp $t" ;; esac
+        # shellcheck disable=SC2086
+        line=$(cd "$root" && timeout 150 "$py" bench/torch_bench.py --device cuda --width 64 --batch 512 \
+               --warmup 20 --steps 100 --channels_last --cudnn_benchmark $amp 2>&1 | tail -n 1)
+        ips=$(echo "$line" | sed -n 's/.*: \([0-9.]*\) images\/s$/\1/p')
+        eval "pt_$t=\${ips:-nan}"
+        note "reference: $line"
+    done
+    # shellcheck disable=SC2154  # ddp_* and pt_* are set by eval above
+    "$py" - "$ddp_fp32" "$pt_fp32" "$ddp_bf16" "$pt_bf16" "$ddp_fp16" "$pt_fp16" <<'PYEOF' | tee -a "$summary"
+import sys
+v = [float(x) if x not in ("", "nan") else float("nan") for x in sys.argv[1:7]]
+for (t, d, p) in (("fp32", v[0], v[1]), ("bf16", v[2], v[3]), ("fp16", v[4], v[5])):
+    print(f"{t}: ddptrain {d:.0f} images/s, PyTorch {p:.0f} images/s, ratio {d / p:.2f}"
+          + (" (PyTorch's fp32 convolutions use TF32; ddptrain's only with --tf32)" if t == "fp32" else ""))
+r = v[2] / v[3]
+print(f"targets in bf16: ratio {r:.2f} (>= 1.5: {'met' if r >= 1.5 else 'NOT met'}); "
+      f"{v[2]:.0f} images/s (>= 40000: {'met' if v[2] >= 40000 else 'NOT met'})")
+PYEOF
+fi
+
+# 5. compute-sanitizer memcheck (slow: capped, informational).
 cs=$(command -v compute-sanitizer 2>/dev/null || true)
 [ -z "$cs" ] && [ -x /usr/local/cuda/bin/compute-sanitizer ] && cs=/usr/local/cuda/bin/compute-sanitizer
-if [ -n "$cs" ] && [ "$rc" != 77 ]; then
-    start=$(date +%s)
-    timeout 150 "$cs" --tool memcheck --leak-check no --error-exitcode 3 "$bin" > "$out/sanitizer.log" 2>&1
-    src=$?
-    note "compute-sanitizer memcheck: exit $src after $(( $(date +%s) - start )) s (0 clean, 3 errors found, 124 timeout)"
-    grep -E "ERROR SUMMARY|Invalid|misaligned" "$out/sanitizer.log" | head -20 | tee -a "$summary"
-else
-    note "compute-sanitizer: not run (not installed, or no GPU)"
-fi
-
-# 3. Training on the GPU with ddptrain, when the carried folder has it (bin/ddptrain and
-#    bin/ddptrain-data, with libhdf5 in lib/): the same 5 steps on the GPU and on the CPU must
-#    give the same parameters (fp32, TF32 off), the loss must fall over 200 steps, and the
-#    throughput at width 64, batch 512 is compared with PyTorch on the same GPU.
-ddp=$carry/bin/ddptrain
-if [ -x "$ddp" ] && [ -x "$carry/bin/ddptrain-data" ] && [ "$rc" != 77 ]; then
-    work=$out/train
-    mkdir -p "$work"
-    "$carry/bin/ddptrain-data" synth --out "$work/data" --train 20000 --test 1000 > "$work/synth.log" 2>&1
-    common="--data_dir $work/data --no-augment --no-shuffle --lr_schedule constant --width 16 --blocks 1 --batch_size 64 --max_steps 5 --log_interval 1"
-    # shellcheck disable=SC2086
-    timeout 120 "$ddp" $common --device cuda --job_dir "$work/agree-cuda" > "$work/agree-cuda.log" 2>&1
-    arc=$?
-    # shellcheck disable=SC2086
-    timeout 120 "$ddp" $common --device cpu --threads 8 --job_dir "$work/agree-cpu" > "$work/agree-cpu.log" 2>&1
-    note "ddptrain 5 steps: cuda exit $arc, cpu exit $?"
-    "$py" - "$work/agree-cuda" "$work/agree-cpu" <<'EOF' 2>&1 | tee -a "$summary"
-import glob, sys
-try:
-    import h5py, numpy as np
-except ImportError:
-    raise SystemExit("gpu vs cpu parameters: h5py/numpy missing, not compared")
-a, b = (sorted(glob.glob(d + "/checkpoints/ckpt-*.h5"))[-1:] for d in sys.argv[1:3])
-if not a or not b:
-    raise SystemExit("gpu vs cpu parameters: a checkpoint is missing")
-fa, fb = h5py.File(a[0], "r"), h5py.File(b[0], "r")
-worst = max((float(np.max(np.abs(fa["model"][k][()] - fb["model"][k][()])) /
-             max(float(np.max(np.abs(fb["model"][k][()]))), 1e-30), k)
-            for k in fb["model"] if fb["model"][k].dtype.kind == "f")
-print(f"gpu vs cpu parameters after 5 steps: max rel diff {worst[0]:.3e} ({worst[1]})")
-EOF
-    timeout 240 "$ddp" --data_dir "$work/data" --device cuda --width 64 --batch_size 512 --max_steps 200 \
-        --log_interval 20 --job_dir "$work/bench" > "$work/bench.log" 2>&1
-    note "ddptrain width 64 batch 512, 200 steps on the GPU: exit $?"
-    grep -E '"loss"' "$work/bench/metrics.jsonl" 2>/dev/null | sed -n '1p;$p' | tee -a "$summary"
-    for amp in "" "--amp bf16"; do
-        # shellcheck disable=SC2086
-        ref=$(cd "$root" && timeout 120 "$py" bench/torch_bench.py --device cuda --width 64 --batch 512 --steps 50 \
-              --channels_last $amp 2>&1 | tail -n 1)
-        note "reference: $ref"
+if [ -n "$cs" ]; then
+    for prog in "$dd" "$bin"; do
+        [ -x "$prog" ] || continue
+        name=$(basename "$prog")
+        start=$(date +%s)
+        timeout 90 "$cs" --tool memcheck --leak-check no --error-exitcode 3 "$prog" > "$out/sanitizer-$name.log" 2>&1
+        note "compute-sanitizer memcheck $name: exit $? after $(( $(date +%s) - start )) s (0 clean, 3 errors found, 124 timeout)"
+        grep -E "ERROR SUMMARY|Invalid|misaligned" "$out/sanitizer-$name.log" | head -10 | tee -a "$summary"
     done
 else
-    note "ddptrain on the GPU: not run (bin/ddptrain not carried, or no GPU)"
+    note "compute-sanitizer: not installed"
 fi
 
-exit $rc
+note "correctness: exit $status (0 all passed)"
+exit $status
