@@ -39,6 +39,7 @@
     X(amp_dtype,        CHOICE, "bf16",  "bf16|fp16", 0, "16-bit type of --use_amp; fp16 adds dynamic loss scaling (GradScaler: init 65536, x0.5 on overflow and the step skipped, x2 after 2000 clean steps)") \
     X(device,           CHOICE, "auto",  "auto|cpu|cuda", 0, "where to train: cuda takes the local rank's GPU (CUDA builds), cpu the CPU, auto the GPU when one is visible and the CPU otherwise (give every node the same hardware, or pass cuda or cpu)") \
     X(tf32,             BOOL,   "false", 0, 0,          "TF32 tensor cores for the float32 convolutions and matrix products on GPUs (faster; about 1e-3 relative error; PyTorch's default for convolutions)") \
+    X(cudnn_benchmark,  BOOL,   "false", 0, 0,          "time cuDNN's convolution algorithms once per shape and take the fastest (off: its heuristics; either way only deterministic ones, but timing may pick differently between runs)") \
     X(threads,          INT,    "0",     0, 4096,       "CPU threads per rank (0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the cores shared among the ranks of the node)") \
     /* evaluation, logging, checkpoints */ \
     X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \

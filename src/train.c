@@ -187,6 +187,7 @@ static void choose_backend(Run *r) {
         r->gpu = r->boot.local_rank;
         /* before the model exists: each convolution takes its precision at init */
         cuda_set_tf32((int)r->cfg.tf32);
+        cuda_set_conv_benchmark((int)r->cfg.cudnn_benchmark);
         cuda_set_amp(!r->cfg.use_amp ? CUDA_AMP_OFF : !strcmp(r->cfg.amp_dtype, "fp16") ? CUDA_AMP_FP16 : CUDA_AMP_BF16);
 #ifndef HAVE_NCCL
         if (r->boot.world_size > 1)

@@ -9,9 +9,9 @@
 #      loss, every gradient); ddptrain on the GPU: GPU vs CPU after 5 fp32 steps, bf16 and fp16
 #      lowering the loss like fp32 over 200 steps, the fp16 scaler state in checkpoints, and a
 #      checkpoint moving GPU -> CPU -> GPU.
-#   4. Benchmark: ddptrain at width 64, batch 512 (fp32, bf16, fp16) against PyTorch on the same
-#      GPU and model (channels_last, autocast, the same batch size, cudnn.benchmark on), with the
-#      ratios and the targets (>= 1.5x PyTorch and >= 40,000 images/s in bf16).
+#   4. Benchmark: ddptrain at width 64, batch 512 (fp32, bf16, fp16; --cudnn_benchmark) against
+#      PyTorch on the same GPU and model (channels_last, autocast, the same batch size,
+#      cudnn.benchmark on), with the ratios and the targets (>= 1.5x PyTorch and >= 40,000 images/s in bf16).
 #   5. compute-sanitizer memcheck of 2 and 1 when installed (capped; informational).
 #
 # The programs come prebuilt in a carried folder ($CARRY, default carry/gpu from the
@@ -143,7 +143,7 @@ if [ -x "$ddp" ]; then
     for t in fp32 bf16 fp16; do
         case $t in fp32) amp=--no-use_amp ;; *) amp="--use_amp --amp_dtype $t" ;; esac
         # shellcheck disable=SC2086
-        timeout 150 "$ddp" --data_dir "$work/data" --device cuda --width 64 --batch_size 512 $amp \
+        timeout 150 "$ddp" --data_dir "$work/data" --device cuda --width 64 --batch_size 512 $amp --cudnn_benchmark \
             --max_steps 300 --log_interval 50 --eval_every 0 --save_every 0 --job_dir "$work/$t" \
             > "$work/$t.log" 2>&1
         brc=$?
