@@ -526,40 +526,10 @@ static ConvPlan *plan_get(CudaConv2d *c, int N, int H, int W) {
     return p;
 }
 
-/* OIHW -> OHWI and back (the latter accumulating into the gradient). */
-__global__ void k_oihw_to_ohwi(const float *__restrict__ src, float *__restrict__ dst, int O, int I, int KK) {
-    const size_t n = (size_t)O * I * KK;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
-        const int i = (int)(t % I);
-        const int p = (int)(t / I % KK);
-        const int o = (int)(t / ((size_t)I * KK));
-        dst[t] = src[((size_t)o * I + i) * KK + p];
-    }
-}
-__global__ void k_ohwi_add_to_oihw(const float *__restrict__ src, float *__restrict__ dst, int O, int I, int KK) {
-    const size_t n = (size_t)O * I * KK;
-    for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
-        const int p = (int)(t % KK);
-        const int i = (int)(t / KK % I);
-        const int o = (int)(t / ((size_t)KK * I));
-        dst[t] = __fadd_rn(dst[t], src[((size_t)o * KK + p) * I + i]);
-    }
-}
-
-static const float *weights_for_cudnn(CudaConv2d *c, ConvImpl *im, const float *w) {
-    if (im->layout == 0) return w;
-    if (im->copy_version != im->version || im->copy_src != w) {
-        const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
-        k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, im->w_copy, c->C_out, c->C_in, c->k * c->k);
-        KERNEL_CHECK("k_oihw_to_ohwi");
-        im->copy_version = im->version;
-        im->copy_src = w;
-    }
-    return im->w_copy;
-}
-
-/* ---- AMP: 16-bit operands around cuDNN ---- */
-
+/* Element stores and loads in float32, bf16 or fp16: one template of each weight reordering
+ * serves the float32 OHWI copy and the 16-bit ones of AMP. */
+__device__ __forceinline__ void store_h(float *p, float v) { *p = v; }
+__device__ __forceinline__ float load_h(const float *p) { return *p; }
 __device__ __forceinline__ void store_h(__nv_bfloat16 *p, float v) { *p = __float2bfloat16_rn(v); }
 __device__ __forceinline__ void store_h(__half *p, float v) { *p = __float2half_rn(v); }
 __device__ __forceinline__ float load_h(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
@@ -575,9 +545,9 @@ __global__ void k_widen(const T *__restrict__ h, float *__restrict__ x, size_t n
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
         x[i] = load_h(h + i);
 }
-/* OIHW float32 master -> OHWI 16-bit, and the 16-bit OHWI gradient added into OIHW float32. */
+/* OIHW float32 master -> OHWI copy, and an OHWI gradient added into the OIHW float32 one. */
 template <typename T>
-__global__ void k_oihw_to_ohwi_h(const float *__restrict__ src, T *__restrict__ dst, int O, int I, int KK) {
+__global__ void k_oihw_to_ohwi(const float *__restrict__ src, T *__restrict__ dst, int O, int I, int KK) {
     const size_t n = (size_t)O * I * KK;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
         const int i = (int)(t % I);
@@ -587,7 +557,7 @@ __global__ void k_oihw_to_ohwi_h(const float *__restrict__ src, T *__restrict__ 
     }
 }
 template <typename T>
-__global__ void k_ohwi_h_add_to_oihw(const T *__restrict__ src, float *__restrict__ dst, int O, int I, int KK) {
+__global__ void k_ohwi_add_to_oihw(const T *__restrict__ src, float *__restrict__ dst, int O, int I, int KK) {
     const size_t n = (size_t)O * I * KK;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n; t += (size_t)gridDim.x * blockDim.x) {
         const int p = (int)(t % KK);
@@ -595,6 +565,18 @@ __global__ void k_ohwi_h_add_to_oihw(const T *__restrict__ src, float *__restric
         const int o = (int)(t / ((size_t)KK * I));
         dst[t] = __fadd_rn(dst[t], load_h(src + ((size_t)o * KK + p) * I + i));
     }
+}
+
+static const float *weights_for_cudnn(CudaConv2d *c, ConvImpl *im, const float *w) {
+    if (im->layout == 0) return w;
+    if (im->copy_version != im->version || im->copy_src != w) {
+        const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
+        k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, im->w_copy, c->C_out, c->C_in, c->k * c->k);
+        KERNEL_CHECK("k_oihw_to_ohwi");
+        im->copy_version = im->version;
+        im->copy_src = w;
+    }
+    return im->w_copy;
 }
 
 static void *h_scratch(void **buf, size_t *have, size_t n) {
@@ -620,10 +602,10 @@ static const void *weights_h(CudaConv2d *c, ConvImpl *im, const float *w) {
         const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
         const int KK = c->k * c->k;
         if (im->amp == CUDA_AMP_BF16)
-            k_oihw_to_ohwi_h<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__nv_bfloat16 *)im->wh, c->C_out, c->C_in, KK);
+            k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__nv_bfloat16 *)im->wh, c->C_out, c->C_in, KK);
         else
-            k_oihw_to_ohwi_h<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__half *)im->wh, c->C_out, c->C_in, KK);
-        KERNEL_CHECK("k_oihw_to_ohwi_h");
+            k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__half *)im->wh, c->C_out, c->C_in, KK);
+        KERNEL_CHECK("k_oihw_to_ohwi");
         im->wh_version = im->version;
         im->wh_src = w;
     }
@@ -666,12 +648,12 @@ static void conv_backward_h(CudaConv2d *c, ConvImpl *im, ConvPlan *pl, const flo
     const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
     const int KK = c->k * c->k;
     if (im->amp == CUDA_AMP_BF16)
-        k_ohwi_h_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)im->dwh, dw, c->C_out,
+        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)im->dwh, dw, c->C_out,
                                                                    c->C_in, KK);
     else
-        k_ohwi_h_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)im->dwh, dw, c->C_out, c->C_in,
+        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)im->dwh, dw, c->C_out, c->C_in,
                                                                    KK);
-    KERNEL_CHECK("k_ohwi_h_add_to_oihw");
+    KERNEL_CHECK("k_ohwi_add_to_oihw");
 }
 
 extern "C" void cuda_conv2d_init(CudaConv2d *c, int C_in, int C_out, int k, int stride, int pad) {
@@ -760,7 +742,8 @@ extern "C" void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const f
                                                    pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &zero, im->w_desc,
                                                    im->dw_copy));
         const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
-        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>(im->dw_copy, dw, c->C_out, c->C_in, c->k * c->k);
+        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const float *)im->dw_copy, dw, c->C_out, c->C_in,
+                                                                   c->k * c->k);
         KERNEL_CHECK("k_ohwi_add_to_oihw");
     }
 }

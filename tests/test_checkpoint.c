@@ -18,6 +18,7 @@
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
+#include "tmpdir_testutil.h"
 #include "util.h"
 
 static int g_fails = 0;
@@ -171,8 +172,7 @@ int main(int argc, char **argv) {
     if (argc == 3 && strcmp(argv[1], "--child-write") == 0) return child_write(argv[2]);
 
     char dir[256], path[CKPT_PATH_MAX], p2[CKPT_PATH_MAX], err[1024], msg[2048];
-    snprintf_check(dir, sizeof dir, "%s/ckpt_test.XXXXXX", getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp");
-    CHECK(mkdtemp(dir) != NULL);
+    test_tmpdir(dir, sizeof dir, "ckpt_test");
 
     Model m, m2;
     SGD o, o2;
@@ -525,9 +525,7 @@ int main(int argc, char **argv) {
     sgd_free(&o); sgd_free(&o2);
     model_free(&m); model_free(&m2);
     if (g_fails == 0) {
-        char cmd[400];
-        snprintf_check(cmd, sizeof cmd, "rm -rf '%s'", dir);
-        if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+        test_rm_tree(dir);
         printf("all checks passed\n");
         return 0;
     }

@@ -1,7 +1,6 @@
 /* test_dataloader.c - the shard format, rank assignment and the data loader.
  * Writes its own small datasets (with the library's shard writer) into a temporary directory.
  * Exit 0 when every check passes. */
-#include <dirent.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -11,6 +10,7 @@
 #include "dataloader.h"
 #include "shards.h"
 #include "util.h"
+#include "tmpdir_testutil.h"
 
 static int g_failures = 0;
 
@@ -26,20 +26,6 @@ static int g_failures = 0;
 static void section(const char *what) { printf("-- %s\n", what); fflush(stdout); }
 
 static char g_tmp[256];
-
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf_check(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) != 0) rm_tree(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 /* Pixel pattern of global sample g: R encodes the position (so crops and flips can be
  * recovered), G and B the sample id (so assignment and order can be recovered). */
@@ -212,9 +198,7 @@ static void check_ranks(const char *dir, int W, size_t total) {
 
 int main(void) {
     g_progname = "test_dataloader";
-    const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf_check(g_tmp, sizeof g_tmp, "%s/ddp_test_dataloader.XXXXXX", base);
-    CHECK(mkdtemp(g_tmp) != NULL);
+    test_tmpdir(g_tmp, sizeof g_tmp, "ddp_test_dataloader");
 
     test_assign();
 
@@ -545,7 +529,7 @@ int main(void) {
     }
 
     free(xa); free(xb); free(la); free(lb);
-    rm_tree(g_tmp);
+    test_rm_tree(g_tmp);
     if (g_failures) {
         printf("test_dataloader: %d check(s) FAILED\n", g_failures);
         return 1;

@@ -12,7 +12,6 @@
  * misses, or one it writes past a short batch, shows up. Exit 0 when every check passes. */
 #include "build_config.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +23,7 @@
 #include "shards.h"
 #include "synth.h"
 #include "util.h"
+#include "tmpdir_testutil.h"
 
 static int g_failures = 0;
 
@@ -43,20 +43,6 @@ static int g_failures = 0;
 #define N_TEST 101     /* 64 + a short batch of 37 */
 
 static char g_tmp[256];
-
-static void rm_tree(const char *dir) {
-    DIR *d = opendir(dir);
-    if (!d) return;
-    struct dirent *e;
-    char p[1024];
-    while ((e = readdir(d)) != NULL) {
-        if (!strcmp(e->d_name, ".") || !strcmp(e->d_name, "..")) continue;
-        snprintf_check(p, sizeof p, "%s/%s", dir, e->d_name);
-        if (unlink(p) != 0) rm_tree(p);
-    }
-    closedir(d);
-    rmdir(dir);
-}
 
 /* `split` as `nshards` shards of synth images; mean/std far from the 0.5/0.25 defaults so
  * that a table other than the loader's would show. */
@@ -206,9 +192,7 @@ int main(void) {
         return 77;
     }
     printf("%s\n", cuda_describe());
-    const char *base = getenv("TMPDIR") && *getenv("TMPDIR") ? getenv("TMPDIR") : "/tmp";
-    snprintf_check(g_tmp, sizeof g_tmp, "%s/ddp_test_device_data.XXXXXX", base);
-    CHECK(mkdtemp(g_tmp) != NULL);
+    test_tmpdir(g_tmp, sizeof g_tmp, "ddp_test_device_data");
     write_split("train", SYNTH_SPLIT_TRAIN, N_TRAIN, 2);
     write_split("test", SYNTH_SPLIT_TEST, N_TEST, 1);
 
@@ -233,7 +217,7 @@ int main(void) {
 
     cuda_sync("end of tests");
     cuda_backend_free();
-    rm_tree(g_tmp);
+    test_rm_tree(g_tmp);
     if (g_failures) {
         printf("test_device_data: %d check(s) FAILED\n", g_failures);
         return 1;

@@ -4,7 +4,6 @@
  * launches (and requeues) apart. The fallback that carries the NCCL id to torchrun-style ranks
  * runs on no machine the other tests have, so this is where it is checked. */
 #include <errno.h>
-#include <ftw.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -13,6 +12,7 @@
 
 #include "rendezvous.h"
 #include "util.h"
+#include "tmpdir_testutil.h"
 
 static int g_fail = 0;
 #define EXPECT(cond, ...) do { \
@@ -286,23 +286,16 @@ static void test_key(void) {
     clear_launcher_env();
 }
 
-static int remove_entry(const char *path, const struct stat *st, int flag, struct FTW *ftw) {
-    (void)st; (void)flag; (void)ftw;
-    return remove(path);
-}
-
 int main(void) {
     alarm(30);   /* a hang is a failure, not a stuck `make check` */
-    const char *tmp = getenv("TMPDIR");
-    snprintf_check(g_dir, sizeof g_dir, "%s/test_rendezvous.XXXXXX", tmp && *tmp ? tmp : "/tmp");
-    CHECK(mkdtemp(g_dir) != NULL);
+    test_tmpdir(g_dir, sizeof g_dir, "test_rendezvous");
     printf("     directory %s\n", g_dir);
     double t0 = now_sec();
     test_share();
     test_bad_headers();
     test_timeout();
     test_key();
-    nftw(g_dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS);
+    test_rm_tree(g_dir);
     printf("     %.2f s\n", now_sec() - t0);
     printf(g_fail ? "%d check(s) failed\n" : "all checks passed\n", g_fail);
     return g_fail ? 1 : 0;
