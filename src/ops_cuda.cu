@@ -147,6 +147,15 @@ extern "C" int cuda_backend_init(int device, char *err, size_t errlen) {
     return 0;
 }
 
+extern "C" int cuda_device_count(void) {
+    int n = 0;
+    if (cudaGetDeviceCount(&n) != cudaSuccess) {
+        cudaGetLastError();
+        return 0;
+    }
+    return n;
+}
+
 extern "C" void cuda_backend_free(void) {
     if (!g_cu.active) return;
     CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));

@@ -38,6 +38,8 @@ struct CUstream_st;
  * or -1 with one line in err when there is no usable GPU (no driver, no device, device out of
  * range, a library that does not initialise): the caller then uses the CPU backend. */
 int cuda_backend_init(int device, char *err, size_t errlen);
+/* GPUs this process sees; 0 when there is no driver or no device. Needs no init. */
+int cuda_device_count(void);
 /* Release everything cuda_backend_init created. Idempotent. */
 void cuda_backend_free(void);
 /* Nonzero between a successful cuda_backend_init and cuda_backend_free. */

@@ -196,6 +196,12 @@ static void choose_backend(Run *r) {
         return;
     }
     if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d (GPU %d): %s", r->boot.rank, r->boot.local_rank, err);
+    /* auto on a rank that sees GPUs but cannot use its own (more ranks than GPUs on the node):
+     * falling back to the CPU would leave it with MPI while its peers use NCCL, and their
+     * communicators would never meet. */
+    if (r->boot.world_size > 1 && cuda_device_count() > 0)
+        die("--device auto: rank %d sees %d GPU(s) but cannot use GPU %d (%s); start one rank per GPU, or pass "
+            "--device cpu", r->boot.rank, cuda_device_count(), r->boot.local_rank, err);
     snprintf(r->device_note, sizeof r->device_note, "no usable GPU (%s)", err);
 #else
     if (!strcmp(r->cfg.device, "cuda")) {
