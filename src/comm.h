@@ -64,6 +64,7 @@ typedef struct CommRequest {
     CommOp op;
     const char *what;           /* operation name for the timeout message */
     char context[96];           /* comm context when it was posted */
+    double t_post;              /* when it was posted (now_sec) */
     union { void *ptr; int64_t i; unsigned char bytes[32]; } handle;   /* backend's handle */
 } CommRequest;
 
@@ -77,6 +78,9 @@ typedef struct CommOps {
     void (*iallreduce)(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op, CommRequest *req);
     int (*test)(Comm *c, CommRequest *req);      /* 1 when complete (then req->active == 0) */
     void (*wait)(Comm *c, CommRequest *req);
+    /* Optional (NULL: none). Device backends: make the device's compute stream wait for req
+     * while the host goes on; req stays active until a later test or wait sees it done. */
+    void (*wait_stream)(Comm *c, CommRequest *req);
     void (*abort_job)(Comm *c, int code);        /* end every rank now; does not return */
     void (*free)(Comm *c);                       /* finalize the backend and free c */
 } CommOps;
@@ -135,6 +139,18 @@ static inline void comm_iallreduce(Comm *c, void *buf, size_t count, CommDtype d
 }
 static inline int comm_test(Comm *c, CommRequest *req) { return req->active ? c->ops->test(c, req) : 1; }
 static inline void comm_wait(Comm *c, CommRequest *req) { if (req->active) c->ops->wait(c, req); }
+/* What follows on the device waits for req; the host waits only on a comm without device
+ * streams (MPI, self). Returns 1 when req is complete, 0 when it was handed to the device
+ * stream: the caller must comm_test or comm_wait it before posting into it again. */
+static inline int comm_wait_stream(Comm *c, CommRequest *req) {
+    if (!req->active) return 1;
+    if (c->ops->wait_stream) {
+        c->ops->wait_stream(c, req);
+        return 0;
+    }
+    c->ops->wait(c, req);
+    return 1;
+}
 
 /* Bytes per element of dt; shared by the backends. */
 size_t comm_dtype_size(CommDtype dt);

@@ -70,6 +70,7 @@ static void req_begin(Comm *c, CommRequest *req, const char *what, void *buf, si
     req->what = what;
     memcpy(req->context, c->context, sizeof req->context);
     req->context[sizeof req->context - 1] = '\0';
+    req->t_post = now_sec();
 }
 
 static void req_complete(Comm *c, CommRequest *req) {

@@ -182,6 +182,7 @@ static void req_begin(Comm *c, CommRequest *req, const char *what, void *buf, si
     req->what = what;
     memcpy(req->context, c->context, sizeof req->context);
     req->context[sizeof req->context - 1] = '\0';
+    req->t_post = now_sec();
     const int s = slot_take(c);
     memcpy(req->handle.bytes, &s, sizeof s);
 }
@@ -205,6 +206,10 @@ static int nccl_test(Comm *c, CommRequest *req) {
     cudaError_t e = cudaEventQuery(m->done[s]);
     if (e == cudaErrorNotReady) {
         async_pending(c, req->what);   /* reports a failed peer instead of waiting for the timeout */
+        /* A request the device stream waits on (nccl_wait_stream) is only ever tested: its
+         * age is the watchdog. */
+        if (c->timeout_s > 0 && now_sec() - req->t_post > c->timeout_s)
+            comm_timeout_abort(c, req->what, req->context);
         return 0;
     }
     if (e != cudaSuccess) nccl_fail(c, __FILE__, __LINE__, "cudaEventQuery", cudaGetErrorString(e));
@@ -222,6 +227,11 @@ static void nccl_wait(Comm *c, CommRequest *req) {
         if (c->timeout_s > 0 && waited > c->timeout_s) comm_timeout_abort(c, req->what, req->context);
         poll_pause(waited, &sleep_ns);
     }
+}
+
+/* The compute stream waits for the collective; the host does not (comm.h). */
+static void nccl_wait_stream(Comm *c, CommRequest *req) {
+    CUDA_CHECK(c, cudaStreamWaitEvent(cuda_compute_stream(), impl_of(c)->done[req_slot(req)], 0));
 }
 
 static void nccl_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op, CommRequest *req) {
@@ -345,6 +355,7 @@ static const CommOps nccl_ops = {
     .iallreduce = nccl_iallreduce,
     .test = nccl_test,
     .wait = nccl_wait,
+    .wait_stream = nccl_wait_stream,
     .abort_job = nccl_abort_job,
     .free = nccl_free,
 };

@@ -33,7 +33,24 @@ void reducer_begin(Reducer *r, int active, long step) {
     r->active = active && r->comm->world_size > 1;
     r->next = 0;
     r->step = step;
-    for (int i = 0; i < r->n_bucket; i++) r->bucket[i].posted = 0;
+    r->cur = (int)(step & 1);
+    /* Reap what reducer_finish handed to a device stream: the last step's requests are only
+     * tested; this parity's are two steps old and must be complete before they are reused. */
+    double t0 = now_sec();
+    for (int i = 0; i < r->n_bucket; i++) {
+        Bucket *k = &r->bucket[i];
+        comm_test(r->comm, &k->req[r->cur ^ 1]);
+        comm_wait(r->comm, &k->req[r->cur]);
+        k->posted = 0;
+    }
+    r->wait_time += now_sec() - t0;
+}
+
+void reducer_drain(Reducer *r) {
+    double t0 = now_sec();
+    for (int i = 0; i < r->n_bucket; i++)
+        for (int p = 0; p < 2; p++) comm_wait(r->comm, &r->bucket[i].req[p]);
+    r->wait_time += now_sec() - t0;
 }
 
 static void set_context(Reducer *r, int b) {
@@ -46,7 +63,7 @@ static void post(Reducer *r, int b) {
     Bucket *k = &r->bucket[b];
     set_context(r, b);
     k->t_post = now_sec();
-    comm_iallreduce(r->comm, r->grads + k->begin, k->end - k->begin, COMM_FLOAT32, COMM_AVG, &k->req);
+    comm_iallreduce(r->comm, r->grads + k->begin, k->end - k->begin, COMM_FLOAT32, COMM_AVG, &k->req[r->cur]);
     k->posted = 1;
     k->t_done = 0.0;
 }
@@ -55,7 +72,7 @@ static void post(Reducer *r, int b) {
 static void poll(Reducer *r) {
     for (int b = 0; b < r->next; b++) {
         Bucket *k = &r->bucket[b];
-        if (k->t_done == 0.0 && comm_test(r->comm, &k->req)) {
+        if (k->t_done == 0.0 && comm_test(r->comm, &k->req[r->cur])) {
             k->t_done = now_sec();
             trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
         }
@@ -77,7 +94,7 @@ void reducer_finish(Reducer *r) {
         Bucket *k = &r->bucket[b];
         if (k->t_done != 0.0) continue;
         set_context(r, b);
-        comm_wait(r->comm, &k->req);
+        if (!comm_wait_stream(r->comm, &k->req[r->cur])) continue;   /* the device waits */
         k->t_done = now_sec();
         trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
     }

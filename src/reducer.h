@@ -7,7 +7,12 @@
  * are final; every bucket that lies entirely above the offset is posted as a non-blocking
  * average at once, and the buckets already in flight are polled so that the communication
  * progresses between layers while backward continues. reducer_finish waits for all of them
- * before the optimizer step.
+ * before the optimizer step: on the host for MPI; on a GPU (NCCL) the compute stream waits,
+ * and the host goes on to queue the update and the next step. Such a request is reaped by the
+ * next reducer_begin (tested) or the one after (waited for: each bucket has two requests,
+ * used in alternate steps), so the host runs at most two steps ahead of the reductions and a
+ * stuck one still ends in the comm's timeout; reducer_drain waits for all of them, before
+ * anything that reads device memory from the host.
  *
  * The reducer only knows a Comm: the same code drives MPI on CPU and NCCL on GPU. */
 #ifndef DDP_REDUCER_H
@@ -22,7 +27,7 @@
 typedef struct {
     size_t begin, end;       /* [begin, end) of the gradient buffer */
     int posted;
-    CommRequest req;
+    CommRequest req[2];      /* by step parity (see the top) */
     double t_post, t_done;
 } Bucket;
 
@@ -35,8 +40,9 @@ typedef struct {
     int next;                /* next bucket to post (they are posted in index order) */
     int active;              /* this backward communicates (the last micro-step) */
     long step;               /* for the timeout context */
+    int cur;                 /* step parity: which request of each bucket this step uses */
     Trace *trace;
-    double wait_time;        /* seconds blocked in reducer_finish since last taken */
+    double wait_time;        /* seconds the host waited for reductions since last taken */
 } Reducer;
 
 /* Buckets from the tensor layout (params in forward order). */
@@ -51,8 +57,12 @@ void reducer_begin(Reducer *r, int active, long step);
 /* The model's GradReadyFn (ctx = Reducer*). */
 void reducer_grad_ready(void *ctx, size_t offset);
 
-/* Posts what is left and waits for every bucket: gradients are then averaged over ranks. */
+/* Posts what is left and waits for every bucket (see the top for how on a GPU): what is
+ * computed afterwards sees the gradients averaged over ranks. */
 void reducer_finish(Reducer *r);
+
+/* Waits on the host for every reduction still in flight. */
+void reducer_drain(Reducer *r);
 
 /* "12 buckets: 1.0 MB, 24.8 MB, ..." for the log. */
 void reducer_describe(const Reducer *r, char *out, size_t n);

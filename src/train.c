@@ -352,6 +352,7 @@ static void host_view_close(HostView *v) {
 }
 
 static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_step, int wait) {
+    reducer_drain(&r->reducer);   /* no reduction in flight while the host reads the device */
     /* Every rank averages running statistics into the model (rank 0 needs the average);
      * all ranks do it so they stay identical. */
     average_buffers(r);
@@ -474,6 +475,7 @@ static int next_batch(Run *r, DataLoader *dl, const float **x, const int **y) {
 
 /* Accuracy over the whole test split, every rank evaluating its part; exact sums. */
 static double evaluate(Run *r, double *loss_out) {
+    reducer_drain(&r->reducer);
     DataLoader *dl = r->test_dl;
     dataloader_start_epoch(dl, 0, 0);
     double sums[3] = {0.0, 0.0, 0.0};   /* correct, total, loss*n */
@@ -742,6 +744,7 @@ int main(int argc, char **argv) {
             loss_n++;
             data_wait += dataloader_take_wait_time(r->train_dl);
             if (step % cfg->log_interval == 0 || step == r->total_steps) {
+                reducer_drain(&r->reducer);   /* before the loss is read back from the device */
                 double t = now_sec();
                 double stats[2] = {model_take_loss_sum(&r->model) / (double)(loss_n * cfg->grad_accum_steps),
                                    data_wait};
@@ -784,6 +787,7 @@ int main(int argc, char **argv) {
                 save_checkpoint(r, epoch, s + 1, step, 0);
             if (done) break;
         }
+        reducer_drain(&r->reducer);
         if (preempted) break;
         int last_epoch = done || epoch + 1 == cfg->epochs;
         if ((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch) {
