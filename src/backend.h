@@ -62,6 +62,14 @@ typedef struct Backend {
                          float *dlogits, float *loss, int *correct);
     void (*relu_mask_copy)(float *g, const float *y, float *out, size_t n);   /* g = out = g*(y>0) */
     void (*add_inplace)(float *d, const float *s, size_t n);
+    /* Activation storage. A device backend may keep activations and their gradients in a
+     * 16-bit type (ops_cuda.h, cuda_set_act_storage): every activation argument of the ops
+     * above then points to act_bytes()-byte elements, and the model sizes those buffers with
+     * it. act_input gives the float32 input batch in that form (x itself, or converted into
+     * scratch of n elements); add_act_inplace is add_inplace on activations. */
+    size_t (*act_bytes)(void);
+    const float *(*act_input)(const float *x, size_t n, float *scratch);
+    void (*add_act_inplace)(float *d, const float *s, size_t n);
     /* x *= *s, with s in backend memory (the loss scale applied to the logits' gradient) */
     void (*scale_inplace)(float *x, size_t n, const float *s);
     /* Mixed precision (scaler.h): g *= 1 / *scale; *found_inf = 1 when any g is inf or NaN

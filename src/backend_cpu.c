@@ -95,6 +95,12 @@ static void cpu_scaler_update(float *scale, int *state, float growth, float back
     scaler_update_rule(scale, state, growth, backoff, interval);
 }
 
+static size_t cpu_act_bytes(void) { return sizeof(float); }
+static const float *cpu_act_input(const float *x, size_t n, float *scratch) {
+    (void)n; (void)scratch;
+    return x;
+}
+
 static void cpu_synchronize(void) {}
 
 const Backend backend_cpu = {
@@ -124,6 +130,9 @@ const Backend backend_cpu = {
     .softmax_xent = cpu_softmax_xent,
     .relu_mask_copy = cpu_relu_mask_copy,
     .add_inplace = cpu_add_inplace,
+    .act_bytes = cpu_act_bytes,
+    .act_input = cpu_act_input,
+    .add_act_inplace = cpu_add_inplace,
     .scale_inplace = cpu_scale_inplace,
     .unscale_check = cpu_unscale_check,
     .scaler_update = cpu_scaler_update,

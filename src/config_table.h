@@ -37,6 +37,7 @@
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \
     X(use_amp,          BOOL,   "true",  0, 0,          "mixed precision on GPU: convolutions in --amp_dtype on the tensor cores, float32 master weights (no effect on the CPU)") \
     X(amp_dtype,        CHOICE, "bf16",  "bf16|fp16", 0, "16-bit type of --use_amp; fp16 adds dynamic loss scaling (GradScaler: init 65536, x0.5 on overflow and the step skipped, x2 after 2000 clean steps)") \
+    X(amp_activations,  CHOICE, "16",    "16|32", 0,    "bits of the activations and their gradients in GPU memory under --use_amp: 16 as torch.autocast keeps them (half the memory traffic), or 32 (16 bits only inside the convolutions)") \
     X(device,           CHOICE, "auto",  "auto|cpu|cuda", 0, "where to train: cuda takes the local rank's GPU (CUDA builds), cpu the CPU, auto the GPU when one is visible and the CPU otherwise (give every node the same hardware, or pass cuda or cpu)") \
     X(tf32,             BOOL,   "false", 0, 0,          "TF32 tensor cores for the float32 convolutions and matrix products on GPUs (faster; about 1e-3 relative error; PyTorch's default for convolutions)") \
     X(cudnn_benchmark,  BOOL,   "false", 0, 0,          "time cuDNN's convolution algorithms once per shape and take the fastest (off: its heuristics; either way only deterministic ones, but timing may pick differently between runs)") \

@@ -53,8 +53,8 @@ static void convbn_layout(const Backend *be, ConvBN *c, Layout *P, Layout *B, co
 
 static void convbn_alloc(const Backend *be, ConvBN *c, int max_batch) {
     size_t n = (size_t)max_batch * c->H_out * c->W_out * c->C_out;
-    c->a = be->alloc(n * sizeof(float));
-    c->y = be->alloc(n * sizeof(float));
+    c->a = be->alloc(n * be->act_bytes());
+    c->y = be->alloc(n * be->act_bytes());
     c->mean = be->alloc((size_t)c->C_out * sizeof(float));
     c->invstd = be->alloc((size_t)c->C_out * sizeof(float));
     c->count = be->alloc(sizeof(double));
@@ -129,7 +129,9 @@ void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_c
         if (blk->has_shortcut) convbn_alloc(be, &blk->sc, max_batch);
         if (convbn_act_size(&blk->c1) > max_act) max_act = convbn_act_size(&blk->c1);
     }
-    for (int i = 0; i < 4; i++) m->gbuf[i] = be->alloc((size_t)max_batch * max_act * sizeof(float));
+    for (int i = 0; i < 4; i++) m->gbuf[i] = be->alloc((size_t)max_batch * max_act * be->act_bytes());
+    if (be->act_bytes() != sizeof(float))
+        m->input_act = be->alloc((size_t)max_batch * image_size * image_size * 3 * be->act_bytes());
     m->pooled = be->alloc((size_t)max_batch * m->feat * sizeof(float));
     m->dpooled = be->alloc((size_t)max_batch * m->feat * sizeof(float));
     m->logits = be->alloc((size_t)max_batch * num_classes * sizeof(float));
@@ -150,6 +152,7 @@ void model_free(Model *m) {
     }
     free(m->block);
     for (int i = 0; i < 4; i++) be->release(m->gbuf[i]);
+    if (m->input_act) be->release(m->input_act);
     be->release(m->pooled); be->release(m->dpooled); be->release(m->logits); be->release(m->dlogits);
     be->release(m->stat_scratch); be->release(m->loss); be->release(m->loss_sum); be->release(m->correct);
     be->release(m->params); be->release(m->grads); be->release(m->buffers);
@@ -254,9 +257,9 @@ static void convbn_forward(Model *m, ConvBN *c, const float *x, int N, int train
 static void forward_to_loss(Model *m, const float *x, const int *labels, int N, int train, float loss_scale) {
     const Backend *be = m->be;
     CHECK(N >= 1 && N <= m->max_batch);
-    m->input = x;
+    m->input = be->act_input(x, (size_t)N * m->image_size * m->image_size * 3, m->input_act);
     m->last_N = N;
-    convbn_forward(m, &m->stem, x, N, train, NULL, 1);
+    convbn_forward(m, &m->stem, m->input, N, train, NULL, 1);
     const float *h = m->stem.y;
     for (int i = 0; i < m->n_block; i++) {
         BasicBlock *b = &m->block[i];
@@ -351,7 +354,7 @@ void model_backward(Model *m) {
         }
         convbn_backward(m, c2, b->c1.y, G, T1, T2, 0, N);        /* T2 = d(c1.y) */
         convbn_backward(m, &b->c1, in, T2, T1, G, 1, N);         /* G = d(in) via main path */
-        be->add_inplace(D, G, n_in);
+        be->add_act_inplace(D, G, n_in);
         float *t = G; G = D; D = t;                             /* G = gradient of block input */
     }
     convbn_backward(m, &m->stem, m->input, G, T1, NULL, 1, N);

@@ -11,7 +11,9 @@
  *
  * Every tensor of the model lives in its Backend's memory (host memory for the CPU backend):
  * host code reads or writes params, grads and buffers directly only when !be->on_device, and
- * otherwise through be->download / be->upload. */
+ * otherwise through be->download / be->upload. Activations and their gradients (ConvBN a and
+ * y, gbuf) hold be->act_bytes()-byte elements: float32 except on a GPU that stores them in 16
+ * bits under mixed precision. */
 #ifndef DDP_MODEL_H
 #define DDP_MODEL_H
 
@@ -65,7 +67,8 @@ typedef struct Model {
     size_t fc_w_off, fc_b_off;
     int feat;               /* 4 * width */
 
-    const float *input;     /* the batch of the last forward */
+    const float *input;     /* the batch of the last forward, as activations (Backend.act_input) */
+    float *input_act;       /* its converted copy when activations are not float32, else NULL */
     int last_N;
     float *pooled, *logits, *dlogits, *dpooled;
     float *loss;            /* backend scalar: mean loss of the last forward */

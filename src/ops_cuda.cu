@@ -65,12 +65,13 @@ static struct {
     size_t scratch_bytes;
     int *flags;               /* device word of FLAG_* bits */
     int tf32, conv_benchmark, filter_layout, amp;
+    int act;                  /* CUDA_AMP_* element type of activations (cuda_set_act_storage) */
     /* 16-bit copies of a convolution's operands under AMP, shared by every layer (used only
      * inside one op, in stream order): input or input gradient, output or output gradient */
     void *h_in, *h_out;
     size_t h_in_bytes, h_out_bytes;
     char desc[512];
-} g_cu = { 0, -1, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0, -1, 0, NULL, NULL, 0, 0, "" };
+} g_cu = { 0, -1, NULL, NULL, NULL, NULL, 0, NULL, 0, NULL, 0, 0, -1, 0, 0, NULL, NULL, 0, 0, "" };
 
 static void require_active(const char *file, int line) {
     if (!g_cu.active) fail_at(file, line, "CUDA op called", "cuda_backend_init has not succeeded");
@@ -191,6 +192,20 @@ extern "C" void cuda_set_amp(int mode) {
     CHECK(mode == CUDA_AMP_OFF || mode == CUDA_AMP_BF16 || mode == CUDA_AMP_FP16);
     g_cu.amp = mode;
 }
+extern "C" void cuda_set_act_storage(int mode) {
+    CHECK(mode == CUDA_AMP_OFF || mode == CUDA_AMP_BF16 || mode == CUDA_AMP_FP16);
+    g_cu.act = mode;
+}
+extern "C" size_t cuda_act_bytes(void) { return g_cu.act == CUDA_AMP_OFF ? sizeof(float) : 2; }
+
+static void convert(int st, const void *src, int dt, void *dst, size_t n);
+
+extern "C" const float *cuda_act_input(const float *x, size_t n, float *scratch) {
+    REQUIRE_ACTIVE();
+    if (g_cu.act == CUDA_AMP_OFF) return x;
+    convert(CUDA_AMP_OFF, x, g_cu.act, scratch, n);
+    return scratch;
+}
 
 extern "C" const char *cuda_describe(void) {
     if (!g_cu.active) return "CUDA: not initialised";
@@ -203,11 +218,12 @@ extern "C" const char *cuda_describe(void) {
     const size_t dn = cudnnGetVersion();   /* e.g. 91900 for 9.19.0 */
     snprintf(g_cu.desc, sizeof g_cu.desc,
              "CUDA: %s (sm_%d%d, %.0f GiB, %d SMs), driver %d.%d, runtime %d.%d, cuDNN %zu.%zu.%zu, "
-             "cuBLAS %d.%d.%d, TF32 %s, convolutions in %s", p.name, p.major, p.minor,
+             "cuBLAS %d.%d.%d, TF32 %s, convolutions in %s, activations stored in %s", p.name, p.major, p.minor,
              (double)p.totalGlobalMem / (1024.0 * 1024.0 * 1024.0), p.multiProcessorCount,
              drv / 1000, drv % 1000 / 10, rt / 1000, rt % 1000 / 10, dn / 10000, dn % 10000 / 100,
              dn % 100, bl / 10000, bl % 10000 / 100, bl % 100, g_cu.tf32 ? "on" : "off",
-             g_cu.amp == CUDA_AMP_BF16 ? "bf16" : g_cu.amp == CUDA_AMP_FP16 ? "fp16" : "fp32");
+             g_cu.amp == CUDA_AMP_BF16 ? "bf16" : g_cu.amp == CUDA_AMP_FP16 ? "fp16" : "fp32",
+             g_cu.act == CUDA_AMP_BF16 ? "bf16" : g_cu.act == CUDA_AMP_FP16 ? "fp16" : "fp32");
     return g_cu.desc;
 }
 
@@ -544,15 +560,18 @@ __device__ __forceinline__ void store_h(__half *p, float v) { *p = __float2half_
 __device__ __forceinline__ float load_h(const __nv_bfloat16 *p) { return __bfloat162float(*p); }
 __device__ __forceinline__ float load_h(const __half *p) { return __half2float(*p); }
 
-template <typename T>
-__global__ void k_narrow(const float *__restrict__ x, T *__restrict__ h, size_t n) {
+/* Runs the statement with act_t the element type of activations (cuda_set_act_storage). */
+#define DISPATCH_ACT(...) do { \
+        if (g_cu.act == CUDA_AMP_BF16) { typedef __nv_bfloat16 act_t; __VA_ARGS__; } \
+        else if (g_cu.act == CUDA_AMP_FP16) { typedef __half act_t; __VA_ARGS__; } \
+        else { typedef float act_t; __VA_ARGS__; } \
+    } while (0)
+
+/* dst = src converted between float32, bf16 and fp16 (round to nearest even). */
+template <typename S, typename D>
+__global__ void k_convert(const S *__restrict__ src, D *__restrict__ dst, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        store_h(h + i, x[i]);
-}
-template <typename T>
-__global__ void k_widen(const T *__restrict__ h, float *__restrict__ x, size_t n) {
-    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        x[i] = load_h(h + i);
+        store_h(dst + i, load_h(src + i));
 }
 /* OIHW float32 master -> OHWI copy, and an OHWI gradient added into the OIHW float32 one. */
 template <typename T>
@@ -588,21 +607,38 @@ static const float *weights_for_cudnn(CudaConv2d *c, ConvImpl *im, const float *
     return im->w_copy;
 }
 
-static void *h_scratch(void **buf, size_t *have, size_t n) {
-    grow(buf, have, (n * 2 + 255) / 256 * 256);
+static size_t type_bytes(int t) { return t == CUDA_AMP_OFF ? sizeof(float) : 2; }
+
+template <typename S>
+static void convert_from(const S *src, int dt, void *dst, size_t n) {
+    if (dt == CUDA_AMP_BF16) k_convert<<<grid_for(n), 256, 0, g_cu.stream>>>(src, (__nv_bfloat16 *)dst, n);
+    else if (dt == CUDA_AMP_FP16) k_convert<<<grid_for(n), 256, 0, g_cu.stream>>>(src, (__half *)dst, n);
+    else k_convert<<<grid_for(n), 256, 0, g_cu.stream>>>(src, (float *)dst, n);
+    KERNEL_CHECK("k_convert");
+}
+
+/* n elements of type st at src into type dt at dst (types CUDA_AMP_*; st != dt). */
+static void convert(int st, const void *src, int dt, void *dst, size_t n) {
+    if (st == CUDA_AMP_BF16) convert_from((const __nv_bfloat16 *)src, dt, dst, n);
+    else if (st == CUDA_AMP_FP16) convert_from((const __half *)src, dt, dst, n);
+    else convert_from((const float *)src, dt, dst, n);
+}
+
+/* A convolution operand in the layer's compute type: the tensor itself when it is stored in
+ * that type, else a converted copy in the scratch buffer *buf. */
+static const void *in_type(const void *x, int stored, int want, void **buf, size_t *have, size_t n) {
+    if (stored == want) return x;
+    grow(buf, have, (n * type_bytes(want) + 255) / 256 * 256);
+    convert(stored, x, want, *buf, n);
     return *buf;
 }
 
-static void narrow(int amp, const float *x, void *h, size_t n) {
-    if (amp == CUDA_AMP_BF16) k_narrow<<<grid_for(n), 256, 0, g_cu.stream>>>(x, (__nv_bfloat16 *)h, n);
-    else k_narrow<<<grid_for(n), 256, 0, g_cu.stream>>>(x, (__half *)h, n);
-    KERNEL_CHECK("k_narrow");
-}
-
-static void widen(int amp, const void *h, float *x, size_t n) {
-    if (amp == CUDA_AMP_BF16) k_widen<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)h, x, n);
-    else k_widen<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)h, x, n);
-    KERNEL_CHECK("k_widen");
+/* Where a convolution writes an output of n elements in its compute type: the tensor itself, or
+ * scratch to be converted into it afterwards (out_type). */
+static void *out_type(void *y, int stored, int want, void **buf, size_t *have, size_t n) {
+    if (stored == want) return y;
+    grow(buf, have, (n * type_bytes(want) + 255) / 256 * 256);
+    return *buf;
 }
 
 /* The 16-bit OHWI weights, refreshed after each change of the float32 master. */
@@ -619,50 +655,6 @@ static const void *weights_h(CudaConv2d *c, ConvImpl *im, const float *w) {
         im->wh_src = w;
     }
     return im->wh;
-}
-
-static void conv_forward_h(CudaConv2d *c, ConvImpl *im, ConvPlan *pl, const float *x, const float *w, float *y) {
-    const size_t nx = (size_t)pl->N * pl->H * pl->W * c->C_in;
-    const size_t ny = (size_t)pl->N * cuda_conv2d_out_size(c, pl->H) * cuda_conv2d_out_size(c, pl->W) * c->C_out;
-    void *hx = h_scratch(&g_cu.h_in, &g_cu.h_in_bytes, nx);
-    void *hy = h_scratch(&g_cu.h_out, &g_cu.h_out_bytes, ny);
-    grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_fwd);
-    const void *wh = weights_h(c, im, w);
-    narrow(im->amp, x, hx, nx);
-    const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionForward(g_cu.cudnn, &one, pl->x_desc, hx, im->w_desc, wh, pl->conv_desc, pl->fwd,
-                                        g_cu.ws, g_cu.ws_bytes, &zero, pl->y_desc, hy));
-    widen(im->amp, hy, y, ny);
-}
-
-static void conv_backward_h(CudaConv2d *c, ConvImpl *im, ConvPlan *pl, const float *x, const float *w,
-                            const float *dy, float *dx, float *dw) {
-    const size_t nx = (size_t)pl->N * pl->H * pl->W * c->C_in;
-    const size_t ny = (size_t)pl->N * cuda_conv2d_out_size(c, pl->H) * cuda_conv2d_out_size(c, pl->W) * c->C_out;
-    void *hx = h_scratch(&g_cu.h_in, &g_cu.h_in_bytes, nx);
-    void *hdy = h_scratch(&g_cu.h_out, &g_cu.h_out_bytes, ny);
-    grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_bwd_data > pl->ws_bwd_filter ? pl->ws_bwd_data : pl->ws_bwd_filter);
-    const float one = 1.0f, zero = 0.0f;
-    narrow(im->amp, dy, hdy, ny);
-    if (dx) {
-        /* hx holds the input gradient first, then (below) the input itself */
-        CUDNN_CHECK(cudnnConvolutionBackwardData(g_cu.cudnn, &one, im->w_desc, weights_h(c, im, w), pl->y_desc, hdy,
-                                                 pl->conv_desc, pl->bwd_data, g_cu.ws, g_cu.ws_bytes, &zero,
-                                                 pl->x_desc, hx));
-        widen(im->amp, hx, dx, nx);
-    }
-    narrow(im->amp, x, hx, nx);
-    CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, hx, pl->y_desc, hdy, pl->conv_desc,
-                                               pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &zero, im->w_desc, im->dwh));
-    const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
-    const int KK = c->k * c->k;
-    if (im->amp == CUDA_AMP_BF16)
-        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)im->dwh, dw, c->C_out,
-                                                                   c->C_in, KK);
-    else
-        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)im->dwh, dw, c->C_out, c->C_in,
-                                                                   KK);
-    KERNEL_CHECK("k_ohwi_add_to_oihw");
 }
 
 extern "C" void cuda_conv2d_init(CudaConv2d *c, int C_in, int C_out, int k, int stride, int pad) {
@@ -710,20 +702,25 @@ extern "C" const char *cuda_conv2d_impl_name(CudaConv2d *c, int N, int H, int W)
     return plan_get(c, N, H, W)->impl;
 }
 
+/* Activations are stored in g_cu.act's type (A); a layer computes in im->amp's (P): float32,
+ * or the 16-bit type of AMP. Operands stored in another type than P go through the scratch
+ * buffers h_in (input side) and h_out (output side), converted on the way. */
 extern "C" void cuda_conv2d_forward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w,
                                     float *y) {
     REQUIRE_ACTIVE();
     ConvPlan *pl = plan_get(c, N, H, W);
     ConvImpl *im = (ConvImpl *)c->impl;
-    if (im->amp) {
-        conv_forward_h(c, im, pl, x, w, y);
-        return;
-    }
+    const int A = g_cu.act, P = im->amp;
+    const size_t nx = (size_t)N * H * W * c->C_in;
+    const size_t ny = (size_t)N * cuda_conv2d_out_size(c, H) * cuda_conv2d_out_size(c, W) * c->C_out;
+    const void *xin = in_type(x, A, P, &g_cu.h_in, &g_cu.h_in_bytes, nx);
+    void *yout = out_type(y, A, P, &g_cu.h_out, &g_cu.h_out_bytes, ny);
     grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_fwd);
-    const float *wk = weights_for_cudnn(c, im, w);
+    const void *wk = P ? weights_h(c, im, w) : (const void *)weights_for_cudnn(c, im, w);
     const float one = 1.0f, zero = 0.0f;
-    CUDNN_CHECK(cudnnConvolutionForward(g_cu.cudnn, &one, pl->x_desc, x, im->w_desc, wk, pl->conv_desc,
-                                        pl->fwd, g_cu.ws, g_cu.ws_bytes, &zero, pl->y_desc, y));
+    CUDNN_CHECK(cudnnConvolutionForward(g_cu.cudnn, &one, pl->x_desc, xin, im->w_desc, wk, pl->conv_desc, pl->fwd,
+                                        g_cu.ws, g_cu.ws_bytes, &zero, pl->y_desc, yout));
+    if (yout != (void *)y) convert(P, yout, A, y, ny);
 }
 
 extern "C" void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w,
@@ -731,28 +728,44 @@ extern "C" void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const f
     REQUIRE_ACTIVE();
     ConvPlan *pl = plan_get(c, N, H, W);
     ConvImpl *im = (ConvImpl *)c->impl;
-    if (im->amp) {
-        conv_backward_h(c, im, pl, x, w, dy, dx, dw);
-        return;
-    }
+    const int A = g_cu.act, P = im->amp;
+    const size_t nx = (size_t)N * H * W * c->C_in;
+    const size_t ny = (size_t)N * cuda_conv2d_out_size(c, H) * cuda_conv2d_out_size(c, W) * c->C_out;
+    const void *dyin = in_type(dy, A, P, &g_cu.h_out, &g_cu.h_out_bytes, ny);
     grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_bwd_data > pl->ws_bwd_filter ? pl->ws_bwd_data : pl->ws_bwd_filter);
     const float one = 1.0f, zero = 0.0f;
     if (dx) {
-        const float *wk = weights_for_cudnn(c, im, w);
-        CUDNN_CHECK(cudnnConvolutionBackwardData(g_cu.cudnn, &one, im->w_desc, wk, pl->y_desc, dy, pl->conv_desc,
-                                                 pl->bwd_data, g_cu.ws, g_cu.ws_bytes, &zero, pl->x_desc, dx));
+        const void *wk = P ? weights_h(c, im, w) : (const void *)weights_for_cudnn(c, im, w);
+        void *dxout = out_type(dx, A, P, &g_cu.h_in, &g_cu.h_in_bytes, nx);
+        CUDNN_CHECK(cudnnConvolutionBackwardData(g_cu.cudnn, &one, im->w_desc, wk, pl->y_desc, dyin, pl->conv_desc,
+                                                 pl->bwd_data, g_cu.ws, g_cu.ws_bytes, &zero, pl->x_desc, dxout));
+        if (dxout != (void *)dx) convert(P, dxout, A, dx, nx);
     }
-    if (im->layout == 0) {
+    /* h_in is free again (in stream order) for the input in the compute type */
+    const void *xin = in_type(x, A, P, &g_cu.h_in, &g_cu.h_in_bytes, nx);
+    const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
+    const int KK = c->k * c->k;
+    if (P) {
+        /* the 16-bit gradient of this call, added into the float32 one */
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, xin, pl->y_desc, dyin, pl->conv_desc,
+                                                   pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &zero, im->w_desc,
+                                                   im->dwh));
+        if (P == CUDA_AMP_BF16)
+            k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)im->dwh, dw, c->C_out,
+                                                                     c->C_in, KK);
+        else
+            k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)im->dwh, dw, c->C_out, c->C_in,
+                                                                     KK);
+        KERNEL_CHECK("k_ohwi_add_to_oihw");
+    } else if (im->layout == 0) {
         /* beta = 1: accumulate into the gradient, as the contract wants. */
-        CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, x, pl->y_desc, dy, pl->conv_desc,
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, xin, pl->y_desc, dyin, pl->conv_desc,
                                                    pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &one, im->w_desc, dw));
     } else {
-        CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, x, pl->y_desc, dy, pl->conv_desc,
+        CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, xin, pl->y_desc, dyin, pl->conv_desc,
                                                    pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &zero, im->w_desc,
                                                    im->dw_copy));
-        const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
-        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const float *)im->dw_copy, dw, c->C_out, c->C_in,
-                                                                   c->k * c->k);
+        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const float *)im->dw_copy, dw, c->C_out, c->C_in, KK);
         KERNEL_CHECK("k_ohwi_add_to_oihw");
     }
 }
@@ -777,7 +790,8 @@ static size_t rows_per_block(size_t M) {
 /* Pass 1 of bn_stats: part[b][c] and part[nb + b][c] = sum and sum of squares of x over the
  * rows of block b. Within the block, each thread sums its rows in order, then the RT_Y
  * partials are added in ty order by one thread. */
-__global__ void k_bn_stats_part(const float *__restrict__ x, size_t M, int C, size_t R,
+template <typename T>
+__global__ void k_bn_stats_part(const T *__restrict__ x, size_t M, int C, size_t R,
                                 double *__restrict__ part) {
     __shared__ double s_sh[RT_Y][RT_X], q_sh[RT_Y][RT_X];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -787,7 +801,7 @@ __global__ void k_bn_stats_part(const float *__restrict__ x, size_t M, int C, si
     double s = 0.0, q = 0.0;
     if (c < C)
         for (size_t r = r0 + ty; r < r1; r += RT_Y) {
-            const double v = x[r * C + c];
+            const double v = load_h(x + r * C + c);
             s += v;
             q += v * v;
         }
@@ -830,7 +844,7 @@ extern "C" void cuda_bn_stats(const float *x, size_t M, int C, double *sum, doub
     const size_t R = rows_per_block(M), nb = (M + R - 1) / R;
     double *part = (double *)scratch(2 * nb * (size_t)C * sizeof(double));
     dim3 grid((unsigned)nb, (unsigned)((C + RT_X - 1) / RT_X)), block(RT_X, RT_Y);
-    k_bn_stats_part<<<grid, block, 0, g_cu.stream>>>(x, M, C, R, part);
+    DISPATCH_ACT(k_bn_stats_part<<<grid, block, 0, g_cu.stream>>>((const act_t *)x, M, C, R, part));
     KERNEL_CHECK("k_bn_stats_part");
     launch_reduce_parts(part, (int)nb, C, sum, sumsq, NULL, count, M);
 }
@@ -883,18 +897,19 @@ extern "C" void cuda_bn_eval_stats(const float *running_mean, const float *runni
 /* NaN passes through (as in PyTorch) so that a diverging run shows up in the loss. */
 __device__ __forceinline__ float relu1(float v) { return v < 0.0f ? 0.0f : v; }
 
-__global__ void k_bn_apply(const float *__restrict__ x, float *__restrict__ y, size_t n, int C,
+template <typename T>
+__global__ void k_bn_apply(const T *__restrict__ x, T *__restrict__ y, size_t n, int C,
                            const float *__restrict__ mean, const float *__restrict__ invstd,
                            const float *__restrict__ gamma, const float *__restrict__ beta,
-                           const float *__restrict__ residual, int relu) {
+                           const T *__restrict__ residual, int relu) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
         /* ops_cpu.c folds scale and shift in float, then y = x*scale + shift [+ r]. */
         const float scale = __fmul_rn(gamma[c], invstd[c]);
         const float shift = __fsub_rn(beta[c], __fmul_rn(mean[c], scale));
-        float v = __fadd_rn(__fmul_rn(x[i], scale), shift);
-        if (residual) v = __fadd_rn(v, residual[i]);
-        y[i] = relu ? relu1(v) : v;
+        float v = __fadd_rn(__fmul_rn(load_h(x + i), scale), shift);
+        if (residual) v = __fadd_rn(v, load_h(residual + i));
+        store_h(y + i, relu ? relu1(v) : v);
     }
 }
 
@@ -903,15 +918,17 @@ extern "C" void cuda_bn_apply(const float *x, float *y, size_t M, int C, const f
                               const float *residual, int relu) {
     REQUIRE_ACTIVE();
     const size_t n = M * (size_t)C;
-    k_bn_apply<<<grid_for(n), 256, 0, g_cu.stream>>>(x, y, n, C, mean, invstd, gamma, beta, residual, relu);
+    DISPATCH_ACT(k_bn_apply<<<grid_for(n), 256, 0, g_cu.stream>>>((const act_t *)x, (act_t *)y, n, C, mean, invstd,
+                                                                  gamma, beta, (const act_t *)residual, relu));
     KERNEL_CHECK("k_bn_apply");
 }
 
 /* Pass 1 of bn_backward_reduce: g = dy (masked by y > 0 when relu), written out, and the block
  * partials of sum(g) and sum(g*(x-mean)) (the product in float, as ops_cpu.c). No restrict on
  * dy and g: they may alias, and each element is read before it is written. */
-__global__ void k_bn_bwd_part(const float *__restrict__ x, const float *__restrict__ y, const float *dy,
-                              float *g, size_t M, int C, size_t R, const float *__restrict__ mean, int relu,
+template <typename T>
+__global__ void k_bn_bwd_part(const T *__restrict__ x, const T *__restrict__ y, const T *dy,
+                              T *g, size_t M, int C, size_t R, const float *__restrict__ mean, int relu,
                               double *__restrict__ part) {
     __shared__ double s_sh[RT_Y][RT_X], q_sh[RT_Y][RT_X];
     const int tx = threadIdx.x, ty = threadIdx.y;
@@ -923,11 +940,11 @@ __global__ void k_bn_bwd_part(const float *__restrict__ x, const float *__restri
         const float mc = mean[c];
         for (size_t r = r0 + ty; r < r1; r += RT_Y) {
             const size_t i = r * C + c;
-            const float d = dy[i];
-            const float gv = relu ? (y[i] > 0.0f ? d : 0.0f) : d;
-            g[i] = gv;
+            const float d = load_h(dy + i);
+            const float gv = relu ? (load_h(y + i) > 0.0f ? d : 0.0f) : d;
+            store_h(g + i, gv);
             s += gv;
-            q += (double)__fmul_rn(gv, __fsub_rn(x[i], mc));
+            q += (double)__fmul_rn(gv, __fsub_rn(load_h(x + i), mc));
         }
     }
     s_sh[ty][tx] = s;
@@ -948,7 +965,9 @@ extern "C" void cuda_bn_backward_reduce(const float *x, const float *y, const fl
     const size_t R = rows_per_block(M), nb = (M + R - 1) / R;
     double *part = (double *)scratch(2 * nb * (size_t)C * sizeof(double));
     dim3 grid((unsigned)nb, (unsigned)((C + RT_X - 1) / RT_X)), block(RT_X, RT_Y);
-    k_bn_bwd_part<<<grid, block, 0, g_cu.stream>>>(x, y, dy, g, M, C, R, mean, relu, part);
+    DISPATCH_ACT(k_bn_bwd_part<<<grid, block, 0, g_cu.stream>>>((const act_t *)x, (const act_t *)y,
+                                                                (const act_t *)dy, (act_t *)g, M, C, R, mean, relu,
+                                                                part));
     KERNEL_CHECK("k_bn_bwd_part");
     launch_reduce_parts(part, (int)nb, C, sum_g, sum_gx, invstd, NULL, M);
 }
@@ -973,11 +992,13 @@ __global__ void k_bn_bwd_coef(const float *__restrict__ mean, const float *__res
 }
 
 /* No restrict on g and dx: they may alias (elementwise, read before write). */
-__global__ void k_bn_bwd_apply(const float *__restrict__ x, const float *g, float *dx, size_t n, int C,
+template <typename T>
+__global__ void k_bn_bwd_apply(const T *__restrict__ x, const T *g, T *dx, size_t n, int C,
                                const float *__restrict__ coef) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const int c = (int)(i % C);
-        dx[i] = __fadd_rn(__fsub_rn(__fmul_rn(coef[c], g[i]), __fmul_rn(coef[C + c], x[i])), coef[2 * C + c]);
+        store_h(dx + i, __fadd_rn(__fsub_rn(__fmul_rn(coef[c], load_h(g + i)), __fmul_rn(coef[C + c], load_h(x + i))),
+                                  coef[2 * C + c]));
     }
 }
 
@@ -993,7 +1014,8 @@ extern "C" void cuda_bn_backward_apply(const float *x, const float *g, float *dx
                                                              dbeta, coef);
     KERNEL_CHECK("k_bn_bwd_coef");
     const size_t n = M * (size_t)C;
-    k_bn_bwd_apply<<<grid_for(n), 256, 0, g_cu.stream>>>(x, g, dx, n, C, coef);
+    DISPATCH_ACT(k_bn_bwd_apply<<<grid_for(n), 256, 0, g_cu.stream>>>((const act_t *)x, (const act_t *)g,
+                                                                      (act_t *)dx, n, C, coef));
     KERNEL_CHECK("k_bn_bwd_apply");
 }
 
@@ -1002,13 +1024,14 @@ extern "C" void cuda_bn_backward_apply(const float *x, const float *g, float *dx
  * ====================================================================================== */
 
 /* One thread per (n, c), pixels summed in order in double: the same sum as ops_cpu.c. */
-__global__ void k_avgpool_fwd(const float *__restrict__ x, float *__restrict__ y, int N, int HW, int C) {
+template <typename T>
+__global__ void k_avgpool_fwd(const T *__restrict__ x, float *__restrict__ y, int N, int HW, int C) {
     const size_t n_out = (size_t)N * C;
     for (size_t t = blockIdx.x * (size_t)blockDim.x + threadIdx.x; t < n_out; t += (size_t)gridDim.x * blockDim.x) {
         const size_t n = t / C, c = t % C;
-        const float *xp = x + n * HW * C + c;
+        const T *xp = x + n * HW * C + c;
         double acc = 0.0;
-        for (int p = 0; p < HW; p++) acc += xp[(size_t)p * C];
+        for (int p = 0; p < HW; p++) acc += load_h(xp + (size_t)p * C);
         y[t] = (float)(acc / HW);
     }
 }
@@ -1016,23 +1039,24 @@ __global__ void k_avgpool_fwd(const float *__restrict__ x, float *__restrict__ y
 extern "C" void cuda_avgpool_forward(const float *x, float *y, int N, int HW, int C) {
     REQUIRE_ACTIVE();
     const size_t n = (size_t)N * C;
-    k_avgpool_fwd<<<grid_for(n), 256, 0, g_cu.stream>>>(x, y, N, HW, C);
+    DISPATCH_ACT(k_avgpool_fwd<<<grid_for(n), 256, 0, g_cu.stream>>>((const act_t *)x, y, N, HW, C));
     KERNEL_CHECK("k_avgpool_fwd");
 }
 
-__global__ void k_avgpool_bwd(const float *__restrict__ dy, float *__restrict__ dx, int N, int HW, int C,
+template <typename T>
+__global__ void k_avgpool_bwd(const float *__restrict__ dy, T *__restrict__ dx, int N, int HW, int C,
                               float inv) {
     const size_t n = (size_t)N * HW * C;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const size_t c = i % C, img = i / ((size_t)HW * C);
-        dx[i] = __fmul_rn(dy[img * C + c], inv);
+        store_h(dx + i, __fmul_rn(dy[img * C + c], inv));
     }
 }
 
 extern "C" void cuda_avgpool_backward(const float *dy, float *dx, int N, int HW, int C) {
     REQUIRE_ACTIVE();
     const size_t n = (size_t)N * HW * C;
-    k_avgpool_bwd<<<grid_for(n), 256, 0, g_cu.stream>>>(dy, dx, N, HW, C, 1.0f / (float)HW);
+    DISPATCH_ACT(k_avgpool_bwd<<<grid_for(n), 256, 0, g_cu.stream>>>(dy, (act_t *)dx, N, HW, C, 1.0f / (float)HW));
     KERNEL_CHECK("k_avgpool_bwd");
 }
 
@@ -1136,31 +1160,39 @@ extern "C" void cuda_softmax_xent(const float *logits, const int *labels, int N,
  * Elementwise helpers and SGD.
  * ====================================================================================== */
 
-__global__ void k_relu_mask_copy(float *__restrict__ g, const float *__restrict__ y, float *__restrict__ out,
-                                 size_t n) {
+template <typename T>
+__global__ void k_relu_mask_copy(T *__restrict__ g, const T *__restrict__ y, T *__restrict__ out, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
-        const float v = y[i] > 0.0f ? g[i] : 0.0f;
-        g[i] = v;
-        out[i] = v;
+        const float v = load_h(y + i) > 0.0f ? load_h(g + i) : 0.0f;
+        store_h(g + i, v);
+        store_h(out + i, v);
     }
 }
 
 extern "C" void cuda_relu_mask_copy(float *g, const float *y, float *out, size_t n) {
     REQUIRE_ACTIVE();
     if (!n) return;
-    k_relu_mask_copy<<<grid_for(n), 256, 0, g_cu.stream>>>(g, y, out, n);
+    DISPATCH_ACT(k_relu_mask_copy<<<grid_for(n), 256, 0, g_cu.stream>>>((act_t *)g, (const act_t *)y, (act_t *)out, n));
     KERNEL_CHECK("k_relu_mask_copy");
 }
 
-__global__ void k_add_inplace(float *__restrict__ d, const float *__restrict__ s, size_t n) {
+template <typename T>
+__global__ void k_add_inplace(T *__restrict__ d, const T *__restrict__ s, size_t n) {
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
-        d[i] = __fadd_rn(d[i], s[i]);
+        store_h(d + i, __fadd_rn(load_h(d + i), load_h(s + i)));
 }
 
 extern "C" void cuda_add_inplace(float *d, const float *s, size_t n) {
     REQUIRE_ACTIVE();
     if (!n) return;
     k_add_inplace<<<grid_for(n), 256, 0, g_cu.stream>>>(d, s, n);
+    KERNEL_CHECK("k_add_inplace");
+}
+
+extern "C" void cuda_add_act_inplace(float *d, const float *s, size_t n) {
+    REQUIRE_ACTIVE();
+    if (!n) return;
+    DISPATCH_ACT(k_add_inplace<<<grid_for(n), 256, 0, g_cu.stream>>>((act_t *)d, (const act_t *)s, n));
     KERNEL_CHECK("k_add_inplace");
 }
 

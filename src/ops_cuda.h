@@ -72,6 +72,20 @@ void cuda_set_conv_filter_layout(int mode);
  * impl name says which. Applies to convolutions initialised afterwards. */
 enum { CUDA_AMP_OFF = 0, CUDA_AMP_BF16 = 1, CUDA_AMP_FP16 = 2 };
 void cuda_set_amp(int mode);
+/* Element type of the activations and their gradients in device memory: CUDA_AMP_OFF (float32,
+ * the default) or the 16-bit type, as torch.autocast leaves them, which halves the memory
+ * traffic of every op around the convolutions. Every activation argument of the ops below
+ * (conv x, y, dy, dx; batch-norm x, y, residual, dy, g, dx; avgpool x and dx; relu_mask_copy;
+ * add_act_inplace) then points to elements of that type (typed float * for the interface);
+ * statistics, parameters, gradients of parameters, the head and the loss stay float32, and
+ * every op still computes in float32 (double for sums), rounding only what it stores. A layer
+ * whose convolution runs in another type (a float32 fallback) converts on the way. Set it
+ * before the model allocates (cuda_act_bytes). */
+void cuda_set_act_storage(int mode);
+size_t cuda_act_bytes(void);
+/* The model's float32 input batch as activations: x itself for float32 storage, else the n
+ * values converted into scratch (device memory of n * cuda_act_bytes()), which is returned. */
+const float *cuda_act_input(const float *x, size_t n, float *scratch);
 /* Convolution algorithm choice: 0 (default) the cuDNN heuristics, the same choice on every
  * run; 1 time the candidates once per shape (cudnnFind*), usually faster but the choice, and
  * so the low bits of the results, can differ between runs. Only deterministic algorithms are
@@ -164,8 +178,10 @@ void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, flo
 
 /* g = g * (y > 0) in place, and out = the same. */
 void cuda_relu_mask_copy(float *g, const float *y, float *out, size_t n);
-/* d += s. */
+/* d += s, float32. */
 void cuda_add_inplace(float *d, const float *s, size_t n);
+/* d += s on activations (cuda_set_act_storage). */
+void cuda_add_act_inplace(float *d, const float *s, size_t n);
 /* x *= *s (s a device scalar). */
 void cuda_scale_inplace(float *x, size_t n, const float *s);
 /* The loss scaler's two steps (scaler.h, Backend.unscale_check / scaler_update). */

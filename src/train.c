@@ -188,7 +188,9 @@ static void choose_backend(Run *r) {
         /* before the model exists: each convolution takes its precision at init */
         cuda_set_tf32((int)r->cfg.tf32);
         cuda_set_conv_benchmark((int)r->cfg.cudnn_benchmark);
-        cuda_set_amp(!r->cfg.use_amp ? CUDA_AMP_OFF : !strcmp(r->cfg.amp_dtype, "fp16") ? CUDA_AMP_FP16 : CUDA_AMP_BF16);
+        const int amp = !r->cfg.use_amp ? CUDA_AMP_OFF : !strcmp(r->cfg.amp_dtype, "fp16") ? CUDA_AMP_FP16 : CUDA_AMP_BF16;
+        cuda_set_amp(amp);
+        cuda_set_act_storage(!strcmp(r->cfg.amp_activations, "16") ? amp : CUDA_AMP_OFF);
 #ifndef HAVE_NCCL
         if (r->boot.world_size > 1)
             die("--device %s: %d ranks on GPUs need NCCL, which this build lacks", r->cfg.device, r->boot.world_size);

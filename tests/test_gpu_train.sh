@@ -9,9 +9,9 @@
 #     batches give the same parameters, momentum and running statistics to a relative error
 #     (max|a-b| / max|b| per tensor) of 1e-4 (float32 round-off in a different summation order,
 #     carried through 5 steps).
-#  2. bf16 and fp16 lower the loss like fp32: 200 steps each from the same start; the loss of the
-#     last log interval must fall below half the first interval's, and be within 20% (+0.05) of
-#     fp32's.
+#  2. bf16 and fp16 (activations stored in 16 bits, the default) and bf16 with 32-bit activations
+#     lower the loss like fp32: 200 steps each from the same start; the loss of the last log
+#     interval must fall below half the first interval's, and be within 20% (+0.05) of fp32's.
 #  3. fp16 writes its loss-scaler state into the checkpoint (a power of two), and a resumed fp16
 #     run takes it back (its log says so).
 #  4. A checkpoint moves between devices: 4 steps on the GPU, 2 more on the CPU from its
@@ -77,7 +77,7 @@ sys.exit(0 if worst <= tol else 1)
 EOF
 
 # 0. dump_model on the GPU against PyTorch and against the CPU.
-DUMP="$top_builddir/tests/dump_model"
+DUMP="${top_builddir:-.}/tests/dump_model"
 TPY=$(find_python "torch, h5py, numpy") || TPY=
 cat >"$TMP/dumps.py" <<'EOF'
 # logits and loss of the two dumps; the gradients too when both took the same ReLU masks (a
@@ -146,8 +146,8 @@ print(l[0], l[-1])" "$TMP/$1/metrics.jsonl"
 }
 LONG="--batch_size 128 --max_steps 200 --log_interval 10 --save_every_steps 100"
 run long-fp32 --device cuda --no-use_amp $LONG && fp32=$(loss_of long-fp32)
-for t in bf16 fp16; do
-    run "long-$t" --device cuda --use_amp --amp_dtype "$t" $LONG || continue
+for t in bf16 fp16 bf16-act32; do
+    run "long-$t" --device cuda --use_amp --amp_dtype "${t%-act32}" --amp_activations "$(case $t in *act32) echo 32 ;; *) echo 16 ;; esac)" $LONG || continue
     # shellcheck disable=SC2046  # two numbers each, split on purpose
     set -- $(loss_of "long-$t") ${fp32:-nan nan}
     if "$PY" -c "import sys; f, l, rf, rl = map(float, sys.argv[1:5]); sys.exit(0 if l < 0.5 * f and l <= 1.2 * rl + 0.05 else 1)" "$@"; then

@@ -19,7 +19,10 @@
  * 16-bit type (so what remains is the rounding of the 16-bit outputs, 2^-9 resp. 2^-12 of an
  * element, and the summation order): tol 6e-3 (bf16) and 1.5e-3 (fp16). The loss-scaler
  * kernels (unscale and overflow check, scale update, skipped SGD step) against the CPU
- * backend: bit-identical.
+ * backend: bit-identical. 16-bit activation storage (cuda_set_act_storage): every op that
+ * reads or writes activations against the CPU op on the same values rounded to the 16-bit
+ * type; what remains is the rounding of 16-bit outputs (tol 6e-3 bf16, 1.5e-3 fp16, and
+ * exact where an op only moves or masks values), the sums exact to 1e-12.
  *
  *   test_ops_cuda            correctness (exit 0 when everything passes)
  *   test_ops_cuda --bench    also time forward+backward of MiniResNet's conv shapes */
@@ -284,6 +287,195 @@ static void test_amp_convs(void) {
             const int *s = shapes[i];
             test_amp_conv(amp, s[0], s[1], s[2], s[3], s[4], s[5], s[6], s[7]);
         }
+}
+
+/* ---- 16-bit activation storage ---- */
+
+static uint16_t bits16(float v, int t) {
+    if (t == CUDA_AMP_FP16) {
+        _Float16 h = (_Float16)v;
+        uint16_t b;
+        memcpy(&b, &h, sizeof b);
+        return b;
+    }
+    const float r = round_bf16(v);
+    uint32_t u;
+    memcpy(&u, &r, sizeof u);
+    return (uint16_t)(u >> 16);
+}
+static float from16(uint16_t b, int t) {
+    if (t == CUDA_AMP_FP16) {
+        _Float16 h;
+        memcpy(&h, &b, sizeof h);
+        return (float)h;
+    }
+    const uint32_t u = (uint32_t)b << 16;
+    float v;
+    memcpy(&v, &u, sizeof v);
+    return v;
+}
+/* x rounded to the 16-bit type, in place; and device copies in that type and back. */
+static void round16(float *x, size_t n, int t) { for (size_t i = 0; i < n; i++) x[i] = from16(bits16(x[i], t), t); }
+static void *up16(const float *x, size_t n, int t) {
+    uint16_t *b = malloc(n * sizeof *b);
+    for (size_t i = 0; i < n; i++) b[i] = bits16(x[i], t);
+    void *d = up(b, n * sizeof *b);
+    free(b);
+    return d;
+}
+static float *down16(const void *d, size_t n, int t) {
+    uint16_t *b = malloc(n * sizeof *b);
+    cuda_download(b, d, n * sizeof *b);
+    float *x = falloc(n);
+    for (size_t i = 0; i < n; i++) x[i] = from16(b[i], t);
+    free(b);
+    return x;
+}
+
+static void test_act16(int t) {
+    const char *tn = t == CUDA_AMP_BF16 ? "bf16" : "fp16";
+    const double tol = t == CUDA_AMP_BF16 ? 6e-3 : 1.5e-3;
+    char name[200];
+    cuda_set_act_storage(t);
+    check_true(t == CUDA_AMP_BF16 ? "act16 bf16: 2-byte elements" : "act16 fp16: 2-byte elements", cuda_act_bytes() == 2);
+    const size_t M = 4096;
+    const int C = 48;
+    const size_t n = M * (size_t)C;
+    float *x = frand(n, 2.0), *res = frand(n, 1.0), *dy = frand(n, 1.0), *s2 = frand(n, 1.0);
+    round16(x, n, t); round16(res, n, t); round16(dy, n, t); round16(s2, n, t);
+    float *gamma = frand((size_t)C, 1.0), *beta = frand((size_t)C, 1.0);
+    void *d_x = up16(x, n, t), *d_res = up16(res, n, t), *d_dy = up16(dy, n, t), *d_s2 = up16(s2, n, t);
+    void *d_y = cuda_malloc(n * 2);
+
+    /* act_input: float32 in, the rounded values out */
+    float *xf = frand(n, 2.0), *xr = falloc(n);
+    memcpy(xr, xf, n * sizeof(float));
+    round16(xr, n, t);
+    float *d_xf = up(xf, n * sizeof(float));
+    const float *d_in = cuda_act_input(d_xf, n, d_y);
+    float *gin = down16(d_in, n, t);
+    snprintf(name, sizeof name, "act16 %s: act_input rounds the float32 batch", tn);
+    check_bits(name, gin, xr, n);
+
+    /* batch-norm statistics: sums of the same values */
+    double *sum = dalloc((size_t)C), *sq = dalloc((size_t)C);
+    bn_stats(x, M, C, sum, sq);
+    double *d_st = cuda_malloc((1 + 2 * (size_t)C) * sizeof(double));
+    cuda_bn_stats(d_x, M, C, d_st + 1, d_st + 1 + C, d_st);
+    double *st = down_d(d_st, 1 + 2 * (size_t)C);
+    snprintf(name, sizeof name, "act16 %s: bn sum, sum of squares", tn);
+    check_d(name, st + 1, sum, (size_t)C, 1e-12);
+    check_d(name, st + 1 + C, sq, (size_t)C, 1e-12);
+    float *mean = falloc((size_t)C), *invstd = falloc((size_t)C);
+    bn_finalize_stats(sum, sq, (double)M, C, 1e-5f, 0.1f, mean, invstd, NULL, NULL);
+    float *d_mean = up(mean, (size_t)C * sizeof(float)), *d_inv = up(invstd, (size_t)C * sizeof(float));
+    float *d_g = up(gamma, (size_t)C * sizeof(float)), *d_b = up(beta, (size_t)C * sizeof(float));
+
+    /* apply with residual and ReLU */
+    float *y = falloc(n);
+    bn_apply(x, y, M, C, mean, invstd, gamma, beta, res, 1);
+    cuda_bn_apply(d_x, d_y, M, C, d_mean, d_inv, d_g, d_b, d_res, 1);
+    float *gy = down16(d_y, n, t);
+    snprintf(name, sizeof name, "act16 %s: bn apply +residual +relu", tn);
+    check_f(name, gy, y, n, tol);
+    /* backward from the GPU's (rounded) y, so both sides mask the same elements */
+    float *g_cpu = falloc(n);
+    double *sg = dalloc((size_t)C), *sgx = dalloc((size_t)C);
+    bn_backward_reduce(x, gy, dy, g_cpu, M, C, mean, invstd, 1, sg, sgx);
+    double *d_red = cuda_malloc(2 * (size_t)C * sizeof(double));
+    cuda_bn_backward_reduce(d_x, d_y, d_dy, d_dy, M, C, d_mean, d_inv, 1, d_red, d_red + C);
+    float *gg = down16(d_dy, n, t);
+    double *red = down_d(d_red, 2 * (size_t)C);
+    snprintf(name, sizeof name, "act16 %s: bn backward g (a mask: exact)", tn);
+    check_bits(name, gg, g_cpu, n);
+    snprintf(name, sizeof name, "act16 %s: bn backward sum_g, sum_gx", tn);
+    check_d(name, red, sg, (size_t)C, 1e-12);
+    check_d(name, red + C, sgx, (size_t)C, 1e-12);
+    double cnt = (double)M;
+    double *d_sg = up(sg, (size_t)C * sizeof(double)), *d_sgx = up(sgx, (size_t)C * sizeof(double));
+    double *d_cnt = up(&cnt, sizeof cnt);
+    float *dx = falloc(n);
+    bn_backward_apply(x, g_cpu, dx, M, C, mean, invstd, gamma, sg, sgx, sg, sgx, cnt, NULL, NULL);
+    cuda_bn_backward_apply(d_x, d_dy, d_dy, M, C, d_mean, d_inv, d_g, d_sg, d_sgx, d_sg, d_sgx, d_cnt, NULL, NULL);
+    float *gdx = down16(d_dy, n, t);
+    snprintf(name, sizeof name, "act16 %s: bn backward dx", tn);
+    check_f(name, gdx, dx, n, tol);
+
+    /* relu mask (exact) and the residual-gradient add */
+    float *mg = falloc(n), *mo = falloc(n);
+    for (size_t i = 0; i < n; i++) mg[i] = mo[i] = gy[i] > 0.0f ? s2[i] : 0.0f;
+    void *d_o = cuda_malloc(n * 2);
+    cuda_relu_mask_copy(d_s2, d_y, d_o, n);
+    float *gm = down16(d_s2, n, t), *go = down16(d_o, n, t);
+    snprintf(name, sizeof name, "act16 %s: relu_mask_copy g and out (exact)", tn);
+    check_bits(name, gm, mg, n);
+    check_bits(name, go, mo, n);
+    float *sum_ref = falloc(n);
+    for (size_t i = 0; i < n; i++) sum_ref[i] = mo[i] + res[i];
+    cuda_add_act_inplace(d_o, d_res, n);
+    float *gsum = down16(d_o, n, t);
+    snprintf(name, sizeof name, "act16 %s: add_act_inplace", tn);
+    check_f(name, gsum, sum_ref, n, tol);
+
+    /* average pool: 16-bit in, float32 out; and back */
+    const int N = 64, HW = 64;
+    float *pool = falloc((size_t)N * C), *d_pool = cuda_malloc((size_t)N * C * sizeof(float));
+    avgpool_forward(x, pool, N, HW, C);
+    cuda_avgpool_forward(d_x, d_pool, N, HW, C);
+    float *gpool = down_f(d_pool, (size_t)N * C);
+    snprintf(name, sizeof name, "act16 %s: avgpool forward (float32 out)", tn);
+    check_f(name, gpool, pool, (size_t)N * C, 1e-6);
+    avgpool_backward(pool, dx, N, HW, C);
+    cuda_avgpool_backward(d_pool, d_o, N, HW, C);
+    float *gpb = down16(d_o, n, t);
+    snprintf(name, sizeof name, "act16 %s: avgpool backward (16-bit out)", tn);
+    check_f(name, gpb, dx, n, tol);
+
+    /* a convolution computing in the 16-bit type and one computing in float32, both on
+     * 16-bit activations */
+    for (int compute = 0; compute < 2; compute++) {
+        const int Ci = 64, Co = 64, Hc = 16, Nc = 8;
+        cuda_set_amp(compute ? t : CUDA_AMP_OFF);
+        CudaConv2d g;
+        cuda_conv2d_init(&g, Ci, Co, 3, 1, 1);
+        cuda_set_amp(CUDA_AMP_OFF);
+        Conv2d c;
+        conv2d_init(&c, Ci, Co, 3, 1, 1);
+        const size_t nx = (size_t)Nc * Hc * Hc * Ci, nw = (size_t)Co * Ci * 9;
+        float *cx = frand(nx, 1.0), *w = frand(nw, 0.2), *cdy = frand(nx, 1.0), *wr = falloc(nw);
+        round16(cx, nx, t); round16(cdy, nx, t);
+        memcpy(wr, w, nw * sizeof(float));
+        if (compute) round16(wr, nw, t);
+        float *cy = falloc(nx), *cdx = falloc(nx), *cdw = calloc(nw, sizeof(float));
+        conv2d_reference_forward(&c, Nc, Hc, Hc, cx, wr, cy);
+        conv2d_reference_backward(&c, Nc, Hc, Hc, cx, wr, cdy, cdx, cdw);
+        void *dcx = up16(cx, nx, t), *dcdy = up16(cdy, nx, t), *dcy = cuda_malloc(nx * 2), *dcdx = cuda_malloc(nx * 2);
+        float *dw_ = up(w, nw * sizeof(float)), *ddw = cuda_malloc(nw * sizeof(float));
+        cuda_memset_zero(ddw, nw * sizeof(float));
+        cuda_conv2d_forward(&g, Nc, Hc, Hc, dcx, dw_, dcy);
+        cuda_conv2d_backward(&g, Nc, Hc, Hc, dcx, dw_, dcdy, dcdx, ddw);
+        float *gcy = down16(dcy, nx, t), *gcdx = down16(dcdx, nx, t), *gcdw = down_f(ddw, nw);
+        const char *impl = cuda_conv2d_impl_name(&g, Nc, Hc, Hc);
+        printf("     conv act16 %s, compute %s: %s\n", tn, compute ? tn : "fp32", impl);
+        snprintf(name, sizeof name, "act16 %s conv (%.4s compute): y, dx, dw", tn, impl);
+        check_f(name, gcy, cy, nx, tol);
+        check_f(name, gcdx, cdx, nx, tol);
+        check_f(name, gcdw, cdw, nw, tol);
+        cuda_sync("act16 conv test");
+        cuda_free(dcx); cuda_free(dcdy); cuda_free(dcy); cuda_free(dcdx); cuda_free(dw_); cuda_free(ddw);
+        free(cx); free(w); free(cdy); free(wr); free(cy); free(cdx); free(cdw); free(gcy); free(gcdx); free(gcdw);
+        cuda_conv2d_free(&g);
+        conv2d_free(&c);
+    }
+
+    cuda_sync("act16 test");
+    cuda_set_act_storage(CUDA_AMP_OFF);
+    void *dev[] = { d_x, d_res, d_dy, d_s2, d_y, d_xf, d_st, d_mean, d_inv, d_g, d_b, d_red, d_sg, d_sgx, d_cnt,
+                    d_o, d_pool };
+    for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++) cuda_free(dev[i]);
+    void *host[] = { x, res, dy, s2, gamma, beta, xf, xr, gin, sum, sq, st, mean, invstd, y, gy, g_cpu, sg, sgx, gg,
+                     red, dx, gdx, mg, mo, gm, go, sum_ref, gsum, pool, gpool, gpb };
+    for (size_t i = 0; i < sizeof host / sizeof host[0]; i++) free(host[i]);
 }
 
 /* The loss scaler's kernels against the CPU backend, which shares scaler_update_rule. */
@@ -795,6 +987,8 @@ int main(int argc, char **argv) {
 #endif
     test_convs();
     test_amp_convs();
+    test_act16(CUDA_AMP_BF16);
+    test_act16(CUDA_AMP_FP16);
     if (bench) {
         bench_convs(128);
         bench_convs(256);

@@ -140,11 +140,15 @@ if [ -x "$ddp" ]; then
     work=$out/bench
     mkdir -p "$work"
     "$carry/bin/ddptrain-data" synth --out "$work/data" --train 25600 --test 512 > "$work/synth.log" 2>&1
-    for t in fp32 bf16 fp16; do
-        case $t in fp32) amp=--no-use_amp ;; *) amp="--use_amp --amp_dtype $t" ;; esac
+    for t in fp32 bf16 fp16 bf16act32; do
+        case $t in
+            fp32) amp=--no-use_amp ;;
+            bf16act32) amp="--use_amp --amp_dtype bf16 --amp_activations 32" ;;
+            *) amp="--use_amp --amp_dtype $t" ;;
+        esac
         # shellcheck disable=SC2086
         timeout 150 "$ddp" --data_dir "$work/data" --device cuda --width 64 --batch_size 512 $amp --cudnn_benchmark \
-            --max_steps 300 --log_interval 50 --eval_every 0 --save_every 0 --job_dir "$work/$t" \
+            --max_steps 200 --log_interval 40 --eval_every 0 --save_every 0 --job_dir "$work/$t" \
             > "$work/$t.log" 2>&1
         brc=$?
         ips=$("$py" -c "
@@ -165,10 +169,11 @@ print(f'{sum(v[1:]) / len(v[1:]):.0f}' if len(v) > 1 else 'nan')" "$work/$t/metr
         note "reference: $line"
     done
     # shellcheck disable=SC2154  # ddp_* and pt_* are set by eval above
-    "$py" - "$ddp_fp32" "$pt_fp32" "$ddp_bf16" "$pt_bf16" "$ddp_fp16" "$pt_fp16" <<'PYEOF' | tee -a "$summary"
+    "$py" - "$ddp_fp32" "$pt_fp32" "$ddp_bf16" "$pt_bf16" "$ddp_fp16" "$pt_fp16" "$ddp_bf16act32" <<'PYEOF' | tee -a "$summary"
 import sys
-v = [float(x) if x not in ("", "nan") else float("nan") for x in sys.argv[1:7]]
-for (t, d, p) in (("fp32", v[0], v[1]), ("bf16", v[2], v[3]), ("fp16", v[4], v[5])):
+v = [float(x) if x not in ("", "nan") else float("nan") for x in sys.argv[1:8]]
+for (t, d, p) in (("fp32", v[0], v[1]), ("bf16", v[2], v[3]), ("fp16", v[4], v[5]),
+                  ("bf16, 32-bit activations", v[6], v[3])):
     print(f"{t}: ddptrain {d:.0f} images/s, PyTorch {p:.0f} images/s, ratio {d / p:.2f}"
           + (" (PyTorch's fp32 convolutions use TF32; ddptrain's only with --tf32)" if t == "fp32" else ""))
 r = v[2] / v[3]
@@ -185,7 +190,7 @@ if [ -n "$cs" ]; then
         [ -x "$prog" ] || continue
         name=$(basename "$prog")
         start=$(date +%s)
-        timeout 90 "$cs" --tool memcheck --leak-check no --error-exitcode 3 "$prog" > "$out/sanitizer-$name.log" 2>&1
+        timeout 60 "$cs" --tool memcheck --leak-check no --error-exitcode 3 "$prog" > "$out/sanitizer-$name.log" 2>&1
         note "compute-sanitizer memcheck $name: exit $? after $(( $(date +%s) - start )) s (0 clean, 3 errors found, 124 timeout)"
         grep -E "ERROR SUMMARY|Invalid|misaligned" "$out/sanitizer-$name.log" | head -10 | tee -a "$summary"
     done
