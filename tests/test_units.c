@@ -6,6 +6,7 @@
 #include "config.h"
 #include "model.h"
 #include "optim.h"
+#include "reducer.h"
 #include "scaler.h"
 #include "schedule.h"
 #include "util.h"
@@ -191,6 +192,76 @@ static void test_model_grad_scale(void) {
     model_free(&m);
 }
 
+/* ---- the reducer's request lifecycle, over a fake comm ----
+ * A device comm (wait_stream) leaves requests active after reducer_finish; the reducer must
+ * reap each before posting into it again, and reducer_drain must leave none. The fake comm
+ * completes a request on its 40th test (slow, so requests outlive their step) and counts
+ * posts into an active request. */
+static struct { int posts, reposts_active, stream_waits, waits; } g_fc;
+
+static void fc_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op, CommRequest *req) {
+    (void)c; (void)buf; (void)count; (void)dt; (void)op;
+    g_fc.posts++;
+    if (req->active) g_fc.reposts_active++;
+    req->active = 1;
+    req->handle.i = 40;
+}
+static int fc_test(Comm *c, CommRequest *req) {
+    (void)c;
+    if (--req->handle.i > 0) return 0;
+    req->active = 0;
+    return 1;
+}
+static void fc_wait(Comm *c, CommRequest *req) { (void)c; g_fc.waits++; req->active = 0; }
+static void fc_wait_stream(Comm *c, CommRequest *req) { (void)c; (void)req; g_fc.stream_waits++; }
+static void fc_noop(Comm *c) { (void)c; }
+
+static int reducer_active_requests(const Reducer *r) {
+    int n = 0;
+    for (int b = 0; b < r->n_bucket; b++) n += r->bucket[b].req[0].active + r->bucket[b].req[1].active;
+    return n;
+}
+
+static void test_reducer_requests(void) {
+    Model m;
+    model_init(&m, 4, 1, 10, 8, 2);
+    for (int device = 0; device < 2; device++) {
+        CommOps ops = {.name = "fake", .iallreduce = fc_iallreduce, .test = fc_test, .wait = fc_wait,
+                       .wait_stream = device ? fc_wait_stream : NULL, .barrier = fc_noop};
+        Comm c;
+        memset(&c, 0, sizeof c);
+        c.ops = &ops;
+        c.rank = 0;
+        c.world_size = 2;
+        memset(&g_fc, 0, sizeof g_fc);
+        Reducer r;
+        /* small buckets: several per step */
+        reducer_init(&r, &c, m.grads, m.param_info, m.n_param_info, 2000, 400, NULL);
+        int max_active = 0;
+        for (long step = 1; step <= 6; step++) {
+            for (int micro = 0; micro < 2; micro++) {   /* accumulation: the second one communicates */
+                reducer_begin(&r, micro == 1, step);
+                for (int i = m.n_param_info - 1; i >= 0; i--) reducer_grad_ready(&r, m.param_info[i].offset);
+                reducer_finish(&r);
+            }
+            if (reducer_active_requests(&r) > max_active) max_active = reducer_active_requests(&r);
+        }
+        reducer_drain(&r);
+        EXPECT(g_fc.posts == 6 * r.n_bucket && g_fc.reposts_active == 0 && reducer_active_requests(&r) == 0,
+               "%s comm: %d buckets x 6 steps posted, never into an active request, none left after drain",
+               device ? "device (wait_stream)" : "host", r.n_bucket);
+        if (device)
+            EXPECT(g_fc.stream_waits > 0 && g_fc.waits > 0 && max_active > r.n_bucket && max_active <= 2 * r.n_bucket,
+                   "device comm: finish hands %d waits to the stream, %d reaped by waiting two steps later; up to "
+                   "%d requests (of 2 x %d) in flight across steps", g_fc.stream_waits, g_fc.waits, max_active,
+                   r.n_bucket);
+        else
+            EXPECT(g_fc.stream_waits == 0 && max_active == 0, "host comm: finish leaves nothing in flight");
+        reducer_free(&r);
+    }
+    model_free(&m);
+}
+
 int main(void) {
     test_config();
     test_model_layout();
@@ -198,6 +269,7 @@ int main(void) {
     test_sgd();
     test_scaler();
     test_model_grad_scale();
+    test_reducer_requests();
     printf(g_fail ? "%d check(s) failed\n" : "all checks passed\n", g_fail);
     return g_fail ? 1 : 0;
 }
