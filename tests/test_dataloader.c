@@ -11,17 +11,7 @@
 #include "shards.h"
 #include "util.h"
 #include "tmpdir_testutil.h"
-
-static int g_failures = 0;
-
-#define EXPECT(cond, ...) do {                                                   \
-        if (!(cond)) {                                                           \
-            g_failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fprintf(stderr, "\n");                                               \
-        }                                                                        \
-    } while (0)
+#include "expect_testutil.h"
 
 static void section(const char *what) { printf("-- %s\n", what); fflush(stdout); }
 

@@ -24,17 +24,7 @@
 #include "synth.h"
 #include "util.h"
 #include "tmpdir_testutil.h"
-
-static int g_failures = 0;
-
-#define EXPECT(cond, ...) do {                                                   \
-        if (!(cond)) {                                                           \
-            g_failures++;                                                        \
-            fprintf(stderr, "FAIL %s:%d: %s: ", __FILE__, __LINE__, #cond);      \
-            fprintf(stderr, __VA_ARGS__);                                        \
-            fprintf(stderr, "\n");                                               \
-        }                                                                        \
-    } while (0)
+#include "expect_testutil.h"
 
 #define S_IMG 32
 #define PLANE ((size_t)S_IMG * S_IMG * 3)
