@@ -359,3 +359,21 @@ void model_backward(Model *m) {
     }
     convbn_backward(m, &m->stem, m->input, G, T1, NULL, 1, N);
 }
+
+/* ---- work per image ----------------------------------------------------------------------- */
+
+static double convbn_macs(const ConvBN *c) {
+    return (double)c->H_out * c->W_out * c->C_out * c->C_in * c->conv.k * c->conv.k;
+}
+
+double model_macs_per_image(const Model *m) {
+    double macs = convbn_macs(&m->stem);
+    for (int i = 0; i < m->n_block; i++) {
+        const BasicBlock *b = &m->block[i];
+        macs += convbn_macs(&b->c1) + convbn_macs(&b->c2);
+        if (b->has_shortcut) macs += convbn_macs(&b->sc);
+    }
+    return macs + (double)m->feat * m->num_classes;
+}
+
+double model_train_flops_per_image(const Model *m) { return 2.0 * 3.0 * model_macs_per_image(m); }

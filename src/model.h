@@ -117,6 +117,17 @@ void model_zero_grad(Model *m);
 /* Tell the kernels the parameters changed (after an optimizer step or a load). */
 void model_params_changed(Model *m);
 
+/* Work per image, as a benchmark's GFLOP/s counts it: the multiply-adds of one image's
+ * forward through every convolution (as a direct convolution: H_out*W_out*C_out*C_in*k*k,
+ * whichever algorithm the backend picks; Winograd does fewer multiplies for the same result)
+ * and the linear head. Batch norm, ReLU, residual adds, pooling and the loss are not counted
+ * (a few operations per activation: under 1% of the convolutions' work). */
+double model_macs_per_image(const Model *m);
+/* FLOPs of one training image: 2 per multiply-add, times 3 for forward, backward-data and
+ * backward-weights, each of the forward's size. The stem's backward-data, which is not computed
+ * (the input needs no gradient), is counted too, as is customary (0.14% at width 64). */
+double model_train_flops_per_image(const Model *m);
+
 /* Offset of a parameter or buffer tensor by name, or -1. */
 long model_find_param(const Model *m, const char *name);
 long model_find_buffer(const Model *m, const char *name);

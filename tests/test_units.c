@@ -68,6 +68,35 @@ static void test_model_layout(void) {
     model_free(&m);
 }
 
+/* Multiply-adds per image worked out by hand from the layer shapes (32x32 input, 10 classes),
+ * for width w and 2 blocks per stage:
+ *   stem        32*32 * 3*w*9                                              =  27648 w
+ *   stage 1     4 convs 32*32 * w*w*9                                      =  36864 w^2
+ *   stage 2     16*16 * (2w*w*9 + 3 * 2w*2w*9 + 2w*w [1x1 shortcut])       =  32768 w^2
+ *   stage 3     8*8 * (4w*2w*9 + 3 * 4w*4w*9 + 4w*2w)                      =  32768 w^2
+ *   head        4w*10                                                      =     40 w
+ * and with 1 block per stage 18432 + 2 * 14336 = 47104 w^2 + 27688 w. */
+static double hand_macs(int w, int blocks) {
+    double quad = blocks == 2 ? 102400.0 : 47104.0;
+    return quad * w * w + 27688.0 * w;
+}
+
+static void test_model_flops(void) {
+    const int cases[][2] = { {64, 2}, {4, 2}, {4, 1}, {16, 1} };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        const int w = cases[i][0], blocks = cases[i][1];
+        Model m;
+        model_init(&m, w, blocks, 10, 32, 1);
+        double macs = model_macs_per_image(&m), want = hand_macs(w, blocks);
+        EXPECT(macs == want, "width %d, %d blocks: %.0f multiply-adds per image forward (%.0f by hand)",
+               w, blocks, macs, want);
+        EXPECT(model_train_flops_per_image(&m) == 6.0 * macs, "training image = 3 x 2 FLOPs per multiply-add");
+        model_free(&m);
+    }
+    EXPECT(fabs(hand_macs(64, 2) - 421.2e6) < 0.1e6, "width 64: ~421 M multiply-adds, %.3f GFLOP per training image",
+           6.0 * hand_macs(64, 2) / 1e9);
+}
+
 static void test_schedule(void) {
     Schedule s;
     schedule_init(&s, "cosine", 0.1, 0.0, 10, 100, 0);
@@ -265,6 +294,7 @@ static void test_reducer_requests(void) {
 int main(void) {
     test_config();
     test_model_layout();
+    test_model_flops();
     test_schedule();
     test_sgd();
     test_scaler();
