@@ -1,5 +1,5 @@
 /* backend_cuda.c - the Backend over one GPU: cuDNN, cuBLAS and the kernels of ops_cuda.cu.
- * Built with the CUDA backend only. A Conv2d's impl holds its CudaConv2d. */
+ * Part of the CUDA backend module only (cuda_plugin.h). A Conv2d's impl holds its CudaConv2d. */
 #include "build_config.h"
 
 #ifdef HAVE_CUDA_BACKEND

@@ -26,8 +26,8 @@
 #include "logger.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
-#include "device_data.h"
-#include "ops_cuda.h"
+#include "ops_cuda.h"   /* CUDA_AMP_* */
+#include "plugin.h"
 #endif
 #include "optim.h"
 #include "reducer.h"
@@ -86,7 +86,7 @@ typedef struct {
     Bootstrap boot;
     const Backend *be;       /* where the model lives: backend_cpu or the CUDA backend */
     int gpu;                 /* the CUDA device of this rank, -1 on the CPU */
-    char device_note[600];   /* why auto chose the CPU, for the log */
+    char device_note[1300];  /* why auto chose the CPU, for the log */
     Comm *comm;
     Logger log;
     char job_dir[4096];
@@ -106,6 +106,7 @@ typedef struct {
     float *dev_x;            /* the same on the device (device backends only) */
     int *dev_y;
 #ifdef HAVE_CUDA_BACKEND
+    const CudaPlugin *cuda;           /* the CUDA backend module, when this rank trains on a GPU */
     DeviceData *train_dd, *test_dd;   /* the splits held on the GPU; NULL: host batches uploaded */
 #endif
     double t_last_hook;      /* trace of backward per layer */
@@ -166,44 +167,51 @@ static int choose_threads(const Run *r) {
 }
 
 /* --device: one GPU per rank (the local rank's) with cuda, and with auto when this rank sees
- * a GPU; the CPU with cpu, and with auto when it does not (the log line says why). */
+ * a GPU; the CPU with cpu, and with auto when it does not (the log line says why). The CUDA
+ * backend is a module (plugin.h) loaded here only: a CPU node need not have its libraries. */
 static void choose_backend(Run *r) {
     r->be = &backend_cpu;
     r->gpu = -1;
     r->device_note[0] = '\0';
     if (!strcmp(r->cfg.device, "cpu")) return;
 #ifdef HAVE_CUDA_BACKEND
-#ifndef HAVE_NCCL
-    if (!strcmp(r->cfg.device, "auto") && r->boot.world_size > 1) {
+    char err[1200];
+    const CudaPlugin *cu = NULL;
+    const PluginStatus loaded = plugin_cuda_load(&cu, err, sizeof err);
+    /* a module of another build is a broken installation, not a node without GPUs */
+    if (loaded == PLUGIN_INCOMPATIBLE) die("--device %s: rank %d: %s", r->cfg.device, r->boot.rank, err);
+    if (loaded != PLUGIN_LOADED) {
+        if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d: %s", r->boot.rank, err);
+        snprintf(r->device_note, sizeof r->device_note, "%s", err);
+        return;
+    }
+    if (!cu->comm_nccl_create && !strcmp(r->cfg.device, "auto") && r->boot.world_size > 1) {
         snprintf(r->device_note, sizeof r->device_note, "%d ranks on GPUs need NCCL, which this build lacks",
                  r->boot.world_size);
         return;
     }
-#endif
-    char err[512];
-    const Backend *g = backend_cuda_open(r->boot.local_rank, err, sizeof err);
+    const Backend *g = cu->backend_open(r->boot.local_rank, err, sizeof err);
     if (g) {
         r->be = g;
         r->gpu = r->boot.local_rank;
+        r->cuda = cu;
         /* before the model exists: each convolution takes its precision at init */
-        cuda_set_tf32((int)r->cfg.tf32);
-        cuda_set_conv_benchmark((int)r->cfg.cudnn_benchmark);
+        cu->set_tf32((int)r->cfg.tf32);
+        cu->set_conv_benchmark((int)r->cfg.cudnn_benchmark);
         const int amp = !r->cfg.use_amp ? CUDA_AMP_OFF : !strcmp(r->cfg.amp_dtype, "fp16") ? CUDA_AMP_FP16 : CUDA_AMP_BF16;
-        cuda_set_amp(amp);
-        cuda_set_act_storage(!strcmp(r->cfg.amp_activations, "16") ? amp : CUDA_AMP_OFF);
-#ifndef HAVE_NCCL
-        if (r->boot.world_size > 1)
+        cu->set_amp(amp);
+        cu->set_act_storage(!strcmp(r->cfg.amp_activations, "16") ? amp : CUDA_AMP_OFF);
+        if (!cu->comm_nccl_create && r->boot.world_size > 1)
             die("--device %s: %d ranks on GPUs need NCCL, which this build lacks", r->cfg.device, r->boot.world_size);
-#endif
         return;
     }
     if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d (GPU %d): %s", r->boot.rank, r->boot.local_rank, err);
     /* auto on a rank that sees GPUs but cannot use its own (more ranks than GPUs on the node):
      * falling back to the CPU would leave it with MPI while its peers use NCCL, and their
      * communicators would never meet. */
-    if (r->boot.world_size > 1 && cuda_device_count() > 0)
+    if (r->boot.world_size > 1 && cu->device_count() > 0)
         die("--device auto: rank %d sees %d GPU(s) but cannot use GPU %d (%s); start one rank per GPU, or pass "
-            "--device cpu", r->boot.rank, cuda_device_count(), r->boot.local_rank, err);
+            "--device cpu", r->boot.rank, cu->device_count(), r->boot.local_rank, err);
     snprintf(r->device_note, sizeof r->device_note, "no usable GPU (%s)", err);
 #else
     if (!strcmp(r->cfg.device, "cuda")) {
@@ -461,7 +469,7 @@ static int next_batch(Run *r, DataLoader *dl, const float **x, const int **y) {
     DeviceData *dd = dl == r->train_dl ? r->train_dd : r->test_dd;
     if (dd) {
         int n;
-        device_data_next(dd, dl, r->dev_x, r->dev_y, &n);
+        r->cuda->device_data_next(dd, dl, r->dev_x, r->dev_y, &n);
         *x = r->dev_x;
         *y = r->dev_y;
         return n;
@@ -499,7 +507,7 @@ static double evaluate(Run *r, double *loss_out) {
 
 /* ---- setup ------------------------------------------------------------------------------- */
 
-#ifdef HAVE_NCCL
+#ifdef HAVE_CUDA_BACKEND
 /* Where the NCCL id may travel as a file (comm_nccl_create's last fallback): a directory
  * every rank can name before any communicator exists: --job_dir, or the Slurm default job
  * directory; NULL otherwise. */
@@ -523,11 +531,11 @@ static void setup(Run *r, int argc, char **argv) {
 
     choose_backend(r);
     r->comm = NULL;
-#ifdef HAVE_NCCL
+#ifdef HAVE_CUDA_BACKEND
     char rdv_dir[4096];
-    if (r->be->on_device && r->boot.world_size > 1)
-        r->comm = comm_nccl_create(&r->boot, r->gpu, r->cfg.comm_timeout,
-                                   nccl_rendezvous_dir(r, rdv_dir, sizeof rdv_dir), err, sizeof err);
+    if (r->be->on_device && r->boot.world_size > 1)   /* choose_backend checked for NCCL */
+        r->comm = r->cuda->comm_nccl_create(&r->boot, r->gpu, r->cfg.comm_timeout,
+                                            nccl_rendezvous_dir(r, rdv_dir, sizeof rdv_dir), err, sizeof err);
     else
 #endif
         r->comm = comm_create(&r->boot, r->cfg.comm_timeout, err, sizeof err);
@@ -668,13 +676,13 @@ int main(int argc, char **argv) {
 #ifdef HAVE_CUDA_BACKEND
         /* After the model's allocations, so the free-memory check sees what training needs. */
         char derr[512];
-        r->train_dd = device_data_open(r->train_dl, max_batch, derr, sizeof derr);
+        r->train_dd = r->cuda->device_data_open(r->train_dl, max_batch, derr, sizeof derr);
         if (!r->train_dd) log_warn(&r->log, "data: training images stay on the host (uploaded per batch): %s", derr);
-        r->test_dd = r->train_dd ? device_data_open(r->test_dl, max_batch, derr, sizeof derr) : NULL;
+        r->test_dd = r->train_dd ? r->cuda->device_data_open(r->test_dl, max_batch, derr, sizeof derr) : NULL;
         if (r->train_dd && !r->test_dd) log_warn(&r->log, "data: test images stay on the host: %s", derr);
         if (r->train_dd)
             log_info(&r->log, "data: held on GPU %d (%.1f MiB%s); batches cropped, flipped and normalised there", r->gpu,
-                     (double)(device_data_bytes(r->train_dd) + (r->test_dd ? device_data_bytes(r->test_dd) : 0)) / 1048576.0,
+                     (double)(r->cuda->device_data_bytes(r->train_dd) + (r->test_dd ? r->cuda->device_data_bytes(r->test_dd) : 0)) / 1048576.0,
                      r->test_dd ? ", test split included" : "");
 #endif
     }
@@ -835,8 +843,8 @@ int main(int argc, char **argv) {
     free(r->y);
     if (r->be->on_device) {
 #ifdef HAVE_CUDA_BACKEND
-        device_data_free(r->train_dd);
-        device_data_free(r->test_dd);
+        r->cuda->device_data_free(r->train_dd);
+        r->cuda->device_data_free(r->test_dd);
 #endif
         r->be->release(r->dev_x);
         r->be->release(r->dev_y);

@@ -15,7 +15,7 @@
 #include "build_config.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
-#include "ops_cuda.h"
+#include "plugin.h"
 #endif
 #include "optim.h"
 #include "util.h"
@@ -106,9 +106,12 @@ int main(int argc, char **argv) {
     Model gm, *run = &m;
     if (!strcmp(device, "cuda")) {
 #ifdef HAVE_CUDA_BACKEND
-        char err[512];
-        cuda_set_tf32(0);
-        const Backend *be = backend_cuda_open(0, err, sizeof err);
+        char err[1200];
+        const CudaPlugin *cu = NULL;
+        const PluginStatus loaded = plugin_cuda_load(&cu, err, sizeof err);
+        if (loaded != PLUGIN_LOADED) die_code(loaded == PLUGIN_UNAVAILABLE ? 77 : 1, "--device cuda: %s", err);
+        cu->set_tf32(0);
+        const Backend *be = cu->backend_open(0, err, sizeof err);
         if (!be) die_code(77, "--device cuda: %s", err);
         model_init_on(&gm, be, width, blocks, K, S, N);
         be->upload(gm.params, m.params, m.num_params * sizeof(float));

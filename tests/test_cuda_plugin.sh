@@ -1,0 +1,124 @@
+#!/bin/sh
+# The CUDA backend is a module loaded on demand (src/plugin.h), so that a CUDA build starts on
+# CPU nodes:
+#  1. ddptrain, ddptrain-data and the CPU test programs link none of libcudart, libcudnn,
+#     libcublas, libnccl (readelf -d, ldd) and hold no static CUDA runtime (nm);
+#  2. with the module directory pointed at an empty one, --device cuda fails with one line naming
+#     the module's path and dlopen's reason (exit 1), and --device auto trains on the CPU and
+#     logs why;
+#  3. a module of another ABI version is refused with one line (exit 1), with auto too;
+#  4. with the module just built, it exports its entry point only and needs the CUDA libraries,
+#     and --device auto trains on the CPU where no GPU is visible (on the GPU where one is).
+# A build without CUDA: --device cuda exits 2 and auto trains on the CPU, as they always did.
+. "${top_srcdir:-.}/tests/lib.sh"
+B=${top_builddir:-.}
+CUDA_LIBS_RE='lib(cudart|cudnn[a-z_]*|cublas(Lt)?|nccl)\.so'
+
+# 1. Linking.
+for t in readelf ldd nm; do
+    command -v "$t" >/dev/null 2>&1 || { echo "SKIP: $t not found"; exit "$SKIP"; }
+done
+n=0
+for p in ddptrain ddptrain-data tests/test_ops tests/test_units tests/test_dataloader tests/dump_model \
+         tests/test_checkpoint tests/ckpt_dump tests/test_comm tests/test_rendezvous; do
+    f=$B/$p
+    if [ ! -x "$f" ]; then
+        case $p in ddptrain|ddptrain-data) bad "$f was not built" ;; esac
+        continue
+    fi
+    n=$((n + 1))
+    needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E "$CUDA_LIBS_RE" | tr '\n' ' ')
+    loaded=$(ldd "$f" 2>&1 | grep -E "$CUDA_LIBS_RE" | awk '{print $1}' | tr '\n' ' ')
+    static=$(nm "$f" 2>/dev/null | awk '$2 == "T" && $3 ~ /^cuda(GetDeviceCount|Malloc|StreamCreate)$/ {print $3}' | tr '\n' ' ')
+    if [ -z "$needed$loaded$static" ]; then
+        [ "$p" = ddptrain ] && ok "ddptrain needs: $(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | tr '\n' ' ')"
+    else
+        bad "$p links CUDA: NEEDED [$needed] ldd [$loaded] static runtime [$static]"
+    fi
+done
+[ "$FAILS" -eq 0 ] && ok "$n programs link no CUDA library (readelf -d, ldd, nm)"
+
+make_synth "$TMP/data" --train 256 --test 64
+RUN="--data_dir $TMP/data --width 4 --blocks 1 --batch_size 32 --max_steps 2 --log_interval 1 --save_every 0"
+
+# Where the runs below look for the module; make check points DDPTRAIN_PLUGIN_DIR at the build.
+built=${DDPTRAIN_PLUGIN_DIR:-$B}
+plugdir=$built
+
+# expect_fail NAME STATUS TEXT DDPTRAIN-ARGS...: one line on stderr holding TEXT, exit STATUS.
+expect_fail() {
+    name=$1 want_rc=$2 want=$3; shift 3
+    # shellcheck disable=SC2086  # $RUN is a word list
+    DDPTRAIN_PLUGIN_DIR=$plugdir "$DDPTRAIN" $RUN --job_dir "$TMP/$name" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    rc=$?
+    lines=$(wc -l <"$TMP/$name.err")
+    if [ "$rc" -eq "$want_rc" ] && [ "$lines" -eq 1 ] && grep -qF -- "$want" "$TMP/$name.err"; then
+        ok "$name: exit $rc: $(cat "$TMP/$name.err")"
+    else
+        bad "$name: exit $rc (want $want_rc), $lines stderr line(s), wanted '$want': $(cat "$TMP/$name.err")"
+    fi
+}
+
+# expect_cpu NAME TEXT DDPTRAIN-ARGS...: trains 2 steps on the CPU; its device line holds TEXT.
+expect_cpu() {
+    name=$1 want=$2; shift 2
+    # shellcheck disable=SC2086
+    if ! DDPTRAIN_PLUGIN_DIR=$plugdir "$DDPTRAIN" $RUN --job_dir "$TMP/$name" "$@" >"$TMP/$name.out" 2>&1; then
+        bad "$name: training failed: $(tail -3 "$TMP/$name.out")"
+        return
+    fi
+    line=$(grep -m1 "device: " "$TMP/$name/logs/rank-00000.log")
+    steps=$(grep -c '"loss"' "$TMP/$name/metrics.jsonl")
+    case $line in
+        *"device: cpu "*"$want"*) [ "$steps" -eq 2 ] && ok "$name: 2 steps on the CPU; log: ${line#*device: }" ||
+                                  bad "$name: $steps steps logged, want 2" ;;
+        *) bad "$name: device line '$line' does not say cpu and '$want'" ;;
+    esac
+}
+
+if ! grep -q "define HAVE_CUDA_BACKEND 1" "$B/build_config.h"; then
+    expect_fail no-cuda 2 "built without the CUDA backend" --device cuda
+    expect_cpu no-cuda-auto "built without the CUDA backend" --device auto
+    finish
+fi
+
+# 2. No module where it is looked for.
+mkdir "$TMP/empty"
+module=$TMP/empty/ddptrain-cuda.so
+plugdir=$TMP/empty
+expect_fail missing-cuda 1 "cannot load the CUDA backend $module" --device cuda
+grep -qF "cannot open shared object file" "$TMP/missing-cuda.err" && ok "missing-cuda: dlopen's reason is given" ||
+    bad "missing-cuda: no dlopen reason: $(cat "$TMP/missing-cuda.err")"
+expect_cpu missing-auto "cannot load the CUDA backend $module" --device auto
+expect_cpu missing-cpu "" --device cpu
+
+# 3. A module of another build.
+plugdir=$B/tests/fake_plugin
+expect_fail abi-cuda 1 "CUDA backend module ABI version" --device cuda
+expect_fail abi-auto 1 "install the module built with this ddptrain" --device auto
+
+# 4. The module just built (make check points DDPTRAIN_PLUGIN_DIR at it).
+real=$built/ddptrain-cuda.so
+if [ ! -f "$real" ]; then
+    bad "$real was not built"
+    finish
+fi
+exports=$(nm -D --defined-only "$real" | awk '$2 == "T" || $2 == "D" || $2 == "R" {print $3}' | tr '\n' ' ')
+[ "$exports" = "ddptrain_cuda_plugin " ] && ok "the module exports $exports only" || bad "the module exports: $exports"
+mneeds=$(readelf -d "$real" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E "$CUDA_LIBS_RE" | tr '\n' ' ')
+case $mneeds in
+    *libcudnn*libcublas*|*libcublas*libcudnn*) ok "the module needs $mneeds" ;;
+    *) bad "the module does not need cuDNN and cuBLAS: [$mneeds]" ;;
+esac
+# shellcheck disable=SC2086
+if DDPTRAIN_PLUGIN_DIR=$built "$DDPTRAIN" $RUN --job_dir "$TMP/real" --device auto >"$TMP/real.out" 2>&1; then
+    line=$(grep -m1 "device: " "$TMP/real/logs/rank-00000.log")
+    case $line in
+        *"device: cuda "*) ok "real-auto: a GPU is visible and the module trains on it: ${line#*device: }" ;;
+        *"device: cpu "*"no usable GPU ("*) ok "real-auto: the module loads, sees no GPU, trains on the CPU: ${line#*device: }" ;;
+        *) bad "real-auto: device line: $line" ;;
+    esac
+else
+    bad "real-auto: training failed: $(tail -3 "$TMP/real.out")"
+fi
+finish
