@@ -1,7 +1,9 @@
 /* bench_step.c - images/s of ddptrain's training step (forward, backward, SGD) for MiniResNet
  * on a fixed random batch, so that only compute is measured, as bench/torch_bench.py does for
- * PyTorch. usage: bench_step [--width W] [--blocks B] [--batch N] [--steps S] [--warmup K] */
+ * PyTorch; the GFLOP/s that makes (model_train_flops_per_image) and the peak resident memory.
+ * usage: bench_step [--width W] [--blocks B] [--batch N] [--steps S] [--warmup K] */
 #include <string.h>
+#include <sys/resource.h>
 #ifdef _OPENMP
 #include <omp.h>
 #endif
@@ -54,8 +56,13 @@ int main(int argc, char **argv) {
 #else
     int threads = 1;
 #endif
-    printf("ddptrain: width %d batch %d threads %d: %.1f images/s (forward %.1f ms, backward %.1f ms per step) [%s]\n",
-           width, N, threads, (double)N * steps / dt, 1e3 * fwd / steps, 1e3 * bwd / steps, ops_cpu_describe());
+    const double ips = (double)N * steps / dt, flops = model_train_flops_per_image(&m);
+    struct rusage ru;
+    CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
+    printf("ddptrain: width %d batch %d threads %d: %.1f images/s, %.1f GFLOP/s (%.3f GFLOP per image), "
+           "peak RSS %ld MiB (forward %.1f ms, backward %.1f ms per step) [%s]\n",
+           width, N, threads, ips, ips * flops / 1e9, flops / 1e9, ru.ru_maxrss / 1024, 1e3 * fwd / steps,
+           1e3 * bwd / steps, ops_cpu_describe());
     free(x); free(y);
     sgd_free(&opt);
     model_free(&m);

@@ -1,8 +1,13 @@
 """images/s of the same MiniResNet training step in PyTorch (SGD, fixed random batch).
 usage: torch_bench.py [--width W] [--blocks B] [--batch N] [--steps S] [--threads T] [--channels_last]
-                      [--device cpu|cuda] [--amp bf16|fp16] [--cudnn_benchmark]"""
+                      [--device cpu|cuda] [--amp bf16|fp16] [--cudnn_benchmark]
+The last line ends in "N images/s" (tests/gpu/run-on-device.sh reads it); the line before it
+gives the GFLOP/s, counted from the module's own layers as ddptrain's model_train_flops_per_image
+counts them (direct-convolution and linear multiply-adds of a forward, x 2 FLOPs, x 3 for
+forward, backward-data and backward-weights), and the process's peak resident memory."""
 import argparse
 import os
+import resource
 import sys
 import time
 
@@ -23,6 +28,29 @@ ap.add_argument("--device", default="cpu")
 ap.add_argument("--amp", choices=["bf16", "fp16"], default=None)
 ap.add_argument("--cudnn_benchmark", action="store_true", help="let cuDNN time its algorithms (PyTorch's fastest setting)")
 a = ap.parse_args()
+
+
+def train_flops_per_image(width, blocks):
+    """From the layers a forward of one image goes through, read off by hooks."""
+    macs = []
+
+    def hook(mod, inp, out):
+        if isinstance(mod, torch.nn.Conv2d):
+            k = mod.kernel_size[0] * mod.kernel_size[1]
+            macs.append(out.numel() * mod.in_channels // mod.groups * k)
+        else:
+            macs.append(out.numel() * mod.in_features)
+
+    probe = MiniResNet(width, blocks, 10)
+    for mod in probe.modules():
+        if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
+            mod.register_forward_hook(hook)
+    with torch.no_grad():
+        probe(torch.zeros(1, 3, 32, 32))
+    return 2 * 3 * sum(macs)
+
+
+flops = train_flops_per_image(a.width, a.blocks)
 torch.backends.cudnn.benchmark = a.cudnn_benchmark
 torch.set_num_threads(a.threads)
 torch.manual_seed(1)
@@ -58,6 +86,9 @@ for s in range(a.warmup + a.steps):
 sync()
 dt = time.perf_counter() - t0
 where = f"threads {a.threads}" if dev.type == "cpu" else a.device
+ips = a.batch * a.steps / dt
+rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024   # KiB on Linux
+print(f"pytorch: {ips * flops / 1e9:.1f} GFLOP/s ({flops / 1e9:.3f} GFLOP per image), peak RSS {rss_mib} MiB")
 print(f"pytorch {torch.__version__}: width {a.width} batch {a.batch} {where}"
       f"{' channels_last' if a.channels_last else ''}{' ' + a.amp if a.amp else ''}"
-      f"{' cudnn.benchmark' if a.cudnn_benchmark else ''}: {a.batch * a.steps / dt:.1f} images/s")
+      f"{' cudnn.benchmark' if a.cudnn_benchmark else ''}: {ips:.1f} images/s")
