@@ -8,8 +8,11 @@
 #     logs why;
 #  3. a module of another ABI version is refused with one line (exit 1), with auto too;
 #  4. with the module just built, it exports its entry point only and needs the CUDA libraries,
-#     and --device auto trains on the CPU where no GPU is visible (on the GPU where one is).
+#     and --device auto trains on the CPU where no GPU is visible (on the GPU where one is);
+#  5. where a private mount namespace can hide the CUDA libraries (root), as on a CPU node:
+#     --device cuda fails naming the missing library (exit 1), --device auto trains on the CPU.
 # A build without CUDA: --device cuda exits 2 and auto trains on the CPU, as they always did.
+# shellcheck source=tests/lib.sh disable=SC1091
 . "${top_srcdir:-.}/tests/lib.sh"
 B=${top_builddir:-.}
 CUDA_LIBS_RE='lib(cudart|cudnn[a-z_]*|cublas(Lt)?|nccl)\.so'
@@ -120,5 +123,40 @@ if DDPTRAIN_PLUGIN_DIR=$built "$DDPTRAIN" $RUN --job_dir "$TMP/real" --device au
     esac
 else
     bad "real-auto: training failed: $(tail -3 "$TMP/real.out")"
+fi
+
+# 5. A CPU node: the module is there but cuDNN's directory is hidden under an empty file system
+# in a private mount namespace (where this user may make one: root, and not a system directory
+# ddptrain itself needs).
+cudnn=$(ldd "$real" | awk '$1 ~ /^libcudnn\.so/ && $3 ~ /^\// {print $3}' | head -1)
+libdir=${cudnn%/*}
+case $libdir in
+    ""|/lib*|/usr/lib*) libdir= ;;
+esac
+[ -n "$libdir" ] && ldd "$DDPTRAIN" | grep -qF "$libdir/" && libdir=
+if [ -n "$libdir" ] && unshare -m true 2>/dev/null; then
+    hidden() {   # NAME ARGS...: ddptrain with $libdir hidden
+        name=$1; shift
+        # shellcheck disable=SC2016,SC2086  # $1 is the inner shell's; $RUN is a word list
+        DDPTRAIN_PLUGIN_DIR=$built unshare -m sh -c 'mount -t tmpfs none "$1" && shift && exec "$@"' sh "$libdir" \
+            "$DDPTRAIN" $RUN --job_dir "$TMP/$name" "$@" >"$TMP/$name.out" 2>"$TMP/$name.err"
+    }
+    hidden hidden-cuda --device cuda
+    rc=$?
+    if [ "$rc" -eq 1 ] && [ "$(wc -l <"$TMP/hidden-cuda.err")" -eq 1 ] &&
+       grep -qF "cannot load the CUDA backend $real" "$TMP/hidden-cuda.err" &&
+       grep -qF ": libcudnn" "$TMP/hidden-cuda.err"; then
+        ok "$libdir hidden: --device cuda: exit 1: $(cat "$TMP/hidden-cuda.err")"
+    else
+        bad "$libdir hidden: --device cuda: exit $rc: $(cat "$TMP/hidden-cuda.err")"
+    fi
+    if hidden hidden-auto --device auto &&
+       grep -m1 "device: " "$TMP/hidden-auto/logs/rank-00000.log" | grep -q "device: cpu .*libcudnn.*cannot open shared object file"; then
+        ok "$libdir hidden: --device auto trains on the CPU: $(grep -m1 -o "cannot load.*" "$TMP/hidden-auto/logs/rank-00000.log")"
+    else
+        bad "$libdir hidden: --device auto: $(cat "$TMP/hidden-auto.err") $(grep -m1 "device: " "$TMP/hidden-auto.out")"
+    fi
+else
+    echo "(no private mount namespace here: the run without the CUDA libraries was not made)"
 fi
 finish
