@@ -15,16 +15,18 @@
 #   5. compute-sanitizer memcheck of 2 and 1 when installed (capped; informational).
 #
 # The programs come prebuilt in a carried folder ($CARRY, default carry/gpu from the
-# repository root; /carry/ is git-ignored) holding bin/ and lib/. Prepare it on the build
-# machine, from the repository root:
+# repository root; /carry/ is git-ignored) holding bin/ and lib/, and the CUDA backend module
+# that ddptrain and dump_model load (lib/ddptrain/ddptrain-cuda.so; DDPTRAIN_PLUGIN_DIR is set
+# to that folder below). Prepare it on the build machine, from the repository root:
 #
 #   mkdir -p b-gpu && cd b-gpu
 #   ../configure --quiet --with-cuda-arch=90 --with-mpi=no --with-pmix=no --with-dnnl=no
-#   make -j2 tests/test_ops_cuda tests/test_device_data tests/dump_model ddptrain ddptrain-data && cd ..
-#   rm -rf carry/gpu && mkdir -p carry/gpu/bin/tests carry/gpu/lib
+#   make -j2 tests/test_ops_cuda tests/test_device_data tests/dump_model ddptrain ddptrain-data ddptrain-cuda.so && cd ..
+#   rm -rf carry/gpu && mkdir -p carry/gpu/bin/tests carry/gpu/lib/ddptrain
 #   cp b-gpu/tests/test_ops_cuda b-gpu/tests/test_device_data b-gpu/ddptrain b-gpu/ddptrain-data carry/gpu/bin/
 #   cp b-gpu/tests/dump_model carry/gpu/bin/tests/
-#   find carry/gpu/bin -type f -exec ldd {} + | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
+#   cp b-gpu/ddptrain-cuda.so carry/gpu/lib/ddptrain/
+#   find carry/gpu/bin carry/gpu/lib/ddptrain -type f -exec ldd {} + | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
 #     grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so' |
 #     grep -vE '/lib(cuda|cudart|cudnn[a-z_]*|cublas(Lt)?|nccl|nvrtc|nvJitLink)\.so' |
 #     xargs -r cp -L -t carry/gpu/lib/
@@ -72,6 +74,11 @@ EOF
 )
 LD_LIBRARY_PATH=$carry/lib${nvlibs:+:$nvlibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LD_LIBRARY_PATH
+# The CUDA backend module ddptrain and dump_model load (src/plugin.h).
+DDPTRAIN_PLUGIN_DIR=${DDPTRAIN_PLUGIN_DIR:-$carry/lib/ddptrain}
+export DDPTRAIN_PLUGIN_DIR
+module=$DDPTRAIN_PLUGIN_DIR/ddptrain-cuda.so
+[ -f "$module" ] || note "warning: $module is missing: ddptrain and dump_model cannot use the GPU (see the top of $0)"
 # Threads for the CPU reference side of the comparisons; NCCL explains its own failures.
 OMP_NUM_THREADS=${OMP_NUM_THREADS:-8}
 NCCL_DEBUG=${NCCL_DEBUG:-WARN}
@@ -83,10 +90,12 @@ export OMP_NUM_THREADS NCCL_DEBUG
     echo "host: $(uname -a)"
     echo "python: $(command -v "$py") ($("$py" --version 2>&1))"
     echo "LD_LIBRARY_PATH=$LD_LIBRARY_PATH"
+    echo "DDPTRAIN_PLUGIN_DIR=$DDPTRAIN_PLUGIN_DIR"
     echo
     command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi 2>&1
     echo
     ldd "$bin" 2>&1
+    [ -f "$module" ] && { echo "$module:"; ldd "$module" 2>&1; }
 } > "$out/environment.txt"
 if grep -q "not found" "$out/environment.txt"; then
     note "warning: unresolved libraries:"
