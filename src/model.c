@@ -292,6 +292,22 @@ float model_forward(Model *m, const float *x, const int *labels, int N, int trai
     return loss;
 }
 
+/* Chunks of the training capacity: no buffer is ever sized for an evaluation batch. */
+void model_evaluate(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum) {
+    const size_t img = (size_t)m->image_size * m->image_size * 3;
+    long hits = 0;
+    double sum = 0.0;
+    for (int off = 0; off < N; off += m->max_batch) {
+        const int n = N - off < m->max_batch ? N - off : m->max_batch;
+        int c = 0;
+        const float loss = model_forward(m, x + (size_t)off * img, labels + off, n, 0, 1.0f, &c);
+        hits += c;
+        sum += (double)loss * n;
+    }
+    *correct = hits;
+    *loss_sum = sum;
+}
+
 void model_forward_train(Model *m, const float *x, const int *labels, int N, float loss_scale) {
     forward_to_loss(m, x, labels, N, 1, loss_scale);
     m->be->add_inplace(m->loss_sum, m->loss, 1);

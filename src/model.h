@@ -87,6 +87,10 @@ typedef struct Model {
     void *stats_allreduce_ctx;
 } Model;
 
+/* max_batch is the training capacity: the most images one model_forward takes, and the
+ * batch every activation buffer that model_backward needs is sized for (about 5.6 MB per image
+ * at width 64). Evaluation does not need it to be larger: model_evaluate takes any number of
+ * images in chunks of max_batch. */
 void model_init(Model *m, int width, int blocks, int num_classes, int image_size, int max_batch);
 /* The same on a given backend (model_init uses backend_cpu). */
 void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_classes, int image_size,
@@ -97,11 +101,18 @@ void model_free(Model *m);
  * beta 0, running mean 0, running var 1), drawn from `seed`. */
 void model_init_weights(Model *m, uint64_t seed);
 
-/* Forward on N images (NHWC). train=1: batch statistics and running-stat update, and the
- * gradient of the loss (scaled by loss_scale) is kept for model_backward. Returns the mean
- * cross-entropy; *correct (may be NULL) gets the number of correct predictions. */
+/* Forward on N <= max_batch images (NHWC). train=1: batch statistics and running-stat update,
+ * and the gradient of the loss (scaled by loss_scale) is kept for model_backward. Returns the
+ * mean cross-entropy; *correct (may be NULL) gets the number of correct predictions. */
 float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
                     int *correct);
+
+/* Evaluation of N images, any N, with running statistics, in forwards of at most max_batch
+ * images each: batch norm then treats every sample on its own, so the chunks change no
+ * prediction, and evaluating a large batch allocates nothing. *correct gets the number of
+ * correct predictions (exact); *loss_sum the sum over the chunks of the chunk's mean loss times
+ * its size, in double: the per-sample loss summed, to float rounding of each chunk's mean. */
+void model_evaluate(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum);
 
 /* A training forward that keeps its loss in backend memory (added to a running sum) instead of
  * returning it, so that a device backend need not wait for the GPU in every step. */

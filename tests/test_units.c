@@ -221,6 +221,92 @@ static void test_model_grad_scale(void) {
     model_free(&m);
 }
 
+/* ---- evaluation in chunks of the training capacity ----
+ * A backend that counts the bytes the model allocates: evaluation must allocate nothing,
+ * whatever the number of images, and its totals must be those of one forward over all of them
+ * on a model built big enough. */
+static size_t g_alloc_bytes;
+
+static void *counting_alloc(size_t bytes) {
+    g_alloc_bytes += bytes;
+    return backend_cpu.alloc(bytes);
+}
+
+static void test_model_evaluate_chunks(void) {
+    enum { CAP = 8, N = 37, S = 16, K = 10 };   /* 37 = 4 chunks of 8 and one of 5 */
+    Backend counting = backend_cpu;
+    counting.alloc = counting_alloc;
+    Model small, big;
+    g_alloc_bytes = 0;
+    model_init_on(&small, &counting, 8, 1, K, S, CAP);
+    const size_t small_bytes = g_alloc_bytes;
+    g_alloc_bytes = 0;
+    model_init_on(&big, &counting, 8, 1, K, S, N);
+    const size_t big_bytes = g_alloc_bytes;
+    model_init_weights(&small, 3);
+    model_init_weights(&big, 3);
+    /* running statistics away from 0 and 1, so that evaluation mode is really exercised (means
+     * near 0: larger ones would silence every ReLU, and with them the images) */
+    for (int t = 0; t < small.n_buffer_info; t++) {
+        const TensorInfo *b = &small.buffer_info[t];
+        const int is_var = strstr(b->name, "running_var") != NULL;
+        for (size_t i = b->offset; i < b->offset + b->numel; i++) {
+            const float u = (float)((i * 2654435761u) % 1000) / 1000.0f;
+            small.buffers[i] = big.buffers[i] = is_var ? 0.5f + u : 0.2f * u - 0.1f;
+        }
+    }
+    const size_t nx = (size_t)N * S * S * 3;
+    float *x = mallocCheck(nx * sizeof(float));
+    int y[N];
+    /* every image with its own contrast and brightness, so that no two give the same logits */
+    for (size_t i = 0; i < nx; i++) {
+        const size_t img = i / ((size_t)S * S * 3);
+        x[i] = ((float)((i * 40503u) % 997) / 498.5f - 1.0f) * (0.3f + 0.1f * (float)(img % 11)) +
+               0.2f * (float)(img % 5) - 0.4f;
+    }
+    for (int i = 0; i < N; i++) y[i] = (i * 7) % K;
+
+    /* Labels that the model predicts for some images only (in no periodic pattern, so that
+     * chunks that read the wrong labels cannot agree by accident), read off the logits of one
+     * forward over all of them: the correct count then says which predictions were right. */
+    model_forward(&big, x, y, N, 0, 1.0f, NULL);
+    int expect_correct = 0;
+    for (int i = 0; i < N; i++) {
+        const float *z = big.logits + (size_t)i * K;
+        int arg = 0;
+        for (int k = 1; k < K; k++)
+            if (z[k] > z[arg]) arg = k;
+        const int hit = (i * i + 3 * i) % 7 < 3;
+        y[i] = hit ? arg : (arg + 1 + (i * i) % (K - 1)) % K;
+        expect_correct += hit;
+    }
+    long c_one = 0, c_chunks = 0;
+    double l_one = 0.0, l_chunks = 0.0;
+    model_evaluate(&big, x, y, N, &c_one, &l_one);
+    g_alloc_bytes = 0;
+    model_evaluate(&small, x, y, N, &c_chunks, &l_chunks);
+    EXPECT(g_alloc_bytes == 0 && small_bytes < big_bytes,
+           "evaluating %d images on a model built for %d allocates %zu bytes (the model holds %zu; one built for "
+           "%d would hold %zu)", N, CAP, g_alloc_bytes, small_bytes, N, big_bytes);
+    EXPECT(c_chunks == expect_correct && c_one == expect_correct && fabs(l_chunks - l_one) <= 1e-6 * fabs(l_one) &&
+           l_one > 0.0,
+           "%d images in chunks of %d: %ld correct, loss sum %.9g; in one piece: %ld correct, loss sum %.9g", N,
+           CAP, c_chunks, l_chunks, c_one, l_one);
+
+    /* The loss sum is the per-sample loss summed: the images after the first chunk matter. */
+    long c_head = 0;
+    double l_head = 0.0;
+    model_evaluate(&small, x, y, CAP, &c_head, &l_head);
+    int c_fwd = -1;
+    const float l_fwd = model_forward(&small, x, y, CAP, 0, 1.0f, &c_fwd);
+    EXPECT(c_head == c_fwd && l_head == (double)l_fwd * CAP && fabs(l_head - l_one) > 1e-3 * fabs(l_one),
+           "a batch that fits is one forward (%ld correct, loss sum %.9g); it differs from all %d images'", c_head,
+           l_head, N);
+    free(x);
+    model_free(&small);
+    model_free(&big);
+}
+
 /* ---- the reducer's request lifecycle, over a fake comm ----
  * A device comm (wait_stream) leaves requests active after reducer_finish; the reducer must
  * reap each before posting into it again, and reducer_drain must leave none. The fake comm
@@ -299,6 +385,7 @@ int main(void) {
     test_sgd();
     test_scaler();
     test_model_grad_scale();
+    test_model_evaluate_chunks();
     test_reducer_requests();
     printf(g_fail ? "%d check(s) failed\n" : "all checks passed\n", g_fail);
     return g_fail ? 1 : 0;
