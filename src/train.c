@@ -493,11 +493,13 @@ static double evaluate(Run *r, double *loss_out) {
     const float *x;
     const int *y;
     while ((n = next_batch(r, dl, &x, &y)) > 0) {
-        int c = 0;
-        float loss = model_forward(&r->model, x, y, n, 0, 1.0f, &c);
-        sums[0] += c;
+        /* an evaluation batch larger than the training batch goes through in chunks */
+        long c;
+        double loss_sum;
+        model_evaluate(&r->model, x, y, n, &c, &loss_sum);
+        sums[0] += (double)c;
         sums[1] += n;
-        sums[2] += (double)loss * n;
+        sums[2] += loss_sum;
     }
     comm_set_context(r->comm, "evaluation totals");
     comm_allreduce(r->comm, sums, 3, COMM_FLOAT64, COMM_SUM);   /* integers < 2^53: exact */
@@ -615,9 +617,11 @@ int main(int argc, char **argv) {
     Config *cfg = &r->cfg;
     int rank = r->boot.rank, world = r->boot.world_size;
 
+    /* The model's activations are sized for the training batch only (model_evaluate chunks a
+     * larger evaluation batch); the loader's batch arrays below hold either split's batches. */
     int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
     model_init_on(&r->model, r->be, (int)cfg->width, (int)cfg->blocks, (int)cfg->num_classes, (int)cfg->image_size,
-                  max_batch);
+                  (int)cfg->batch_size);
     model_init_weights(&r->model, (uint64_t)cfg->seed);
     log_info(&r->log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg->width, cfg->blocks,
              r->model.num_params);
