@@ -131,14 +131,35 @@ static void dnnl_fail(dnnl_status_t st, const char *call, const char *file, int 
 /* Process-wide backend resources. The engine and stream are what oneDNN expects one of per
  * device. The workspace holds the layout-converted activations of the call in progress: those
  * live only inside one conv2d_* call, so one buffer serves every layer instead of each layer
- * keeping tens of MB of its own. Calls come from a single thread (the model's). */
+ * keeping tens of MB of its own. The scratchpad is the same idea for oneDNN's own temporary
+ * buffers: every primitive is created with a user-managed scratchpad, and all of them share
+ * this one (left to itself oneDNN 2.x gives each primitive a private one for its lifetime).
+ * Calls come from a single thread (the model's). */
 static struct {
     dnnl_engine_t engine;
     dnnl_stream_t stream;
     float *ws;
     size_t ws_bytes;
+    unsigned char *sp;  /* scratchpad, followed by SP_GUARD bytes of guard */
+    size_t sp_bytes;
     int winograd;   /* 1: Winograd for 3x3 stride-1 convs where oneDNN has it */
-} g_dnnl = { NULL, NULL, NULL, 0, 1 };
+} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1 };
+
+/* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
+ * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
+ * jit_1x1:avx2 did, see conv_subsample) is reported as an error instead of corrupting memory
+ * that is silently used later. Checking 4 KiB costs nothing next to a convolution. */
+#define SP_GUARD 4096
+#define SP_GUARD_BYTE 0xA5
+
+/* A primitive with the scratchpad it needs. */
+typedef struct Prim {
+    dnnl_primitive_t p;
+    dnnl_memory_t sp_mem;   /* NULL when sp_bytes == 0 */
+    size_t sp_bytes;
+    const char *what;       /* for the guard's error message */
+    char impl[64];          /* oneDNN's implementation name */
+} Prim;
 
 static void dnnl_ctx_init(void) {
     if (g_dnnl.engine) return;
@@ -155,8 +176,62 @@ static void ws_reserve(size_t need) {
     g_dnnl.ws_bytes = need;
 }
 
-static void exec(dnnl_primitive_t p, int nargs, const dnnl_exec_arg_t *args) {
-    DNNL_CHECK(dnnl_primitive_execute(p, g_dnnl.stream, nargs, args));
+static void sp_reserve(size_t need) {
+    if (need <= g_dnnl.sp_bytes) return;
+    free(g_dnnl.sp);
+    g_dnnl.sp = alignedAllocCheck(need + SP_GUARD);
+    g_dnnl.sp_bytes = need;
+}
+
+static void exec(const Prim *p, int nargs, const dnnl_exec_arg_t *args) {
+    dnnl_exec_arg_t a[8];
+    CHECK(nargs < 8);
+    memcpy(a, args, (size_t)nargs * sizeof *a);
+    if (p->sp_mem) {
+        sp_reserve(p->sp_bytes);
+        DNNL_CHECK(dnnl_memory_set_data_handle(p->sp_mem, g_dnnl.sp));
+        a[nargs].arg = DNNL_ARG_SCRATCHPAD;
+        a[nargs++].memory = p->sp_mem;
+    } else if (!g_dnnl.sp) {
+        sp_reserve(64);
+    }
+    unsigned char *guard = g_dnnl.sp + p->sp_bytes;
+    memset(guard, SP_GUARD_BYTE, SP_GUARD);
+    DNNL_CHECK(dnnl_primitive_execute(p->p, g_dnnl.stream, nargs, a));
+    DNNL_CHECK(dnnl_stream_wait(g_dnnl.stream));
+    for (size_t i = 0; i < SP_GUARD; i++)
+        if (guard[i] != SP_GUARD_BYTE)
+            die("internal error: oneDNN's %s (%s) wrote past the end of its %zu-byte scratchpad; "
+                "its results cannot be trusted", p->what, p->impl, p->sp_bytes);
+}
+
+/* Every primitive descriptor is created with these attributes: a user-managed scratchpad. */
+static dnnl_primitive_attr_t attr_new(void) {
+    dnnl_primitive_attr_t attr;
+    DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+    DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    return attr;
+}
+
+static Prim prim_new(const_dnnl_primitive_desc_t pd, const char *what) {
+    Prim p = { .what = what };
+    DNNL_CHECK(dnnl_primitive_create(&p.p, pd));
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p.sp_bytes = md ? dnnl_memory_desc_get_size(md) : 0;
+    if (p.sp_bytes) {
+        p.sp_bytes = (p.sp_bytes + 63) / 64 * 64;
+        DNNL_CHECK(dnnl_memory_create(&p.sp_mem, md, g_dnnl.engine, DNNL_MEMORY_NONE));
+    }
+    const char *impl = NULL;
+    DNNL_CHECK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
+    snprintf(p.impl, sizeof p.impl, "%s", impl ? impl : "?");
+    return p;
+}
+
+static void prim_free(Prim *p) {
+    if (p->sp_mem) DNNL_CHECK(dnnl_memory_destroy(p->sp_mem));
+    if (p->p) DNNL_CHECK(dnnl_primitive_destroy(p->p));
+    memset(p, 0, sizeof *p);
 }
 
 static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md, void *handle) {
@@ -170,24 +245,22 @@ static void mem_set(dnnl_memory_t m, const void *p) {
     DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)p));
 }
 
-static dnnl_primitive_t reorder_new(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                                    int accumulate) {
-    dnnl_primitive_attr_t attr = NULL;
+static Prim reorder_new(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                        int accumulate) {
+    dnnl_primitive_attr_t attr = attr_new();
     dnnl_post_ops_t po = NULL;
     if (accumulate) {
         /* sum post-op: to = from + 1.0 * to, i.e. += into the gradient buffer. */
-        DNNL_CHECK(dnnl_primitive_attr_create(&attr));
         DNNL_CHECK(dnnl_post_ops_create(&po));
         DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f));
         DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
     }
     dnnl_primitive_desc_t pd;
     DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, from, g_dnnl.engine, to, g_dnnl.engine, attr));
-    dnnl_primitive_t p;
-    DNNL_CHECK(dnnl_primitive_create(&p, pd));
+    Prim p = prim_new(pd, "reorder");
     DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
     if (po) DNNL_CHECK(dnnl_post_ops_destroy(po));
-    if (attr) DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
     return p;
 }
 
@@ -197,7 +270,7 @@ static dnnl_primitive_t reorder_new(const dnnl_memory_desc_t *from, const dnnl_m
 typedef struct Port {
     dnnl_memory_t user;      /* NHWC, handle set per call */
     dnnl_memory_t prim;      /* == user when no conversion is needed */
-    dnnl_primitive_t reorder;
+    Prim reorder;
     size_t ws_off, bytes;    /* place of the converted copy in the workspace */
 } Port;
 
@@ -219,7 +292,7 @@ static void port_init(Port *pt, const dnnl_memory_desc_t *user_md, const dnnl_me
 static void port_free(Port *pt) {
     if (pt->prim && pt->prim != pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->prim));
     if (pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->user));
-    if (pt->reorder) DNNL_CHECK(dnnl_primitive_destroy(pt->reorder));
+    prim_free(&pt->reorder);
     memset(pt, 0, sizeof *pt);
 }
 
@@ -230,7 +303,7 @@ static void port_bind(Port *pt, const void *user_ptr, int is_input) {
     mem_set(pt->prim, (char *)g_dnnl.ws + pt->ws_off);
     if (is_input) {
         dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->user }, { DNNL_ARG_TO, pt->prim } };
-        exec(pt->reorder, 2, a);
+        exec(&pt->reorder, 2, a);
     }
 }
 
@@ -238,7 +311,7 @@ static void port_bind(Port *pt, const void *user_ptr, int is_input) {
 static void port_flush(Port *pt) {
     if (pt->prim == pt->user) return;
     dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->prim }, { DNNL_ARG_TO, pt->user } };
-    exec(pt->reorder, 2, a);
+    exec(&pt->reorder, 2, a);
 }
 
 /* A copy of the OIHW master weights in a layout some primitive asked for. */
@@ -246,7 +319,7 @@ typedef struct WeightCopy {
     dnnl_memory_desc_t md;
     dnnl_memory_t mem;        /* owns its buffer */
     dnnl_memory_t user;       /* OIHW view of the master, handle set on refresh */
-    dnnl_primitive_t reorder; /* OIHW -> md */
+    Prim reorder;             /* OIHW -> md */
     unsigned version;         /* impl->w_version this copy was made from */
     const float *src;         /* and from which master buffer */
 } WeightCopy;
@@ -254,16 +327,18 @@ typedef struct WeightCopy {
 /* Primitives for one input shape (N, H, W). */
 typedef struct ConvPlan {
     int N, H, W;
-    dnnl_primitive_t fwd, bwd_data, bwd_w;
+    Prim fwd, bwd_data, bwd_w;
     dnnl_memory_desc_t w_fwd_md, w_bwd_md;
     Port x_f, y_f;                  /* forward: src, dst */
     Port dy_d, dx_d;                /* backward data: diff_dst, diff_src */
     Port x_w, dy_w;                 /* backward weights: src, diff_dst */
     int dy_shared;                  /* backward weights reads dy_d's converted copy */
     dnnl_memory_t dw_prim, dw_user; /* diff weights in the primitive's layout; OIHW gradient */
-    dnnl_primitive_t dw_reorder;    /* dw_prim -> dw_user with accumulation */
+    Prim dw_reorder;                /* dw_prim -> dw_user with accumulation */
     size_t ws_fwd, ws_bwd;          /* workspace bytes needed by forward / backward */
     size_t dw_off;                  /* dw_prim's place in the workspace */
+    int sub;                        /* strided 1x1: oneDNN sees the subsampled input, stride 1 */
+    size_t sub_bytes;               /* that input (at workspace offset 0) and its gradient (next) */
     char impl[160];                 /* the forward primitive's implementation name */
     struct ConvPlan *next;
 } ConvPlan;
@@ -289,7 +364,18 @@ static dnnl_memory_desc_t md4(int a, int b, int c, int d, dnnl_format_tag_t tag)
 
 static dnnl_primitive_desc_t pd_new(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_desc_t hint) {
     dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, cd, NULL, g_dnnl.engine, hint));
+    dnnl_primitive_attr_t attr = attr_new();
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, hint));
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    return pd;
+}
+
+/* The same, or NULL where oneDNN has no implementation for it (Winograd on most ISAs). */
+static dnnl_primitive_desc_t pd_try(const dnnl_convolution_desc_t *cd) {
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = attr_new();
+    if (dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, NULL) != dnnl_success) pd = NULL;
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
     return pd;
 }
 
@@ -304,10 +390,15 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     ConvPlan *pl = callocCheck(1, sizeof *pl);
     pl->N = N; pl->H = H; pl->W = W;
     const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W);
-    const dnnl_dims_t strides = { c->stride, c->stride }, pad_l = { c->pad, c->pad };
+    /* A strided 1x1 conv is handed to oneDNN as a unit-stride one on the subsampled input. */
+    pl->sub = c->k == 1 && c->pad == 0 && c->stride > 1;
+    const int s = pl->sub ? 1 : c->stride;
+    if (pl->sub) { H = Ho; W = Wo; }
+    pl->sub_bytes = pl->sub ? ((size_t)N * H * W * c->C_in * sizeof(float) + 63) / 64 * 64 : 0;
+    const dnnl_dims_t strides = { s, s }, pad_l = { c->pad, c->pad };
     /* Right padding that makes the window count come out exactly Ho x Wo (may be < pad). */
-    const dnnl_dims_t pad_r = { (Ho - 1) * c->stride + c->k - H - c->pad,
-                                (Wo - 1) * c->stride + c->k - W - c->pad };
+    const dnnl_dims_t pad_r = { (Ho - 1) * s + c->k - H - c->pad,
+                                (Wo - 1) * s + c->k - W - c->pad };
 
     const dnnl_memory_desc_t x_nhwc = md4(N, c->C_in, H, W, dnnl_nhwc);
     const dnnl_memory_desc_t y_nhwc = md4(N, c->C_out, Ho, Wo, dnnl_nhwc);
@@ -328,7 +419,7 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
         if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
                                                &x_any, &w_any, NULL, &y_any, strides, pad_l,
                                                pad_r) == dnnl_success &&
-            dnnl_primitive_desc_create(&fpd, &cd, NULL, g_dnnl.engine, NULL) == dnnl_success) {
+            (fpd = pd_try(&cd)) != NULL) {
             alg = dnnl_convolution_winograd;
             xm = &x_any; ym = &y_any;
         } else {
@@ -351,13 +442,13 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     snprintf(pl->impl, sizeof pl->impl, "%s", impl ? impl : "?");
 
     /* Forward and backward do not overlap in time, so each lays its converted copies out from
-     * offset 0 of the workspace. */
-    size_t top = 0;
+     * the same offset of the workspace: after the subsampled x and dx of a strided 1x1 conv. */
+    size_t top = 2 * pl->sub_bytes;
     port_init(&pl->x_f, &x_nhwc, q_md(fpd, dnnl_query_src_md), 1, &top);
     port_init(&pl->y_f, &y_nhwc, q_md(fpd, dnnl_query_dst_md), 0, &top);
     pl->ws_fwd = top;
 
-    top = 0;
+    top = 2 * pl->sub_bytes;
     port_init(&pl->dy_d, &y_nhwc, q_md(dpd, dnnl_query_diff_dst_md), 1, &top);
     port_init(&pl->dx_d, &x_nhwc, q_md(dpd, dnnl_query_diff_src_md), 0, &top);
     const dnnl_memory_desc_t *wdy = q_md(wpd, dnnl_query_diff_dst_md);
@@ -382,9 +473,9 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
 
     pl->w_fwd_md = *q_md(fpd, dnnl_query_weights_md);
     pl->w_bwd_md = *q_md(dpd, dnnl_query_weights_md);
-    DNNL_CHECK(dnnl_primitive_create(&pl->fwd, fpd));
-    DNNL_CHECK(dnnl_primitive_create(&pl->bwd_data, dpd));
-    DNNL_CHECK(dnnl_primitive_create(&pl->bwd_w, wpd));
+    pl->fwd = prim_new(fpd, "convolution forward");
+    pl->bwd_data = prim_new(dpd, "convolution backward data");
+    pl->bwd_w = prim_new(wpd, "convolution backward weights");
     DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(dpd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(wpd));
@@ -397,10 +488,10 @@ static void plan_free(ConvPlan *pl) {
     port_free(&pl->x_w); port_free(&pl->dy_w);
     DNNL_CHECK(dnnl_memory_destroy(pl->dw_prim));
     DNNL_CHECK(dnnl_memory_destroy(pl->dw_user));
-    DNNL_CHECK(dnnl_primitive_destroy(pl->dw_reorder));
-    DNNL_CHECK(dnnl_primitive_destroy(pl->fwd));
-    DNNL_CHECK(dnnl_primitive_destroy(pl->bwd_data));
-    DNNL_CHECK(dnnl_primitive_destroy(pl->bwd_w));
+    prim_free(&pl->dw_reorder);
+    prim_free(&pl->fwd);
+    prim_free(&pl->bwd_data);
+    prim_free(&pl->bwd_w);
     free(pl);
 }
 
@@ -417,7 +508,7 @@ static ConvPlan *plan_get(Conv2d *c, int N, int H, int W) {
 static void weight_copy_free(WeightCopy *wc) {
     DNNL_CHECK(dnnl_memory_destroy(wc->mem));
     DNNL_CHECK(dnnl_memory_destroy(wc->user));
-    DNNL_CHECK(dnnl_primitive_destroy(wc->reorder));
+    prim_free(&wc->reorder);
     memset(wc, 0, sizeof *wc);
 }
 
@@ -445,7 +536,7 @@ static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const 
     if (wc->version != im->w_version || wc->src != w) {
         mem_set(wc->user, w);
         dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, wc->user }, { DNNL_ARG_TO, wc->mem } };
-        exec(wc->reorder, 2, a);
+        exec(&wc->reorder, 2, a);
         wc->version = im->w_version;
         wc->src = w;
     }
@@ -479,31 +570,68 @@ void conv2d_weights_changed(Conv2d *c) {
     ((ConvImpl *)c->impl)->w_version++;
 }
 
+/* x[n, h*s, w*s, :] for the Ho x Wo output pixels of a strided 1x1 conv. */
+static void subsample(const Conv2d *c, int N, int H, int W, const float *x, float *xs) {
+    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W), C = c->C_in, s = c->stride;
+    #pragma omp parallel for schedule(static)
+    for (long nh = 0; nh < (long)N * Ho; nh++) {
+        const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
+        for (int wo = 0; wo < Wo; wo++)
+            memcpy(xs + ((size_t)nh * Wo + wo) * C, x + (((size_t)n * H + ho * s) * W + wo * s) * C,
+                   (size_t)C * sizeof(float));
+    }
+}
+
+/* The inverse for gradients: dx is dxs at the sampled pixels and zero elsewhere. */
+static void upsample_grad(const Conv2d *c, int N, int H, int W, const float *dxs, float *dx) {
+    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W), C = c->C_in, s = c->stride;
+    #pragma omp parallel for schedule(static)
+    for (long nh = 0; nh < (long)N * H; nh++) {
+        const int n = (int)(nh / H), h = (int)(nh % H);
+        float *row = dx + (size_t)nh * W * C;
+        memset(row, 0, (size_t)W * C * sizeof(float));
+        if (h % s || h / s >= Ho) continue;
+        for (int wo = 0; wo < Wo; wo++)
+            memcpy(row + (size_t)wo * s * C, dxs + (((size_t)n * Ho + h / s) * Wo + wo) * C,
+                   (size_t)C * sizeof(float));
+    }
+}
+
 void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
     ConvPlan *pl = plan_get(c, N, H, W);
     ws_reserve(pl->ws_fwd);
+    if (pl->sub) {
+        subsample(c, N, H, W, x, g_dnnl.ws);
+        x = g_dnnl.ws;
+    }
     dnnl_memory_t wm = weights_get(c, &pl->w_fwd_md, w);
     port_bind(&pl->x_f, x, 1);
     port_bind(&pl->y_f, y, 0);
     dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_f.prim }, { DNNL_ARG_WEIGHTS, wm },
                              { DNNL_ARG_DST, pl->y_f.prim } };
-    exec(pl->fwd, 3, a);
+    exec(&pl->fwd, 3, a);
     port_flush(&pl->y_f);
-    DNNL_CHECK(dnnl_stream_wait(g_dnnl.stream));
 }
 
 void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
                      const float *dy, float *dx, float *dw) {
     ConvPlan *pl = plan_get(c, N, H, W);
     ws_reserve(pl->ws_bwd);
+    float *dx_user = dx;
+    if (pl->sub) {
+        subsample(c, N, H, W, x, g_dnnl.ws);
+        x = g_dnnl.ws;
+        if (dx) dx = (float *)((char *)g_dnnl.ws + pl->sub_bytes);
+    }
     if (dx) {
         dnnl_memory_t wm = weights_get(c, &pl->w_bwd_md, w);
         port_bind(&pl->dy_d, dy, 1);
         port_bind(&pl->dx_d, dx, 0);
         dnnl_exec_arg_t a[3] = { { DNNL_ARG_DIFF_DST, pl->dy_d.prim }, { DNNL_ARG_WEIGHTS, wm },
                                  { DNNL_ARG_DIFF_SRC, pl->dx_d.prim } };
-        exec(pl->bwd_data, 3, a);
+        exec(&pl->bwd_data, 3, a);
         port_flush(&pl->dx_d);
+        if (pl->sub) upsample_grad(c, N, H, W, dx, dx_user);
     }
     if (pl->dy_shared && dx) {
         mem_set(pl->dy_w.user, dy);   /* converted copy already in place */
@@ -515,11 +643,10 @@ void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float
     DNNL_CHECK(dnnl_memory_set_data_handle(pl->dw_prim, (char *)g_dnnl.ws + pl->dw_off));
     dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_w.prim }, { DNNL_ARG_DIFF_DST, pl->dy_w.prim },
                              { DNNL_ARG_DIFF_WEIGHTS, pl->dw_prim } };
-    exec(pl->bwd_w, 3, a);
+    exec(&pl->bwd_w, 3, a);
     mem_set(pl->dw_user, dw);
     dnnl_exec_arg_t r[2] = { { DNNL_ARG_FROM, pl->dw_prim }, { DNNL_ARG_TO, pl->dw_user } };
-    exec(pl->dw_reorder, 2, r);
-    DNNL_CHECK(dnnl_stream_wait(g_dnnl.stream));
+    exec(&pl->dw_reorder, 2, r);
 }
 
 void conv2d_use_winograd(int enable) {
