@@ -1,5 +1,6 @@
 /* device_data.h - training batches made on the GPU from this rank's whole shard held in GPU
- * memory (built with the CUDA backend only: HAVE_CUDA_BACKEND).
+ * memory. Part of the CUDA backend module (HAVE_CUDA_BACKEND): programs reach these functions
+ * through its table (cuda_plugin.h), only the GPU tests link them directly.
  *
  * Why: uploading every float32 batch from the host costs a blocking copy per step and four
  * times the bytes of the images. Instead the uint8 images go to the GPU once, at open; per

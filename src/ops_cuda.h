@@ -1,5 +1,9 @@
 /* ops_cuda.h - the GPU kernels of MiniResNet: the ops of ops_cpu.h on device memory.
  *
+ * Part of the CUDA backend module, ddptrain-cuda.so: programs reach the device through its
+ * table (cuda_plugin.h), which exports the calls below that they need; only the GPU tests link
+ * these functions directly. The CUDA_AMP_* values are shared with the table's set_amp.
+ *
  * Same contract as ops_cpu.h, with every tensor argument a DEVICE pointer:
  *  - activations NHWC float32, convolution weights OIHW inside the flat parameter buffer;
  *  - parameter gradients are ACCUMULATED (+=), activation gradients overwritten;
