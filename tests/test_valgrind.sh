@@ -1,0 +1,33 @@
+#!/bin/sh
+# Memcheck on the AVX2 path, where oneDNN's JIT code once wrote past its buffers: AddressSanitizer
+# cannot see inside JIT-generated kernels, valgrind can. Valgrind itself has no AVX-512, so on any
+# machine the run takes oneDNN's AVX2 (or narrower) kernels; ONEDNN_MAX_CPU_ISA=AVX2 says so.
+#  - the small-channel sweep of the kernel tests on one thread (the case that corrupted memory);
+#  - a short width-4 training, one thread, checkpoint and evaluation included.
+# Any memcheck error fails the test (leaks are not counted here: the sanitizer build checks them).
+. "${top_srcdir:-.}/tests/lib.sh"
+command -v valgrind >/dev/null 2>&1 || { echo "SKIP: valgrind is not installed (apt-get install valgrind)"; exit $SKIP; }
+[ "${DDP_SANITIZE:-no}" = yes ] && { echo "SKIP: sanitizer build (valgrind and ASan do not mix)"; exit $SKIP; }
+
+VG="valgrind --error-exitcode=99 --errors-for-leak-kinds=none --num-callers=30
+    --suppressions=$top_srcdir/tests/valgrind.supp"
+export ONEDNN_MAX_CPU_ISA=AVX2 OMP_NUM_THREADS=1
+
+$VG --log-file="$TMP/vg-ops.%p" "$top_builddir/tests/test_ops" --small-channels >"$TMP/ops.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ]; then
+    ok "kernel sweep under memcheck: $(tail -n 1 "$TMP/ops.out"), no memcheck error"
+else
+    bad "kernel sweep under memcheck rc=$rc: $(grep -h -m 1 -A 6 -E 'Invalid|uninitialised|Conditional' "$TMP"/vg-ops.* | head -n 8)"
+fi
+
+make_synth "$TMP/data" --train 128 --test 64 --shards 2
+$VG --log-file="$TMP/vg-train.%p" "$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/job" --width 4 --blocks 1 \
+    --threads 1 --batch_size 16 --max_steps 3 --eval_batch_size 32 >"$TMP/train.out" 2>&1
+rc=$?
+if [ $rc -eq 0 ] && [ -s "$TMP/job/checkpoints/latest" ]; then
+    ok "width-4 training under memcheck: 3 steps, evaluation and checkpoint, no memcheck error"
+else
+    bad "width-4 training under memcheck rc=$rc: $(tail -n 2 "$TMP/train.out") $(grep -h -m 1 -A 6 -E 'Invalid|uninitialised|Conditional' "$TMP"/vg-train.* | head -n 8)"
+fi
+finish
