@@ -38,9 +38,14 @@ void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float
  * than on every call; the model calls this after every change of the parameters. */
 void conv2d_weights_changed(Conv2d *c);
 
-/* Winograd for the 3x3 stride-1 convs (default on; faster, within ~1e-5 of direct). Applies to
+/* Winograd for the 3x3 stride-1 convs (default on; faster, within ~1e-5 of direct): winograd.c's
+ * F(4x4, 3x3) or oneDNN's, whichever ops_cpu.c selects for the ISA and the shape. Applies to
  * convs initialised afterwards. No effect without oneDNN. */
 void conv2d_use_winograd(int enable);
+
+/* With 0, only oneDNN's Winograd (AVX-512 only) is used where it applies: for benchmarks and
+ * tests that compare the two. Default 1. Applies to convs initialised afterwards. */
+void conv2d_use_own_winograd(int enable);
 
 /* Name of the implementation the backend picked for the forward of this conv at this shape. */
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W);

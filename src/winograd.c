@@ -352,33 +352,51 @@ void winograd_weights_free(WinogradWeights *u) {
     memset(u, 0, sizeof *u);
 }
 
-/* G g G^T of one 3x3 kernel, computed in double so that the transformed weights carry no
- * rounding of their own beyond the final one. */
-static void weight_tile(const float g[9], int rotate, double out[NP]) {
+/* out[q * os + k] = (G g_k G^T)[q] for k < n, where kernel k's taps are g[j * n + k], j < 9.
+ * Computed in double, so that the transformed weights carry one rounding only, with the loops
+ * over kernels innermost so that they vectorise; t holds 18 * n doubles. */
+static void weight_rows(const float *restrict g, int n, double *restrict t, float *restrict out,
+                        size_t os) {
     static const double G[6][3] = {
         { 1.0 / 2, 0.0, 0.0 }, { -1.0 / 6, -1.0 / 6, -1.0 / 6 }, { 1.0 / 6, -1.0 / 6, 1.0 / 6 },
         { 1.0 / 30, 1.0 / 15, 2.0 / 15 }, { -16.0 / 15, 8.0 / 15, -4.0 / 15 }, { 0.0, 0.0, 1.0 / 2 } };
-    double k[3][3], t[6][3];
-    for (int i = 0; i < 9; i++) k[i / 3][i % 3] = rotate ? g[8 - i] : g[i];
     for (int a = 0; a < 6; a++)
-        for (int j = 0; j < 3; j++)
-            t[a][j] = G[a][0] * k[0][j] + G[a][1] * k[1][j] + G[a][2] * k[2][j];
+        for (int j = 0; j < 3; j++) {
+            const double c0 = G[a][0], c1 = G[a][1], c2 = G[a][2];
+            const float *g0 = g + (size_t)j * n, *g1 = g + (size_t)(3 + j) * n, *g2 = g + (size_t)(6 + j) * n;
+            double *tt = t + (size_t)(a * 3 + j) * n;
+            for (int k = 0; k < n; k++) tt[k] = c0 * g0[k] + c1 * g1[k] + c2 * g2[k];
+        }
     for (int a = 0; a < 6; a++)
-        for (int b = 0; b < 6; b++)
-            out[a * 6 + b] = t[a][0] * G[b][0] + t[a][1] * G[b][1] + t[a][2] * G[b][2];
+        for (int b = 0; b < 6; b++) {
+            const double c0 = G[b][0], c1 = G[b][1], c2 = G[b][2];
+            const double *t0 = t + (size_t)(a * 3) * n, *t1 = t0 + n, *t2 = t1 + n;
+            float *o = out + (size_t)(a * 6 + b) * os;
+            for (int k = 0; k < n; k++) o[k] = (float)(c0 * t0[k] + c1 * t1[k] + c2 * t2[k]);
+        }
 }
 
-/* u_fwd[q][ci][co] from w[co][ci] (rotate 0), or u_bwd[q][co][ci] from w[co][ci] rotated. */
+/* u_fwd[q][ci][co] from w[co][ci] (rotate 0), or u_bwd[q][co][ci] from w[co][ci] rotated by 180
+ * degrees. Row by row of the destination: the row's kernels are gathered tap by tap first, so
+ * the transform reads and writes contiguous vectors. */
 static void weights_transform(const WinogradWeights *u, const float *w, int rotate, float *dst) {
     const int Ci = u->C_in, Co = u->C_out;
-    #pragma omp parallel for schedule(static)
-    for (int co = 0; co < Co; co++)
-        for (int ci = 0; ci < Ci; ci++) {
-            double t[NP];
-            weight_tile(w + ((size_t)co * Ci + ci) * 9, rotate, t);
-            const size_t at = rotate ? (size_t)co * Ci + ci : (size_t)ci * Co + co;
-            for (int q = 0; q < NP; q++) dst[(size_t)q * Ci * Co + at] = (float)t[q];
+    const int rows = rotate ? Co : Ci, cols = rotate ? Ci : Co;
+    #pragma omp parallel
+    {
+        float *g = mallocCheck((size_t)9 * cols * sizeof(float));
+        double *t = mallocCheck((size_t)18 * cols * sizeof(double));
+        #pragma omp for schedule(static)
+        for (int r = 0; r < rows; r++) {
+            for (int k = 0; k < cols; k++) {
+                const float *src = w + ((rotate ? (size_t)r * Ci + k : (size_t)k * Ci + r) * 9);
+                for (int j = 0; j < 9; j++) g[(size_t)j * cols + k] = src[rotate ? 8 - j : j];
+            }
+            weight_rows(g, cols, t, dst + (size_t)r * cols, (size_t)rows * cols);
         }
+        free(g);
+        free(t);
+    }
 }
 
 static const float *weights_fwd(WinogradWeights *u, const float *w, unsigned version) {
