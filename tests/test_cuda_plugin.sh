@@ -1,8 +1,8 @@
 #!/bin/sh
 # The CUDA backend is a module loaded on demand (src/plugin.h), so that a CUDA build starts on
 # CPU nodes:
-#  1. ddptrain, ddptrain-data and the CPU test programs link none of libcudart, libcudnn,
-#     libcublas, libnccl (readelf -d, ldd) and hold no static CUDA runtime (nm);
+#  1. ddptrain, ddptrain-data and the CPU test and benchmark programs link none of libcudart,
+#     libcudnn, libcublas, libnccl (readelf -d, ldd) and hold no static CUDA runtime (nm);
 #  2. with the module directory pointed at an empty one, --device cuda fails with one line naming
 #     the module's path and dlopen's reason (exit 1), and --device auto trains on the CPU and
 #     logs why;
@@ -21,14 +21,15 @@ CUDA_LIBS_RE='lib(cudart|cudnn[a-z_]*|cublas(Lt)?|nccl)\.so'
 for t in readelf ldd nm; do
     command -v "$t" >/dev/null 2>&1 || { echo "SKIP: $t not found"; exit "$SKIP"; }
 done
+for p in ddptrain ddptrain-data tests/dump_model; do
+    [ -x "$B/$p" ] || bad "$B/$p was not built"
+done
+# Every program of the build but the two GPU tests, which check the module's code linked in.
 n=0
-for p in ddptrain ddptrain-data tests/test_ops tests/test_units tests/test_dataloader tests/dump_model \
-         tests/test_checkpoint tests/ckpt_dump tests/test_comm tests/test_rendezvous; do
-    f=$B/$p
-    if [ ! -x "$f" ]; then
-        case $p in ddptrain|ddptrain-data) bad "$f was not built" ;; esac
-        continue
-    fi
+for f in "$B/ddptrain" "$B/ddptrain-data" "$B"/tests/* "$B"/bench/*; do
+    [ -f "$f" ] && [ -x "$f" ] && readelf -h "$f" >/dev/null 2>&1 || continue
+    p=${f#"$B"/}
+    case $p in tests/test_ops_cuda|tests/test_device_data) continue ;; esac
     n=$((n + 1))
     needed=$(readelf -d "$f" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' | grep -E "$CUDA_LIBS_RE" | tr '\n' ' ')
     loaded=$(ldd "$f" 2>&1 | grep -E "$CUDA_LIBS_RE" | awk '{print $1}' | tr '\n' ' ')
