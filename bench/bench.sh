@@ -47,6 +47,8 @@ mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "# ddptrain against PyTorch: MiniResNet training step (forward, backward, SGD), float32"
 echo "# CPU: ${cpu:-unknown} (family ${fam:-?} model ${mod:-?}), $(nproc) CPUs online, $T threads used"
 echo "# ONEDNN_MAX_CPU_ISA: ${ONEDNN_MAX_CPU_ISA:-(unset: oneDNN takes the best ISA of the CPU)}"
+# Other processes slow both sides alike, but the figures then say less about the hardware.
+[ -r /proc/loadavg ] && echo "# load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"
 echo "#"
 echo "# main row: width $W, batch $N, best of $R rounds of $S steps"
 
