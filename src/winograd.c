@@ -39,14 +39,14 @@
 
 enum { ISA_SSE41, ISA_AVX2, ISA_AVX512 };
 
-#define AI static inline __attribute__((always_inline))
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* The blocks a step reads and writes never overlap: tell the vectoriser so. */
 #define FOR_L _Pragma("GCC ivdep") for (int l = 0; l < CB; l++)
 
 /* ---- one-dimensional transforms of CB-wide vectors ---- */
 
 /* o = B^T d */
-AI void bt6(const float *const d[6], float *const o[6]) {
+ALWAYS_INLINE void bt6(const float *const d[6], float *const o[6]) {
     const float *restrict d0 = d[0], *restrict d1 = d[1], *restrict d2 = d[2];
     const float *restrict d3 = d[3], *restrict d4 = d[4], *restrict d5 = d[5];
     float *restrict o0 = o[0], *restrict o1 = o[1], *restrict o2 = o[2];
@@ -63,7 +63,7 @@ AI void bt6(const float *const d[6], float *const o[6]) {
 }
 
 /* o = A^T m (6 -> 4) */
-AI void at4(const float *const m[6], float *const o[4]) {
+ALWAYS_INLINE void at4(const float *const m[6], float *const o[4]) {
     const float *restrict m0 = m[0], *restrict m1 = m[1], *restrict m2 = m[2];
     const float *restrict m3 = m[3], *restrict m4 = m[4], *restrict m5 = m[5];
     float *restrict o0 = o[0], *restrict o1 = o[1], *restrict o2 = o[2], *restrict o3 = o[3];
@@ -77,7 +77,7 @@ AI void at4(const float *const m[6], float *const o[4]) {
 }
 
 /* o = A v (4 -> 6) */
-AI void a6(const float *const v[4], float *const o[6]) {
+ALWAYS_INLINE void a6(const float *const v[4], float *const o[6]) {
     const float *restrict v0 = v[0], *restrict v1 = v[1], *restrict v2 = v[2], *restrict v3 = v[3];
     float *restrict o0 = o[0], *restrict o1 = o[1], *restrict o2 = o[2];
     float *restrict o3 = o[3], *restrict o4 = o[4], *restrict o5 = o[5];
@@ -95,7 +95,7 @@ AI void a6(const float *const v[4], float *const o[6]) {
 /* ---- tile transforms of one CB-channel block ---- */
 
 /* o[i*6+j] = (B^T d B)[i][j], d[i*6+j] the input at row i, column j of the 6x6 window. */
-AI void in_block(const float *const d[NP], float *const o[NP], float *tmp) {
+ALWAYS_INLINE void in_block(const float *const d[NP], float *const o[NP], float *tmp) {
     for (int j = 0; j < 6; j++) {
         const float *col[6] = { d[j], d[6 + j], d[12 + j], d[18 + j], d[24 + j], d[30 + j] };
         float *t[6] = { tmp + (0 + j) * CB, tmp + (6 + j) * CB, tmp + (12 + j) * CB,
@@ -110,7 +110,7 @@ AI void in_block(const float *const d[NP], float *const o[NP], float *tmp) {
 }
 
 /* o[i*4+j] = (A^T m A)[i][j] */
-AI void out_block(const float *const m[NP], float *const o[16], float *tmp) {
+ALWAYS_INLINE void out_block(const float *const m[NP], float *const o[16], float *tmp) {
     for (int i = 0; i < 6; i++) {
         float *t[4] = { tmp + (4 * i) * CB, tmp + (4 * i + 1) * CB, tmp + (4 * i + 2) * CB,
                         tmp + (4 * i + 3) * CB };
@@ -125,7 +125,7 @@ AI void out_block(const float *const m[NP], float *const o[16], float *tmp) {
 }
 
 /* o[i*6+j] = (A v A^T)[i][j], v[i*4+j] the output gradient at row i, column j of the tile. */
-AI void grad_block(const float *const v[16], float *const o[NP], float *tmp) {
+ALWAYS_INLINE void grad_block(const float *const v[16], float *const o[NP], float *tmp) {
     for (int j = 0; j < 4; j++) {
         const float *col[4] = { v[j], v[4 + j], v[8 + j], v[12 + j] };
         float *t[6] = { tmp + j * CB, tmp + (4 + j) * CB, tmp + (8 + j) * CB, tmp + (12 + j) * CB,
@@ -144,7 +144,7 @@ AI void grad_block(const float *const v[16], float *const o[NP], float *tmp) {
 /* Where tile t lies: image n, top-left output pixel (h0, w0). */
 typedef struct TileGeom { int H, W, tiles_h, tiles_w; const float *zeros; } TileGeom;
 
-AI void tile_at(const TileGeom *g, long t, int *n, int *h0, int *w0) {
+ALWAYS_INLINE void tile_at(const TileGeom *g, long t, int *n, int *h0, int *w0) {
     const long per_image = (long)g->tiles_h * g->tiles_w;
     *n = (int)(t / per_image);
     const long r = t % per_image;
@@ -154,7 +154,7 @@ AI void tile_at(const TileGeom *g, long t, int *n, int *h0, int *w0) {
 
 /* Channels [c, c+n) of the 'count' vectors src[k] + c through a zero-padded copy, for the last
  * block when C is not a multiple of CB. */
-AI void tail_load(const float *const *src, int count, int c, int n, float *buf, const float **out) {
+ALWAYS_INLINE void tail_load(const float *const *src, int count, int c, int n, float *buf, const float **out) {
     for (int k = 0; k < count; k++) {
         float *b = buf + k * CB;
         for (int l = 0; l < CB; l++) b[l] = l < n ? src[k][c + l] : 0.0f;
@@ -163,7 +163,7 @@ AI void tail_load(const float *const *src, int count, int c, int n, float *buf, 
 }
 
 /* V[q * ps + c] = (B^T d B)[q] over channels c of tile t of x[N,H,W,C]. */
-AI void in_tile(const TileGeom *g, int C, const float *x, long t, float *V, size_t ps) {
+ALWAYS_INLINE void in_tile(const TileGeom *g, int C, const float *x, long t, float *V, size_t ps) {
     int n, h0, w0;
     tile_at(g, t, &n, &h0, &w0);
     const float *src[NP];
@@ -193,7 +193,7 @@ AI void in_tile(const TileGeom *g, int C, const float *x, long t, float *V, size
 
 /* The 4x4 outputs of tile t into y[N,H,W,C] from M[q * ps + c]; those past the image edge are
  * dropped. */
-AI void out_tile(const TileGeom *g, int C, const float *M, size_t ps, long t, float *y) {
+ALWAYS_INLINE void out_tile(const TileGeom *g, int C, const float *M, size_t ps, long t, float *y) {
     int n, h0, w0;
     tile_at(g, t, &n, &h0, &w0);
     float *dst[16];
@@ -231,7 +231,7 @@ AI void out_tile(const TileGeom *g, int C, const float *M, size_t ps, long t, fl
 
 /* D[q * ps + c] = (A dy A^T)[q] over channels c of tile t of dy[N,H,W,C]; gradients past the
  * image edge are zero (those outputs do not exist). */
-AI void grad_tile(const TileGeom *g, int C, const float *dy, long t, float *D, size_t ps) {
+ALWAYS_INLINE void grad_tile(const TileGeom *g, int C, const float *dy, long t, float *D, size_t ps) {
     int n, h0, w0;
     tile_at(g, t, &n, &h0, &w0);
     const float *src[16];
