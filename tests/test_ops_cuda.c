@@ -893,14 +893,13 @@ static void test_nccl(void) {
     memset(hb, 0, sizeof hb);
     cuda_download(hb, db, sizeof hb);
     check_true("nccl: broadcast (device buffer)", !memcmp(hb, hb0, sizeof hb));
+    /* A barrier that fails or hangs ends the program through the comm's own abort/timeout. */
     comm_barrier(c);
-    check_true("nccl: barrier", 1);
 
     cuda_sync("nccl test");
     cuda_free(d); cuda_free(d1); cuda_free(dd); cuda_free(db);
     free(h); free(one); free(want); free(got);
     comm_free(c);
-    check_true("nccl: communicator freed", 1);
 }
 #endif
 
