@@ -7,9 +7,12 @@
  *   (later)           NCCL for the GPU backend, filling the same table.
  * comm_create picks: self for one rank, MPI otherwise (an error when built without MPI).
  *
- * All reductions work in place on `count` elements. COMM_AVG is the sum divided by the world
- * size (a division, not a multiplication by 1/n, so averaging equal values is exact); it is
- * defined for float32 and float64 only.
+ * All reductions work in place on `count` elements. COMM_AVG is the sum over the ranks (in the
+ * element type, in the order the library chooses), then divided by the world size in the
+ * element type, correctly rounded: a division, not a multiplication by 1/n, and never a sum of
+ * values each scaled by 1/n first (NCCL's ncclAvg for floats), which rounds differently. So
+ * every backend gives the same bits when the sum itself is exact (integers, equal values); it
+ * is defined for float32 and float64 only.
  *
  * Errors and hangs. A collective never returns an error: MPI failures print the call, file:line
  * and MPI's reason and abort the whole job. Every wait, including the blocking operations

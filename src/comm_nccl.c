@@ -137,12 +137,18 @@ static ncclDataType_t nccl_type(CommDtype dt) {
     fail_at(__FILE__, __LINE__, "unknown CommDtype", NULL);
 }
 
+/* COMM_AVG is a sum here, followed by finish_avg: NCCL's ncclAvg multiplies every rank's value
+ * by 1/n before summing for floating-point types, which rounds differently from the sum
+ * divided by n that comm.h promises (and the MPI backend computes). */
 static ncclRedOp_t nccl_op(CommDtype dt, CommOp op) {
-    if (op == COMM_SUM) return ncclSum;
-    /* The interface defines AVG for floats only (a division: exact for equal values, as the
-     * MPI backend's); NCCL's ncclAvg divides after the sum as well. */
-    if (dt == COMM_INT64) fail_at(__FILE__, __LINE__, "COMM_AVG", "defined for float32 and float64 only");
-    return ncclAvg;
+    if (op == COMM_AVG && dt == COMM_INT64) fail_at(__FILE__, __LINE__, "COMM_AVG", "defined for float32 and float64 only");
+    return ncclSum;
+}
+
+/* The division of COMM_AVG, queued on the communication stream after the sum into dbuf. */
+static void finish_avg(Comm *c, void *dbuf, size_t count, CommDtype dt, CommOp op) {
+    if (op != COMM_AVG || c->world_size == 1) return;
+    cuda_div_inplace(dbuf, count, dt == COMM_FLOAT64, c->world_size, impl_of(c)->stream);
 }
 
 static int is_device_ptr(const void *p) {
@@ -242,6 +248,7 @@ static void nccl_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, Comm
     order_after_compute(c);
     NCCL_CHECK(c, ncclAllReduce(buf, buf, count, nccl_type(dt), rop, impl_of(c)->comm, impl_of(c)->stream));
     nccl_settle(c, "iallreduce", c->context);
+    finish_avg(c, buf, count, dt, op);
     post_done(c, req);
 }
 
@@ -272,6 +279,7 @@ static void nccl_allreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommO
     if (host) CUDA_CHECK(c, cudaMemcpyAsync(dbuf, buf, bytes, cudaMemcpyHostToDevice, m->stream));
     NCCL_CHECK(c, ncclAllReduce(dbuf, dbuf, count, nccl_type(dt), rop, m->comm, m->stream));
     nccl_settle(c, "allreduce", c->context);
+    finish_avg(c, dbuf, count, dt, op);
     post_done(c, &req);
     nccl_wait(c, &req);
     if (host) CUDA_CHECK(c, cudaMemcpy(buf, dbuf, bytes, cudaMemcpyDeviceToHost));

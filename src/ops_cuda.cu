@@ -1209,6 +1209,26 @@ extern "C" void cuda_scale_inplace(float *x, size_t n, const float *s) {
     KERNEL_CHECK("k_scale_inplace");
 }
 
+/* Correctly rounded whatever -prec-div says, so the result is the host's x / d bit for bit. */
+__device__ __forceinline__ float div_rn(float a, float b) { return __fdiv_rn(a, b); }
+__device__ __forceinline__ double div_rn(double a, double b) { return __ddiv_rn(a, b); }
+
+template <typename T>
+__global__ void k_div_inplace(T *__restrict__ x, size_t n, T d) {
+    for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x)
+        x[i] = div_rn(x[i], d);
+}
+
+extern "C" void cuda_div_inplace(void *x, size_t n, int f64, int d, struct CUstream_st *stream) {
+    REQUIRE_ACTIVE();
+    if (!n) return;
+    if (f64)
+        k_div_inplace<double><<<grid_for(n), 256, 0, stream>>>((double *)x, n, (double)d);
+    else
+        k_div_inplace<float><<<grid_for(n), 256, 0, stream>>>((float *)x, n, (float)d);
+    KERNEL_CHECK("k_div_inplace");
+}
+
 /* Several threads may store 1 into found_inf: the same value, so no atomic is needed. */
 __global__ void k_unscale_check(float *__restrict__ g, size_t n, const float *__restrict__ scale,
                                 int *__restrict__ found_inf) {

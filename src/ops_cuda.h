@@ -188,6 +188,9 @@ void cuda_add_inplace(float *d, const float *s, size_t n);
 void cuda_add_act_inplace(float *d, const float *s, size_t n);
 /* x *= *s (s a device scalar). */
 void cuda_scale_inplace(float *x, size_t n, const float *s);
+/* x[i] /= d, correctly rounded, float32 or (f64) float64, queued on `stream`: the division of
+ * COMM_AVG after the sum (comm.h), on the communication stream that did the sum. */
+void cuda_div_inplace(void *x, size_t n, int f64, int d, struct CUstream_st *stream);
 /* The loss scaler's two steps (scaler.h, Backend.unscale_check / scaler_update). */
 void cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf);
 void cuda_scaler_update(float *scale, int *state, float growth, float backoff, int interval);

@@ -75,6 +75,49 @@ static void check_allreduce(Comm *c) {
            g_failures ? "FAILED" : "ok");
 }
 
+/* COMM_AVG is the sum, then a division by the world size (comm.h). With 3 ranks, scaling each
+ * rank's value by 1/3 before the sum (NCCL's float ncclAvg) rounds differently for many of
+ * these values; the integers' sums are exact in any summation order, so the expected results
+ * do not depend on how the library orders the sum. */
+static unsigned avg_value(int i, int r) { return (unsigned)(i * 2654435761u + (unsigned)r * 40503u) % 1000u + 1u; }
+
+static void check_avg_order(Comm *c) {
+    enum { N = 2001 };
+    static float f[N], fi[N];
+    static double d[N];
+    const int n = c->world_size;
+    for (int i = 0; i < N; i++) {
+        f[i] = fi[i] = (float)avg_value(i, c->rank);
+        d[i] = (double)avg_value(i, c->rank);
+    }
+    comm_set_context(c, "test avg order");
+    comm_allreduce(c, f, N, COMM_FLOAT32, COMM_AVG);
+    CommRequest req;
+    comm_iallreduce(c, fi, N, COMM_FLOAT32, COMM_AVG, &req);
+    comm_wait(c, &req);
+    comm_allreduce(c, d, N, COMM_FLOAT64, COMM_AVG);
+    long pre_differs = 0, bad = 0;
+    const float third = 1.0f / (float)n;
+    for (int i = 0; i < N; i++) {
+        unsigned sum = 0;
+        float pre = 0.0f;
+        for (int q = 0; q < n; q++) {
+            sum += avg_value(i, q);
+            pre += (float)avg_value(i, q) * third;
+        }
+        const float ef = (float)sum / (float)n;
+        const double ed = (double)sum / (double)n;
+        if (pre != ef) pre_differs++;
+        if ((f[i] != ef || fi[i] != ef || d[i] != ed) && bad++ == 0)
+            EXPECT(0, "avg [%d]: allreduce %.9g, iallreduce %.9g, float64 %.17g; sum/%d = %.9g / %.17g", i,
+                   (double)f[i], (double)fi[i], d[i], n, (double)ef, ed);
+    }
+    /* Otherwise this check could not tell the two orders apart. */
+    if (n == 3) EXPECT(pre_differs > 0, "no value where scaling before the sum rounds differently");
+    printf("rank %d: avg = sum / %d over %d values (%ld would differ if scaled before the sum): %s\n", c->rank,
+           n, N, pre_differs, bad ? "FAILED" : "ok");
+}
+
 static void check_broadcast_barrier(Comm *c) {
     const int root = c->world_size - 1;
     unsigned char buf[777];
@@ -323,6 +366,7 @@ int main(int argc, char **argv) {
     } else {
         EXPECT(comm_startup_check(c, 1) == 0, "start-up check with every rank ok");
         check_allreduce(c);
+        check_avg_order(c);
         check_broadcast_barrier(c);
         check_iallreduce(c);
         check_kv(&boot);

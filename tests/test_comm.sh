@@ -91,6 +91,9 @@ else
     "rank 1: bootstrap: $method, rank 1/2" -- "${MPIRUN[@]}" "$BIN"
   grep -q 'rank 0: all checks passed' "$TMP/out" && grep -q 'rank 1: all checks passed' "$TMP/out" ||
     { echo "  (not every rank reported 'all checks passed')"; nfail=$((nfail + 1)); }
+  check "mpirun -np 3: COMM_AVG is the sum divided by 3, not a sum of values scaled by 1/3" 0 60 \
+    'rank 2: avg = sum / 3 over 2001 values \([1-9][0-9]* would differ if scaled before the sum\): ok' -- \
+    mpirun --allow-run-as-root --oversubscribe -np 3 "$BIN"
   check "mpirun: rank 1 never joins an allreduce: timeout names the context, job ends" fail $((TO + 10)) \
     "rank 0: collective allreduce \(step 7, bucket 3\) did not complete within $TO s" -- \
     "${MPIRUN[@]}" "$BIN" --timeout $TO --skip-rank 1

@@ -803,9 +803,23 @@ static void test_elementwise(size_t n) {
     float *ga = down_f(d_g, n);
     snprintf(name, sizeof name, "add_inplace n=%zu", n);
     check_bits(name, ga, d_ref, n);
+    /* COMM_AVG's division (comm.h): the host's correctly rounded x / 3, float32 and float64. */
+    for (size_t i = 0; i < n; i++) d_ref[i] = ga[i] / 3.0f;
+    cuda_div_inplace(d_g, n, 0, 3, cuda_compute_stream());
+    float *gd = down_f(d_g, n);
+    snprintf(name, sizeof name, "div_inplace float32 by 3, n=%zu", n);
+    check_bits(name, gd, d_ref, n);
+    const size_t nd = n < 4099 ? n : 4099;
+    double *h64 = mallocCheck(nd * sizeof *h64), *w64 = mallocCheck(nd * sizeof *w64), *g64 = mallocCheck(nd * sizeof *g64);
+    for (size_t i = 0; i < nd; i++) { h64[i] = (double)ga[i] * 1.000000119; w64[i] = h64[i] / 3.0; }
+    double *d64 = up(h64, nd * sizeof *h64);
+    cuda_div_inplace(d64, nd, 1, 3, cuda_compute_stream());
+    cuda_download(g64, d64, nd * sizeof *g64);
+    check_true("div_inplace float64 by 3: bit-identical to the host", !memcmp(g64, w64, nd * sizeof *g64));
     cuda_sync("elementwise test");
-    cuda_free(d_g); cuda_free(d_y); cuda_free(d_o); cuda_free(d_s);
-    free(g); free(y); free(s); free(g_ref); free(out_ref); free(d_ref); free(gg); free(go); free(ga);
+    cuda_free(d_g); cuda_free(d_y); cuda_free(d_o); cuda_free(d_s); cuda_free(d64);
+    free(g); free(y); free(s); free(g_ref); free(out_ref); free(d_ref); free(gg); free(go); free(ga); free(gd);
+    free(h64); free(w64); free(g64);
 }
 
 static void test_sgd(size_t n, float momentum, float wd) {
