@@ -50,15 +50,19 @@
 #include <mpi.h>
 #endif
 
-/* Requests in flight at once (one per gradient bucket in practice). */
-#define NCCL_MAX_REQUESTS 128
+/* Request slots at creation. A slot is held from the post until a test or wait sees the
+ * request complete, so the reducer alone holds up to 2 per gradient bucket (one per step
+ * parity, see reducer.h), and the bucket count follows --bucket_cap_mb and the model size: no
+ * fixed number is enough. slot_take doubles the pool when every slot is held. */
+#define NCCL_INITIAL_REQUESTS 64
 
 typedef struct {
     ncclComm_t comm;
     cudaStream_t stream;              /* communication stream */
     cudaEvent_t ready;                /* recorded on the compute stream at each post */
-    cudaEvent_t done[NCCL_MAX_REQUESTS];
-    unsigned char in_use[NCCL_MAX_REQUESTS];
+    cudaEvent_t *done;                /* per request slot: recorded after its collective */
+    unsigned char *in_use;
+    int nslots;
     void *bounce;                     /* device staging for host buffers */
     size_t bounce_bytes;
     int aborted;
@@ -160,15 +164,34 @@ static int is_device_ptr(const void *p) {
     return a.type == cudaMemoryTypeDevice || a.type == cudaMemoryTypeManaged;
 }
 
+/* Add slots [m->nslots, n). Requests name their slot by index, so moving the arrays is safe.
+ * cudaEventCreate is no stream operation: it neither waits for nor orders against the work
+ * queued on either stream (and no stream is ever being captured into a graph here, where
+ * creating resources could conflict with the capture). */
+static void slots_grow(Comm *c, NcclImpl *m, int n) {
+    cudaEvent_t *done = realloc(m->done, (size_t)n * sizeof *done);
+    unsigned char *in_use = realloc(m->in_use, (size_t)n);
+    if (done) m->done = done;
+    if (in_use) m->in_use = in_use;
+    if (!done || !in_use) nccl_fail(c, __FILE__, __LINE__, "realloc", "out of memory for NCCL request slots");
+    for (int i = m->nslots; i < n; i++) {
+        CUDA_CHECK(c, cudaEventCreateWithFlags(&m->done[i], cudaEventDisableTiming));
+        m->in_use[i] = 0;
+        m->nslots = i + 1;   /* nccl_free destroys exactly the events created */
+    }
+}
+
 static int slot_take(Comm *c) {
     NcclImpl *m = impl_of(c);
-    for (int i = 0; i < NCCL_MAX_REQUESTS; i++)
+    for (int i = 0; i < m->nslots; i++)
         if (!m->in_use[i]) {
             m->in_use[i] = 1;
             return i;
         }
-    nccl_fail(c, __FILE__, __LINE__, "nccl iallreduce", "more than NCCL_MAX_REQUESTS requests in flight");
-    return -1;
+    const int s = m->nslots;
+    slots_grow(c, m, 2 * m->nslots);
+    m->in_use[s] = 1;
+    return s;
 }
 
 static int req_slot(const CommRequest *req) {
@@ -337,7 +360,9 @@ static void nccl_free(Comm *c) {
         NCCL_CHECK(c, ncclCommDestroy(m->comm));
     }
     CUDA_CHECK(NULL, cudaStreamSynchronize(m->stream));
-    for (int i = 0; i < NCCL_MAX_REQUESTS; i++) CUDA_CHECK(NULL, cudaEventDestroy(m->done[i]));
+    for (int i = 0; i < m->nslots; i++) CUDA_CHECK(NULL, cudaEventDestroy(m->done[i]));
+    free(m->done);
+    free(m->in_use);
     CUDA_CHECK(NULL, cudaEventDestroy(m->ready));
     if (m->bounce) CUDA_CHECK(NULL, cudaFree(m->bounce));
     CUDA_CHECK(NULL, cudaStreamDestroy(m->stream));
@@ -525,8 +550,7 @@ Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, const char *r
     CUDA_CHECK(NULL, cudaDeviceGetStreamPriorityRange(&lo, &hi));
     CUDA_CHECK(NULL, cudaStreamCreateWithPriority(&m->stream, cudaStreamNonBlocking, hi));
     CUDA_CHECK(NULL, cudaEventCreateWithFlags(&m->ready, cudaEventDisableTiming));
-    for (int i = 0; i < NCCL_MAX_REQUESTS; i++)
-        CUDA_CHECK(NULL, cudaEventCreateWithFlags(&m->done[i], cudaEventDisableTiming));
+    slots_grow(NULL, m, NCCL_INITIAL_REQUESTS);
 
     ncclConfig_t config = NCCL_CONFIG_INITIALIZER;
     config.blocking = 0;

@@ -888,6 +888,19 @@ static void test_nccl(void) {
     got = down_f(d, n);
     check_bits("nccl: iallreduce avg (1 rank), completed by test", got, want, n);
 
+    /* More requests in flight than the communicator starts with slots for (the reducer holds 2
+     * per bucket): the pool grows instead of failing mid-run. */
+    enum { NREQ = 300, M = 1000 };
+    CommRequest many[NREQ];
+    for (int k = 0; k < NREQ; k++) comm_iallreduce(c, d + (size_t)k * M, M, COMM_FLOAT32, COMM_SUM, &many[k]);
+    int still = 0;
+    for (int k = NREQ - 1; k >= 0; k--) comm_wait(c, &many[k]);
+    for (int k = 0; k < NREQ; k++) still += many[k].active;
+    free(got);
+    got = down_f(d, n);
+    check_true("nccl: 300 iallreduce in flight at once, all completed", still == 0);
+    check_bits("nccl: 300 iallreduce in flight (1 rank): data unchanged", got, want, n);
+
     double hd[5] = { 1.5, -2.25, 3.0, 1e300, 0.5 }, hd0[5];
     memcpy(hd0, hd, sizeof hd);
     double *dd = up(hd, sizeof hd);
