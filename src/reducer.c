@@ -105,6 +105,6 @@ void reducer_finish(Reducer *r) {
 void reducer_describe(const Reducer *r, char *out, size_t n) {
     size_t len = (size_t)snprintf(out, n, "%d buckets (MB):", r->n_bucket);
     for (int b = 0; b < r->n_bucket && len < n; b++)
-        len += (size_t)snprintf(out + len, n - len, " %.2f",
+        len += (size_t)snprintf(out + len, n - len, " %.3g",
                                 (double)(r->bucket[b].end - r->bucket[b].begin) * 4.0 / 1e6);
 }

@@ -2,8 +2,12 @@
  * writes everything into an HDF5 file that tests/torch_compare.py replays in PyTorch:
  * parameters and buffers under state_dict names, the batch, logits, loss, every gradient,
  * running statistics after the forward, and parameters after 3 SGD steps.
+ * With --accum K every step accumulates K micro-batches of N images as ddptrain does (each
+ * forward with loss_scale 1/K, backward adding into the zeroed gradients, then one SGD step):
+ * the batch is then K*N images, the logits those of the K forwards, the loss their mean, the
+ * gradients and running statistics those after the first step's K micro-steps.
  *
- * usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S]
+ * usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--accum K]
  *                         [--perturb NAME]   (scale one gradient entry by 1.01: the comparison
  *                                             must then fail, proving the test can fail)
  *                         [--device cpu|cuda] (where the model runs: the same initial state,
@@ -43,7 +47,8 @@ static float *host_copy(const Model *m, const float *p, size_t n) {
     return h;
 }
 
-static void write_masks(hid_t file, const Model *m, int step) {
+/* Masks of micro-step `micro` go after those of the earlier micro-steps of the same step. */
+static void write_masks(hid_t file, const Model *m, int step, int micro) {
     const ConvBN *list[1 + 2 * 64];
     int n = 0;
     list[n++] = &m->stem;
@@ -59,7 +64,7 @@ static void write_masks(hid_t file, const Model *m, int step) {
         free(y);
         hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)c->H_out, (hsize_t)c->W_out, (hsize_t)c->C_out};
         char name[64];
-        snprintf_check(name, sizeof name, "masks/step%d/%03d", step, k);
+        snprintf_check(name, sizeof name, "masks/step%d/%03d", step, micro * n + k);
         hid_t space = H5Screate_simple(4, dims, NULL);
         hid_t ds = H5Dcreate2(file, name, H5T_NATIVE_UCHAR, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
         CHECK(ds >= 0);
@@ -81,11 +86,28 @@ static void write_tensors(hid_t file, const char *group, const TensorInfo *info,
     }
 }
 
+/* One optimizer step's gradients made the way src/train.c makes them: zeroed once, then per
+ * micro-batch a training forward whose loss gradient is scaled by 1/accum and a backward that
+ * adds into them. logits (host, or NULL) gets the accum forwards' logits; returns the mean
+ * loss of the micro-batches, as the trainer logs it. */
+static float step_gradients(hid_t f, Model *run, int step, const float *xb, const int *yb, int N, int accum,
+                            float *logits) {
+    const size_t img = (size_t)run->image_size * run->image_size * 3, nl = (size_t)N * run->num_classes;
+    model_zero_grad(run);
+    for (int j = 0; j < accum; j++) {
+        model_forward_train(run, xb + (size_t)j * N * img, yb + (size_t)j * N, N, 1.0f / (float)accum);
+        write_masks(f, run, step, j);
+        model_backward(run);
+        if (logits) run->be->download(logits + (size_t)j * nl, run->logits, nl * sizeof(float));
+    }
+    return (float)(model_take_loss_sum(run) / accum);
+}
+
 int main(int argc, char **argv) {
     g_progname = "dump_model";
-    if (argc < 2) die_code(2, "usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--perturb NAME]");
+    if (argc < 2) die_code(2, "usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--accum K] [--perturb NAME]");
     const char *out = argv[1];
-    int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10;
+    int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
     const char *perturb = NULL, *device = "cpu";
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
@@ -93,10 +115,13 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--batch")) N = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) seed = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--image_size")) S = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--accum")) accum = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--perturb")) perturb = argv[i + 1];
         else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else die_code(2, "unknown option %s", argv[i]);
     }
+    /* mask names have 3 digits, and a forward has up to 129 masks */
+    if (accum < 1 || accum > 7) die_code(2, "--accum %d: 1 to 7", accum);
     Model m;
     model_init(&m, width, blocks, K, S, N);
     model_init_weights(&m, (uint64_t)seed);
@@ -128,19 +153,21 @@ int main(int argc, char **argv) {
     Rng r;
     rng_init(&r, (uint64_t)seed, 77, 1);
 
-    size_t nx = (size_t)N * S * S * 3;
+    /* The K micro-batches one after the other; K = 1 draws what dump_model always drew. */
+    const int NT = N * accum;
+    const size_t nx = (size_t)NT * S * S * 3;
     float *x = mallocCheck(nx * sizeof(float));
-    int *y = mallocCheck((size_t)N * sizeof(int));
-    float *yf = mallocCheck((size_t)N * sizeof(float));
+    int *y = mallocCheck((size_t)NT * sizeof(int));
+    float *yf = mallocCheck((size_t)NT * sizeof(float));
     for (size_t i = 0; i < nx; i++) x[i] = rng_normal(&r);
-    for (int i = 0; i < N; i++) { y[i] = (int)rng_below(&r, (uint32_t)K); yf[i] = (float)y[i]; }
+    for (int i = 0; i < NT; i++) { y[i] = (int)rng_below(&r, (uint32_t)K); yf[i] = (float)y[i]; }
     float *xb = x;
     int *yb = y;
     if (be->on_device) {
         xb = be->alloc(nx * sizeof(float));
-        yb = be->alloc((size_t)N * sizeof(int));
+        yb = be->alloc((size_t)NT * sizeof(int));
         be->upload(xb, x, nx * sizeof(float));
-        be->upload(yb, y, (size_t)N * sizeof(int));
+        be->upload(yb, y, (size_t)NT * sizeof(int));
     }
 
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
@@ -148,19 +175,17 @@ int main(int argc, char **argv) {
     if (f < 0) die("%s: cannot create", out);
     write_tensors(f, "params", m.param_info, m.n_param_info, m.params);
     write_tensors(f, "buffers", m.buffer_info, m.n_buffer_info, m.buffers);
-    hsize_t xd[4] = {(hsize_t)N, (hsize_t)S, (hsize_t)S, 3};
+    hsize_t xd[4] = {(hsize_t)NT, (hsize_t)S, (hsize_t)S, 3};
     write_f32(f, "input_nhwc", x, 4, xd);
-    hsize_t yd[1] = {(hsize_t)N};
+    hsize_t yd[1] = {(hsize_t)NT};
     write_f32(f, "labels", yf, 1, yd);
 
-    model_zero_grad(run);
-    float loss = model_forward(run, xb, yb, N, 1, 1.0f, NULL);
-    write_masks(f, run, 0);
-    model_backward(run);
-    hsize_t ld[2] = {(hsize_t)N, (hsize_t)K};
-    float *h = host_copy(run, run->logits, (size_t)N * K);
-    write_f32(f, "logits", h, 2, ld);
-    free(h);
+    float *logits = mallocCheck((size_t)NT * K * sizeof(float));
+    const float loss = step_gradients(f, run, 0, xb, yb, N, accum, logits);
+    hsize_t ld[2] = {(hsize_t)NT, (hsize_t)K};
+    write_f32(f, "logits", logits, 2, ld);
+    free(logits);
+    float *h;
     hsize_t one[1] = {1};
     write_f32(f, "loss", &loss, 1, one);
     float *grads = host_copy(run, run->grads, run->num_params);
@@ -177,16 +202,13 @@ int main(int argc, char **argv) {
     write_tensors(f, "buffers_after", run->buffer_info, run->n_buffer_info, h);
     free(h);
 
-    /* 3 SGD steps on the same batch (the first one uses the gradients above). */
+    /* 3 SGD steps on the same batch, or micro-batches (the first one uses the gradients above). */
     SGD opt;
     sgd_init_on(&opt, be, run->num_params, 0.9f, 1e-4f);
     float lr = 0.05f;
     for (int s = 0; s < 3; s++) {
         if (s > 0) {
-            model_zero_grad(run);
-            model_forward(run, xb, yb, N, 1, 1.0f, NULL);
-            write_masks(f, run, s);
-            model_backward(run);
+            step_gradients(f, run, s, xb, yb, N, accum, NULL);
         }
         sgd_step(&opt, run->params, run->grads, lr);
         model_params_changed(run);
@@ -194,12 +216,12 @@ int main(int argc, char **argv) {
     h = host_copy(run, run->params, run->num_params);
     write_tensors(f, "params_after3", run->param_info, run->n_param_info, h);
     free(h);
-    float meta[4] = {(float)width, (float)blocks, lr, 0.9f};
-    hsize_t md[1] = {4};
+    float meta[5] = {(float)width, (float)blocks, lr, 0.9f, (float)accum};
+    hsize_t md[1] = {5};
     write_f32(f, "meta", meta, 1, md);
     H5Fclose(f);
-    printf("dump_model: wrote %s (width %d, blocks %d, batch %d, %zu parameters, loss %.6f, %s)\n", out, width,
-           blocks, N, m.num_params, loss, be->name);
+    printf("dump_model: wrote %s (width %d, blocks %d, batch %d x accum %d, %zu parameters, loss %.6f, %s)\n", out,
+           width, blocks, N, accum, m.num_params, loss, be->name);
     sgd_free(&opt);
     if (run != &m) {
         be->release(xb);

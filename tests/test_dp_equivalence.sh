@@ -4,6 +4,10 @@
 # difference per tensor of the final checkpoints <= 1e-5). Without --sync_bn each rank
 # normalises with its own batch statistics, and the same comparison must show a clearly larger
 # difference: proof that it can fail.
+# At width 4 the default --bucket_cap_mb makes the whole gradient one bucket, posted when
+# backward has ended; a third 2-rank run with a bucket cap of 2 KB (>= 6 buckets, from the
+# reducer's start-up line) has its buckets all-reduced while backward still runs (its --trace
+# shows every bucket but the last posted before backward ended) and must agree alike.
 . "${top_srcdir:-.}/tests/lib.sh"
 mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit $SKIP; }
@@ -70,6 +74,22 @@ sort -k2 -g "$TMP/cmp-sync2" | grep -v '^max_rel' | tail -n 3 | sed 's/^/     /'
 awk -v d="$d_sync" -v t=$TOL 'BEGIN{exit !(d <= t)}' &&
     ok "--sync_bn: parameters agree, max rel diff $d_sync <= $TOL" ||
     bad "--sync_bn: max rel diff $d_sync > $TOL"
+
+# Many buckets: the same comparison, with the all-reduce overlapping backward.
+run buckets2 2 $B --sync_bn --bucket_cap_mb 0.002 --first_bucket_mb 0.001 --trace || finish
+line=$(grep 'reducer: ' "$TMP/buckets2.out")
+nb=$(echo "$line" | sed -n 's/.* in \([0-9]*\) buckets.*/\1/p')
+[ -n "$nb" ] && [ "$nb" -ge 6 ] && ok "buckets2: ${line#*reducer: }" || bad "buckets2: want >= 6 buckets: '$line'"
+"$PY" "$TOOLS" trace "$TMP/buckets2" 2 >"$TMP/trace.out" 2>&1
+[ "$(grep -c "^ok: .*: $STEPS steps, $nb buckets: every bucket but the last started before backward ended" \
+       "$TMP/trace.out")" -eq 2 ] &&
+    ok "buckets2: overlap: $(grep -m1 '^ok: .*every bucket' "$TMP/trace.out" | sed 's/^ok: //')" ||
+    { bad "buckets2: trace check"; cat "$TMP/trace.out"; }
+d_buckets=$(compare buckets2 sync1)
+echo "   2x$B in $nb buckets vs 1x$((2 * B)), --sync_bn: max rel diff $d_buckets"
+awk -v d="$d_buckets" -v t=$TOL 'BEGIN{exit !(d <= t)}' &&
+    ok "$nb buckets, --sync_bn: parameters agree, max rel diff $d_buckets <= $TOL" ||
+    bad "$nb buckets, --sync_bn: max rel diff $d_buckets > $TOL"
 
 run local2 2 $B --no-sync_bn || finish
 d_local=$(compare local2 sync1)

@@ -1,6 +1,8 @@
 """Replays a tests/dump_model output in PyTorch and compares, tensor by tensor:
 logits, loss, every parameter gradient, the BN running statistics after the forward, and the
 parameters after 3 SGD steps. Error measure per tensor: max|ddptrain - torch| / max|torch|.
+A dump made with --accum K holds K micro-batches per step: PyTorch then runs each step as
+K forwards and backwards of loss/K into zeroed gradients and one optimizer step.
 Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
 import argparse
 import os
@@ -72,7 +74,9 @@ def main():
     torch.manual_seed(0)
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
     f = h5py.File(args.dump, "r")
-    width, blocks, lr, momentum = [float(v) for v in f["meta"][()]]
+    meta = [float(v) for v in f["meta"][()]]
+    width, blocks, lr, momentum = meta[:4]
+    accum = int(meta[4]) if len(meta) > 4 else 1
     model = MiniResNet(int(width), int(blocks), 10)
     sd = model.state_dict()
     for name in list(sd.keys()):
@@ -93,14 +97,24 @@ def main():
     model.train()
     x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
     y = torch.from_numpy(np.array(f["labels"])).long()
+    xs, ys = x.chunk(accum), y.chunk(accum)
+
+    def step_gradients(step):
+        """Gradient accumulation: the mean loss over the micro-batches, as a sum of loss/K."""
+        REPLAY.replay(f[f"masks/step{step}"])
+        logits, losses = [], []
+        for xj, yj in zip(xs, ys):
+            out = model(xj)
+            loss = torch.nn.functional.cross_entropy(out, yj)
+            (loss / accum).backward()
+            logits.append(out.detach())
+            losses.append(loss.item())
+        return torch.cat(logits), float(np.mean(losses))
 
     results = []
-    REPLAY.replay(f["masks/step0"])
-    logits = model(x)
-    loss = torch.nn.functional.cross_entropy(logits, y)
-    loss.backward()
-    results.append(("logits", rel_err(f["logits"][()], logits.detach().numpy())))
-    results.append(("loss", rel_err(f["loss"][()], [loss.item()])))
+    logits, loss = step_gradients(0)
+    results.append(("logits", rel_err(f["logits"][()], logits.numpy())))
+    results.append(("loss", rel_err(f["loss"][()], [loss])))
     params = dict(model.named_parameters())
     for name, p in params.items():
         results.append(("grad " + name, rel_err(f["grads"][name][()], p.grad.numpy())))
@@ -113,16 +127,15 @@ def main():
     opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=1e-4)
     opt.step()
     for s in (1, 2):
-        REPLAY.replay(f[f"masks/step{s}"])
         opt.zero_grad()
-        torch.nn.functional.cross_entropy(model(x), y).backward()
+        step_gradients(s)
         opt.step()
     for name, p in params.items():
         results.append(("after 3 steps " + name, rel_err(f["params_after3"][name][()], p.detach().numpy())))
 
     bad = [(n, e) for n, e in results if not (e <= args.tol)]
     worst = max(results, key=lambda r: r[1])
-    print(f"compared {len(results)} tensors ({len(params)} parameters): worst {worst[0]} rel err {worst[1]:.3e}, tol {args.tol:g}"
+    print(f"compared {len(results)} tensors ({len(params)} parameters, {accum} micro-batch(es) per step): worst {worst[0]} rel err {worst[1]:.3e}, tol {args.tol:g}"
           f" ({REPLAY.flips} ReLU mask elements at round-off distance from zero replayed)")
     for n, e in sorted(results, key=lambda r: -r[1])[:5]:
         print(f"  {e:.3e}  {n}")
