@@ -83,6 +83,7 @@ typedef struct {
     const BnCount *bn;
     int n_bn;
     TrainState ts;
+    const float *rank_buffers;          /* ts.world_size rows of num_buffers; NULL: not written */
     const char *config_json;
 } CkptState;
 
@@ -318,6 +319,11 @@ static int write_contents(Writer *w, const CkptState *s) {
         hsize_t n = AMP_STATE_N;
         rc = w_dataset(w, "/train_state/amp", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &n, s->ts.amp, 0);
     }
+    if (s->rank_buffers && !rc) {
+        CHECK(s->ts.world_size >= 1);
+        hsize_t d[2] = {(hsize_t)s->ts.world_size, (hsize_t)s->num_buffers};
+        rc = w_dataset(w, "/train_state/rank_buffers", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, s->rank_buffers, 1);
+    }
     return rc;
 }
 
@@ -380,14 +386,21 @@ static int write_file(const char *path, const CkptState *s, char *err, size_t er
     return 0;
 }
 
-int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
-                    const char *config_json, char *err, size_t errlen) {
+int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+                          const float *rank_buffers, const char *config_json, char *err, size_t errlen) {
+    CHECK(!rank_buffers || (ts && ts->world_size >= 1));
     BnCount *bn = callocCheck((size_t)bn_count(m), sizeof *bn);
     CkptState s;
     state_from_model(&s, m, opt, ts, config_json, bn);
+    s.rank_buffers = rank_buffers;
     int rc = write_file(path, &s, err, errlen);
     free(bn);
     return rc;
+}
+
+int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+                    const char *config_json, char *err, size_t errlen) {
+    return checkpoint_save_ranks(path, m, opt, ts, NULL, config_json, err, errlen);
 }
 
 /* ---- reading ---------------------------------------------------------------------------------- */
@@ -405,6 +418,7 @@ typedef struct {
     int64_t *nbt;           /* per BN layer, bn_at order */
     long sgd_steps;
     TrainState ts;
+    float *rank_buffers;    /* ts.world_size rows of num_buffers, when the file has them; else NULL */
 } Scratch;
 
 static int r_fail(Reader *r, const char *what) {
@@ -587,6 +601,37 @@ static int r_check_group_size(Reader *r, const char *group, long expected) {
     return 0;
 }
 
+/* /train_state/rank_buffers into s->rank_buffers: [world_size, num_buffers] floats, the world
+ * size /train_state records (read before). Its size is checked against the file's before
+ * anything is allocated, so a damaged world size cannot ask for more memory than the file. */
+static int r_rank_buffers(Reader *r, const Model *m, Scratch *s) {
+    const char *name = "/train_state/rank_buffers";
+    hsize_t d[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, name, H5T_FLOAT, "a float array", d, &rank);
+    if (ds < 0) return -1;
+    const long ws = s->ts.world_size;
+    int rc = 0;
+    if (rank != 2 || ws < 1 || d[0] != (hsize_t)ws || d[1] != (hsize_t)m->num_buffers) {
+        char have[96];
+        describe_dims(d, rank, have, sizeof have);
+        rc = errf(r->err, r->errlen, "%s: %s has shape %s but a checkpoint of %ld rank(s) of this model needs [%ld,%zu]",
+                  r->path, name, have, ws, ws, m->num_buffers);
+    } else {
+        hsize_t fsize = 0;
+        const double bytes = (double)ws * (double)m->num_buffers * sizeof(float);
+        if (H5Fget_filesize(r->file, &fsize) < 0) rc = r_fail(r, name);
+        else if (bytes > (double)fsize || (double)H5Dget_storage_size(ds) < bytes)
+            rc = errf(r->err, r->errlen, "%s: %s is incomplete (truncated or corrupt file?)", r->path, name);
+    }
+    if (rc == 0) {
+        s->rank_buffers = mallocCheck((size_t)ws * m->num_buffers * sizeof(float));
+        if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->rank_buffers) < 0) rc = r_fail(r, name);
+    }
+    H5Dclose(ds);
+    return rc;
+}
+
 /* Everything in the file into s, checked against m. Under hdf5_lock(). */
 static int r_all(Reader *r, const Model *m, Scratch *s) {
     if (r_header(r)) return -1;
@@ -645,6 +690,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         if (rc) return rc;
         ts->has_amp = 1;
     }
+    if (H5Lexists(r->file, "/train_state/rank_buffers", H5P_DEFAULT) > 0 && r_rank_buffers(r, m, s)) return -1;
     return 0;
 }
 
@@ -657,7 +703,7 @@ static void scratch_init(Scratch *s, const Model *m) {
 }
 
 static void scratch_free(Scratch *s) {
-    free(s->params); free(s->buffers); free(s->momentum); free(s->nbt);
+    free(s->params); free(s->buffers); free(s->momentum); free(s->nbt); free(s->rank_buffers);
     memset(s, 0, sizeof *s);
 }
 
@@ -679,14 +725,20 @@ int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen
     return rc;
 }
 
-int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen) {
+int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+                         int *own, char *err, size_t errlen) {
     if (opt) CHECK(opt->n == m->num_params);
+    CHECK(world_size >= 1 && rank >= 0 && rank < world_size);
     Scratch s;
     scratch_init(&s, m);
     int rc = read_checked(path, m, &s, err, errlen);
+    if (own) *own = 0;
     if (rc == 0) {
         memcpy(m->params, s.params, m->num_params * sizeof(float));
-        memcpy(m->buffers, s.buffers, m->num_buffers * sizeof(float));
+        const int mine = own && s.rank_buffers && s.ts.world_size == world_size;
+        memcpy(m->buffers, mine ? s.rank_buffers + (size_t)rank * m->num_buffers : s.buffers,
+               m->num_buffers * sizeof(float));
+        if (mine) *own = 1;
         for (int k = 0; k < bn_count(m); k++) ((ConvBN *)bn_at(m, k))->num_batches_tracked = s.nbt[k];
         if (opt) {
             memcpy(opt->buf, s.momentum, m->num_params * sizeof(float));
@@ -697,6 +749,10 @@ int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *
     }
     scratch_free(&s);
     return rc;
+}
+
+int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen) {
+    return checkpoint_load_rank(path, m, opt, ts, 0, 1, NULL, err, errlen);
 }
 
 char *checkpoint_read_config(const char *path, char *err, size_t errlen) {
@@ -905,6 +961,8 @@ int checkpoint_find_latest(const char *dir, const Model *m, char *out, size_t ou
 typedef struct {
     CkptState st;
     float *params, *buffers, *momentum;
+    float *rank_buffers;            /* every rank's running statistics, when submitted */
+    size_t rank_buffers_n;          /* floats allocated there */
     size_t num_params, num_buffers;
     TensorInfo *pinfo, *binfo;
     BnCount *bn;
@@ -912,12 +970,13 @@ typedef struct {
 } Snapshot;
 
 static void snapshot_free(Snapshot *s) {
-    free(s->params); free(s->buffers); free(s->momentum);
+    free(s->params); free(s->buffers); free(s->momentum); free(s->rank_buffers);
     free(s->pinfo); free(s->binfo); free(s->bn); free(s->config);
     memset(s, 0, sizeof *s);
 }
 
-static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const TrainState *ts, const char *config_json) {
+static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const TrainState *ts, const float *rank_buffers,
+                          const char *config_json) {
     if (s->num_params != m->num_params || s->num_buffers != m->num_buffers) {
         snapshot_free(s);
         s->num_params = m->num_params;
@@ -941,6 +1000,17 @@ static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const Tra
     if (opt) {
         memcpy(s->momentum, opt->buf, m->num_params * sizeof(float));
         s->st.momentum = s->momentum;
+    }
+    if (rank_buffers) {
+        CHECK(ts && ts->world_size >= 1);
+        const size_t n = (size_t)ts->world_size * m->num_buffers;
+        if (n > s->rank_buffers_n) {
+            free(s->rank_buffers);
+            s->rank_buffers = mallocCheck(n * sizeof(float));
+            s->rank_buffers_n = n;
+        }
+        memcpy(s->rank_buffers, rank_buffers, n * sizeof(float));
+        s->st.rank_buffers = s->rank_buffers;
     }
     free(s->config);
     s->config = NULL;
@@ -979,19 +1049,25 @@ int checkpoint_writer_wait(CheckpointWriter *w, char *err, size_t errlen) {
     return w->status;
 }
 
-int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
-                             const TrainState *ts, const char *config_json, char *err, size_t errlen) {
+int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                                   const TrainState *ts, const float *rank_buffers, const char *config_json,
+                                   char *err, size_t errlen) {
     int prev = checkpoint_writer_wait(w, err, errlen);
     double t0 = now_sec();
     if (strlen(path) >= sizeof w->path) fail_at(__FILE__, __LINE__, "checkpoint path too long", path);
     snprintf(w->path, sizeof w->path, "%s", path);
-    snapshot_take(w->snap, m, opt, ts, config_json);
+    snapshot_take(w->snap, m, opt, ts, rank_buffers, config_json);
     w->status = 0;
     w->err[0] = '\0';
     CHECK(pthread_create(&w->thread, NULL, writer_main, w) == 0);
     w->pending = 1;
     w->last_submit_sec = now_sec() - t0;
     return prev;
+}
+
+int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                             const TrainState *ts, const char *config_json, char *err, size_t errlen) {
+    return checkpoint_writer_submit_ranks(w, path, m, opt, ts, NULL, config_json, err, errlen);
 }
 
 void checkpoint_writer_free(CheckpointWriter *w) {

@@ -27,6 +27,13 @@
  *   /train_state/seed              int64 scalar
  *   /train_state/amp               float64 [4], only when mixed-precision state exists:
  *                                  [0] loss scale, [1] growth tracker, [2..3] reserved (0)
+ *   /train_state/rank_buffers      float32 [world_size, num_buffers], only from a run on several
+ *                                  ranks: row r holds rank r's own batch-norm running statistics
+ *                                  (every running_mean and running_var tensor of /model,
+ *                                  flattened, in /model's state_dict order), of which /model
+ *                                  holds the average over the ranks. A resume on as many ranks
+ *                                  gives every rank its own row back; any other reader, PyTorch
+ *                                  included, needs only /model.
  *
  * The file uses the HDF5 1.10 format (readable by HDF5 >= 1.10, hence any recent h5py), whose
  * metadata is checksummed; every float tensor is one chunk with the Fletcher-32 checksum
@@ -87,6 +94,21 @@ int checkpoint_save(const char *path, const Model *m, const SGD *opt, const Trai
  * first: on error m, opt and ts are unchanged. Calls model_params_changed(m) on success. */
 int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen);
 
+/* checkpoint_save with the running statistics of every rank of a run on several ranks:
+ * rank_buffers (may be NULL: none) holds ts->world_size rows of m->num_buffers floats, row r
+ * rank r's own statistics, written as /train_state/rank_buffers; m's buffers (their average)
+ * go to /model as always. */
+int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+                          const float *rank_buffers, const char *config_json, char *err, size_t errlen);
+
+/* checkpoint_load for rank `rank` of a run on `world_size` ranks: when the checkpoint was
+ * written by a run of as many ranks and holds /train_state/rank_buffers, m's running
+ * statistics are this rank's row of it and *own is set to 1; otherwise (a checkpoint of one
+ * rank, of another number of ranks, or without the rows) they are /model's and *own = 0. The
+ * rows are read and checked whether used or not, as checkpoint_verify does. */
+int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+                         int *own, char *err, size_t errlen);
+
 /* The same checks as checkpoint_load, reading every tensor, without changing anything. */
 int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen);
 
@@ -145,6 +167,12 @@ void checkpoint_writer_free(CheckpointWriter *w);
  * or 0 if none was pending. opt and config_json may be NULL. */
 int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
                              const TrainState *ts, const char *config_json, char *err, size_t errlen);
+
+/* checkpoint_writer_submit with every rank's running statistics (checkpoint_save_ranks);
+ * rank_buffers is copied, as the rest of the state is. */
+int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                                   const TrainState *ts, const float *rank_buffers, const char *config_json,
+                                   char *err, size_t errlen);
 
 /* Blocks until the pending write (if any) is done; returns its status (0 when nothing was
  * pending), with its one-line error in err. */

@@ -100,6 +100,8 @@ typedef struct {
     Reducer reducer;
     Trace *trace;
     CheckpointWriter writer;
+    float *own_buffers;      /* several ranks: this rank's running statistics (backend memory)
+                              * while the model holds their average; see buffers_average */
     long steps_per_epoch, total_steps;
     float *x;                /* host batch from the data loader */
     int *y;
@@ -282,11 +284,42 @@ static void on_grad_ready(void *ctx, size_t offset) {
     reducer_grad_ready(&r->reducer, offset);
 }
 
-/* Running statistics are per rank during training; they are averaged before evaluation and
- * before a checkpoint so that every rank evaluates, and saves, the same model. */
-static void average_buffers(Run *r) {
+/* Batch-norm running statistics on several ranks. Each rank's follow its own batches, and
+ * nothing else ever changes them: evaluation and checkpoints use their average over the
+ * ranks, which buffers_average puts into the model for that time only, keeping the rank's own
+ * in own_buffers, and buffers_restore puts back, bit for bit. So how often a run averaged
+ * (an interrupted run checkpoints once more than an uninterrupted one) changes nothing, and a
+ * checkpoint stores every rank's own statistics beside their average (checkpoint.h,
+ * /train_state/rank_buffers), from which a resume on as many ranks gives each rank its own
+ * back. On one rank the average is the rank's statistics, and all of this does nothing. */
+static void buffers_average(Run *r) {
+    if (r->boot.world_size == 1) return;
+    const size_t bytes = r->model.num_buffers * sizeof(float);
+    if (!r->own_buffers) r->own_buffers = r->be->alloc(bytes);
+    r->be->copy(r->own_buffers, r->model.buffers, bytes);
     comm_set_context(r->comm, "averaging batch-norm running statistics");
     comm_allreduce(r->comm, r->model.buffers, r->model.num_buffers, COMM_FLOAT32, COMM_AVG);
+}
+
+static void buffers_restore(Run *r) {
+    if (r->boot.world_size == 1) return;
+    r->be->copy(r->model.buffers, r->own_buffers, r->model.num_buffers * sizeof(float));
+}
+
+/* Every rank's own running statistics, row r = rank r's, on rank 0 (malloc'd, the caller
+ * frees); NULL on the other ranks and on one rank. Collective: one broadcast per rank, so
+ * the bits arrive as they are. Before buffers_average, while the model holds the rank's own. */
+static float *buffers_gather(Run *r) {
+    const int world = r->boot.world_size;
+    if (world == 1) return NULL;
+    const size_t n = r->model.num_buffers;
+    float *rows = mallocCheck((size_t)world * n * sizeof(float));
+    r->be->download(rows + (size_t)r->boot.rank * n, r->model.buffers, n * sizeof(float));
+    comm_set_context(r->comm, "gathering every rank's batch-norm running statistics for the checkpoint");
+    for (int q = 0; q < world; q++) comm_broadcast(r->comm, rows + (size_t)q * n, n * sizeof(float), q);
+    if (r->boot.rank == 0) return rows;
+    free(rows);
+    return NULL;
 }
 
 /* Identical weights everywhere: rank 0's are broadcast, then a checksum is compared. */
@@ -363,9 +396,10 @@ static void host_view_close(HostView *v) {
 
 static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_step, int wait) {
     reducer_drain(&r->reducer);   /* no reduction in flight while the host reads the device */
-    /* Every rank averages running statistics into the model (rank 0 needs the average);
-     * all ranks do it so they stay identical. */
-    average_buffers(r);
+    /* /model gets the running statistics averaged over the ranks, /train_state/rank_buffers
+     * every rank's own; every rank takes part, and goes on with its own afterwards. */
+    float *rank_buffers = buffers_gather(r);
+    buffers_average(r);
     if (r->boot.rank == 0) {
         TrainState ts = {.epoch = epoch, .step_in_epoch = step_in_epoch, .global_step = global_step,
                          .world_size = r->boot.world_size, .seed = (uint64_t)r->cfg.seed};
@@ -378,7 +412,8 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
         checkpoint_path(path, sizeof path, r->ckpt_dir, global_step);
         HostView v;
         host_view_open(r, &v, 1);
-        if (checkpoint_writer_submit(&r->writer, path, v.m, v.o, &ts, r->config_json, err, sizeof err) != 0)
+        if (checkpoint_writer_submit_ranks(&r->writer, path, v.m, v.o, &ts, rank_buffers, r->config_json, err,
+                                           sizeof err) != 0)
             log_warn(&r->log, "checkpoint: previous write failed: %s", err);
         host_view_close(&v);
         log_info(&r->log, "checkpoint: %s (epoch %ld, step %ld; training paused %.1f ms)", path, epoch + 1,
@@ -386,6 +421,8 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
         if (wait && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
             log_warn(&r->log, "checkpoint: write failed: %s", err);
     }
+    buffers_restore(r);
+    free(rank_buffers);
 }
 
 static void log_skipped_checkpoint(void *ctx, const char *path, const char *reason) {
@@ -420,11 +457,20 @@ static int maybe_resume(Run *r, TrainState *ts) {
     }
     HostView v;
     host_view_open(r, &v, 0);
-    if (checkpoint_load(path, v.m, v.o, ts, err, sizeof err) != 0) die("%s", err);
+    int own = 0;
+    if (checkpoint_load_rank(path, v.m, v.o, ts, r->boot.rank, r->boot.world_size, &own, err, sizeof err) != 0)
+        die("%s", err);
     host_view_commit(r, &v);
     host_view_close(&v);
     log_info(&r->log, "resume: %s: epoch %ld, step %ld of the epoch, global step %ld (written by %d rank%s)", path,
              ts->epoch + 1, ts->step_in_epoch, ts->global_step, ts->world_size, ts->world_size == 1 ? "" : "s");
+    /* Every rank reads the same file, so `own` is the same on every rank. */
+    if (own)
+        log_info(&r->log, "resume: batch norm: every rank continues from its own running statistics");
+    else if (r->boot.world_size > 1 || ts->world_size > 1)
+        log_info(&r->log, "resume: batch norm: every rank starts from the running statistics averaged over the "
+                 "checkpoint's %d rank%s%s", ts->world_size, ts->world_size == 1 ? "" : "s",
+                 ts->world_size == r->boot.world_size ? " (it holds no per-rank statistics)" : "");
     if (r->scaler.enabled && ts->has_amp) {
         const double sc = ts->amp[AMP_LOSS_SCALE], tr = ts->amp[AMP_GROWTH_TRACKER];
         if (!(sc > 0.0 && sc < 3.4e38 && tr >= 0.0 && tr < 2147483647.0))
@@ -806,8 +852,9 @@ int main(int argc, char **argv) {
         int last_epoch = done || epoch + 1 == cfg->epochs;
         if ((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch) {
             double t0 = now_sec(), test_loss;
-            average_buffers(r);
+            buffers_average(r);
             last_acc = evaluate(r, &test_loss);
+            buffers_restore(r);
             if (last_acc > best_acc) best_acc = last_acc;
             log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f (%.1f s)", epoch + 1, step, last_acc,
                      test_loss, now_sec() - t0);
@@ -853,6 +900,7 @@ int main(int argc, char **argv) {
         r->be->release(r->dev_x);
         r->be->release(r->dev_y);
     }
+    if (r->own_buffers) r->be->release(r->own_buffers);
     reducer_free(&r->reducer);
     sgd_free(&r->opt);
     scaler_free(&r->scaler);

@@ -1,11 +1,16 @@
 #!/bin/sh
 # Checkpoint and resume: a run stopped half way (--max_steps) and resumed in the same job
-# directory (--resume auto) ends with the same parameters and momentum, bit for bit, as a run
-# that was never stopped; on 1 rank (stop mid-epoch, end mid-epoch; stop at an epoch boundary,
-# end at one) and on 2 ranks (mpirun). A 2-rank checkpoint resumes on 1 and on 3 ranks;
-# --resume PATH works; a checkpoint of another width is refused with one line naming it; a
-# truncated newest checkpoint is passed over for the previous one (and the log says so); h5ls
-# opens every checkpoint written.
+# directory (--resume auto) ends with the same final checkpoint, bit for bit, as a run that was
+# never stopped: every dataset but /config (parameters, batch-norm buffers and counters,
+# momentum, optimizer steps, the train state with the per-rank running statistics) and every
+# attribute (tests/ckpt_compare.py --all); on 1 rank (stop mid-epoch, end mid-epoch; stop at an
+# epoch boundary, end at one), on 2 ranks and on 3 (mpirun). On several ranks the checkpoint's
+# /model running statistics are the average of the ranks' own, which /train_state/rank_buffers
+# holds (and which differ: no rank's were overwritten by an average), and PyTorch loads it
+# (when installed). A 2-rank checkpoint resumes on 1 and on 3 ranks, from the averaged
+# statistics; --resume PATH works; a checkpoint of another width is refused with one line
+# naming it; a truncated newest checkpoint is passed over for the previous one (and the log
+# says so); h5ls opens every checkpoint written.
 # shellcheck disable=SC2086  # $FLAGS and $MPIRUN are word lists
 # shellcheck source=tests/lib.sh disable=SC1091
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -29,9 +34,10 @@ train() {
 }
 ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 
-# bitexact LABEL NRANKS HALF FULL [compare flags]: FULL steps straight vs HALF + resume.
+# bitexact LABEL NRANKS HALF FULL: FULL steps straight vs HALF + resume, every dataset but
+# /config and every attribute of the final checkpoints bit for bit.
 bitexact() {
-    label=$1 np=$2 half=$3 full=$4; shift 4
+    label=$1 np=$2 half=$3 full=$4
     s="$TMP/straight-$np-$full" r="$TMP/resumed-$np-$half-$full"
     if ! train "$s" "$np" --max_steps "$full"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
     if ! train "$r" "$np" --max_steps "$half"; then bad "$label: first half failed: $(tail -3 "$r.out")"; return; fi
@@ -41,7 +47,7 @@ bitexact() {
     if ! grep -q "resume: .*ckpt-$(printf %09d "$half").h5: .*global step $half" "$r.out"; then
         bad "$label: second run did not say it resumed from step $half"; return
     fi
-    if out=$("$PY" "$CMP" "$@" "$(ckpt "$s" "$full")" "$(ckpt "$r" "$full")" 2>&1); then
+    if out=$("$PY" "$CMP" --all "$(ckpt "$s" "$full")" "$(ckpt "$r" "$full")" 2>&1); then
         ok "$label: $out"
     else
         bad "$label: $out"
@@ -64,27 +70,92 @@ else
     echo "skip: no mpirun: multi-rank cases"
 fi
 if [ $HAVE_MPI = 1 ]; then
-    # Parameters and momentum must be identical; the running statistics of batch norm are
-    # averaged over the ranks at each evaluation and checkpoint, which the stopped run does at
-    # step 6 and the straight one does not: a rounding-level difference is allowed there only.
-    bitexact "2 ranks, 12 steps = 6 + resume 6 (stop mid-epoch, end on a boundary)" 2 6 12 --buffer-rtol 1e-5
+    # The stopped run averages the running statistics over the ranks once more than the
+    # straight one (for its checkpoint at step 6); that must change no rank's own statistics,
+    # and the resumed ranks must get their own back, not the average.
+    bitexact "2 ranks, 12 steps = 6 + resume 6 (stop mid-epoch, end on a boundary)" 2 6 12
+    if grep -q "^resume: batch norm: every rank continues from its own running statistics" "$TMP/resumed-2-6-12.out"; then
+        ok "2 ranks: the resumed run says every rank continues from its own running statistics"
+    else
+        bad "2 ranks: no 'continues from its own running statistics' line: $(grep '^resume' "$TMP/resumed-2-6-12.out")"
+    fi
+    bitexact "3 ranks, 7 steps = 3 + resume 4 (stop and end mid-epoch)" 3 3 7
+
+    # /train_state/rank_buffers: [ranks, buffer values], each row a rank's own statistics in
+    # state_dict order; they differ between ranks, and /model holds their average: (a + b) / 2
+    # in float32 on 2 ranks (the same bits in any order of the sum), to rounding on 3.
+    for spec in 2:12 3:7; do
+        np=${spec%:*} n=${spec#*:}
+        f=$(ckpt "$TMP/straight-$np-$n" "$n")
+        [ -e "$f" ] || { bad "$np ranks: no checkpoint $f"; continue; }
+        if out=$("$PY" - "$f" 2>&1 <<'EOF'
+import re
+import sys
+
+import h5py
+import numpy as np
+
+with h5py.File(sys.argv[1], "r") as f:
+    w = int(f["train_state/world_size"][()])
+    rows = f["train_state/rank_buffers"][()]
+    # state_dict order is /model's names in natural order (layer1.0.bn1, layer1.0.bn2, layer1.0.shortcut.1, ...)
+    key = lambda n: [int(t) if t.isdigit() else t for t in re.split(r"(\d+)", n)]
+    names = sorted((n for n in f["model"] if n.endswith((".running_mean", ".running_var"))), key=key)
+    avg = np.concatenate([f["model"][n][()].ravel() for n in names])
+if rows.dtype != np.float32 or rows.shape != (w, avg.size):
+    sys.exit(f"rank_buffers is {rows.dtype}{rows.shape}, expected float32({w}, {avg.size})")
+same = sum(np.array_equal(rows[i], rows[j]) for i in range(w) for j in range(i + 1, w))
+if same:
+    sys.exit(f"{same} pair(s) of ranks hold the same running statistics")
+if w == 2:
+    if not np.array_equal((rows[0] + rows[1]) / np.float32(2), avg):
+        sys.exit("/model is not (rank 0 + rank 1) / 2")
+    how = "(rank 0 + rank 1) / 2 bit for bit"
+else:
+    d = float(np.max(np.abs(rows.astype(np.float64).mean(0) - avg)) / np.max(np.abs(avg)))
+    if not d <= 1e-6:
+        sys.exit(f"/model differs from the mean of the rows by {d:.3g} relative")
+    how = f"the mean of the rows (max rel diff {d:.2g})"
+print(f"rank_buffers [{w}, {avg.size}], rows all different; /model running statistics = {how}")
+EOF
+        ); then
+            ok "$np ranks, step $n: $out"
+        else
+            bad "$np ranks, step $n: $out"
+        fi
+    done
+
     src=$(ckpt "$TMP/resumed-2-6-12" 6)
     for np in 1 3; do
         d="$TMP/from2on$np"
         if train "$d" "$np" --resume "$src" --max_steps 12 && grep -q "resume: $src: .*written by 2 ranks" "$d.out" &&
+           grep -q "^resume: batch norm: every rank starts from the running statistics averaged over the checkpoint's 2 ranks" "$d.out" &&
            grep '"test_acc"' "$d/metrics.jsonl" | tail -1 | grep -q '"step": 12,'; then
-            ok "2-rank checkpoint resumed with --resume PATH on $np rank(s): trains to step 12, final eval line"
+            ok "2-rank checkpoint resumed with --resume PATH on $np rank(s): from the averaged statistics, trains to step 12, final eval line"
         else
-            bad "2-rank checkpoint on $np rank(s): $(tail -3 "$d.out")"
+            bad "2-rank checkpoint on $np rank(s): $(grep '^resume' "$d.out"; tail -3 "$d.out")"
         fi
     done
+
+    # PyTorch loads a checkpoint of several ranks (strict state_dict: /model only).
+    if TPY=$(find_python "torch, h5py, numpy"); then
+        f=$(ckpt "$TMP/straight-2-12" 12)
+        if out=$("$TPY" "$top_srcdir/scripts/ddptrain_to_torch.py" "$f" --data "$TMP/data" 2>&1); then
+            ok "2-rank checkpoint in PyTorch: $(echo "$out" | tail -1) (ddptrain's final evaluation:" \
+               "$(grep '"test_acc"' "$TMP/straight-2-12/metrics.jsonl" | tail -1 | sed 's/.*"test_acc": \([0-9.]*\).*/\1/'))"
+        else
+            bad "scripts/ddptrain_to_torch.py on a 2-rank checkpoint: $out"
+        fi
+    else
+        echo "skip: no python3 with torch: PyTorch loading of a 2-rank checkpoint"
+    fi
 fi
 
 # --resume PATH on 1 rank from a 1-rank checkpoint gives the same result as --resume auto.
 src=$(ckpt "$TMP/resumed-1-6-12" 6)
 d="$TMP/bypath"
 if train "$d" 1 --resume "$src" --max_steps 12 &&
-   out=$("$PY" "$CMP" "$(ckpt "$d" 12)" "$(ckpt "$TMP/straight-1-12" 12)" 2>&1); then
+   out=$("$PY" "$CMP" --all "$(ckpt "$d" 12)" "$(ckpt "$TMP/straight-1-12" 12)" 2>&1); then
     ok "--resume PATH into a new job dir: same final state as the straight run: $out"
 else
     bad "--resume PATH: $(tail -3 "$d.out") ${out:-}"
@@ -118,7 +189,7 @@ if grep -q "WARNING resume: skipping .*ckpt-000000012.h5.*falling back" "$d/logs
 else
     bad "no fall-back line in the rank log"
 fi
-if out=$("$PY" "$CMP" "$(ckpt "$d" 16)" "$(ckpt "$TMP/straight-1-16" 16)" 2>&1); then
+if out=$("$PY" "$CMP" --all "$(ckpt "$d" 16)" "$(ckpt "$TMP/straight-1-16" 16)" 2>&1); then
     ok "after the fall-back, step 16 equals the straight 16-step run: $out"
 else
     bad "after the fall-back: $out"
