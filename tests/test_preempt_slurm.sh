@@ -73,7 +73,11 @@ while :; do
     st=$(state)
     [ "$st" = PENDING ] && break
     if [ $(($(date +%s) - t0)) -gt 60 ] || [ -z "$st" ]; then
-        bad "job $J not requeued (state '$st'): $(tail -5 "$out")"; finish
+        bad "job $J not requeued (state '$st'): $(tail -5 "$out")"
+        # What the ranks said before they stopped, so that a failure here can be diagnosed.
+        for f in "$job"/logs/rank-*.log; do [ -f "$f" ] && { echo "---- $f"; tail -n 8 "$f"; }; done
+        echo "---- $out"; cat "$out"
+        finish
     fi
     sleep 0.2
 done
