@@ -150,7 +150,7 @@ static struct {
 
 /* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
  * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
- * jit_1x1:avx2 did, see conv_subsample) is reported as an error instead of corrupting memory
+ * jit_1x1:avx2 did, see subsample) is reported as an error instead of corrupting memory
  * that is silently used later. Checking 4 KiB costs nothing next to a convolution. */
 #define SP_GUARD 4096
 #define SP_GUARD_BYTE 0xA5
@@ -342,7 +342,6 @@ typedef struct ConvPlan {
     size_t dw_off;                  /* dw_prim's place in the workspace */
     int sub;                        /* strided 1x1: oneDNN sees the subsampled input, stride 1 */
     size_t sub_bytes;               /* that input (at workspace offset 0) and its gradient (next) */
-    char impl[160];                 /* the forward primitive's implementation name */
     struct ConvPlan *next;
 } ConvPlan;
 
@@ -443,10 +442,6 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
                                                            pad_l, pad_r));
     dnnl_primitive_desc_t wpd = pd_new(&cd, fpd);
-
-    const char *impl = NULL;
-    DNNL_CHECK(dnnl_primitive_desc_query(fpd, dnnl_query_impl_info_str, 0, &impl));
-    snprintf(pl->impl, sizeof pl->impl, "%s", impl ? impl : "?");
 
     /* Forward and backward do not overlap in time, so each lays its converted copies out from
      * the same offset of the workspace: after the subsampled x and dx of a strided 1x1 conv. */
@@ -742,7 +737,7 @@ void conv2d_use_own_winograd(int enable) {
 
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
     if (wino_plan_get(c, N, H, W)) return ((ConvImpl *)c->impl)->wino_name;
-    return plan_get(c, N, H, W)->impl;
+    return plan_get(c, N, H, W)->fwd.impl;  /* the forward primitive's */
 }
 
 const char *ops_cpu_describe(void) {
