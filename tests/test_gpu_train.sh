@@ -6,9 +6,10 @@
 #     dump's ReLU masks replayed), and against the same on the CPU backend (logits and loss, and
 #     every gradient when both took the same ReLU masks; 1e-4 relative).
 #  1. GPU and CPU agree: the same 5 fp32 steps (--no-use_amp, TF32 off) from the same weights and
-#     batches give the same parameters, momentum and running statistics to a relative error
+#     batches give the same parameters and running statistics to a relative error
 #     (max|a-b| / max|b| per tensor) of 1e-4 (float32 round-off in a different summation order,
-#     carried through 5 steps).
+#     carried through 5 steps); momentum to 1e-2 (a ReLU mask that falls the other way on one
+#     device moves one channel's gradient by percents).
 #  2. bf16 and fp16 (activations stored in 16 bits, the default) and bf16 with 32-bit activations
 #     lower the loss like fp32: 200 steps each from the same start; the loss of the last log
 #     interval must fall below half the first interval's, and be within 20% (+0.05) of fp32's.
@@ -55,25 +56,32 @@ last_ckpt() {   # the newest checkpoint of a run (the glob sorts by step)
     echo "$f"
 }
 
-# Relative difference of every /model and /optimizer dataset of two checkpoints; exit 1 above tol.
+# Relative difference of every /model and /optimizer dataset of two checkpoints; exit 1 when one
+# is above tol. An optional fourth argument is the tolerance of the momentum buffers alone.
 cat >"$TMP/close.py" <<'EOF'
 import sys
 import h5py
 import numpy as np
 a, b, tol = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), float(sys.argv[3])
+mtol = float(sys.argv[4]) if len(sys.argv) > 4 else tol
 names = []
 for g in ("model", "optimizer"):
     b[g].visititems(lambda n, o, g=g: names.append(g + "/" + n) if isinstance(o, h5py.Dataset) else None)
-worst, where = 0.0, names[0] if names else ""
+worst = {False: (0.0, ""), True: (0.0, "")}   # keyed by "is a momentum buffer"
 for n in names:
     x, y = np.asarray(a[n][()], np.float64), np.asarray(b[n][()], np.float64)
     if x.shape != y.shape:
         sys.exit(f"{n}: shape {x.shape} vs {y.shape}")
     d = float(np.max(np.abs(x - y))) / max(float(np.max(np.abs(y))), 1e-30) if y.size else 0.0
-    if not d <= worst:
-        worst, where = d, n
-print(f"{len(names)} tensors, worst relative difference {worst:.2e} ({where}), tol {tol:g}")
-sys.exit(0 if worst <= tol else 1)
+    m = "momentum" in n
+    if not d <= worst[m][0]:
+        worst[m] = (d, n)
+(w, wn), (wm, wmn) = worst[False], worst[True]
+msg = f"{len(names)} tensors, worst relative difference {w:.2e} ({wn}), tol {tol:g}"
+if wmn:
+    msg += f"; momentum {wm:.2e} ({wmn}), tol {mtol:g}"
+print(msg)
+sys.exit(0 if w <= tol and wm <= mtol else 1)
 EOF
 
 # 0. dump_model on the GPU against PyTorch and against the CPU.
@@ -130,7 +138,12 @@ fi
 # 1. GPU vs CPU, fp32.
 FP32="--batch_size 32 --no-use_amp --no-augment --no-shuffle --lr_schedule constant --max_steps 5 --log_interval 1 --save_every_steps 5"
 if run agree-gpu --device cuda $FP32 && run agree-cpu --device cpu $FP32; then
-    if out=$("$PY" "$TMP/close.py" "$(last_ckpt agree-gpu)" "$(last_ckpt agree-cpu)" 1e-4 2>&1); then
+    # The momentum buffers at 1e-2: five steps from a fresh start on two devices take a few
+    # ReLU masks differently (pre-activations within round-off of zero, see dumps.py), and one
+    # such element moves a batch-norm channel's gradient by percents; the parameters and
+    # running statistics stay within 1e-4. The one-batch comparisons above replay the masks and
+    # hold every gradient to 1e-4; the checkpoint round trip below holds momentum to 1e-4.
+    if out=$("$PY" "$TMP/close.py" "$(last_ckpt agree-gpu)" "$(last_ckpt agree-cpu)" 1e-4 1e-2 2>&1); then
         ok "GPU vs CPU after 5 fp32 steps: $out"
     else
         bad "GPU vs CPU after 5 fp32 steps: $out"
