@@ -423,3 +423,13 @@ void bootstrap_free(Bootstrap *b) {
     (void)b;
 #endif
 }
+
+void bootstrap_abort(Bootstrap *b, int code, const char *msg) {
+#ifdef HAVE_PMIX
+    /* NULL procs: every process of this namespace, i.e. the whole job step. The server (slurmd,
+     * prted) kills them; PMIx_Abort returns only if it could not. */
+    if (b->pmix_active) PMIx_Abort(code, msg, NULL, 0);
+#else
+    (void)b; (void)code; (void)msg;
+#endif
+}

@@ -16,8 +16,8 @@
  * "did you mean srun --mpi=pmix?". Likewise several tasks in a build without MPI.
  * Environment values are validated: a non-number or a rank outside the size names the variable.
  *
- * Order of teardown: MPI must be finalized before PMIx (Open MPI uses the same PMIx client),
- * so call comm_free() before bootstrap_free(). */
+ * Order of teardown: MPI must be finalized before PMIx (Open MPI uses the same PMIx client);
+ * the world (world.h) owns both and tears them down in that order. */
 #ifndef DDP_BOOTSTRAP_H
 #define DDP_BOOTSTRAP_H
 
@@ -48,7 +48,7 @@ const char *bootstrap_describe(Bootstrap *b);
  *     all:    bootstrap_commit_fence(b);                       (collective)
  *     all:    bootstrap_get(b, 0, "nccl-id", id, sizeof id);
  * Each returns 0, or -1 when the method has no key-value store (every method but "pmix"):
- * the caller then falls back to comm_broadcast over an MPI communicator. Failures of PMIx
+ * the caller (world.c) then falls back to an MPI broadcast or a rendezvous file. Failures of PMIx
  * itself (a peer died during the fence, a key never put) are fatal and name the call.
  * bootstrap_get requires the stored value to be exactly len bytes. */
 int bootstrap_has_kv(const Bootstrap *b);
@@ -56,7 +56,11 @@ int bootstrap_put(Bootstrap *b, const char *key, const void *data, size_t len);
 int bootstrap_commit_fence(Bootstrap *b);
 int bootstrap_get(Bootstrap *b, int peer_rank, const char *key, void *data, size_t len);
 
-/* PMIx_Finalize when PMIx was used. Call after comm_free (MPI first, then PMIx). Idempotent. */
+/* Ask the launcher's PMIx server to end every process of the job step (PMIx_Abort); returns
+ * only when there is no PMIx server or it could not. */
+void bootstrap_abort(Bootstrap *b, int code, const char *msg);
+
+/* PMIx_Finalize when PMIx was used, after MPI_Finalize (world_free). Idempotent. */
 void bootstrap_free(Bootstrap *b);
 
 #endif

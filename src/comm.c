@@ -1,4 +1,5 @@
-/* comm.c - the backend-independent part of comm.h, and the one-rank ("self") backend. */
+/* comm.c - the backend-independent part of comm.h, and the one-rank ("self") backend. It knows
+ * no other backend: the world (world.c) chooses and creates them. */
 #include "build_config.h"
 #include "comm.h"
 #include "util.h"
@@ -40,68 +41,36 @@ double comm_set_timeout(Comm *c, double timeout_s) {
 
 const char *comm_describe(const Comm *c) { return c->desc; }
 
+void comm_abort_job(Comm *c, int code) {
+    fflush(stdout);
+    fflush(stderr);
+    if (c->ops->abort_local) c->ops->abort_local(c);
+    if (c->on_abort) c->on_abort(c->on_abort_ctx, code);
+    _exit(code);   /* on_abort does not return; this is for a comm without a world (tests) */
+}
+
 void comm_timeout_abort(Comm *c, const char *what, const char *context) {
     fflush(stdout);
     fprintf(stderr, "%s: error: rank %d: collective %s (%s) did not complete within %g s; "
             "a peer rank is probably dead or stuck\n", g_progname, c->rank, what,
             context && *context ? context : "no context set", c->timeout_s);
     fflush(stderr);
-    c->ops->abort_job(c, 1);
-    _exit(1);   /* abort_job does not return; this is for the compiler and for broken backends */
+    comm_abort_job(c, 1);
 }
 
-int comm_startup_check(Comm *c, int ok) {
-    CHECK(c->startup_state == 0);   /* once per run: a second call would mismatch collectives */
-    /* One slot per rank rather than a single count, so the message can name the ranks. */
-    int64_t *failed = callocCheck((size_t)c->world_size, sizeof *failed);
-    failed[c->rank] = ok ? 0 : 1;
-    char saved_ctx[sizeof c->context];
-    memcpy(saved_ctx, c->context, sizeof saved_ctx);
-    double saved_timeout = c->timeout_s;
-    if (c->timeout_s > 0 && c->timeout_s < COMM_STARTUP_TIMEOUT_S) c->timeout_s = COMM_STARTUP_TIMEOUT_S;
-    comm_set_context(c, "start-up check: waiting for every rank to finish start-up");
-    comm_allreduce(c, failed, (size_t)c->world_size, COMM_INT64, COMM_SUM);
-    c->timeout_s = saved_timeout;
-    memcpy(c->context, saved_ctx, sizeof saved_ctx);
+/* The device communicator of this process (one per process: one rank, one device). */
+static Comm *g_guard;
 
-    int nfailed = 0, first_ok = -1;
-    for (int r = 0; r < c->world_size; r++) {
-        if (failed[r]) nfailed++;
-        else if (first_ok < 0) first_ok = r;
-    }
-    /* The lowest healthy rank speaks for the job: one line per failed rank (a few), not one
-     * per healthy rank. The failed ranks printed their own reasons already. */
-    if (nfailed > 0 && c->rank == first_ok) {
-        fflush(stdout);
-        int shown = 0;
-        for (int r = 0; r < c->world_size && shown < 8; r++) {
-            if (!failed[r]) continue;
-            fprintf(stderr, "%s: error: rank %d failed at start-up: see its log\n", g_progname, r);
-            shown++;
-        }
-        if (nfailed > shown)
-            fprintf(stderr, "%s: error: ... and %d more ranks failed at start-up\n", g_progname, nfailed - shown);
-        fflush(stderr);
-    }
-    free(failed);
-    c->startup_state = nfailed ? -1 : 1;
-    return nfailed;
-}
+void comm_set_host_sync_guard(Comm *c) { g_guard = c; }
 
-void comm_abort(Comm *c, int code) {
-    fflush(stdout);
-    fflush(stderr);
-    if (c->startup_state == 1) c->ops->abort_job(c, code);
-    if (c->startup_state == 0) comm_startup_check(c, 0);
-    /* Every rank now knows about the failure and leaves through here: a clean finalize. */
-    Bootstrap *b = c->boot;
-    comm_free(c);
-    if (b) bootstrap_free(b);
-    exit(code);
+void comm_guard_host_sync(void) {
+    if (g_guard && g_guard->ops->drain) g_guard->ops->drain(g_guard);
 }
 
 void comm_free(Comm *c) {
-    if (c) c->ops->free(c);
+    if (!c) return;
+    if (g_guard == c) g_guard = NULL;
+    c->ops->free(c);
 }
 
 /* ---- self: one rank ------------------------------------------------------------------------ */
@@ -121,11 +90,6 @@ static void self_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, Comm
 }
 static int self_test(Comm *c, CommRequest *req) { (void)c; req->active = 0; return 1; }
 static void self_wait(Comm *c, CommRequest *req) { (void)c; req->active = 0; }
-static void self_abort_job(Comm *c, int code) {
-    Bootstrap *b = c->boot;
-    if (b) bootstrap_free(b);
-    exit(code);
-}
 static void self_free(Comm *c) { free(c); }
 
 static const CommOps self_ops = {
@@ -136,29 +100,15 @@ static const CommOps self_ops = {
     .iallreduce = self_iallreduce,
     .test = self_test,
     .wait = self_wait,
-    .abort_job = self_abort_job,
     .free = self_free,
 };
 
-Comm *comm_self_create(Bootstrap *b) {
+Comm *comm_self_create(void) {
     Comm *c = callocCheck(1, sizeof *c);
     c->ops = &self_ops;
     c->rank = 0;
     c->world_size = 1;
     c->thread_level = 3;
-    c->boot = b;
     snprintf(c->desc, sizeof c->desc, "comm: self (1 rank, no communication)");
     return c;
-}
-
-Comm *comm_create(Bootstrap *b, double timeout_s, char *err, size_t errlen) {
-    if (b->world_size == 1) return comm_self_create(b);
-#ifdef HAVE_MPI
-    return comm_mpi_create(b, timeout_s, err, errlen);
-#else
-    (void)timeout_s;
-    snprintf(err, errlen, "%d ranks (%s) but ddptrain was built without MPI: rebuild with MPI "
-             "(configure --with-mpi) or run one process", b->world_size, b->method);
-    return NULL;
-#endif
 }

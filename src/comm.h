@@ -1,11 +1,11 @@
 /* comm.h - collectives between the ranks of a job, as an interface with several backends.
  *
- * A Comm is a table of operations plus the state every backend shares. Backends:
+ * A Comm is a table of operations plus the state every backend shares. Backends, each created
+ * by the world (world.h), which owns the process group's lifetime:
  *   comm_self_create  one rank: every operation is a no-op (the data already is the result).
- *   comm_mpi_create   MPI (comm_mpi.c). Under `srun --mpi=pmix` and `mpirun` Open MPI connects
- *                     the ranks itself; the Bootstrap only tells it what to expect.
- *   (later)           NCCL for the GPU backend, filling the same table.
- * comm_create picks: self for one rank, MPI otherwise (an error when built without MPI).
+ *   comm_mpi_create   MPI, for host memory (comm_mpi.h).
+ *   comm_nccl_create  NCCL, for the CUDA backend's device memory (comm_nccl.h, in the module).
+ * This file and comm.c know none of them.
  *
  * All reductions work in place on `count` elements. COMM_AVG is the sum over the ranks (in the
  * element type, in the order the library chooses), then divided by the world size in the
@@ -14,28 +14,21 @@
  * every backend gives the same bits when the sum itself is exact (integers, equal values); it
  * is defined for float32 and float64 only.
  *
- * Errors and hangs. A collective never returns an error: MPI failures print the call, file:line
- * and MPI's reason and abort the whole job. Every wait, including the blocking operations
- * (which are a post + wait internally), gives up after the comm's timeout and prints one line
+ * Errors and hangs. A collective never returns an error: a backend's failure prints the call,
+ * file:line and the library's reason and ends the whole job (comm_abort_job). Every wait,
+ * including the blocking operations (which are a post + wait internally), gives up after the
+ * comm's timeout and prints one line
  *   ddptrain: error: rank R: collective allreduce (step 120, bucket 3) did not complete within
  *   60 s; a peer rank is probably dead or stuck
- * then aborts the whole job (MPI_Abort on MPI_COMM_WORLD). The text in parentheses is what the
- * caller last passed to comm_set_context, so set it to something that locates the call.
- * A timeout of 0 waits forever.
+ * then ends the whole job. The text in parentheses is what the caller last passed to
+ * comm_set_context, so set it to something that locates the call. A timeout of 0 waits forever.
  *
- * Start-up failures (a rank cannot open its data, a bad flag on one node). A rank that fails
- * before training must not leave the others hanging in their first collective, and should not
- * tear the job down with a kill either (the others' output would be lost). Protocol:
- *   - after its local start-up (flags, data, model) and BEFORE any other collective, every rank
- *     calls comm_startup_check(c, ok) with ok=1;
- *   - a rank that fails prints its own error, then calls comm_abort(c, code), which joins the
- *     same check with ok=0, finalizes and exits(code);
- *   - the healthy ranks' comm_startup_check then returns nonzero after the lowest healthy rank
- *     printed "ddptrain: error: rank R failed at start-up: see its log" (one line per failed
- *     rank, at most 8); they exit with comm_abort too, so every rank finalizes and exits.
- * The check waits max(timeout, COMM_STARTUP_TIMEOUT_S) because ranks finish start-up at
- * different times. After a successful check, comm_abort calls MPI_Abort: the others are then
- * in collectives this rank will never join, so the only way to end them is to end the job.
+ * Device streams and host waits. A device communicator (NCCL) lets the device's compute stream
+ * wait for a collective while the host goes on (comm_wait_stream). Any later host wait on that
+ * stream (a synchronize before a copy, an event, cudaFree) would then sit behind the collective
+ * with no timeout. So device code calls comm_guard_host_sync() before every such wait: it
+ * waits, watched by the timeout, until no collective of the registered device communicator is
+ * still running (CommOps.drain), and the host wait that follows can no longer hang on a peer.
  *
  * Threads: MPI is initialised with MPI_THREAD_MULTIPLE when the library offers it (Open MPI
  * does); comm->thread_level says what was obtained. If it is only FUNNELED, every call on a
@@ -49,8 +42,6 @@
 
 #include <stddef.h>
 #include <stdint.h>
-
-#include "bootstrap.h"
 
 typedef enum { COMM_FLOAT32, COMM_FLOAT64, COMM_INT64 } CommDtype;
 typedef enum { COMM_SUM, COMM_AVG } CommOp;
@@ -84,9 +75,17 @@ typedef struct CommOps {
     /* Optional (NULL: none). Device backends: make the device's compute stream wait for req
      * while the host goes on; req stays active until a later test or wait sees it done. */
     void (*wait_stream)(Comm *c, CommRequest *req);
-    void (*abort_job)(Comm *c, int code);        /* end every rank now; does not return */
-    void (*free)(Comm *c);                       /* finalize the backend and free c */
+    /* Optional (NULL: nothing on a device). Wait, watched by the timeout, until no collective
+     * posted so far still runs on the device; requests stay as they are (see the top). */
+    void (*drain)(Comm *c);
+    /* Optional. Stop this rank's part at once before the job ends (NCCL: ncclCommAbort, so
+     * its kernels stop spinning); called by comm_abort_job. */
+    void (*abort_local)(Comm *c);
+    void (*free)(Comm *c);                       /* release the backend's state and free c */
 } CommOps;
+
+/* How a communicator ends the job on a fatal error or a timeout (world.h sets it). */
+typedef void (*CommAbortFn)(void *ctx, int code);
 
 struct Comm {
     const CommOps *ops;
@@ -94,19 +93,14 @@ struct Comm {
     double timeout_s;           /* per wait; 0 = forever */
     char context[96];           /* see comm_set_context */
     int thread_level;           /* MPI_THREAD_* obtained (self: 3 = multiple) */
-    int startup_state;          /* 0 check not done, 1 all ranks ok, -1 some rank failed */
-    Bootstrap *boot;            /* comm_abort finalizes PMIx after MPI, so it needs this */
+    CommAbortFn on_abort;       /* the job-wide abort; NULL: this process exits alone */
+    void *on_abort_ctx;
     char desc[256];
     void *impl;                 /* backend state */
 };
 
-/* Self for world size 1, MPI otherwise. NULL with one line in err on failure. The comm keeps
- * the pointer to b (see Comm.boot); b must outlive it. */
-Comm *comm_create(Bootstrap *b, double timeout_s, char *err, size_t errlen);
-Comm *comm_self_create(Bootstrap *b);
-#ifdef HAVE_MPI
-Comm *comm_mpi_create(Bootstrap *b, double timeout_s, char *err, size_t errlen);
-#endif
+/* One rank: every operation is a no-op. */
+Comm *comm_self_create(void);
 
 /* "comm: mpi (Open MPI v4.1.4, ...), 4 ranks, thread level multiple, timeout 60 s". */
 const char *comm_describe(const Comm *c);
@@ -116,15 +110,13 @@ const char *comm_describe(const Comm *c);
 void comm_set_context(Comm *c, const char *what);
 double comm_set_timeout(Comm *c, double timeout_s);   /* returns the previous value */
 
-/* Start-up agreement, see the top of this file. Collective. Returns 0 when every rank passed
- * ok=1, else the number of ranks that failed (the lowest healthy rank printed which). */
-int comm_startup_check(Comm *c, int ok);
-/* End this rank's part in the job with exit(code), never leaving the others hanging: see the
- * top of this file. Finalizes the comm and the bootstrap. */
-void comm_abort(Comm *c, int code) __attribute__((noreturn));
-
-/* Finalize (MPI_Finalize for MPI) and free. Call before bootstrap_free. NULL is accepted. */
+/* Release the communicator (the world finalizes MPI and the bootstrap after it). NULL is
+ * accepted. */
 void comm_free(Comm *c);
+
+/* End the whole job with `code`: the backend's abort_local, then on_abort (the world's
+ * job-wide abort), else _exit. For backends' fatal errors; stdio is flushed first. */
+void comm_abort_job(Comm *c, int code) __attribute__((noreturn));
 
 /* Print the timeout line and abort the job; for backends' wait loops. */
 void comm_timeout_abort(Comm *c, const char *what, const char *context) __attribute__((noreturn));
@@ -154,6 +146,13 @@ static inline int comm_wait_stream(Comm *c, CommRequest *req) {
     c->ops->wait(c, req);
     return 1;
 }
+
+/* The device communicator whose collectives comm_guard_host_sync waits for (NULL: none);
+ * set by whoever creates one, cleared by comm_free. */
+void comm_set_host_sync_guard(Comm *c);
+/* Before a host wait on a device stream that may be ordered after a collective: see the top.
+ * A no-op without a registered device communicator. */
+void comm_guard_host_sync(void);
 
 /* Bytes per element of dt; shared by the backends. */
 size_t comm_dtype_size(CommDtype dt);

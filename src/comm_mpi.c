@@ -1,11 +1,11 @@
-/* comm_mpi.c - the MPI backend of comm.h.
+/* comm_mpi.c - the MPI backend of comm.h (comm_mpi.h).
  *
  * Every operation is non-blocking underneath (MPI_Iallreduce, MPI_Ibcast, MPI_Ibarrier) and
  * completed by one polling loop, because a blocking MPI call cannot time out: if a peer dies
  * or never arrives, MPI_Allreduce waits forever and the job burns its allocation silently. */
 #include "build_config.h"
 #ifdef HAVE_MPI
-#include "comm.h"
+#include "comm_mpi.h"
 #include "util.h"
 
 #include <limits.h>
@@ -20,24 +20,21 @@ _Static_assert(sizeof(MPI_Request) <= sizeof(((CommRequest *)0)->handle), "CommR
 typedef struct {
     MPI_Comm comm;          /* a duplicate of MPI_COMM_WORLD, so our traffic cannot match a
                                library's or another Comm's collectives */
-    int we_initialized;     /* MPI_Init_thread was ours, so MPI_Finalize is too */
 } MpiImpl;
 
 /* An MPI error inside a collective leaves the peers waiting in theirs; exiting this process
- * alone would hang them (under srun nothing else kills the step), so name the call and end
- * the job. */
-static void mpi_fail(const char *file, int line, const char *call, int rc) {
+ * alone would hang them, so name the call and end the job. */
+static void mpi_fail(Comm *c, const char *file, int line, const char *call, int rc) {
     char msg[MPI_MAX_ERROR_STRING];
     int len = 0;
     if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
     fflush(stdout);
     fprintf(stderr, "%s: internal error at %s:%d: %s: %s\n", g_progname, file, line, call, msg);
     fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, 1);
-    _exit(1);
+    comm_abort_job(c, 1);
 }
-#define MPI_CHECK(call) do { int rc_ = (call); \
-    if (rc_ != MPI_SUCCESS) mpi_fail(__FILE__, __LINE__, #call, rc_); } while (0)
+#define MPI_CHECK(c, call) do { int rc_ = (call); \
+    if (rc_ != MPI_SUCCESS) mpi_fail((c), __FILE__, __LINE__, #call, rc_); } while (0)
 
 static MPI_Comm mpi_comm(const Comm *c) { return ((const MpiImpl *)c->impl)->comm; }
 
@@ -80,7 +77,7 @@ static void req_complete(Comm *c, CommRequest *req) {
 
 static int mpi_test(Comm *c, CommRequest *req) {
     int done = 0;
-    MPI_CHECK(MPI_Test(req_mpi(req), &done, MPI_STATUS_IGNORE));
+    MPI_CHECK(c, MPI_Test(req_mpi(req), &done, MPI_STATUS_IGNORE));
     if (done) req_complete(c, req);
     return done;
 }
@@ -111,7 +108,7 @@ static void mpi_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommO
     if (op == COMM_AVG && dt == COMM_INT64) comm_finish_avg(buf, count, dt, c->world_size);   /* reports */
     req_begin(c, req, "iallreduce", buf, count, dt, op);
     MPI_Request r;
-    MPI_CHECK(MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(dt), MPI_SUM, mpi_comm(c), &r));
+    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(dt), MPI_SUM, mpi_comm(c), &r));
     req_set(req, r);
 }
 
@@ -127,7 +124,7 @@ static void mpi_broadcast(Comm *c, void *buf, size_t bytes, int root) {
     CHECK(root >= 0 && root < c->world_size);
     req_begin(c, &req, "broadcast", buf, bytes, COMM_FLOAT32, COMM_SUM);
     MPI_Request r;
-    MPI_CHECK(MPI_Ibcast(buf, mpi_count(bytes), MPI_BYTE, root, mpi_comm(c), &r));
+    MPI_CHECK(c, MPI_Ibcast(buf, mpi_count(bytes), MPI_BYTE, root, mpi_comm(c), &r));
     req_set(&req, r);
     mpi_wait(c, &req);
 }
@@ -136,29 +133,17 @@ static void mpi_barrier(Comm *c) {
     CommRequest req;
     req_begin(c, &req, "barrier", NULL, 0, COMM_FLOAT32, COMM_SUM);
     MPI_Request r;
-    MPI_CHECK(MPI_Ibarrier(mpi_comm(c), &r));
+    MPI_CHECK(c, MPI_Ibarrier(mpi_comm(c), &r));
     req_set(&req, r);
     mpi_wait(c, &req);
 }
 
-/* Under mpirun, MPI_Abort makes mpirun kill every rank; under srun it goes through PMIx_Abort
- * and Slurm cancels the step. Either way the caller's message is already printed. */
-static void mpi_abort_job(Comm *c, int code) {
-    (void)c;
-    fflush(stdout);
-    fflush(stderr);
-    MPI_Abort(MPI_COMM_WORLD, code);
-    _exit(code);
-}
-
+/* After MPI_Finalize (a world torn down on an error path) the duplicate is gone with MPI. */
 static void mpi_free(Comm *c) {
     MpiImpl *m = c->impl;
     int finalized = 0;
     MPI_Finalized(&finalized);
-    if (!finalized) {
-        MPI_CHECK(MPI_Comm_free(&m->comm));
-        if (m->we_initialized) MPI_CHECK(MPI_Finalize());
-    }
+    if (!finalized) MPI_CHECK(c, MPI_Comm_free(&m->comm));
     free(m);
     free(c);
 }
@@ -171,7 +156,6 @@ static const CommOps mpi_ops = {
     .iallreduce = mpi_iallreduce,
     .test = mpi_test,
     .wait = mpi_wait,
-    .abort_job = mpi_abort_job,
     .free = mpi_free,
 };
 
@@ -185,69 +169,36 @@ static const char *thread_level_name(int level) {
     return "unknown";
 }
 
-Comm *comm_mpi_create(Bootstrap *b, double timeout_s, char *err, size_t errlen) {
-    /* MPI can only connect ranks that a PMIx-capable launcher started. Anything else would make
-     * MPI_Init start a singleton, and after a failed PMIx_Init Open MPI 4.1's singleton start
-     * crashes its helper daemon and hangs; so refuse before touching MPI. */
-    if (strcmp(b->method, "pmix") != 0 && strcmp(b->method, "ompi-env") != 0 &&
-        strcmp(b->method, "slurm") != 0) {
-        snprintf(err, errlen, "%d ranks from a %s-style environment, but MPI can only connect "
-                 "ranks started by `srun --mpi=pmix` or `mpirun`", b->world_size, b->method);
+Comm *comm_mpi_create(double timeout_s, int thread_level, char *err, size_t errlen) {
+    if (thread_level < MPI_THREAD_FUNNELED) {
+        /* Our helper threads (data prefetch) must not be forbidden from existing. */
+        snprintf(err, errlen, "MPI offers thread level %s; ddptrain needs at least funneled",
+                 thread_level_name(thread_level));
         return NULL;
     }
-    int inited = 0, provided = MPI_THREAD_SINGLE;
-    MPI_Initialized(&inited);
-    int we_initialized = !inited;
-    if (we_initialized) {
-        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
-        if (rc != MPI_SUCCESS) {
-            snprintf(err, errlen, "MPI_Init_thread failed (error %d)", rc);
-            return NULL;
-        }
-    } else {
-        MPI_Query_thread(&provided);
-    }
-    /* Errors come back to MPI_CHECK, which names the call before aborting the job. */
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
     int rank = -1, size = -1;
     MPI_Comm_rank(MPI_COMM_WORLD, &rank);
     MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != b->world_size || rank != b->rank) {
-        /* Typically: several processes each started as a singleton (no launcher connected
-         * them). Finalizing is local for a singleton, so this cannot hang. */
-        snprintf(err, errlen, "MPI sees rank %d of %d but the launcher (%s) said rank %d of %d: "
-                 "the ranks are not connected; start them with `srun --mpi=pmix` or `mpirun`",
-                 rank, size, b->method, b->rank, b->world_size);
-        if (we_initialized) MPI_Finalize();
-        return NULL;
-    }
-    if (provided < MPI_THREAD_FUNNELED) {
-        /* Our helper threads (data prefetch) must not be forbidden from existing. */
-        snprintf(err, errlen, "MPI offers thread level %s; ddptrain needs at least funneled",
-                 thread_level_name(provided));
-        if (we_initialized) MPI_Finalize();
-        return NULL;
-    }
     MpiImpl *m = callocCheck(1, sizeof *m);
-    m->we_initialized = we_initialized;
-    MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
-    MPI_CHECK(MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
-
     Comm *c = callocCheck(1, sizeof *c);
     c->ops = &mpi_ops;
     c->impl = m;
     c->rank = rank;
     c->world_size = size;
     c->timeout_s = timeout_s > 0 ? timeout_s : 0;
-    c->thread_level = provided;
-    c->boot = b;
+    c->thread_level = thread_level;
+    /* MPI_Comm_dup is a blocking collective; every rank gets here right after MPI_Init_thread
+     * connected them, so it cannot wait on a rank that is still starting. */
+    MPI_CHECK(c, MPI_Comm_dup(MPI_COMM_WORLD, &m->comm));
+    /* Errors come back to MPI_CHECK, which names the call before ending the job. */
+    MPI_CHECK(c, MPI_Comm_set_errhandler(m->comm, MPI_ERRORS_RETURN));
 
     char lib[MPI_MAX_LIBRARY_VERSION_STRING];
     int len = 0;
     MPI_Get_library_version(lib, &len);
     lib[strcspn(lib, ",\n")] = '\0';   /* "Open MPI v4.1.4, package: ..." -> "Open MPI v4.1.4" */
     snprintf(c->desc, sizeof c->desc, "comm: mpi (%.120s), %d ranks, thread level %s, timeout %g s",
-             lib, size, thread_level_name(provided), c->timeout_s);
+             lib, size, thread_level_name(thread_level), c->timeout_s);
     return c;
 }
 

@@ -1,4 +1,4 @@
-/* comm_nccl.c - the NCCL backend of comm.h, for DEVICE buffers of the CUDA backend.
+/* comm_nccl.c - the NCCL backend of comm.h (comm_nccl.h), for DEVICE buffers of the CUDA backend.
  *
  * Streams. Collectives run on a communication stream of their own, so that the reduction of
  * one gradient bucket overlaps the backward of the next layers on the compute stream. A post
@@ -10,33 +10,25 @@
  * forever when a peer dies. So the communicator is created non-blocking (config.blocking = 0):
  * no NCCL call blocks, and every wait here is a polling loop that watches the completion event
  * and ncclCommGetAsyncError, and after the comm's timeout prints the same one line as the MPI
- * backend (comm_timeout_abort), aborts the communicator and ends the process. There is no
- * launcher-wide abort here (that would need MPI or PMIx_Abort), so the other ranks end the same
- * way when their own waits time out, or sooner when the launcher kills the step on this rank's
- * exit (srun --kill-on-bad-exit, mpirun's default).
+ * backend (comm_timeout_abort), which aborts the communicator (abort_local: its kernels stop)
+ * and ends the whole job through the world's abort (MPI_Abort or PMIx_Abort).
  *
- * Host buffers. comm_startup_check and callers that broadcast small host values use the
- * blocking operations on host memory; those are staged through a device buffer. The
- * non-blocking iallreduce takes device memory only.
+ * Host waits behind a collective. After comm_wait_stream the compute stream waits for a
+ * collective the host no longer watches; a host synchronisation on that stream would then
+ * hang with no timeout if a peer died. This communicator registers itself as the host-sync
+ * guard (comm.h): the CUDA backend calls comm_guard_host_sync() before each host wait, and
+ * nccl_drain polls every collective still in flight, watched by the timeout, first.
  *
- * The unique id. NCCL needs rank 0's ncclUniqueId on every rank before a communicator exists,
- * so it travels through whatever channel the launch offers, in this order:
- *   1. the bootstrap's PMIx key-value store (`srun --mpi=pmix`, `mpirun` in a PMIx build);
- *   2. an MPI broadcast over MPI_COMM_WORLD (built with MPI, and ranks MPI can connect: the
- *      bootstrap methods comm_mpi_create accepts). MPI stays initialised until nccl_free, which
- *      finalizes it when this file initialised it; comm_free comes before bootstrap_free, so
- *      MPI is finalized before PMIx, the order Open MPI needs;
- *   3. a file in the caller's rendezvous directory (rendezvous.h), which must be on a file
- *      system every node shares: torchrun-style launches, where neither of the above exists.
- *      Rank 0 removes the file once the communicator is up, when every rank has necessarily
- *      read it.
- * Every wait in the exchange gives up after the start-up timeout, as the communicator's
- * creation does, instead of hanging on a rank that never arrives. */
+ * Host buffers. Callers that broadcast small host values use the blocking operations on host
+ * memory; those are staged through a device buffer. The non-blocking iallreduce takes device
+ * memory only.
+ *
+ * The unique id is made on rank 0 (comm_nccl_make_id) and carried to the others by the world
+ * (world.h), which owns the launch's channels (PMIx, MPI, a rendezvous file). */
 #include "build_config.h"
 #ifdef HAVE_NCCL
-#include "comm.h"
+#include "comm_nccl.h"
 #include "ops_cuda.h"
-#include "rendezvous.h"
 #include "util.h"
 
 #include <sched.h>
@@ -46,9 +38,8 @@
 
 #include <cuda_runtime_api.h>
 #include <nccl.h>
-#ifdef HAVE_MPI
-#include <mpi.h>
-#endif
+
+_Static_assert(sizeof(ncclUniqueId) == COMM_NCCL_ID_BYTES, "COMM_NCCL_ID_BYTES is not sizeof(ncclUniqueId)");
 
 /* Request slots at creation. A slot is held from the post until a test or wait sees the
  * request complete, so the reducer alone holds up to 2 per gradient bucket (one per step
@@ -62,11 +53,12 @@ typedef struct {
     cudaEvent_t ready;                /* recorded on the compute stream at each post */
     cudaEvent_t *done;                /* per request slot: recorded after its collective */
     unsigned char *in_use;
+    const char **what;                /* per slot: the request's operation and context, for */
+    char (*context)[96];              /* nccl_drain's timeout line (the request is the caller's) */
     int nslots;
     void *bounce;                     /* device staging for host buffers */
     size_t bounce_bytes;
     int aborted;
-    int mpi_we_initialized;           /* the id went over MPI and MPI_Init_thread was ours */
 } NcclImpl;
 
 _Static_assert(sizeof(int) <= sizeof(((CommRequest *)0)->handle), "CommRequest.handle too small");
@@ -74,12 +66,12 @@ _Static_assert(sizeof(int) <= sizeof(((CommRequest *)0)->handle), "CommRequest.h
 static NcclImpl *impl_of(const Comm *c) { return (NcclImpl *)c->impl; }
 
 /* A failed NCCL or CUDA call inside a collective leaves the peers waiting in theirs; name the
- * call, abort the communicator (so its kernels stop) and end the process. */
+ * call, abort the communicator (so its kernels stop) and end the job. */
 static void nccl_fail(Comm *c, const char *file, int line, const char *call, const char *why) {
     fflush(stdout);
     fprintf(stderr, "%s: internal error at %s:%d: %s: %s\n", g_progname, file, line, call, why);
     fflush(stderr);
-    if (c) c->ops->abort_job(c, 1);
+    if (c) comm_abort_job(c, 1);
     _exit(1);
 }
 
@@ -171,9 +163,14 @@ static int is_device_ptr(const void *p) {
 static void slots_grow(Comm *c, NcclImpl *m, int n) {
     cudaEvent_t *done = realloc(m->done, (size_t)n * sizeof *done);
     unsigned char *in_use = realloc(m->in_use, (size_t)n);
+    const char **what = realloc(m->what, (size_t)n * sizeof *what);
+    char(*context)[96] = realloc(m->context, (size_t)n * sizeof *context);
     if (done) m->done = done;
     if (in_use) m->in_use = in_use;
-    if (!done || !in_use) nccl_fail(c, __FILE__, __LINE__, "realloc", "out of memory for NCCL request slots");
+    if (what) m->what = what;
+    if (context) m->context = context;
+    if (!done || !in_use || !what || !context)
+        nccl_fail(c, __FILE__, __LINE__, "realloc", "out of memory for NCCL request slots");
     for (int i = m->nslots; i < n; i++) {
         CUDA_CHECK(c, cudaEventCreateWithFlags(&m->done[i], cudaEventDisableTiming));
         m->in_use[i] = 0;
@@ -214,6 +211,8 @@ static void req_begin(Comm *c, CommRequest *req, const char *what, void *buf, si
     req->t_post = now_sec();
     const int s = slot_take(c);
     memcpy(req->handle.bytes, &s, sizeof s);
+    impl_of(c)->what[s] = what;
+    memcpy(impl_of(c)->context[s], req->context, sizeof req->context);
 }
 
 /* The communication stream starts the next collective only after the compute stream's work
@@ -275,9 +274,14 @@ static void nccl_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, Comm
     post_done(c, req);
 }
 
+static void nccl_drain(Comm *c);
+
 static void *bounce(Comm *c, size_t bytes) {
     NcclImpl *m = impl_of(c);
     if (bytes > m->bounce_bytes) {
+        /* cudaFree waits for the whole device, the collectives in flight included: watch them
+         * first, so that the synchronisation cannot hang on a dead peer. */
+        nccl_drain(c);
         CUDA_CHECK(c, cudaStreamSynchronize(m->stream));
         if (m->bounce) CUDA_CHECK(c, cudaFree(m->bounce));
         m->bounce = NULL;
@@ -337,21 +341,41 @@ static void nccl_barrier(Comm *c) {
     nccl_wait(c, &req);
 }
 
-/* Abort the communicator (its kernels stop, so the GPU is not left spinning) and end this
- * process; see the top of the file for how the other ranks end. */
-static void nccl_abort_job(Comm *c, int code) {
+/* Before the job ends: abort the communicator, so its kernels stop and the GPU is not left
+ * spinning on a peer that will never come. */
+static void nccl_abort_local(Comm *c) {
     NcclImpl *m = impl_of(c);
-    fflush(stdout);
-    fflush(stderr);
     if (m && m->comm && !m->aborted) {
         m->aborted = 1;
         ncclCommAbort(m->comm);
     }
-    _exit(code);
+}
+
+/* Every collective posted so far has completed on the device, or the job ends after the
+ * timeout with the usual line naming the oldest one's context. Slots stay held: the requests
+ * belong to their callers, whose next test or wait releases them. */
+static void nccl_drain(Comm *c) {
+    NcclImpl *m = impl_of(c);
+    double t0 = now_sec();
+    long sleep_ns = 0;
+    for (int s = 0; s < m->nslots; s++) {
+        if (!m->in_use[s]) continue;
+        for (;;) {
+            cudaError_t e = cudaEventQuery(m->done[s]);
+            if (e == cudaSuccess) break;
+            if (e != cudaErrorNotReady) nccl_fail(c, __FILE__, __LINE__, "cudaEventQuery", cudaGetErrorString(e));
+            async_pending(c, "collective in flight");
+            double waited = now_sec() - t0;
+            if (c->timeout_s > 0 && waited > c->timeout_s)
+                comm_timeout_abort(c, m->what[s], m->context[s]);
+            poll_pause(waited, &sleep_ns);
+        }
+    }
 }
 
 static void nccl_free(Comm *c) {
     NcclImpl *m = impl_of(c);
+    if (!m->aborted) nccl_drain(c);   /* the synchronisations below cannot hang on a peer then */
     if (m->comm && !m->aborted) {
         /* Finalize flushes what is still queued; on a non-blocking communicator it returns at
          * once and finishes in the background. */
@@ -366,16 +390,8 @@ static void nccl_free(Comm *c) {
     CUDA_CHECK(NULL, cudaEventDestroy(m->ready));
     if (m->bounce) CUDA_CHECK(NULL, cudaFree(m->bounce));
     CUDA_CHECK(NULL, cudaStreamDestroy(m->stream));
-#ifdef HAVE_MPI
-    /* Here, not later: the caller frees the bootstrap (PMIx) after the comm, and MPI must be
-     * finalized first. MPI_Finalize is collective in effect (it may wait for the peers), which
-     * is fine: every rank frees its communicator at the end of a run. */
-    int finalized = 0;
-    if (m->mpi_we_initialized && MPI_Finalized(&finalized) == MPI_SUCCESS && !finalized) {
-        int rc = MPI_Finalize();
-        if (rc != MPI_SUCCESS) fprintf(stderr, "%s: warning: MPI_Finalize: error %d\n", g_progname, rc);
-    }
-#endif
+    free(m->what);
+    free(m->context);
     free(m);
     free(c);
 }
@@ -389,160 +405,39 @@ static const CommOps nccl_ops = {
     .test = nccl_test,
     .wait = nccl_wait,
     .wait_stream = nccl_wait_stream,
-    .abort_job = nccl_abort_job,
+    .drain = nccl_drain,
+    .abort_local = nccl_abort_local,
     .free = nccl_free,
 };
 
-#ifdef HAVE_MPI
-/* The bootstrap methods whose ranks MPI connects, comm_mpi_create's rule: for any other launch
- * MPI_Init would start singletons, which Open MPI 4.1 does not survive after a failed PMIx_Init. */
-static int mpi_can_connect(const Bootstrap *b) {
-    return strcmp(b->method, "pmix") == 0 || strcmp(b->method, "ompi-env") == 0 || strcmp(b->method, "slurm") == 0;
-}
-
-static int mpi_errf(char *err, size_t errlen, const char *call, int rc) {
-    char msg[MPI_MAX_ERROR_STRING];
-    int len = 0;
-    if (MPI_Error_string(rc, msg, &len) != MPI_SUCCESS) snprintf(msg, sizeof msg, "MPI error %d", rc);
-    return errf(err, errlen, "%s: %s", call, msg);
-}
-
-/* Broadcast the id over MPI_COMM_WORLD, initialising MPI if nobody has (*we_initialized = 1).
- * Returns 0; 1 when MPI does not see the ranks the bootstrap described (why in err; MPI is
- * finalized again if it was ours), so that the caller tries the next channel; -1 with err.
- * MPI_COMM_WORLD itself, not a duplicate: MPI_Comm_dup is a blocking collective that could
- * hang, and nothing else in this process uses MPI_COMM_WORLD before this one broadcast. */
-static int mpi_share_id(Bootstrap *b, ncclUniqueId *id, double limit, int *we_initialized, char *err,
-                        size_t errlen) {
-    int inited = 0, provided = 0;
-    MPI_Initialized(&inited);
-    if (!inited) {
-        /* The level comm_mpi_create asks for, should the process create an MPI comm later. */
-        int rc = MPI_Init_thread(NULL, NULL, MPI_THREAD_MULTIPLE, &provided);
-        if (rc != MPI_SUCCESS) return errf(err, errlen, "MPI_Init_thread failed (error %d)", rc);
-        *we_initialized = 1;
-    }
-    MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN);
-    int rank = -1, size = -1;
-    MPI_Comm_rank(MPI_COMM_WORLD, &rank);
-    MPI_Comm_size(MPI_COMM_WORLD, &size);
-    if (size != b->world_size || rank != b->rank) {
-        /* Singletons: finalizing is local, so this cannot hang. */
-        errf(err, errlen, "MPI sees rank %d of %d but the launcher (%s) said rank %d of %d", rank, size,
-             b->method, b->rank, b->world_size);
-        if (*we_initialized) MPI_Finalize();
-        *we_initialized = 0;
-        return 1;
-    }
-    /* Non-blocking and polled, like every wait here: a blocking MPI_Bcast cannot time out when
-     * a rank never arrives. */
-    MPI_Request req;
-    int rc = MPI_Ibcast(id, (int)sizeof *id, MPI_BYTE, 0, MPI_COMM_WORLD, &req);
-    if (rc != MPI_SUCCESS) return mpi_errf(err, errlen, "MPI_Ibcast of the NCCL id", rc);
-    double t0 = now_sec();
-    long sleep_ns = 0;
-    for (;;) {
-        int done = 0;
-        rc = MPI_Test(&req, &done, MPI_STATUS_IGNORE);
-        if (rc != MPI_SUCCESS) return mpi_errf(err, errlen, "MPI_Test of the NCCL id broadcast", rc);
-        if (done) return 0;
-        double waited = now_sec() - t0;
-        if (limit > 0 && waited > limit)
-            return errf(err, errlen, "rank %d: the MPI broadcast of the NCCL id did not complete within %g s; a "
-                        "peer rank is probably dead or stuck", b->rank, limit);
-        poll_pause(waited, &sleep_ns);
-    }
-}
-#endif
-
-/* Hand the unique id from rank 0 to every rank through the first channel the launch offers (see
- * the top of the file), waiting up to `limit` seconds (0: forever). On return *via names the
- * channel (for the log: which fallback a launch needed), *mpi_we_initialized says that MPI was
- * initialised here, and a non-empty rdv_key that the id went through a file, which rank 0
- * removes once the communicator is up. Returns 0 or -1 with err. */
-static int share_unique_id(Bootstrap *b, const char *rendezvous_dir, double limit, ncclUniqueId *id,
-                           const char **via, int *mpi_we_initialized, char *rdv_key, size_t keylen, char *err,
-                           size_t errlen) {
-    *via = "none (one rank)";
-    if (b->rank == 0) {
-        ncclResult_t r = ncclGetUniqueId(id);
-        if (r != ncclSuccess) {
-            snprintf(err, errlen, "ncclGetUniqueId: %s", ncclGetErrorString(r));
-            return -1;
-        }
-    }
-    if (b->world_size == 1) return 0;
-    if (bootstrap_has_kv(b)) {
-        if ((b->rank == 0 && bootstrap_put(b, "ddp-nccl-id", id, sizeof *id) != 0) ||
-            bootstrap_commit_fence(b) != 0 || bootstrap_get(b, 0, "ddp-nccl-id", id, sizeof *id) != 0) {
-            snprintf(err, errlen, "could not exchange the NCCL id through %s", b->method);
-            return -1;
-        }
-        *via = "PMIx key-value store";
-        return 0;
-    }
-    char no_mpi[320] = "ddptrain was built without MPI";
-#ifdef HAVE_MPI
-    if (mpi_can_connect(b)) {
-        int r = mpi_share_id(b, id, limit, mpi_we_initialized, no_mpi, sizeof no_mpi);
-        if (r < 0) snprintf(err, errlen, "%s", no_mpi);
-        if (r == 0) *via = "MPI broadcast";
-        if (r <= 0) return r;
-    } else {
-        snprintf(no_mpi, sizeof no_mpi, "MPI cannot connect the ranks of a %s-style launch", b->method);
-    }
-#endif
-    if (!rendezvous_dir)
-        return errf(err, errlen, "%d ranks from a %s-style launch: the NCCL id has neither a PMIx key-value store "
-                    "nor MPI to travel through (%s), and no directory for a rendezvous file was given: pass "
-                    "--job_dir DIR on a file system every node shares, or start the ranks with "
-                    "`srun --mpi=pmix` or `mpirun`", b->world_size, b->method, no_mpi);
-    if (rendezvous_key(b->world_size, rdv_key, keylen, err, errlen) != 0) return -1;
-    if (rendezvous_share(rendezvous_dir, rdv_key, b->rank, b->world_size, id, sizeof *id, limit, err, errlen) != 0) {
-        rdv_key[0] = '\0';   /* rank 0 wrote nothing; the others must not remove anything */
-        return -1;
-    }
-    *via = "rendezvous file";
+int comm_nccl_make_id(void *id, char *err, size_t errlen) {
+    ncclResult_t r = ncclGetUniqueId((ncclUniqueId *)id);
+    if (r != ncclSuccess) return errf(err, errlen, "ncclGetUniqueId: %s", ncclGetErrorString(r));
     return 0;
 }
 
-/* Once the communicator is up, or has failed, the rendezvous file has served: see the top. */
-static Comm *rendezvous_done(Comm *c, const char *dir, const char *key, int rank) {
-    if (key[0]) rendezvous_cleanup(dir, key, rank);
-    return c;
-}
-
-Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, const char *rendezvous_dir, char *err,
+Comm *comm_nccl_create(int rank, int world_size, int device, const void *id_bytes, double timeout_s, char *err,
                        size_t errlen) {
     if (!cuda_backend_active() || cuda_device() != device) {
         snprintf(err, errlen, "the NCCL communicator needs the CUDA backend initialised on device %d first",
                  device);
         return NULL;
     }
-    /* Ranks reach this point at different times (data loading, cuDNN plans): the id exchange
-     * and the creation wait as long as the start-up check does. */
+    /* Ranks reach this point at different times (data loading, cuDNN plans): the creation
+     * waits as long as the start-up check does. */
     double limit = timeout_s > 0 ? timeout_s : 0;
     if (limit > 0 && limit < COMM_STARTUP_TIMEOUT_S) limit = COMM_STARTUP_TIMEOUT_S;
     ncclUniqueId id;
-    memset(&id, 0, sizeof id);
-    const char *via = "";
-    int mpi_we_initialized = 0;
-    char rdv_key[RENDEZVOUS_KEY_MAX + 1] = "";
-    /* On failure MPI stays initialised: MPI_Finalize may wait for peers that never come, and
-     * the caller is about to exit anyway (which mpirun treats as the job's failure). */
-    if (share_unique_id(b, rendezvous_dir, limit, &id, &via, &mpi_we_initialized, rdv_key, sizeof rdv_key, err,
-                        errlen) != 0)
-        return NULL;
+    memcpy(&id, id_bytes, sizeof id);
 
     NcclImpl *m = callocCheck(1, sizeof *m);
     Comm *c = callocCheck(1, sizeof *c);
     c->ops = &nccl_ops;
     c->impl = m;
-    c->rank = b->rank;
-    c->world_size = b->world_size;
+    c->rank = rank;
+    c->world_size = world_size;
     c->timeout_s = timeout_s > 0 ? timeout_s : 0;
     c->thread_level = 1;   /* like MPI_THREAD_FUNNELED: every call from the creating thread */
-    c->boot = b;
 
     /* Highest priority for the communication stream: a reduction kernel that waits behind a
      * queue of compute kernels delays every rank, not just this one. */
@@ -560,7 +455,7 @@ Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, const char *r
         m->comm = NULL;
         m->aborted = 1;
         nccl_free(c);
-        return rendezvous_done(NULL, rendezvous_dir, rdv_key, b->rank);
+        return NULL;
     }
     double t0 = now_sec();
     long sleep_ns = 0;
@@ -578,19 +473,17 @@ Comm *comm_nccl_create(Bootstrap *b, int device, double timeout_s, const char *r
             ncclCommAbort(m->comm);
             m->aborted = 1;
             nccl_free(c);
-            return rendezvous_done(NULL, rendezvous_dir, rdv_key, b->rank);
+            return NULL;
         }
         poll_pause(waited, &sleep_ns);
     }
 
     int v = 0;
     NCCL_CHECK(c, ncclGetVersion(&v));
-    snprintf(c->desc, sizeof c->desc, "comm: nccl (NCCL %d.%d.%d), %d ranks, device %d, timeout %g s, id by %s",
-             v / 10000, v / 100 % 100, v % 100, c->world_size, device, c->timeout_s, via);
-    /* Only now may nccl_free finalize MPI: on the failure paths above the peers may never get
-     * there (see share_unique_id's call). */
-    m->mpi_we_initialized = mpi_we_initialized;
-    return rendezvous_done(c, rendezvous_dir, rdv_key, b->rank);
+    snprintf(c->desc, sizeof c->desc, "comm: nccl (NCCL %d.%d.%d), %d ranks, device %d, timeout %g s",
+             v / 10000, v / 100 % 100, v % 100, c->world_size, device, c->timeout_s);
+    comm_set_host_sync_guard(c);
+    return c;
 }
 
 #else

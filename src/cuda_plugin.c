@@ -2,6 +2,7 @@
  * points, the one symbol ddptrain-cuda.so exports (its link keeps every other symbol local). */
 #include "build_config.h"
 
+#include "comm_nccl.h"
 #include "cuda_plugin.h"
 #include "device_data.h"
 #include "ops_cuda.h"
@@ -17,6 +18,8 @@ static const CudaPlugin k_plugin = {
     .set_amp = cuda_set_amp,
     .set_act_storage = cuda_set_act_storage,
 #ifdef HAVE_NCCL
+    .nccl_id_bytes = COMM_NCCL_ID_BYTES,
+    .comm_nccl_make_id = comm_nccl_make_id,
     .comm_nccl_create = comm_nccl_create,
 #endif
     .device_data_open = device_data_open,

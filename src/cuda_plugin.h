@@ -9,12 +9,12 @@
  * host passes the ABI version it was built with; the module returns its own table whatever the
  * argument, and the host refuses a table whose abi_version is not its own (plugin.c). Change
  * CUDA_PLUGIN_ABI with any change to this struct or to the meaning of an entry, and to the
- * structs the entries share with the host (Backend, Comm, Bootstrap, DataLoader): the module
+ * structs the entries share with the host (Backend, Comm, DataLoader): the module
  * and the host are one build. abi_version stays the first member in every version, so that
  * any host can read it.
  *
  * The module's code calls back into the host for everything that is not CUDA (util.h's checks
- * and die(), comm.h, bootstrap.h, rendezvous.h, dataloader.h): a host program exports its
+ * and die(), comm.h, dataloader.h): a host program exports its
  * symbols (-Wl,--export-dynamic, Makefile.am) and the module leaves them undefined, so that
  * both share one g_die_hook, one logger, one MPI. */
 #ifndef DDP_CUDA_PLUGIN_H
@@ -30,12 +30,11 @@
 extern "C" {
 #endif
 
-#define CUDA_PLUGIN_ABI 1
+#define CUDA_PLUGIN_ABI 2
 #define CUDA_PLUGIN_SYMBOL "ddptrain_cuda_plugin"
 #define CUDA_PLUGIN_FILE "ddptrain-cuda.so"
 
 struct Comm;
-struct Bootstrap;
 
 typedef struct CudaPlugin {
     int abi_version;          /* CUDA_PLUGIN_ABI of the module's build; first member forever */
@@ -50,9 +49,12 @@ typedef struct CudaPlugin {
     void (*set_amp)(int mode);                /* CUDA_AMP_* of ops_cuda.h */
     void (*set_act_storage)(int mode);
 
-    /* comm_nccl.c; NULL when the module was built without NCCL (one rank per job on GPUs) */
-    struct Comm *(*comm_nccl_create)(struct Bootstrap *b, int device, double timeout_s,
-                                     const char *rendezvous_dir, char *err, size_t errlen);
+    /* comm_nccl.h; NULL when the module was built without NCCL (one rank per job on GPUs).
+     * The world (world.h) carries the id from rank 0 to the others. */
+    size_t nccl_id_bytes;
+    int (*comm_nccl_make_id)(void *id, char *err, size_t errlen);
+    struct Comm *(*comm_nccl_create)(int rank, int world_size, int device, const void *id, double timeout_s,
+                                     char *err, size_t errlen);
 
     /* device_data.h: batches made on the GPU */
     DeviceData *(*device_data_open)(const DataLoader *dl, int max_batch, char *err, size_t errlen);

@@ -25,6 +25,7 @@
 #include "device_data.h"
 #include "ops_cuda.h"
 extern "C" {
+#include "comm.h"
 #include "util.h"
 }
 
@@ -102,6 +103,7 @@ static DeviceData *open_fail(DeviceData *d, char *err, size_t errlen, const char
         va_end(ap);
     }
     if (d) {
+        comm_guard_host_sync();
         if (d->stream) cudaStreamSynchronize(d->stream);
         for (int k = 0; k < d->events_made; k++) cudaEventDestroy(d->copied[k]);
         if (d->host_ring) cudaFreeHost(d->host_ring);
@@ -169,6 +171,7 @@ extern "C" DeviceData *device_data_open(const DataLoader *dl, int max_batch, cha
     /* On the compute stream, so the kernels are ordered after the upload; a plain cudaMemcpy
      * from pageable memory may return before its DMA ends, unordered with a non-blocking
      * stream. Then wait: the source is the loader's pageable memory. */
+    comm_guard_host_sync();
     if ((e = cudaMemcpyAsync(d->images, dataloader_images(dl), image_bytes, cudaMemcpyHostToDevice,
                              d->stream)) != cudaSuccess ||
         (e = cudaMemcpyAsync(d->lut, dataloader_lut(dl), lut_bytes, cudaMemcpyHostToDevice,
@@ -186,7 +189,10 @@ extern "C" void device_data_next(DeviceData *d, DataLoader *dl, float *x_dev, in
     unsigned char *dev = d->dev_ring + (size_t)k * d->slot_bytes;
     SamplePlan *plan = (SamplePlan *)host;
     int *labels = (int *)(host + d->labels_off);
-    /* The slot's previous copy may still be reading it (no-op for a slot never used). */
+    /* The slot's previous copy may still be reading it (no-op for a slot never used). With
+     * gradient accumulation that copy can be queued behind the previous step's all-reduce on
+     * the compute stream: the guard waits for the collectives first, watched by the timeout. */
+    if (cudaEventQuery(d->copied[k]) == cudaErrorNotReady) comm_guard_host_sync();
     DD_CUDA_CHECK(cudaEventSynchronize(d->copied[k]));
     const int n = dataloader_next_plan(dl, plan, labels);
     *n_out = n;
@@ -215,6 +221,7 @@ extern "C" void device_data_free(DeviceData *d) {
     /* Queued copies read the pinned ring and kernels read the images: let them finish. */
     if (!cuda_backend_active() || cuda_compute_stream() != d->stream)
         fail_at(__FILE__, __LINE__, "device_data_free", "the CUDA backend was freed first");
+    comm_guard_host_sync();
     DD_CUDA_CHECK(cudaStreamSynchronize(d->stream));
     for (int k = 0; k < d->events_made; k++) DD_CUDA_CHECK(cudaEventDestroy(d->copied[k]));
     DD_CUDA_CHECK(cudaFreeHost(d->host_ring));

@@ -27,6 +27,7 @@
 #include "ops_cuda.h"
 #include "scaler.h"
 extern "C" {
+#include "comm.h"
 #include "util.h"
 }
 
@@ -82,6 +83,7 @@ static void require_active(const char *file, int line) {
  * before freeing; growth happens only while shapes are first seen, not in steady state. */
 static void grow(void **buf, size_t *have, size_t need) {
     if (need <= *have) return;
+    comm_guard_host_sync();
     CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
     if (*buf) CUDA_CHECK(cudaFree(*buf));
     *buf = NULL;
@@ -144,6 +146,7 @@ extern "C" int cuda_backend_init(int device, char *err, size_t errlen) {
     CUBLAS_CHECK(cublasSetMathMode(g_cu.cublas, g_cu.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     CUDA_CHECK(cudaMalloc((void **)&g_cu.flags, sizeof(int)));
     CUDA_CHECK(cudaMemsetAsync(g_cu.flags, 0, sizeof(int), g_cu.stream));
+    comm_guard_host_sync();   /* no communicator exists yet: a no-op, kept for the rule */
     CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
     return 0;
 }
@@ -159,6 +162,7 @@ extern "C" int cuda_device_count(void) {
 
 extern "C" void cuda_backend_free(void) {
     if (!g_cu.active) return;
+    comm_guard_host_sync();
     CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
     CUDA_CHECK(cudaFree(g_cu.ws));
     CUDA_CHECK(cudaFree(g_cu.scratch));
@@ -229,6 +233,7 @@ extern "C" const char *cuda_describe(void) {
 
 extern "C" void cuda_sync(const char *where) {
     REQUIRE_ACTIVE();
+    comm_guard_host_sync();
     cudaError_t e = cudaStreamSynchronize(g_cu.stream);
     if (e != cudaSuccess) fail_at(__FILE__, __LINE__, where ? where : "cuda_sync", cudaGetErrorString(e));
     int flags = 0;
@@ -252,6 +257,7 @@ extern "C" void *cuda_malloc(size_t bytes) {
 
 extern "C" void cuda_free(void *p) {
     if (!p) return;
+    comm_guard_host_sync();   /* cudaFree waits for the whole device */
     CUDA_CHECK(cudaFree(p));
 }
 
@@ -260,6 +266,7 @@ extern "C" void cuda_upload(void *dst_dev, const void *src_host, size_t bytes) {
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst_dev, src_host, bytes, cudaMemcpyHostToDevice, g_cu.stream));
     /* The host buffer may be reused as soon as we return. */
+    comm_guard_host_sync();
     CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
 }
 
@@ -267,6 +274,7 @@ extern "C" void cuda_download(void *dst_host, const void *src_dev, size_t bytes)
     REQUIRE_ACTIVE();
     if (!bytes) return;
     CUDA_CHECK(cudaMemcpyAsync(dst_host, src_dev, bytes, cudaMemcpyDeviceToHost, g_cu.stream));
+    comm_guard_host_sync();
     CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
 }
 
@@ -694,7 +702,10 @@ extern "C" void cuda_conv2d_free(CudaConv2d *c) {
         plan_free(im->plans);
         im->plans = next;
     }
-    if (im->w_copy || im->dw_copy || im->wh) CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
+    if (im->w_copy || im->dw_copy || im->wh) {
+        comm_guard_host_sync();
+        CUDA_CHECK(cudaStreamSynchronize(g_cu.stream));
+    }
     cuda_free(im->w_copy);
     cuda_free(im->dw_copy);
     cuda_free(im->wh);

@@ -200,20 +200,6 @@ void cuda_scaler_update(float *scale, int *state, float growth, float backoff, i
 void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
                    float momentum, float weight_decay, const int *skip);
 
-/* ---- collectives over device buffers (comm_nccl.c, built with NCCL) ---- */
-
-struct Comm;
-struct Bootstrap;
-/* A Comm (comm.h) whose operations take DEVICE buffers of the current CUDA context, over NCCL.
- * Requires cuda_backend_init(device) first. The NCCL unique id travels from rank 0 through
- * the bootstrap's PMIx key-value store, else an MPI broadcast (ranks MPI can connect), else a
- * file in rendezvous_dir, which must be on a file system every node shares (rendezvous.h; rank
- * 0 creates the directory if missing and removes the file once the communicator is up).
- * rendezvous_dir may be NULL: without PMIx and MPI, more than one rank then fails with a
- * message saying what to do. Collective. NULL with one line in err on failure. */
-struct Comm *comm_nccl_create(struct Bootstrap *b, int device, double timeout_s,
-                              const char *rendezvous_dir, char *err, size_t errlen);
-
 #ifdef __cplusplus
 }
 #endif

@@ -18,11 +18,11 @@
 #endif
 
 #include "backend.h"
-#include "bootstrap.h"
 #include "checkpoint.h"
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
+#include "gpu_choice.h"
 #include "logger.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
@@ -35,6 +35,7 @@
 #include "schedule.h"
 #include "trace.h"
 #include "util.h"
+#include "world.h"
 
 /* Exit status of a run that stopped on the preemption signal after checkpointing; the sbatch
  * scripts in slurm/ requeue the job when they see it. */
@@ -83,11 +84,11 @@ static void narrow_signal_handlers(int preempt) {
 
 typedef struct {
     Config cfg;
-    Bootstrap boot;
+    World world;             /* the process group: bootstrap, MPI, the communicator */
     const Backend *be;       /* where the model lives: backend_cpu or the CUDA backend */
     int gpu;                 /* the CUDA device of this rank, -1 on the CPU */
     char device_note[1300];  /* why auto chose the CPU, for the log */
-    Comm *comm;
+    Comm *comm;              /* world.comm */
     Logger log;
     char job_dir[4096];
     char ckpt_dir[4200];
@@ -115,34 +116,38 @@ typedef struct {
     int hook_layer;
 } Run;
 
-/* Rank-0 decides the default job directory (it contains a pid), everyone uses it. */
-static void choose_job_dir(Run *r) {
-    char dir[4096] = "";
-    if (r->boot.rank == 0) {
-        if (r->cfg.job_dir[0]) {
-            snprintf_check(dir, sizeof dir, "%s", r->cfg.job_dir);
-        } else if (getenv("SLURM_JOB_ID") && *getenv("SLURM_JOB_ID")) {
-            /* A requeued job has the same id, so it finds its checkpoints again. */
-            const char *submit = getenv("SLURM_SUBMIT_DIR");
-            snprintf_check(dir, sizeof dir, "%s/runs/%s", submit && *submit ? submit : ".", getenv("SLURM_JOB_ID"));
-        } else {
-            time_t t = time(NULL);
-            struct tm tm;
-            localtime_r(&t, &tm);
-            char stamp[32];
-            strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
-            snprintf_check(dir, sizeof dir, "runs/%s-%d", stamp, (int)getpid());
-        }
+/* Rank 0 decides the default job directory (it contains a pid); the others learn it after the
+ * start-up check (share_job_dir), since no collective may come before it. */
+static void propose_job_dir(Run *r) {
+    r->job_dir[0] = '\0';
+    if (r->world.boot.rank != 0) return;
+    if (r->cfg.job_dir[0]) {
+        snprintf_check(r->job_dir, sizeof r->job_dir, "%s", r->cfg.job_dir);
+    } else if (getenv("SLURM_JOB_ID") && *getenv("SLURM_JOB_ID")) {
+        /* A requeued job has the same id, so it finds its checkpoints again. */
+        const char *submit = getenv("SLURM_SUBMIT_DIR");
+        snprintf_check(r->job_dir, sizeof r->job_dir, "%s/runs/%s", submit && *submit ? submit : ".",
+                       getenv("SLURM_JOB_ID"));
+    } else {
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf_check(r->job_dir, sizeof r->job_dir, "runs/%s-%d", stamp, (int)getpid());
     }
-    comm_broadcast(r->comm, dir, sizeof dir, 0);
-    snprintf_check(r->job_dir, sizeof r->job_dir, "%s", dir);
-    snprintf_check(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", dir);
+}
+
+static void share_job_dir(Run *r) {
+    comm_set_context(r->comm, "sharing the job directory's name");
+    comm_broadcast(r->comm, r->job_dir, sizeof r->job_dir, 0);
+    snprintf_check(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", r->job_dir);
 }
 
 static DataLoader *open_split(const Run *r, const char *split, int train, char *err, size_t n) {
     const Config *c = &r->cfg;
     DataLoaderOptions o = {
-        .data_dir = c->data_dir, .split = split, .rank = r->boot.rank, .world_size = r->boot.world_size,
+        .data_dir = c->data_dir, .split = split, .rank = r->world.boot.rank, .world_size = r->world.boot.world_size,
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
         .augment = train && c->augment, .shuffle = train && c->shuffle, .drop_last = train,
         .seed = (uint64_t)c->seed, .num_classes = (int)c->num_classes,
@@ -164,12 +169,12 @@ static int choose_threads(const Run *r) {
     if (e && atoi(e) > 0) return atoi(e);
     cpu_set_t set;
     int cpus = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : (int)sysconf(_SC_NPROCESSORS_ONLN);
-    int per = cpus / (r->boot.local_size > 0 ? r->boot.local_size : 1);
+    int per = cpus / (r->world.boot.local_size > 0 ? r->world.boot.local_size : 1);
     return per > 0 ? per : 1;
 }
 
-/* --device: one GPU per rank (the local rank's) with cuda, and with auto when this rank sees
- * a GPU; the CPU with cpu, and with auto when it does not (the log line says why). The CUDA
+/* --device: one GPU per rank (gpu_choice.h says which) with cuda, and with auto when this rank
+ * sees a GPU; the CPU with cpu, and with auto when it does not (the log line says why). The CUDA
  * backend is a module (plugin.h) loaded here only: a CPU node need not have its libraries. */
 static void choose_backend(Run *r) {
     r->be = &backend_cpu;
@@ -181,21 +186,24 @@ static void choose_backend(Run *r) {
     const CudaPlugin *cu = NULL;
     const PluginStatus loaded = plugin_cuda_load(&cu, err, sizeof err);
     /* a module of another build is a broken installation, not a node without GPUs */
-    if (loaded == PLUGIN_INCOMPATIBLE) die("--device %s: rank %d: %s", r->cfg.device, r->boot.rank, err);
+    if (loaded == PLUGIN_INCOMPATIBLE) die("--device %s: rank %d: %s", r->cfg.device, r->world.boot.rank, err);
     if (loaded != PLUGIN_LOADED) {
-        if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d: %s", r->boot.rank, err);
+        if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d: %s", r->world.boot.rank, err);
         snprintf(r->device_note, sizeof r->device_note, "%s", err);
         return;
     }
-    if (!cu->comm_nccl_create && !strcmp(r->cfg.device, "auto") && r->boot.world_size > 1) {
+    if (!cu->comm_nccl_create && !strcmp(r->cfg.device, "auto") && r->world.boot.world_size > 1) {
         snprintf(r->device_note, sizeof r->device_note, "%d ranks on GPUs need NCCL, which this build lacks",
-                 r->boot.world_size);
+                 r->world.boot.world_size);
         return;
     }
-    const Backend *g = cu->backend_open(r->boot.local_rank, err, sizeof err);
+    const Bootstrap *b = &r->world.boot;
+    const int visible = cu->device_count();
+    const int dev = gpu_choose(b->local_rank, b->local_size, visible, getenv("CUDA_VISIBLE_DEVICES"), err, sizeof err);
+    const Backend *g = dev >= 0 ? cu->backend_open(dev, err, sizeof err) : NULL;
     if (g) {
         r->be = g;
-        r->gpu = r->boot.local_rank;
+        r->gpu = dev;
         r->cuda = cu;
         /* before the model exists: each convolution takes its precision at init */
         cu->set_tf32((int)r->cfg.tf32);
@@ -203,21 +211,21 @@ static void choose_backend(Run *r) {
         const int amp = !r->cfg.use_amp ? CUDA_AMP_OFF : !strcmp(r->cfg.amp_dtype, "fp16") ? CUDA_AMP_FP16 : CUDA_AMP_BF16;
         cu->set_amp(amp);
         cu->set_act_storage(!strcmp(r->cfg.amp_activations, "16") ? amp : CUDA_AMP_OFF);
-        if (!cu->comm_nccl_create && r->boot.world_size > 1)
-            die("--device %s: %d ranks on GPUs need NCCL, which this build lacks", r->cfg.device, r->boot.world_size);
+        if (!cu->comm_nccl_create && r->world.boot.world_size > 1)
+            die("--device %s: %d ranks on GPUs need NCCL, which this build lacks", r->cfg.device, r->world.boot.world_size);
         return;
     }
-    if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d (GPU %d): %s", r->boot.rank, r->boot.local_rank, err);
+    if (!strcmp(r->cfg.device, "cuda")) die("--device cuda: rank %d: %s", b->rank, err);
     /* auto on a rank that sees GPUs but cannot use its own (more ranks than GPUs on the node):
      * falling back to the CPU would leave it with MPI while its peers use NCCL, and their
      * communicators would never meet. */
-    if (r->boot.world_size > 1 && cu->device_count() > 0)
-        die("--device auto: rank %d sees %d GPU(s) but cannot use GPU %d (%s); start one rank per GPU, or pass "
-            "--device cpu", r->boot.rank, cu->device_count(), r->boot.local_rank, err);
+    if (b->world_size > 1 && visible > 0)
+        die("--device auto: rank %d sees %d GPU(s) but cannot use one (%s); start one rank per GPU, or pass "
+            "--device cpu", b->rank, visible, err);
     snprintf(r->device_note, sizeof r->device_note, "no usable GPU (%s)", err);
 #else
     if (!strcmp(r->cfg.device, "cuda")) {
-        g_die_quiet = r->boot.rank != 0;
+        g_die_quiet = r->world.boot.rank != 0;
         die_code(2, "--device cuda: this ddptrain was built without the CUDA backend");
     }
     snprintf(r->device_note, sizeof r->device_note, "built without the CUDA backend");
@@ -243,19 +251,21 @@ static int job_dir_creatable(const char *dir, char *err, size_t n) {
     return 0;
 }
 
-/* A rank's failure before training: print it, and make every rank exit (comm.h protocol). */
+/* A rank's failure before training: print it, and make every rank exit (world.h's rule); the
+ * lowest healthy rank repeats the reason for the job's output. */
 static void startup_fail(Run *r, const char *msg) {
     fflush(stdout);
-    if (r->boot.world_size > 1) fprintf(stderr, "%s: error: rank %d: %s\n", g_progname, r->boot.rank, msg);
+    if (r->world.boot.world_size > 1) fprintf(stderr, "%s: error: rank %d: %s\n", g_progname, r->world.boot.rank, msg);
     else fprintf(stderr, "%s: error: %s\n", g_progname, msg);
     fflush(stderr);
-    comm_abort(r->comm, 1);
+    world_startup_fail(&r->world, 1, msg);
 }
 
-static Comm *g_die_comm;
+static World *g_die_world;
 
+/* die() after start-up: every rank is inside collectives, so one rank's error ends them all. */
 static void die_ends_job(int code) {
-    if (g_die_comm && g_die_comm->world_size > 1) g_die_comm->ops->abort_job(g_die_comm, code);
+    if (g_die_world && g_die_world->boot.world_size > 1) world_abort_job(g_die_world, code);
 }
 
 /* ---- collectives the loop needs --------------------------------------------------------- */
@@ -293,7 +303,7 @@ static void on_grad_ready(void *ctx, size_t offset) {
  * /train_state/rank_buffers), from which a resume on as many ranks gives each rank its own
  * back. On one rank the average is the rank's statistics, and all of this does nothing. */
 static void buffers_average(Run *r) {
-    if (r->boot.world_size == 1) return;
+    if (r->world.boot.world_size == 1) return;
     const size_t bytes = r->model.num_buffers * sizeof(float);
     if (!r->own_buffers) r->own_buffers = r->be->alloc(bytes);
     r->be->copy(r->own_buffers, r->model.buffers, bytes);
@@ -302,7 +312,7 @@ static void buffers_average(Run *r) {
 }
 
 static void buffers_restore(Run *r) {
-    if (r->boot.world_size == 1) return;
+    if (r->world.boot.world_size == 1) return;
     r->be->copy(r->model.buffers, r->own_buffers, r->model.num_buffers * sizeof(float));
 }
 
@@ -310,14 +320,14 @@ static void buffers_restore(Run *r) {
  * frees); NULL on the other ranks and on one rank. Collective: one broadcast per rank, so
  * the bits arrive as they are. Before buffers_average, while the model holds the rank's own. */
 static float *buffers_gather(Run *r) {
-    const int world = r->boot.world_size;
+    const int world = r->world.boot.world_size;
     if (world == 1) return NULL;
     const size_t n = r->model.num_buffers;
     float *rows = mallocCheck((size_t)world * n * sizeof(float));
-    r->be->download(rows + (size_t)r->boot.rank * n, r->model.buffers, n * sizeof(float));
+    r->be->download(rows + (size_t)r->world.boot.rank * n, r->model.buffers, n * sizeof(float));
     comm_set_context(r->comm, "gathering every rank's batch-norm running statistics for the checkpoint");
     for (int q = 0; q < world; q++) comm_broadcast(r->comm, rows + (size_t)q * n, n * sizeof(float), q);
-    if (r->boot.rank == 0) return rows;
+    if (r->world.boot.rank == 0) return rows;
     free(rows);
     return NULL;
 }
@@ -339,11 +349,32 @@ static void broadcast_weights(Run *r) {
     bad = mine != ref;
     comm_allreduce(r->comm, &bad, 1, COMM_INT64, COMM_SUM);
     if (bad) die("initial weights differ on %ld rank(s) after the broadcast", (long)bad);
-    log_info(&r->log, "weights: identical on all %d ranks (checksum %016llx)", r->boot.world_size,
+    log_info(&r->log, "weights: identical on all %d ranks (checksum %016llx)", r->world.boot.world_size,
              (unsigned long long)mine);
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
+
+/* <job_dir>/preempted, written by rank 0 once the preemption checkpoint is on disk: "restart R
+ * step S". The sbatch scripts requeue on exit status 3, or when this file names the current
+ * restart: with srun --kill-on-bad-exit, the first rank to exit 3 gets the others killed, and
+ * srun may then report 137 instead. Removed at every start, so it never outlives its run. */
+#define PREEMPTED_MARKER "preempted"
+
+static void write_preempted_marker(Run *r, long step) {
+    char path[4200], text[128];
+    snprintf_check(path, sizeof path, "%s/" PREEMPTED_MARKER, r->job_dir);
+    const char *restart = getenv("SLURM_RESTART_COUNT");
+    snprintf(text, sizeof text, "restart %ld step %ld\n", restart && *restart ? atol(restart) : 0L, step);
+    if (write_file_atomic(path, text, strlen(text)) != 0)
+        log_warn(&r->log, "preemption: cannot write %s: %s (the job script may not requeue)", path, strerror(errno));
+}
+
+static void remove_preempted_marker(Run *r) {
+    char path[4200];
+    snprintf_check(path, sizeof path, "%s/" PREEMPTED_MARKER, r->job_dir);
+    if (unlink(path) != 0 && errno != ENOENT) die("%s: cannot remove: %s", path, strerror(errno));
+}
 
 /* Checkpoint files are read and written from host memory. On the CPU that is the model
  * itself; on a device backend a HostView holds host copies of the parameters, buffers and
@@ -400,9 +431,9 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
      * every rank's own; every rank takes part, and goes on with its own afterwards. */
     float *rank_buffers = buffers_gather(r);
     buffers_average(r);
-    if (r->boot.rank == 0) {
+    if (r->world.boot.rank == 0) {
         TrainState ts = {.epoch = epoch, .step_in_epoch = step_in_epoch, .global_step = global_step,
-                         .world_size = r->boot.world_size, .seed = (uint64_t)r->cfg.seed};
+                         .world_size = r->world.boot.world_size, .seed = (uint64_t)r->cfg.seed};
         if (r->scaler.enabled) {
             ts.has_amp = 1;
             ts.amp[AMP_LOSS_SCALE] = scaler_get_scale(&r->scaler);
@@ -433,7 +464,7 @@ static void log_skipped_checkpoint(void *ctx, const char *path, const char *reas
 static int maybe_resume(Run *r, TrainState *ts) {
     char path[CKPT_PATH_MAX] = "", err[1200] = "";
     int status = 0;   /* 0 found, 1 none, -1 error */
-    if (r->boot.rank == 0) {
+    if (r->world.boot.rank == 0) {
         if (!strcmp(r->cfg.resume, "none")) {
             status = 1;
         } else if (!strcmp(r->cfg.resume, "auto")) {
@@ -458,7 +489,7 @@ static int maybe_resume(Run *r, TrainState *ts) {
     HostView v;
     host_view_open(r, &v, 0);
     int own = 0;
-    if (checkpoint_load_rank(path, v.m, v.o, ts, r->boot.rank, r->boot.world_size, &own, err, sizeof err) != 0)
+    if (checkpoint_load_rank(path, v.m, v.o, ts, r->world.boot.rank, r->world.boot.world_size, &own, err, sizeof err) != 0)
         die("%s", err);
     host_view_commit(r, &v);
     host_view_close(&v);
@@ -467,10 +498,10 @@ static int maybe_resume(Run *r, TrainState *ts) {
     /* Every rank reads the same file, so `own` is the same on every rank. */
     if (own)
         log_info(&r->log, "resume: batch norm: every rank continues from its own running statistics");
-    else if (r->boot.world_size > 1 || ts->world_size > 1)
+    else if (r->world.boot.world_size > 1 || ts->world_size > 1)
         log_info(&r->log, "resume: batch norm: every rank starts from the running statistics averaged over the "
                  "checkpoint's %d rank%s%s", ts->world_size, ts->world_size == 1 ? "" : "s",
-                 ts->world_size == r->boot.world_size ? " (it holds no per-rank statistics)" : "");
+                 ts->world_size == r->world.boot.world_size ? " (it holds no per-rank statistics)" : "");
     if (r->scaler.enabled && ts->has_amp) {
         const double sc = ts->amp[AMP_LOSS_SCALE], tr = ts->amp[AMP_GROWTH_TRACKER];
         if (!(sc > 0.0 && sc < 3.4e38 && tr >= 0.0 && tr < 2147483647.0))
@@ -484,10 +515,10 @@ static int maybe_resume(Run *r, TrainState *ts) {
         log_info(&r->log, "resume: the checkpoint's fp16 loss-scaler state is not needed by this run (%s)",
                  r->be->on_device ? "no fp16" : "CPU");
     }
-    if (ts->world_size != r->boot.world_size)
+    if (ts->world_size != r->world.boot.world_size)
         log_warn(&r->log, "resume: checkpoint from %d ranks, running on %d: the rest of epoch %ld follows this world "
                  "size's data order from step %ld (some of its samples may be seen twice or not at all)",
-                 ts->world_size, r->boot.world_size, ts->epoch + 1, ts->step_in_epoch);
+                 ts->world_size, r->world.boot.world_size, ts->epoch + 1, ts->step_in_epoch);
     return 1;
 }
 
@@ -556,7 +587,7 @@ static double evaluate(Run *r, double *loss_out) {
 /* ---- setup ------------------------------------------------------------------------------- */
 
 #ifdef HAVE_CUDA_BACKEND
-/* Where the NCCL id may travel as a file (comm_nccl_create's last fallback): a directory
+/* Where the NCCL id may travel as a file (world.h's last channel): a directory
  * every rank can name before any communicator exists: --job_dir, or the Slurm default job
  * directory; NULL otherwise. */
 static const char *nccl_rendezvous_dir(const Run *r, char *dir, size_t n) {
@@ -568,32 +599,40 @@ static const char *nccl_rendezvous_dir(const Run *r, char *dir, size_t n) {
 }
 #endif
 
+/* The communicator this rank's backend needs: NCCL between GPUs, through the CUDA module. */
+static int connect_world(Run *r, char *err, size_t errlen) {
+#ifdef HAVE_CUDA_BACKEND
+    if (r->be->on_device && r->world.boot.world_size > 1) {   /* choose_backend checked for NCCL */
+        const DeviceCommFactory nccl = {
+            .name = "nccl", .id_bytes = r->cuda->nccl_id_bytes,
+            .make_id = r->cuda->comm_nccl_make_id, .create = r->cuda->comm_nccl_create,
+        };
+        char rdv_dir[4096];
+        return world_connect(&r->world, &nccl, r->gpu, r->cfg.comm_timeout,
+                             nccl_rendezvous_dir(r, rdv_dir, sizeof rdv_dir), err, errlen);
+    }
+#endif
+    return world_connect(&r->world, NULL, -1, r->cfg.comm_timeout, NULL, err, errlen);
+}
+
 static void setup(Run *r, int argc, char **argv) {
     char err[4800];
-    if (bootstrap_init(&r->boot, err, sizeof err) != 0) die("%s", err);
-    g_die_quiet = r->boot.rank != 0;   /* every rank parses the same flags: say it once */
+    if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
+    g_die_quiet = r->world.boot.rank != 0;   /* every rank parses the same flags: say it once */
     config_init(&r->cfg);
     config_parse_args(&r->cfg, argc, argv);
     g_die_quiet = 0;
     narrow_signal_handlers(signal_by_name(r->cfg.preempt_signal));
 
     choose_backend(r);
-    r->comm = NULL;
-#ifdef HAVE_CUDA_BACKEND
-    char rdv_dir[4096];
-    if (r->be->on_device && r->boot.world_size > 1)   /* choose_backend checked for NCCL */
-        r->comm = r->cuda->comm_nccl_create(&r->boot, r->gpu, r->cfg.comm_timeout,
-                                            nccl_rendezvous_dir(r, rdv_dir, sizeof rdv_dir), err, sizeof err);
-    else
-#endif
-        r->comm = comm_create(&r->boot, r->cfg.comm_timeout, err, sizeof err);
-    if (!r->comm) die("%s", err);
-    logger_init(&r->log, r->boot.rank, r->boot.world_size);
+    if (connect_world(r, err, sizeof err) != 0) die("%s", err);
+    r->comm = r->world.comm;
+    logger_init(&r->log, r->world.boot.rank, r->world.boot.world_size);
 
 #ifdef _OPENMP
     omp_set_num_threads(choose_threads(r));
 #endif
-    choose_job_dir(r);
+    propose_job_dir(r);
 
     /* Data first: a bad dataset fails before anything is written. */
     r->train_dl = open_split(r, "train", 1, err, sizeof err);
@@ -608,12 +647,13 @@ static void setup(Run *r, int argc, char **argv) {
     }
     /* Rank 0 checks that it will be able to create the job directory, but creates it only
      * once every rank has passed start-up, so a failure anywhere leaves nothing behind. */
-    if (r->boot.rank == 0 && job_dir_creatable(r->job_dir, err, sizeof err) != 0) startup_fail(r, err);
-    if (comm_startup_check(r->comm, 1) != 0) comm_abort(r->comm, 1);
+    if (r->world.boot.rank == 0 && job_dir_creatable(r->job_dir, err, sizeof err) != 0) startup_fail(r, err);
+    if (world_startup_check(&r->world) != 0) world_startup_fail(&r->world, 1, NULL);
     /* From here on every rank is inside collectives: an error on one rank must end them all. */
-    g_die_comm = r->comm;
+    g_die_world = &r->world;
     g_die_hook = die_ends_job;
-    if (r->boot.rank == 0 && mkdir_p(r->job_dir) != 0)
+    share_job_dir(r);
+    if (r->world.boot.rank == 0 && mkdir_p(r->job_dir) != 0)
         die("--job_dir %s: cannot create directory: %s", r->job_dir, strerror(errno));
     comm_set_context(r->comm, "waiting for rank 0 to create the job directory");
     comm_barrier(r->comm);
@@ -621,7 +661,8 @@ static void setup(Run *r, int argc, char **argv) {
     /* The job directory exists now (rank 0 made it; the check above ordered that). */
     if (logger_open(&r->log, r->job_dir, err, sizeof err) != 0) die("%s", err);
     r->config_json = config_to_json(&r->cfg);
-    if (r->boot.rank == 0) {
+    if (r->world.boot.rank == 0) {
+        remove_preempted_marker(r);
         char path[4200];
         snprintf_check(path, sizeof path, "%s/config.json", r->job_dir);
         if (write_file_atomic(path, r->config_json, strlen(r->config_json)) != 0)
@@ -634,7 +675,7 @@ static void setup(Run *r, int argc, char **argv) {
     int threads = 1;
 #endif
     log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", r->job_dir);
-    log_info(&r->log, "%s", bootstrap_describe(&r->boot));
+    log_info(&r->log, "%s", bootstrap_describe(&r->world.boot));
     log_info(&r->log, "%s", comm_describe(r->comm));
     if (r->be->on_device)
         log_info(&r->log, "device: %s GPU %d: %s; %s", r->be->name, r->gpu, r->be->describe(),
@@ -661,7 +702,7 @@ int main(int argc, char **argv) {
     Run *r = &run;
     setup(r, argc, argv);
     Config *cfg = &r->cfg;
-    int rank = r->boot.rank, world = r->boot.world_size;
+    int rank = r->world.boot.rank, world = r->world.boot.world_size;
 
     /* The model's activations are sized for the training batch only (model_evaluate chunks a
      * larger evaluation batch); the loader's batch arrays below hold either split's batches. */
@@ -878,6 +919,7 @@ int main(int argc, char **argv) {
     if (rank == 0 && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
         log_warn(&r->log, "checkpoint: write failed: %s", err);
     if (preempted) {
+        if (rank == 0) write_preempted_marker(r, step);
         /* The others wait here while rank 0 finishes writing: however slow the file system,
          * that must not end the job through the communication timeout. */
         comm_set_context(r->comm, "waiting for the preemption checkpoint");
@@ -910,7 +952,6 @@ int main(int argc, char **argv) {
     logger_close(&r->log);
     free(r->config_json);
     config_free(&r->cfg);
-    comm_free(r->comm);
-    bootstrap_free(&r->boot);
+    world_free(&r->world);
     return preempted ? EXIT_PREEMPTED : 0;
 }

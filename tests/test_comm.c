@@ -2,9 +2,9 @@
  * failure modes driven by test-only flags (see usage()). Run by tests/test_comm.sh.
  * Exit 0 when every check passed on this rank, 1 otherwise. */
 #include "build_config.h"
-#include "bootstrap.h"
 #include "comm.h"
 #include "util.h"
+#include "world.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -13,6 +13,7 @@
 
 static int g_failures;
 static int g_rank;
+static World g_world;
 
 #define EXPECT(cond, ...) do { if (!(cond)) { \
     fprintf(stderr, "rank %d: FAIL %s:%d: %s: ", g_rank, __FILE__, __LINE__, #cond); \
@@ -27,6 +28,8 @@ static void usage(void) {
             "  --kill-rank R --kill-at-step K   rank R SIGKILLs itself at step K of a loop\n"
             "  --overlap-bench           measure background progress of iallreduce\n"
             "  --describe                print the bootstrap and comm lines and exit\n"
+            "  --fake-device             a device communicator's stream semantics (with --skip-rank R:\n"
+            "                            the guarded host wait times out)\n"
             "  --features                print what the build has (mpi=0/1 pmix=0/1) and exit\n");
     exit(2);
 }
@@ -186,21 +189,165 @@ static void check_kv(Bootstrap *b) {
            g_failures ? "FAILED" : "ok");
 }
 
+/* ---- a fake device communicator (the GPU's stream semantics, on the CPU) -------------------- */
+
+/* What NCCL's communicator does to the host, over MPI: wait_stream hands a request to the
+ * "device stream" and returns at once; a later host wait on that stream (fake_host_sync, the
+ * cudaStreamSynchronize of the real backend) would block until it completes, with no timeout.
+ * So the host wait must come after comm_guard_host_sync(), which drains the stream's requests
+ * under the timeout (comm.h). The world carries the id and creates it like the real one. */
+#ifdef HAVE_MPI
+#include <mpi.h>
+#include "comm_mpi.h"
+
+enum { FAKE_ID_BYTES = 128, FAKE_STREAM_MAX = 64 };
+typedef struct {
+    Comm *inner;                           /* an MPI communicator does the collectives */
+    CommRequest *stream[FAKE_STREAM_MAX];  /* requests the "device stream" waits for */
+    int nstream;
+    unsigned char id[FAKE_ID_BYTES];       /* the id it was created from */
+} FakeDev;
+
+static FakeDev *fake_of(Comm *c) { return (FakeDev *)c->impl; }
+static void fake_sync_inner(Comm *c) {     /* timeout and context follow the outer comm */
+    Comm *in = fake_of(c)->inner;
+    in->timeout_s = c->timeout_s;
+    memcpy(in->context, c->context, sizeof in->context);
+}
+static void fake_allreduce(Comm *c, void *buf, size_t n, CommDtype dt, CommOp op) {
+    fake_sync_inner(c);
+    comm_allreduce(fake_of(c)->inner, buf, n, dt, op);
+}
+static void fake_broadcast(Comm *c, void *buf, size_t bytes, int root) {
+    fake_sync_inner(c);
+    comm_broadcast(fake_of(c)->inner, buf, bytes, root);
+}
+static void fake_barrier(Comm *c) { fake_sync_inner(c); comm_barrier(fake_of(c)->inner); }
+static void fake_iallreduce(Comm *c, void *buf, size_t n, CommDtype dt, CommOp op, CommRequest *req) {
+    fake_sync_inner(c);
+    comm_iallreduce(fake_of(c)->inner, buf, n, dt, op, req);
+}
+static int fake_test(Comm *c, CommRequest *req) { fake_sync_inner(c); return comm_test(fake_of(c)->inner, req); }
+static void fake_wait(Comm *c, CommRequest *req) { fake_sync_inner(c); comm_wait(fake_of(c)->inner, req); }
+static void fake_wait_stream(Comm *c, CommRequest *req) {
+    FakeDev *f = fake_of(c);
+    CHECK(f->nstream < FAKE_STREAM_MAX);
+    f->stream[f->nstream++] = req;
+}
+static void fake_drain(Comm *c) {
+    FakeDev *f = fake_of(c);
+    for (int i = 0; i < f->nstream; i++) fake_wait(c, f->stream[i]);   /* watched by the timeout */
+    f->nstream = 0;
+}
+static void fake_free(Comm *c) {
+    comm_free(fake_of(c)->inner);
+    free(c->impl);
+    free(c);
+}
+static const CommOps fake_ops = {
+    .name = "fake-device", .allreduce = fake_allreduce, .broadcast = fake_broadcast, .barrier = fake_barrier,
+    .iallreduce = fake_iallreduce, .test = fake_test, .wait = fake_wait, .wait_stream = fake_wait_stream,
+    .drain = fake_drain, .free = fake_free,
+};
+
+static int fake_make_id(void *id, char *err, size_t errlen) {
+    (void)err; (void)errlen;
+    unsigned char *b = id;
+    uint64_t x = (uint64_t)getpid() * 0x9E3779B97F4A7C15ULL ^ (uint64_t)(now_sec() * 1e6);
+    for (int i = 0; i < FAKE_ID_BYTES; i++) { x = x * 6364136223846793005ULL + 1442695040888963407ULL; b[i] = (unsigned char)(x >> 56); }
+    return 0;
+}
+
+static Comm *fake_create(int rank, int world_size, int device, const void *id, double timeout_s, char *err,
+                         size_t errlen) {
+    (void)device;
+    if (world_mpi_init(&g_world, err, errlen) != 0) return NULL;
+    int level = 0;
+    MPI_Query_thread(&level);
+    FakeDev *f = callocCheck(1, sizeof *f);
+    f->inner = comm_mpi_create(timeout_s, level, err, errlen);
+    if (!f->inner) { free(f); return NULL; }
+    memcpy(f->id, id, FAKE_ID_BYTES);
+    Comm *c = callocCheck(1, sizeof *c);
+    c->ops = &fake_ops;
+    c->impl = f;
+    c->rank = rank;
+    c->world_size = world_size;
+    c->timeout_s = timeout_s;
+    c->thread_level = 1;
+    snprintf(c->desc, sizeof c->desc, "comm: fake-device over %s", comm_describe(f->inner));
+    comm_set_host_sync_guard(c);
+    return c;
+}
+
+static const DeviceCommFactory fake_factory = {
+    .name = "fake-device", .id_bytes = FAKE_ID_BYTES, .make_id = fake_make_id, .create = fake_create,
+};
+
+/* The device backend's host wait: what cudaStreamSynchronize does, after the guard. */
+static void fake_host_sync(Comm *c) {
+    comm_guard_host_sync();
+    FakeDev *f = fake_of(c);
+    for (int i = 0; i < f->nstream; i++) comm_wait(f->inner, f->stream[i]);   /* no timeout on a device */
+    f->nstream = 0;
+}
+
+/* Every rank got rank 0's id; a request handed to the stream completes through the guard; and
+ * with --skip-rank, the guard's timeout ends the job instead of the host hanging. */
+static void check_fake_device(Comm *c, int skipper) {
+    FakeDev *f = fake_of(c);
+    int64_t sum[FAKE_ID_BYTES], mine[FAKE_ID_BYTES];
+    for (int i = 0; i < FAKE_ID_BYTES; i++) sum[i] = mine[i] = f->id[i];
+    comm_set_context(c, "fake device: id check");
+    comm_allreduce(c, sum, FAKE_ID_BYTES, COMM_INT64, COMM_SUM);
+    int same = 1;
+    for (int i = 0; i < FAKE_ID_BYTES; i++) same &= sum[i] == mine[i] * c->world_size;
+    EXPECT(same, "the ranks hold different communicator ids");
+    printf("rank %d: fake device communicator: every rank has rank 0's id: %s\n", c->rank, same ? "ok" : "FAILED");
+
+    enum { N = 4099 };
+    float x[N];
+    for (int i = 0; i < N; i++) x[i] = (float)(c->rank + 1);
+    CommRequest req;
+    comm_set_context(c, "step 7, bucket 3");
+    if (c->rank == skipper) {
+        printf("rank %d: not joining the collective (test)\n", c->rank);
+        fflush(stdout);
+        sleep(600);   /* the others' timeout must end this process too */
+        return;
+    }
+    comm_iallreduce(c, x, N, COMM_FLOAT32, COMM_SUM, &req);
+    EXPECT(comm_wait_stream(c, &req) == 0, "wait_stream on a device communicator returns before completion");
+    fake_host_sync(c);   /* a peer that never comes: the guard's timeout ends the job here */
+    EXPECT(comm_test(c, &req) == 1, "request complete after the guarded host wait");
+    const float want = (float)(c->world_size * (c->world_size + 1) / 2);
+    int ok = 1;
+    for (int i = 0; i < N; i++) ok &= x[i] == want;
+    EXPECT(ok, "sum through the fake device stream");
+    printf("rank %d: fake device: iallreduce handed to the stream, host wait after the guard: %s\n", c->rank,
+           ok ? "ok" : "FAILED");
+}
+#endif
+
 /* ---- failure modes ------------------------------------------------------------------------- */
+
+static void startup_check(void) {
+    if (world_startup_check(&g_world) != 0) world_startup_fail(&g_world, 1, NULL);
+}
 
 static void fail_startup(Comm *c, int bad_rank) {
     if (c->rank == bad_rank) {
         fprintf(stderr, "%s: error: rank %d: cannot read data/train-00001.h5 (test failure)\n",
                 g_progname, c->rank);
-        comm_abort(c, 2);
+        world_startup_fail(&g_world, 2, "cannot read data/train-00001.h5 (test failure)");
     }
-    if (comm_startup_check(c, 1) != 0) comm_abort(c, 1);
+    startup_check();
     printf("rank %d: start-up check passed although rank %d should have failed\n", c->rank, bad_rank);
 }
 
 static void skip_rank(Comm *c, int skipper) {
     float x[256] = {0};
-    if (comm_startup_check(c, 1) != 0) comm_abort(c, 1);
+    startup_check();
     comm_set_context(c, "step 7, bucket 3");
     if (c->rank == skipper) {
         printf("rank %d: not joining the allreduce (test)\n", c->rank);
@@ -214,7 +361,7 @@ static void skip_rank(Comm *c, int skipper) {
 
 static void kill_rank(Comm *c, int victim, int at_step) {
     static float x[1 << 18];
-    if (comm_startup_check(c, 1) != 0) comm_abort(c, 1);
+    startup_check();
     for (int step = 0; step < 1000000; step++) {
         if (c->rank == victim && step == at_step) {
             printf("rank %d: SIGKILL at step %d (test)\n", c->rank, step);
@@ -251,7 +398,7 @@ static void overlap_bench(Comm *c) {
         buf[b] = mallocCheck(n[b] * sizeof(float));
         for (size_t i = 0; i < n[b]; i++) buf[b][i] = 1.0f;
     }
-    if (comm_startup_check(c, 1) != 0) comm_abort(c, 1);
+    startup_check();
     /* Calibrate: units of work for about 1 s on this rank, alone. */
     long units = 1000;
     for (;;) {
@@ -315,7 +462,7 @@ static void overlap_bench(Comm *c) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     double timeout = 60;
-    int fail_rank = -1, skip = -1, kill_r = -1, kill_step = 3, bench = 0, describe = 0;
+    int fail_rank = -1, skip = -1, kill_r = -1, kill_step = 3, bench = 0, describe = 0, fake = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -326,6 +473,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(a, "--kill-at-step") && v) { kill_step = atoi(v); i++; }
         else if (!strcmp(a, "--overlap-bench")) bench = 1;
         else if (!strcmp(a, "--describe")) describe = 1;
+        else if (!strcmp(a, "--fake-device")) fake = 1;
         else if (!strcmp(a, "--features")) {
             int mpi = 0, pmix = 0;
 #ifdef HAVE_MPI
@@ -339,19 +487,31 @@ int main(int argc, char **argv) {
         }
         else usage();
     }
-    Bootstrap boot;
     char err[1024];
-    if (bootstrap_init(&boot, err, sizeof err) != 0) die("%s", err);
+    if (world_init(&g_world, err, sizeof err) != 0) die("%s", err);
+    Bootstrap boot = g_world.boot;   /* a copy for reading; the world owns the original */
     g_rank = boot.rank;
-    Comm *c = comm_create(&boot, timeout, err, sizeof err);
-    if (!c) {
-        bootstrap_free(&boot);
+    const DeviceCommFactory *dev = NULL;
+#ifdef HAVE_MPI
+    if (fake) dev = &fake_factory;
+#else
+    if (fake) die("--fake-device needs MPI");
+#endif
+    if (world_connect(&g_world, dev, 0, timeout, NULL, err, sizeof err) != 0) {
+        world_free(&g_world);
         die("%s", err);
     }
-    printf("rank %d: %s\n", boot.rank, bootstrap_describe(&boot));
+    Comm *c = g_world.comm;
+    printf("rank %d: %s\n", boot.rank, bootstrap_describe(&g_world.boot));
     printf("rank %d: %s\n", boot.rank, comm_describe(c));
-    if (describe) {
-        if (comm_startup_check(c, 1) != 0) comm_abort(c, 1);
+    if (fake && g_world.boot.world_size > 1) {
+#ifdef HAVE_MPI
+        startup_check();
+        check_fake_device(c, skip);
+        if (skip >= 0) g_failures++;   /* reaching here means the timeout did not end the job */
+#endif
+    } else if (describe) {
+        startup_check();
     } else if (fail_rank >= 0) {
         fail_startup(c, fail_rank);
         g_failures++;
@@ -364,17 +524,16 @@ int main(int argc, char **argv) {
     } else if (bench) {
         overlap_bench(c);
     } else {
-        EXPECT(comm_startup_check(c, 1) == 0, "start-up check with every rank ok");
+        EXPECT(world_startup_check(&g_world) == 0, "start-up check with every rank ok");
         check_allreduce(c);
         check_avg_order(c);
         check_broadcast_barrier(c);
         check_iallreduce(c);
-        check_kv(&boot);
+        check_kv(&g_world.boot);
         comm_set_context(c, "final barrier");
         comm_barrier(c);
     }
-    comm_free(c);
-    bootstrap_free(&boot);
+    world_free(&g_world);
     printf("rank %d: %s\n", boot.rank, g_failures ? "FAILED" : "all checks passed");
     return g_failures ? 1 : 0;
 }

@@ -99,8 +99,20 @@ else
     "${MPIRUN[@]}" "$BIN" --timeout $TO --skip-rank 1
   check "mpirun: rank 1 SIGKILLed mid-run: the other rank ends too" fail $((TO + 10)) '' -- \
     "${MPIRUN[@]}" "$BIN" --timeout $TO --kill-rank 1 --kill-at-step 3
+  # A device communicator's stream semantics on the CPU (test_comm.c's fake): the world carries
+  # rank 0's id to every rank; a collective handed to the device stream is drained, under the
+  # timeout, by the guard before the host waits on the stream; a peer that never comes ends
+  # the job there with the usual line instead of a host wait that hangs forever.
+  check "mpirun, fake device comm: id from rank 0 everywhere, stream request completed through the guard" 0 60 \
+    'rank 1: fake device: iallreduce handed to the stream, host wait after the guard: ok' -- \
+    "${MPIRUN[@]}" "$BIN" --fake-device --timeout $TO
+  grep -q 'rank 0: fake device communicator: every rank has rank 0.s id: ok' "$TMP/out" ||
+    { echo "  (rank 0 did not confirm the id)"; nfail=$((nfail + 1)); }
+  check "mpirun, fake device comm: rank 1 never posts; the guarded host wait times out and ends the job" fail $((TO + 10)) \
+    "rank 0: collective iallreduce \(step 7, bucket 3\) did not complete within $TO s" -- \
+    "${MPIRUN[@]}" "$BIN" --fake-device --timeout $TO --skip-rank 1
   check "mpirun: rank 1 fails at start-up: rank 0 says so and every rank exits" fail $((TO + 10)) \
-    'rank 1 failed at start-up: see its log' -- "${MPIRUN[@]}" "$BIN" --timeout $TO --fail-startup 1
+    'rank 1 failed at start-up on host [^:]*: cannot read data/train-00001.h5 \(test failure\)' -- "${MPIRUN[@]}" "$BIN" --timeout $TO --fail-startup 1
 fi
 
 # ---- (c) srun on the local Slurm cluster ----------------------------------------------------
@@ -137,7 +149,7 @@ else
       check "srun: rank 1 SIGKILLed mid-run: the other rank ends too" fail $((TO + 10)) '' -- \
         "${SRUN[@]}" --mpi=pmix "$BIN" --timeout $TO --kill-rank 1 --kill-at-step 3
       check "srun: rank 1 fails at start-up: rank 0 says so and every rank exits" fail $((TO + 10)) \
-        'rank 1 failed at start-up: see its log' -- "${SRUN[@]}" --mpi=pmix "$BIN" --timeout $TO --fail-startup 1
+        'rank 1 failed at start-up on host [^:]*: cannot read data/train-00001.h5 \(test failure\)' -- "${SRUN[@]}" --mpi=pmix "$BIN" --timeout $TO --fail-startup 1
     fi
     if [ $HAVE_MPI = 1 ]; then
       check "srun --mpi=none -n 2: refused with 'did you mean srun --mpi=pmix?'" fail 30 \

@@ -42,7 +42,7 @@
 #include "ops_testutil.h"
 #include "util.h"
 #ifdef HAVE_NCCL
-#include "comm.h"
+#include "comm_nccl.h"
 #endif
 
 static int g_failed, g_checks;
@@ -861,12 +861,10 @@ static void test_sgd(size_t n, float momentum, float wd) {
 
 #ifdef HAVE_NCCL
 static void test_nccl(void) {
-    Bootstrap b;
-    memset(&b, 0, sizeof b);
-    b.rank = 0; b.world_size = 1; b.local_rank = 0; b.local_size = 1; b.num_nodes = 1;
-    b.method = "single";
     char err[512];
-    Comm *c = comm_nccl_create(&b, cuda_device(), 60.0, NULL, err, sizeof err);
+    unsigned char id[COMM_NCCL_ID_BYTES];
+    Comm *c = comm_nccl_make_id(id, err, sizeof err) == 0
+                  ? comm_nccl_create(0, 1, cuda_device(), id, 60.0, err, sizeof err) : NULL;
     if (!c) {
         printf("FAIL nccl: %s\n", err);
         g_checks++;
@@ -874,7 +872,9 @@ static void test_nccl(void) {
         return;
     }
     printf("     %s\n", comm_describe(c));
-    check_true("nccl: start-up check (host buffer, staged)", comm_startup_check(c, 1) == 0);
+    int64_t flags[3] = {0, 1, 5};   /* what the world's start-up check sends: int64 on the host */
+    comm_allreduce(c, flags, 3, COMM_INT64, COMM_SUM);
+    check_true("nccl: int64 allreduce of a host buffer (staged)", flags[0] == 0 && flags[1] == 1 && flags[2] == 5);
 
     /* iallreduce ordered after the compute stream: the buffer is written by a kernel queued
      * just before the post. */
@@ -891,6 +891,11 @@ static void test_nccl(void) {
     float *got = down_f(d, n);
     check_bits("nccl: iallreduce sum (1 rank) after a compute kernel", got, want, n);
     comm_iallreduce(c, d, n, COMM_FLOAT32, COMM_AVG, &req);
+    /* Handed to the compute stream: the host goes on; the guard (comm.h) drains it before a
+     * host wait, and the request is still the caller's to complete. */
+    check_true("nccl: wait_stream returns before completion is seen", comm_wait_stream(c, &req) == 0);
+    comm_guard_host_sync();
+    check_true("nccl: request still the caller's after the guard drained it", req.active == 1);
     while (!comm_test(c, &req)) {}
     free(got);
     got = down_f(d, n);

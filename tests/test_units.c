@@ -1,9 +1,11 @@
 /* test_units.c - config table parsing, model layout, schedule, optimizer arithmetic and the
- * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel). */
+ * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel), and
+ * which GPU a rank takes. */
 #include <math.h>
 #include <string.h>
 
 #include "config.h"
+#include "gpu_choice.h"
 #include "model.h"
 #include "optim.h"
 #include "reducer.h"
@@ -377,6 +379,28 @@ static void test_reducer_requests(void) {
     model_free(&m);
 }
 
+/* Which GPU a rank takes (gpu_choice.h): Slurm's --gpus-per-task=1 leaves every rank one
+ * visible device, numbered 0, whatever its local rank; with the node's GPUs all visible, the
+ * local rank picks; fewer visible GPUs than ranks on the node (but more than one) is an error
+ * naming the counts and CUDA_VISIBLE_DEVICES. */
+static void test_gpu_choice(void) {
+    char err[300];
+    for (int lr = 0; lr < 4; lr++)
+        EXPECT(gpu_choose(lr, 4, 1, "GPU-of-this-task", err, sizeof err) == 0,
+               "--gpus-per-task=1: local rank %d of 4 sees 1 device: takes device 0", lr);
+    for (int lr = 0; lr < 4; lr++)
+        EXPECT(gpu_choose(lr, 4, 4, NULL, err, sizeof err) == lr, "all 4 GPUs visible: local rank %d takes device %d", lr, lr);
+    EXPECT(gpu_choose(1, 2, 8, "0,1,2,3,4,5,6,7", err, sizeof err) == 1, "2 ranks on an 8-GPU node: local rank 1 takes device 1");
+    EXPECT(gpu_choose(0, 1, 1, NULL, err, sizeof err) == 0, "one rank, one GPU: device 0");
+    err[0] = '\0';
+    int r = gpu_choose(2, 4, 2, "0,1", err, sizeof err);
+    EXPECT(r == -1 && strstr(err, "only 2 GPUs are visible") && strstr(err, "CUDA_VISIBLE_DEVICES=0,1"),
+           "4 ranks, 2 GPUs visible: refused (%s)", err);
+    err[0] = '\0';
+    r = gpu_choose(0, 1, 0, "", err, sizeof err);
+    EXPECT(r == -1 && strstr(err, "no CUDA device visible"), "no device visible: refused (%s)", err);
+}
+
 int main(void) {
     test_config();
     test_model_layout();
@@ -387,6 +411,7 @@ int main(void) {
     test_model_grad_scale();
     test_model_evaluate_chunks();
     test_reducer_requests();
+    test_gpu_choice();
     printf(g_fail ? "%d check(s) failed\n" : "all checks passed\n", g_fail);
     return g_fail ? 1 : 0;
 }
