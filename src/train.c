@@ -1,8 +1,11 @@
 /* train.c - ddptrain: data-parallel training of MiniResNet.
  *
- * Reads top to bottom: signals -> ranks -> config -> data -> job directory and logs -> model,
- * optimizer, reducer -> resume -> loop { batch, forward, backward (buckets all-reduced while it
- * runs), update, log, checkpoint } -> evaluate per epoch -> final checkpoint. */
+ * main() reads as the algorithm: setup (signals, the world of ranks, flags, data, job directory
+ * and logs) -> build_model (model, optimizer, reducer, rank 0's weights everywhere) ->
+ * plan_steps -> resume_or_start -> train: per epoch { per step { agree_to_stop?,
+ * optimizer_step (batches, forward, backward with buckets all-reduced while it runs, update),
+ * log_progress when due, checkpoint when due }, end_epoch (evaluate, checkpoint) } -> finish
+ * -> teardown. */
 #include "build_config.h"
 
 #include <errno.h>
@@ -23,6 +26,7 @@
 #include "config.h"
 #include "dataloader.h"
 #include "gpu_choice.h"
+#include "host_mirror.h"
 #include "logger.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
@@ -114,6 +118,15 @@ typedef struct {
 #endif
     double t_last_hook;      /* trace of backward per layer */
     int hook_layer;
+    /* where training is */
+    long step, step_first;   /* global step now, and where this invocation began */
+    long start_epoch, start_step;
+    double t_train0;
+    double last_acc, best_acc;
+    struct {                 /* what the next progress line averages over */
+        double t_start, data_wait;
+        long images, steps;
+    } win;
 } Run;
 
 /* Rank 0 decides the default job directory (it contains a pid); the others learn it after the
@@ -376,55 +389,6 @@ static void remove_preempted_marker(Run *r) {
     if (unlink(path) != 0 && errno != ENOENT) die("%s: cannot remove: %s", path, strerror(errno));
 }
 
-/* Checkpoint files are read and written from host memory. On the CPU that is the model
- * itself; on a device backend a HostView holds host copies of the parameters, buffers and
- * momentum, in a Model/SGD pair that the checkpoint code can take as it is. */
-typedef struct {
-    Model *m;        /* what the checkpoint code reads or fills */
-    SGD *o;
-    Model copy_m;    /* device backends: the host copies behind m and o */
-    SGD copy_o;
-    int copies;
-} HostView;
-
-static void host_view_open(Run *r, HostView *v, int download) {
-    v->copies = r->be->on_device;
-    v->m = &r->model;
-    v->o = &r->opt;
-    if (!v->copies) return;
-    v->copy_m = r->model;
-    v->copy_o = r->opt;
-    v->copy_m.params = mallocCheck(r->model.num_params * sizeof(float));
-    v->copy_m.buffers = mallocCheck(r->model.num_buffers * sizeof(float));
-    v->copy_o.buf = mallocCheck(r->opt.n * sizeof(float));
-    if (download) {
-        r->be->download(v->copy_m.params, r->model.params, r->model.num_params * sizeof(float));
-        r->be->download(v->copy_m.buffers, r->model.buffers, r->model.num_buffers * sizeof(float));
-        r->be->download(v->copy_o.buf, r->opt.buf, r->opt.n * sizeof(float));
-    }
-    v->m = &v->copy_m;
-    v->o = &v->copy_o;
-}
-
-/* After a load into the view: the state goes back into the model (and to the device). */
-static void host_view_commit(Run *r, HostView *v) {
-    if (!v->copies) return;
-    r->be->upload(r->model.params, v->copy_m.params, r->model.num_params * sizeof(float));
-    r->be->upload(r->model.buffers, v->copy_m.buffers, r->model.num_buffers * sizeof(float));
-    r->be->upload(r->opt.buf, v->copy_o.buf, r->opt.n * sizeof(float));
-    r->opt.steps = v->copy_o.steps;
-    /* the stem is held by value in Model: its counter was loaded into the copy */
-    r->model.stem.num_batches_tracked = v->copy_m.stem.num_batches_tracked;
-    model_params_changed(&r->model);
-}
-
-static void host_view_close(HostView *v) {
-    if (!v->copies) return;
-    free(v->copy_m.params);
-    free(v->copy_m.buffers);
-    free(v->copy_o.buf);
-}
-
 static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_step, int wait) {
     reducer_drain(&r->reducer);   /* no reduction in flight while the host reads the device */
     /* /model gets the running statistics averaged over the ranks, /train_state/rank_buffers
@@ -441,12 +405,13 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
         }
         char path[CKPT_PATH_MAX], err[1200];
         checkpoint_path(path, sizeof path, r->ckpt_dir, global_step);
-        HostView v;
-        host_view_open(r, &v, 1);
-        if (checkpoint_writer_submit_ranks(&r->writer, path, v.m, v.o, &ts, rank_buffers, r->config_json, err,
+        HostMirror h;
+        host_mirror_open(&h, &r->model, &r->opt);
+        host_mirror_pull(&h, &r->model, &r->opt);
+        if (checkpoint_writer_submit_ranks(&r->writer, path, h.model, h.opt, &ts, rank_buffers, r->config_json, err,
                                            sizeof err) != 0)
             log_warn(&r->log, "checkpoint: previous write failed: %s", err);
-        host_view_close(&v);
+        host_mirror_close(&h);
         log_info(&r->log, "checkpoint: %s (epoch %ld, step %ld; training paused %.1f ms)", path, epoch + 1,
                  global_step, 1e3 * r->writer.last_submit_sec);
         if (wait && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
@@ -486,13 +451,14 @@ static int maybe_resume(Run *r, TrainState *ts) {
             die("--resume auto: no usable checkpoint in %s (%s); pass --resume none to start over", r->ckpt_dir, err);
         die("%s", err);
     }
-    HostView v;
-    host_view_open(r, &v, 0);
+    HostMirror h;
+    host_mirror_open(&h, &r->model, &r->opt);
     int own = 0;
-    if (checkpoint_load_rank(path, v.m, v.o, ts, r->world.boot.rank, r->world.boot.world_size, &own, err, sizeof err) != 0)
+    if (checkpoint_load_rank(path, h.model, h.opt, ts, r->world.boot.rank, r->world.boot.world_size, &own, err,
+                             sizeof err) != 0)
         die("%s", err);
-    host_view_commit(r, &v);
-    host_view_close(&v);
+    host_mirror_push(&h, &r->model, &r->opt);
+    host_mirror_close(&h);
     log_info(&r->log, "resume: %s: epoch %ld, step %ld of the epoch, global step %ld (written by %d rank%s)", path,
              ts->epoch + 1, ts->step_in_epoch, ts->global_step, ts->world_size, ts->world_size == 1 ? "" : "s");
     /* Every rank reads the same file, so `own` is the same on every rank. */
@@ -692,21 +658,15 @@ static void setup(Run *r, int argc, char **argv) {
              dataloader_global_samples(r->test_dl));
 }
 
-int main(int argc, char **argv) {
-    install_signal_handlers();
-    /* Job directories, logs and checkpoints follow the user's umask but are never
-     * world-writable, whatever the umask. */
-    umask(umask(0) | S_IWOTH);
-    g_progname = "ddptrain";
-    static Run run;
-    Run *r = &run;
-    setup(r, argc, argv);
-    Config *cfg = &r->cfg;
-    int rank = r->world.boot.rank, world = r->world.boot.world_size;
+/* ---- the model, the optimizer and the plan of steps --------------------------------------- */
 
+/* Model, optimizer, loss scaler and reducer on the chosen backend, with rank 0's weights on
+ * every rank, and the checkpoint writer. */
+static void build_model(Run *r) {
+    const Config *cfg = &r->cfg;
+    const int world = r->world.boot.world_size;
     /* The model's activations are sized for the training batch only (model_evaluate chunks a
-     * larger evaluation batch); the loader's batch arrays below hold either split's batches. */
-    int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
+     * larger evaluation batch). */
     model_init_on(&r->model, r->be, (int)cfg->width, (int)cfg->blocks, (int)cfg->num_classes, (int)cfg->image_size,
                   (int)cfg->batch_size);
     model_init_weights(&r->model, (uint64_t)cfg->seed);
@@ -720,8 +680,8 @@ int main(int argc, char **argv) {
 
     if (cfg->trace) {
         char path[4300];
-        snprintf_check(path, sizeof path, "%s/trace-rank-%05d.json", r->job_dir, rank);
-        r->trace = trace_open(path, rank);
+        snprintf_check(path, sizeof path, "%s/trace-rank-%05d.json", r->job_dir, r->world.boot.rank);
+        r->trace = trace_open(path, r->world.boot.rank);
     }
     reducer_init(&r->reducer, r->comm, r->model.grads, r->model.param_info, r->model.n_param_info,
                  (size_t)(cfg->bucket_cap_mb * 1e6), (size_t)(cfg->first_bucket_mb * 1e6), r->trace);
@@ -738,9 +698,13 @@ int main(int argc, char **argv) {
                  cfg->sync_bn ? "; synchronised batch norm" : "");
     }
     checkpoint_writer_init(&r->writer, (int)cfg->keep_checkpoints);
+}
 
-    /* Every rank takes the same number of steps per epoch: the fewest any rank can fill, so
-     * uneven shards never leave a rank waiting in a collective. */
+/* Steps per epoch, the learning-rate schedule and the total: every rank takes the same number
+ * of steps per epoch, the fewest any rank can fill, so uneven shards never leave a rank waiting
+ * in a collective. */
+static void plan_steps(Run *r) {
+    const Config *cfg = &r->cfg;
     long mine = (long)dataloader_num_batches(r->train_dl) / cfg->grad_accum_steps;
     r->steps_per_epoch = allreduce_min_long(r->comm, mine);
     if (r->steps_per_epoch < mine)
@@ -749,188 +713,243 @@ int main(int argc, char **argv) {
                         cfg->warmup_steps) == 0);
     r->total_steps = r->steps_per_epoch * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < r->total_steps) r->total_steps = cfg->max_steps;
+}
 
+/* Where training starts: a checkpoint's position, or the beginning. */
+static void resume_or_start(Run *r) {
+    const Config *cfg = &r->cfg;
     TrainState ts = {0};
-    int resumed = maybe_resume(r, &ts);
-    long step = resumed ? ts.global_step : 0, step_first = step;
-    long start_epoch = resumed ? ts.epoch : 0, start_step = resumed ? ts.step_in_epoch : 0;
+    r->last_acc = -1.0;   /* no evaluation yet */
+    r->best_acc = 0.0;
+    const int resumed = maybe_resume(r, &ts);
+    r->step = resumed ? ts.global_step : 0;
+    r->step_first = r->step;
+    r->start_epoch = resumed ? ts.epoch : 0;
+    r->start_step = resumed ? ts.step_in_epoch : 0;
     log_info(&r->log, "training: %ld epochs x %ld steps (batch %ld x accum %ld x %d ranks = %ld images per step), %ld steps in all%s",
-             cfg->epochs, r->steps_per_epoch, cfg->batch_size, cfg->grad_accum_steps, world,
-             cfg->batch_size * cfg->grad_accum_steps * world, r->total_steps, resumed ? ", resumed" : "");
+             cfg->epochs, r->steps_per_epoch, cfg->batch_size, cfg->grad_accum_steps, r->world.boot.world_size,
+             cfg->batch_size * cfg->grad_accum_steps * r->world.boot.world_size, r->total_steps,
+             resumed ? ", resumed" : "");
+}
 
-    size_t img = (size_t)cfg->image_size * cfg->image_size * 3;
+/* Batch arrays on the host (the loader's) and, on a device, their device twins or the splits
+ * held on the GPU. They hold either split's batches. */
+static void alloc_batches(Run *r) {
+    const Config *cfg = &r->cfg;
+    const int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
+    const size_t img = (size_t)cfg->image_size * cfg->image_size * 3;
     r->x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
     r->y = mallocCheck((size_t)max_batch * sizeof(int));
-    if (r->be->on_device) {
-        r->dev_x = r->be->alloc((size_t)max_batch * img * sizeof(float));
-        r->dev_y = r->be->alloc((size_t)max_batch * sizeof(int));
+    if (!r->be->on_device) return;
+    r->dev_x = r->be->alloc((size_t)max_batch * img * sizeof(float));
+    r->dev_y = r->be->alloc((size_t)max_batch * sizeof(int));
 #ifdef HAVE_CUDA_BACKEND
-        /* After the model's allocations, so the free-memory check sees what training needs. */
-        char derr[512];
-        r->train_dd = r->cuda->device_data_open(r->train_dl, max_batch, derr, sizeof derr);
-        if (!r->train_dd) log_warn(&r->log, "data: training images stay on the host (uploaded per batch): %s", derr);
-        r->test_dd = r->train_dd ? r->cuda->device_data_open(r->test_dl, max_batch, derr, sizeof derr) : NULL;
-        if (r->train_dd && !r->test_dd) log_warn(&r->log, "data: test images stay on the host: %s", derr);
-        if (r->train_dd)
-            log_info(&r->log, "data: held on GPU %d (%.1f MiB%s); batches cropped, flipped and normalised there", r->gpu,
-                     (double)(r->cuda->device_data_bytes(r->train_dd) + (r->test_dd ? r->cuda->device_data_bytes(r->test_dd) : 0)) / 1048576.0,
-                     r->test_dd ? ", test split included" : "");
+    /* After the model's allocations, so the free-memory check sees what training needs. */
+    char derr[512];
+    r->train_dd = r->cuda->device_data_open(r->train_dl, max_batch, derr, sizeof derr);
+    if (!r->train_dd) log_warn(&r->log, "data: training images stay on the host (uploaded per batch): %s", derr);
+    r->test_dd = r->train_dd ? r->cuda->device_data_open(r->test_dl, max_batch, derr, sizeof derr) : NULL;
+    if (r->train_dd && !r->test_dd) log_warn(&r->log, "data: test images stay on the host: %s", derr);
+    if (r->train_dd)
+        log_info(&r->log, "data: held on GPU %d (%.1f MiB%s); batches cropped, flipped and normalised there", r->gpu,
+                 (double)(r->cuda->device_data_bytes(r->train_dd) + (r->test_dd ? r->cuda->device_data_bytes(r->test_dd) : 0)) / 1048576.0,
+                 r->test_dd ? ", test split included" : "");
 #endif
-    }
+}
 
-    double last_acc = -1.0, best_acc = 0.0;
-    int preempted = 0, done = step >= r->total_steps;
-    double t_train0 = now_sec();
-    for (long epoch = start_epoch; epoch < cfg->epochs && !done; epoch++) {
-        long s0 = epoch == start_epoch ? start_step : 0;
+/* ---- the training loop ------------------------------------------------------------------- */
+
+/* A step boundary: do all ranks agree to stop for preemption? On a GPU the collective waits for
+ * the queued work, so ranks ask only every few steps; alone, a rank asks itself every step for
+ * free. */
+static int agree_to_stop(Run *r, long steps_into_epoch) {
+    int64_t stop = g_signal != 0;
+    if (r->world.boot.world_size == 1) return (int)stop;
+    if (r->be->on_device && steps_into_epoch % PREEMPT_CHECK_STEPS_GPU != 0) return 0;
+    comm_set_context(r->comm, "preemption check");
+    comm_allreduce(r->comm, &stop, 1, COMM_INT64, COMM_SUM);
+    return stop != 0;
+}
+
+/* One optimizer step: grad_accum_steps micro-batches forward and backward (only the last one
+ * communicates, its buckets all-reduced while backward runs), the wait for the last buckets,
+ * and the update (skipped by the fp16 scaler when a gradient overflowed). */
+static void optimizer_step(Run *r, double lr) {
+    const Config *cfg = &r->cfg;
+    model_zero_grad(&r->model);
+    for (long micro = 0; micro < cfg->grad_accum_steps; micro++) {
+        double t0 = now_sec();
+        const float *xb = NULL;
+        const int *yb = NULL;
+        int n = next_batch(r, r->train_dl, &xb, &yb);
+        CHECK(n == cfg->batch_size);
+        double t1 = now_sec();
+        trace_event(r->trace, "data wait", "data", -1, 0, t0, t1);
+        /* the loss stays with the model until the next log line */
+        model_forward_train(&r->model, xb, yb, n, 1.0f / (float)cfg->grad_accum_steps);
+        double t2 = now_sec();
+        trace_event(r->trace, "forward", "compute", -1, 0, t1, t2);
+        reducer_begin(&r->reducer, micro == cfg->grad_accum_steps - 1, r->step + 1);
+        r->t_last_hook = t2;
+        r->hook_layer = 0;
+        model_backward(&r->model);
+        trace_event(r->trace, "backward", "compute", -1, 0, t2, now_sec());
+        r->win.images += n;
+    }
+    double t3 = now_sec();
+    reducer_finish(&r->reducer);
+    double t4 = now_sec();
+    trace_event(r->trace, "gradient wait", "comm", -1, 0, t3, t4);
+    scaler_unscale(&r->scaler, r->model.grads, r->model.num_params);
+    sgd_step_unless(&r->opt, r->model.params, r->model.grads, (float)lr, scaler_skip_flag(&r->scaler));
+    scaler_update(&r->scaler);
+    model_params_changed(&r->model);
+    trace_event(r->trace, "optimizer", "optim", -1, 0, t4, now_sec());
+    r->step++;
+    r->win.steps++;
+    r->win.data_wait += dataloader_take_wait_time(r->train_dl);
+}
+
+/* A new log window: what the next progress line averages over. */
+static void open_log_window(Run *r, double t) {
+    r->win.t_start = t;
+    r->win.images = 0;
+    r->win.steps = 0;
+    r->win.data_wait = 0.0;
+    r->reducer.wait_time = 0.0;
+}
+
+/* One progress line (rank 0's stdout and every rank's log) and one metrics record: the loss
+ * and data wait averaged over the ranks since the last line. Ends the run when the loss
+ * diverged. */
+static void log_progress(Run *r, long epoch, double lr) {
+    const Config *cfg = &r->cfg;
+    const int world = r->world.boot.world_size;
+    reducer_drain(&r->reducer);   /* before the loss is read back from the device */
+    double t = now_sec();
+    double stats[2] = {model_take_loss_sum(&r->model) / (double)(r->win.steps * cfg->grad_accum_steps),
+                       r->win.data_wait};
+    comm_set_context(r->comm, "loss for the log");
+    comm_allreduce(r->comm, stats, 2, COMM_FLOAT64, COMM_AVG);
+    /* the scaler's decisions are the same on every rank (scaler.h) */
+    long skipped = scaler_take_skipped(&r->scaler);
+    if (skipped > 0) {
+        const double scale = scaler_get_scale(&r->scaler);
+        log_info(&r->log, "step %ld: %ld of the last %ld steps skipped: fp16 gradients overflowed; loss scale now %g",
+                 r->step, skipped, r->win.steps, scale);
+        if (skipped == r->win.steps && scale < 1.0)
+            die("step %ld: fp16 gradients overflow even with a loss scale of %g; training diverged (lower --lr, or --amp_dtype bf16?)",
+                r->step, scale);
+    }
+    /* A step the scaler skipped may have an infinite loss: that is what it is for. */
+    if (!isfinite(stats[0]) && skipped == 0) die("step %ld: loss is %f; training diverged (lower --lr?)", r->step, stats[0]);
+    double dt = t - r->win.t_start, comm_wait = r->reducer.wait_time;
+    double ips = (double)r->win.images * world / dt;
+    /* ETA from this invocation's average step time (evaluations included). */
+    double eta = (t - r->t_train0) / (double)(r->step - r->step_first) * (double)(r->total_steps - r->step);
+    long epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
+    logger_progress(&r->log, epoch + 1, epochs, r->step, r->total_steps, stats[0], ips, eta,
+                    "epoch %ld step %ld/%ld loss %.4f lr %.5f %.1f images/s (data %.0f%%, comm wait %.0f%%)",
+                    epoch + 1, r->step, r->total_steps, stats[0], lr, ips, 100.0 * stats[1] / dt,
+                    100.0 * comm_wait / dt);
+    char line[640];
+    snprintf_check(line, sizeof line,
+                   "{\"epoch\": %ld, \"step\": %ld, \"loss\": %.6f, \"lr\": %.8g, \"images_per_sec\": %.2f, "
+                   "\"data_sec\": %.4f, \"compute_sec\": %.4f, \"comm_wait_sec\": %.4f, \"time\": %.3f}",
+                   epoch + 1, r->step, stats[0], lr, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
+                   t - r->t_train0);
+    logger_metrics(&r->log, line);
+    open_log_window(r, t);
+}
+
+/* Test accuracy and loss with the running statistics averaged over the ranks; one log line and
+ * one metrics record. */
+static void evaluate_and_log(Run *r, long epoch) {
+    double t0 = now_sec(), test_loss;
+    buffers_average(r);
+    r->last_acc = evaluate(r, &test_loss);
+    buffers_restore(r);
+    if (r->last_acc > r->best_acc) r->best_acc = r->last_acc;
+    log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f (%.1f s)", epoch + 1, r->step, r->last_acc,
+             test_loss, now_sec() - t0);
+    char line[512];
+    snprintf_check(line, sizeof line,
+                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, \"time\": %.3f}",
+                   epoch + 1, r->step, schedule_lr(&r->sched, epoch, r->step > 0 ? r->step - 1 : 0), r->last_acc,
+                   test_loss, now_sec() - r->t_train0);
+    logger_metrics(&r->log, line);
+}
+
+/* The end of an epoch (or of the run, mid-epoch on --max_steps): evaluate when due, then
+ * checkpoint when due. An epoch-boundary checkpoint records the NEXT epoch at step 0; a run
+ * that stopped mid-epoch records where it stopped. */
+static void end_epoch(Run *r, long epoch, long steps_done_in_epoch, int done) {
+    const Config *cfg = &r->cfg;
+    const int last_epoch = done || epoch + 1 == cfg->epochs;
+    if ((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch) evaluate_and_log(r, epoch);
+    const int mid = steps_done_in_epoch < r->steps_per_epoch;
+    if (last_epoch || (cfg->save_every > 0 && (epoch + 1) % cfg->save_every == 0))
+        save_checkpoint(r, mid ? epoch : epoch + 1, mid ? steps_done_in_epoch : 0, r->step, 0);
+}
+
+/* Epochs of steps from the resume position to the end, or to a preemption. Returns 1 when the
+ * run stopped for preemption (its checkpoint written). */
+static int train(Run *r) {
+    const Config *cfg = &r->cfg;
+    int done = r->step >= r->total_steps;
+    r->t_train0 = now_sec();
+    for (long epoch = r->start_epoch; epoch < cfg->epochs && !done; epoch++) {
+        const long s0 = epoch == r->start_epoch ? r->start_step : 0;
         dataloader_start_epoch(r->train_dl, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
-        double t_log = now_sec(), data_wait = 0.0;
-        model_take_loss_sum(&r->model);   /* a log interval does not span epochs */
-        long images_since = 0, loss_n = 0;
-        r->reducer.wait_time = 0.0;
+        model_take_loss_sum(&r->model);   /* a log window does not span epochs */
+        open_log_window(r, now_sec());
         long s_done = s0;   /* optimizer steps completed in this epoch */
         for (long s = s0; s < r->steps_per_epoch; s++) {
-            /* A step boundary: do all ranks agree to stop for preemption? On a GPU the
-             * collective waits for the queued work, so ranks ask only every few steps;
-             * alone, a rank asks itself every step for free. */
-            int64_t stop = g_signal != 0;
-            if (world > 1 && (!r->be->on_device || (s - s0) % PREEMPT_CHECK_STEPS_GPU == 0)) {
-                comm_set_context(r->comm, "preemption check");
-                comm_allreduce(r->comm, &stop, 1, COMM_INT64, COMM_SUM);
-            } else if (world > 1) {
-                stop = 0;
-            }
-            if (stop) {
+            if (agree_to_stop(r, s - s0)) {
                 log_info(&r->log, "preemption: signal received (%s); checkpointing at epoch %ld step %ld and exiting with status %d",
-                         g_signal ? strsignal(g_signal) : "on another rank", epoch + 1, step, EXIT_PREEMPTED);
-                save_checkpoint(r, epoch, s, step, 1);
-                preempted = 1;
-                break;
+                         g_signal ? strsignal(g_signal) : "on another rank", epoch + 1, r->step, EXIT_PREEMPTED);
+                save_checkpoint(r, epoch, s, r->step, 1);
+                reducer_drain(&r->reducer);
+                return 1;
             }
-            double lr = schedule_lr(&r->sched, epoch, step);
-            model_zero_grad(&r->model);
-            for (long micro = 0; micro < cfg->grad_accum_steps; micro++) {
-                double t0 = now_sec();
-                const float *xb = NULL;
-                const int *yb = NULL;
-                int n = next_batch(r, r->train_dl, &xb, &yb);
-                CHECK(n == cfg->batch_size);
-                double t1 = now_sec();
-                trace_event(r->trace, "data wait", "data", -1, 0, t0, t1);
-                /* the loss stays with the model until the next log line */
-                model_forward_train(&r->model, xb, yb, n,
-                                    1.0f / (float)cfg->grad_accum_steps);
-                double t2 = now_sec();
-                trace_event(r->trace, "forward", "compute", -1, 0, t1, t2);
-                /* Gradient accumulation: only the last micro-step communicates. */
-                reducer_begin(&r->reducer, micro == cfg->grad_accum_steps - 1, step + 1);
-                r->t_last_hook = t2;
-                r->hook_layer = 0;
-                model_backward(&r->model);
-                trace_event(r->trace, "backward", "compute", -1, 0, t2, now_sec());
-                images_since += n;
-            }
-            double t3 = now_sec();
-            reducer_finish(&r->reducer);
-            double t4 = now_sec();
-            trace_event(r->trace, "gradient wait", "comm", -1, 0, t3, t4);
-            /* fp16: unscale, and skip the update when a gradient overflowed (GradScaler) */
-            scaler_unscale(&r->scaler, r->model.grads, r->model.num_params);
-            sgd_step_unless(&r->opt, r->model.params, r->model.grads, (float)lr, scaler_skip_flag(&r->scaler));
-            scaler_update(&r->scaler);
-            model_params_changed(&r->model);
-            trace_event(r->trace, "optimizer", "optim", -1, 0, t4, now_sec());
-            step++;
+            const double lr = schedule_lr(&r->sched, epoch, r->step);
+            optimizer_step(r, lr);
             s_done = s + 1;
-            loss_n++;
-            data_wait += dataloader_take_wait_time(r->train_dl);
-            if (step % cfg->log_interval == 0 || step == r->total_steps) {
-                reducer_drain(&r->reducer);   /* before the loss is read back from the device */
-                double t = now_sec();
-                double stats[2] = {model_take_loss_sum(&r->model) / (double)(loss_n * cfg->grad_accum_steps),
-                                   data_wait};
-                comm_set_context(r->comm, "loss for the log");
-                comm_allreduce(r->comm, stats, 2, COMM_FLOAT64, COMM_AVG);
-                /* the scaler's decisions are the same on every rank (scaler.h) */
-                long skipped = scaler_take_skipped(&r->scaler);
-                if (skipped > 0) {
-                    const double scale = scaler_get_scale(&r->scaler);
-                    log_info(&r->log, "step %ld: %ld of the last %ld steps skipped: fp16 gradients overflowed; loss scale now %g",
-                             step, skipped, loss_n, scale);
-                    if (skipped == loss_n && scale < 1.0)
-                        die("step %ld: fp16 gradients overflow even with a loss scale of %g; training diverged (lower --lr, or --amp_dtype bf16?)",
-                            step, scale);
-                }
-                /* A step the scaler skipped may have an infinite loss: that is what it is for. */
-                if (!isfinite(stats[0]) && skipped == 0)
-                    die("step %ld: loss is %f; training diverged (lower --lr?)", step, stats[0]);
-                double dt = t - t_log, comm_wait = r->reducer.wait_time;
-                double ips = (double)images_since * world / dt;
-                /* ETA from this invocation's average step time (evaluations included). */
-                double eta = (t - t_train0) / (double)(step - step_first) * (double)(r->total_steps - step);
-                long epochs = (r->total_steps + r->steps_per_epoch - 1) / r->steps_per_epoch;
-                logger_progress(&r->log, epoch + 1, epochs, step, r->total_steps, stats[0], ips, eta,
-                                "epoch %ld step %ld/%ld loss %.4f lr %.5f %.1f images/s (data %.0f%%, comm wait %.0f%%)",
-                                epoch + 1, step, r->total_steps, stats[0], lr, ips, 100.0 * stats[1] / dt,
-                                100.0 * comm_wait / dt);
-                char line[640];
-                snprintf_check(line, sizeof line,
-                               "{\"epoch\": %ld, \"step\": %ld, \"loss\": %.6f, \"lr\": %.8g, \"images_per_sec\": %.2f, "
-                               "\"data_sec\": %.4f, \"compute_sec\": %.4f, \"comm_wait_sec\": %.4f, \"time\": %.3f}",
-                               epoch + 1, step, stats[0], lr, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
-                               t - t_train0);
-                logger_metrics(&r->log, line);
-                t_log = t; images_since = 0; data_wait = 0.0; loss_n = 0;
-                r->reducer.wait_time = 0.0;
-            }
-            if (step >= r->total_steps) { done = 1; }
-            if (cfg->save_every_steps > 0 && step % cfg->save_every_steps == 0 && !done && s + 1 < r->steps_per_epoch)
-                save_checkpoint(r, epoch, s + 1, step, 0);
+            if (r->step % cfg->log_interval == 0 || r->step == r->total_steps) log_progress(r, epoch, lr);
+            done = r->step >= r->total_steps;
+            if (cfg->save_every_steps > 0 && r->step % cfg->save_every_steps == 0 && !done && s + 1 < r->steps_per_epoch)
+                save_checkpoint(r, epoch, s + 1, r->step, 0);
             if (done) break;
         }
         reducer_drain(&r->reducer);
-        if (preempted) break;
-        int last_epoch = done || epoch + 1 == cfg->epochs;
-        if ((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch) {
-            double t0 = now_sec(), test_loss;
-            buffers_average(r);
-            last_acc = evaluate(r, &test_loss);
-            buffers_restore(r);
-            if (last_acc > best_acc) best_acc = last_acc;
-            log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f (%.1f s)", epoch + 1, step, last_acc,
-                     test_loss, now_sec() - t0);
-            char line[512];
-            snprintf_check(line, sizeof line,
-                           "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, \"time\": %.3f}",
-                           epoch + 1, step, schedule_lr(&r->sched, epoch, step > 0 ? step - 1 : 0), last_acc, test_loss,
-                           now_sec() - t_train0);
-            logger_metrics(&r->log, line);
-        }
-        /* An epoch boundary checkpoint records the NEXT epoch at step 0; a run that stopped
-         * on --max_steps mid-epoch records where it stopped. */
-        int mid = s_done < r->steps_per_epoch;
-        long ck_epoch = mid ? epoch : epoch + 1;
-        long ck_step = mid ? s_done : 0;
-        if (last_epoch || (cfg->save_every > 0 && (epoch + 1) % cfg->save_every == 0))
-            save_checkpoint(r, ck_epoch, ck_step, step, 0);
+        end_epoch(r, epoch, s_done, done);
     }
+    return 0;
+}
 
+/* The last checkpoint on disk, the closing line, and, after a preemption, every rank waiting
+ * for rank 0's file before anyone exits. */
+static void finish(Run *r, int preempted) {
     char err[1200];
+    const int rank = r->world.boot.rank;
     if (rank == 0 && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
         log_warn(&r->log, "checkpoint: write failed: %s", err);
     if (preempted) {
-        if (rank == 0) write_preempted_marker(r, step);
+        if (rank == 0) write_preempted_marker(r, r->step);
         /* The others wait here while rank 0 finishes writing: however slow the file system,
          * that must not end the job through the communication timeout. */
         comm_set_context(r->comm, "waiting for the preemption checkpoint");
         comm_set_timeout(r->comm, 0);
         comm_barrier(r->comm);
     } else {
-        log_info(&r->log, "done: %ld steps in %.1f s, final test_acc %.4f (best %.4f)", step, now_sec() - t_train0,
-                 last_acc, best_acc);
+        log_info(&r->log, "done: %ld steps in %.1f s, final test_acc %.4f (best %.4f)", r->step,
+                 now_sec() - r->t_train0, r->last_acc, r->best_acc);
     }
     if (r->trace && trace_close(r->trace) != 0) log_warn(&r->log, "trace: cannot write: %s", strerror(errno));
+}
 
+/* Everything in the reverse order of its making; the world last (communicator, MPI, PMIx). */
+static void teardown(Run *r) {
     checkpoint_writer_free(&r->writer);
     free(r->x);
     free(r->y);
@@ -953,5 +972,23 @@ int main(int argc, char **argv) {
     free(r->config_json);
     config_free(&r->cfg);
     world_free(&r->world);
+}
+
+int main(int argc, char **argv) {
+    install_signal_handlers();
+    /* Job directories, logs and checkpoints follow the user's umask but are never
+     * world-writable, whatever the umask. */
+    umask(umask(0) | S_IWOTH);
+    g_progname = "ddptrain";
+    static Run run;
+    Run *r = &run;
+    setup(r, argc, argv);
+    build_model(r);
+    plan_steps(r);
+    resume_or_start(r);
+    alloc_batches(r);
+    const int preempted = train(r);
+    finish(r, preempted);
+    teardown(r);
     return preempted ? EXIT_PREEMPTED : 0;
 }

@@ -1,0 +1,69 @@
+/* host_mirror.c - see host_mirror.h. */
+#include "host_mirror.h"
+
+#include <string.h>
+
+#include "util.h"
+
+/* The batch-norm counters of every ConvBN, from src's layers into dst's (same layout). */
+static void copy_counters(Model *dst, const Model *src) {
+    CHECK(dst->n_block == src->n_block);
+    dst->stem.num_batches_tracked = src->stem.num_batches_tracked;
+    for (int i = 0; i < src->n_block; i++) {
+        dst->block[i].c1.num_batches_tracked = src->block[i].c1.num_batches_tracked;
+        dst->block[i].c2.num_batches_tracked = src->block[i].c2.num_batches_tracked;
+        dst->block[i].sc.num_batches_tracked = src->block[i].sc.num_batches_tracked;
+    }
+}
+
+void host_mirror_open(HostMirror *h, Model *live, SGD *opt) {
+    memset(h, 0, sizeof *h);
+    h->copies = live->be->on_device;
+    if (!h->copies) {
+        h->model = live;
+        h->opt = opt;
+        return;
+    }
+    /* The layout by value; the state in arrays of the mirror's own. */
+    h->m = *live;
+    h->m.block = mallocCheck((size_t)live->n_block * sizeof *live->block);
+    memcpy(h->m.block, live->block, (size_t)live->n_block * sizeof *live->block);
+    h->m.params = mallocCheck(live->num_params * sizeof(float));
+    h->m.buffers = mallocCheck(live->num_buffers * sizeof(float));
+    h->m.grads = NULL;
+    h->o = *opt;
+    h->o.buf = mallocCheck(opt->n * sizeof(float));
+    h->model = &h->m;
+    h->opt = &h->o;
+}
+
+void host_mirror_pull(HostMirror *h, const Model *live, const SGD *opt) {
+    if (!h->copies) return;
+    const Backend *be = live->be;
+    be->download(h->m.params, live->params, live->num_params * sizeof(float));
+    be->download(h->m.buffers, live->buffers, live->num_buffers * sizeof(float));
+    be->download(h->o.buf, opt->buf, opt->n * sizeof(float));
+    h->o.steps = opt->steps;
+    copy_counters(&h->m, live);
+}
+
+void host_mirror_push(const HostMirror *h, Model *live, SGD *opt) {
+    if (!h->copies) return;
+    const Backend *be = live->be;
+    be->upload(live->params, h->m.params, live->num_params * sizeof(float));
+    be->upload(live->buffers, h->m.buffers, live->num_buffers * sizeof(float));
+    be->upload(opt->buf, h->o.buf, opt->n * sizeof(float));
+    opt->steps = h->o.steps;
+    copy_counters(live, &h->m);
+    model_params_changed(live);
+}
+
+void host_mirror_close(HostMirror *h) {
+    if (h->copies) {
+        free(h->m.block);
+        free(h->m.params);
+        free(h->m.buffers);
+        free(h->o.buf);
+    }
+    memset(h, 0, sizeof *h);
+}
