@@ -13,6 +13,7 @@
 #      PyTorch on the same GPU and model (channels_last, autocast, the same batch size,
 #      cudnn.benchmark on), with the ratios and the targets (>= 1.5x PyTorch and >= 40,000 images/s in bf16).
 #   5. compute-sanitizer memcheck of 2 and 1 when installed (capped; informational).
+# SKIP_BENCH=1 leaves out 4.
 #
 # The programs come prebuilt in a carried folder ($CARRY, default carry/gpu from the
 # repository root; /carry/ is git-ignored) holding bin/ and lib/, and the CUDA backend module
@@ -158,7 +159,8 @@ else
 fi
 
 # 4. Benchmark: images/s of ddptrain (mean of the log intervals after the first) and of PyTorch.
-if [ -x "$ddp" ]; then
+# SKIP_BENCH=1 leaves it out (a correctness rerun in little time).
+if [ -x "$ddp" ] && [ "${SKIP_BENCH:-0}" != 1 ]; then
     work=$out/bench
     mkdir -p "$work"
     "$carry/bin/ddptrain-data" synth --out "$work/data" --train 25600 --test 512 > "$work/synth.log" 2>&1
