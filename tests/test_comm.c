@@ -288,7 +288,8 @@ static const DeviceCommFactory fake_factory = {
 static void fake_host_sync(Comm *c) {
     comm_guard_host_sync();
     FakeDev *f = fake_of(c);
-    for (int i = 0; i < f->nstream; i++) comm_wait(f->inner, f->stream[i]);   /* no timeout on a device */
+    comm_set_timeout(f->inner, 0);   /* a device waits without a timeout */
+    for (int i = 0; i < f->nstream; i++) comm_wait(f->inner, f->stream[i]);
     f->nstream = 0;
 }
 
