@@ -40,6 +40,7 @@ struct DataLoader {
     ShardAttrs attrs;
     float lut[3][256];               /* normalised value of each pixel value, per channel */
     char describe[1024];
+    uint64_t shard_list_hash;        /* see dataloader_shard_list_hash */
 
     /* epoch state: written only by dataloader_start_epoch while the worker is idle */
     int started, epoch;
@@ -183,6 +184,12 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
     dl->S = set.shards[0].image_size;
     dl->per = (size_t)dl->S * (size_t)dl->S * 3;
     dl->global_n = set.total;
+    dl->shard_list_hash = 1469598103934665603ULL;   /* FNV-1a of every shard's name and size */
+    for (int i = 0; i < set.num_shards; i++) {
+        const unsigned char *p = (const unsigned char *)set.shards[i].name;
+        for (size_t k = 0; k <= strlen(set.shards[i].name); k++) dl->shard_list_hash = (dl->shard_list_hash ^ p[k]) * 1099511628211ULL;
+        for (int k = 0; k < 8; k++) dl->shard_list_hash = (dl->shard_list_hash ^ ((uint64_t)set.shards[i].n >> (8 * k) & 255)) * 1099511628211ULL;
+    }
     shard_attrs_copy(&dl->attrs, &set.shards[0].attrs);
 
     size_t *counts = mallocCheck((size_t)set.num_shards * sizeof(size_t));
@@ -277,6 +284,7 @@ size_t dataloader_num_samples(const DataLoader *dl) { return dl->n; }
 size_t dataloader_num_batches(const DataLoader *dl) { return dl->num_batches; }
 size_t dataloader_global_samples(const DataLoader *dl) { return dl->global_n; }
 const char *dataloader_describe(const DataLoader *dl) { return dl->describe; }
+uint64_t dataloader_shard_list_hash(const DataLoader *dl) { return dl->shard_list_hash; }
 int dataloader_num_classes(const DataLoader *dl) { return dl->attrs.num_classes; }
 int dataloader_image_size(const DataLoader *dl) { return dl->S; }
 int dataloader_batch_size(const DataLoader *dl) { return dl->opt.batch_size; }

@@ -59,6 +59,9 @@ size_t dataloader_global_samples(const DataLoader *dl);
 
 /* A line for the log: which shards/slices this rank reads ("train-00000-of-00004.h5 [0, 5000)"). */
 const char *dataloader_describe(const DataLoader *dl);
+/* A hash of the split's shard names and sample counts, as this rank sees them in data_dir (not
+ * of the directory's name: nodes may mount the data elsewhere). Equal on every rank of a job. */
+uint64_t dataloader_shard_list_hash(const DataLoader *dl);
 
 /* Start epoch `epoch`, beginning at batch `start_batch` (resume mid-epoch). Restarts prefetch. */
 void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch);

@@ -20,6 +20,7 @@
 #include <omp.h>
 #endif
 
+#include "agree.h"
 #include "backend.h"
 #include "checkpoint.h"
 #include "comm.h"
@@ -35,8 +36,10 @@
 #endif
 #include "optim.h"
 #include "reducer.h"
+#include "roster.h"
 #include "scaler.h"
 #include "schedule.h"
+#include "straggler.h"
 #include "trace.h"
 #include "util.h"
 #include "world.h"
@@ -105,6 +108,9 @@ typedef struct {
     Reducer reducer;
     Trace *trace;
     CheckpointWriter writer;
+    RosterEntry *roster;     /* every rank's host and device (roster.h) */
+    const char **hosts;      /* roster[q].host */
+    Straggler straggler;
     float *own_buffers;      /* several ranks: this rank's running statistics (backend memory)
                               * while the model holds their average; see buffers_average */
     long steps_per_epoch, total_steps;
@@ -124,7 +130,7 @@ typedef struct {
     double t_train0;
     double last_acc, best_acc;
     struct {                 /* what the next progress line averages over */
-        double t_start, data_wait;
+        double t_start, data_wait, step_time;
         long images, steps;
     } win;
 } Run;
@@ -281,6 +287,24 @@ static void die_ends_job(int code) {
     if (g_die_world && g_die_world->boot.world_size > 1) world_abort_job(g_die_world, code);
 }
 
+/* A verdict every rank reached from the same numbers (a refusal before training): `reporter`
+ * says it and ends the job; the others wait for that in a barrier, so that no rank's abort
+ * cuts the line short. */
+static void refuse(Run *r, int reporter, const char *msg) {
+    if (r->world.boot.rank != reporter) {
+        comm_set_context(r->comm, "waiting for the rank that says why the job is refused");
+        comm_barrier(r->comm);
+    }
+    die("%s", msg);
+}
+
+static void require_agreement(Run *r, const Agreement *a) {
+    char err[1024];
+    int reporter = 0;
+    if (r->world.boot.world_size > 1 && agree_check(a, r->comm, r->hosts, &reporter, err, sizeof err) != 0)
+        refuse(r, reporter, err);
+}
+
 /* ---- collectives the loop needs --------------------------------------------------------- */
 
 static long allreduce_min_long(Comm *c, long v) {
@@ -345,19 +369,23 @@ static float *buffers_gather(Run *r) {
     return NULL;
 }
 
+/* FNV-1a of the parameters' bytes. */
+static uint64_t params_checksum(Run *r) {
+    size_t bytes = r->model.num_params * sizeof(float);
+    unsigned char *p = r->be->on_device ? mallocCheck(bytes) : (unsigned char *)r->model.params;
+    if (r->be->on_device) r->be->download(p, r->model.params, bytes);
+    uint64_t h = agree_hash(0, p, bytes);
+    if (r->be->on_device) free(p);
+    return h;
+}
+
 /* Identical weights everywhere: rank 0's are broadcast, then a checksum is compared. */
 static void broadcast_weights(Run *r) {
     comm_set_context(r->comm, "broadcasting initial weights");
     comm_broadcast(r->comm, r->model.params, r->model.num_params * sizeof(float), 0);
     comm_broadcast(r->comm, r->model.buffers, r->model.num_buffers * sizeof(float), 0);
     model_params_changed(&r->model);
-    size_t bytes = r->model.num_params * sizeof(float);
-    unsigned char *p = r->be->on_device ? mallocCheck(bytes) : (unsigned char *)r->model.params;
-    if (r->be->on_device) r->be->download(p, r->model.params, bytes);
-    uint64_t h = 1469598103934665603ULL;
-    for (size_t i = 0; i < bytes; i++) h = (h ^ p[i]) * 1099511628211ULL;
-    if (r->be->on_device) free(p);
-    int64_t mine = (int64_t)(h >> 1), ref = mine, bad;
+    int64_t mine = (int64_t)(params_checksum(r) >> 1), ref = mine, bad;
     comm_broadcast(r->comm, &ref, sizeof ref, 0);
     bad = mine != ref;
     comm_allreduce(r->comm, &bad, 1, COMM_INT64, COMM_SUM);
@@ -581,12 +609,57 @@ static int connect_world(Run *r, char *err, size_t errlen) {
     return world_connect(&r->world, NULL, -1, r->cfg.comm_timeout, NULL, err, errlen);
 }
 
+/* Who every rank is (one collective; rank 0 logs the table at the end of setup), then what is
+ * refused before training, with the rank and host named: two ranks on one GPU, and ranks that
+ * disagree on the options that must match or on the shard lists they see (agree.h). */
+static void preflight(Run *r) {
+    const Bootstrap *b = &r->world.boot;
+    RosterEntry me;
+    memset(&me, 0, sizeof me);
+    snprintf(me.host, sizeof me.host, "%.*s", (int)sizeof me.host - 1, b->hostname);   /* cut: see roster.h */
+    me.local_rank = b->local_rank;
+    me.local_size = b->local_size;
+#ifdef _OPENMP
+    me.threads = omp_get_max_threads();
+#else
+    me.threads = 1;
+#endif
+    cpu_set_t set;
+    me.cores = sched_getaffinity(0, sizeof set, &set) == 0 ? CPU_COUNT(&set) : sysconf(_SC_NPROCESSORS_ONLN);
+    me.gpu = r->gpu;
+    roster_gpu_id(r->gpu, getenv("CUDA_VISIBLE_DEVICES"), me.gpu_id, sizeof me.gpu_id);
+    r->roster = callocCheck((size_t)b->world_size, sizeof *r->roster);
+    r->hosts = callocCheck((size_t)b->world_size, sizeof *r->hosts);
+    if (b->world_size > 1) roster_gather(r->comm, &me, r->roster);
+    else r->roster[0] = me;
+    for (int q = 0; q < b->world_size; q++) r->hosts[q] = r->roster[q].host;
+    int qa, qb;
+    if (roster_find_shared_gpu(r->roster, b->world_size, &qa, &qb)) {
+        char msg[512];
+        snprintf(msg, sizeof msg, "rank %d and rank %d on host %s would both train on GPU %s (physical %s); give each rank "
+                 "its own GPU (one rank per GPU, or CUDA_VISIBLE_DEVICES per rank)", qa, qb, r->hosts[qa],
+                 r->roster[qa].gpu_id, r->roster[qa].gpu_id);
+        refuse(r, 0, msg);
+    }
+    Agreement a;
+    agree_init(&a);
+    agree_add(&a, "the ddptrain version", PACKAGE_VERSION, PACKAGE_VERSION, strlen(PACKAGE_VERSION));
+    agree_add_config(&a, &r->cfg);
+    const uint64_t train_h = dataloader_shard_list_hash(r->train_dl), test_h = dataloader_shard_list_hash(r->test_dl);
+    agree_add(&a, "the train shards of --data_dir (names and sizes)", "", &train_h, sizeof train_h);
+    agree_add(&a, "the test shards of --data_dir (names and sizes)", "", &test_h, sizeof test_h);
+    require_agreement(r, &a);
+    straggler_init(&r->straggler, b->world_size, r->cfg.straggler_factor, r->cfg.log_interval);
+}
+
 static void setup(Run *r, int argc, char **argv) {
     char err[4800];
     if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
     g_die_quiet = r->world.boot.rank != 0;   /* every rank parses the same flags: say it once */
     config_init(&r->cfg);
     config_parse_args(&r->cfg, argc, argv);
+    if (r->cfg.straggler_factor > 0.0 && r->cfg.straggler_factor <= 1.0)
+        die_code(2, "--straggler_factor %g: must be 0 (off) or above 1", r->cfg.straggler_factor);
     g_die_quiet = 0;
     narrow_signal_handlers(signal_by_name(r->cfg.preempt_signal));
 
@@ -618,6 +691,7 @@ static void setup(Run *r, int argc, char **argv) {
     /* From here on every rank is inside collectives: an error on one rank must end them all. */
     g_die_world = &r->world;
     g_die_hook = die_ends_job;
+    preflight(r);
     share_job_dir(r);
     if (r->world.boot.rank == 0 && mkdir_p(r->job_dir) != 0)
         die("--job_dir %s: cannot create directory: %s", r->job_dir, strerror(errno));
@@ -656,9 +730,42 @@ static void setup(Run *r, int argc, char **argv) {
              dataloader_num_samples(r->train_dl), dataloader_global_samples(r->train_dl),
              dataloader_describe(r->train_dl), dataloader_num_samples(r->test_dl),
              dataloader_global_samples(r->test_dl));
+    if (r->world.boot.rank == 0 && r->world.boot.world_size > 1)
+        for (int q = 0; q < r->world.boot.world_size; q++) {
+            char line[512];
+            roster_line(r->roster, q, line, sizeof line);
+            log_info(&r->log, "ranks: %s", line);
+        }
 }
 
 /* ---- the model, the optimizer and the plan of steps --------------------------------------- */
+
+/* The model's tensors and the gradient buckets, the same on every rank: with another binary on
+ * one node they could differ although every option agrees. */
+static void agree_on_layout(Run *r) {
+    Agreement a;
+    agree_init(&a);
+    uint64_t h = agree_hash(0, &r->model.num_params, sizeof r->model.num_params);
+    h = agree_hash(h, &r->model.num_buffers, sizeof r->model.num_buffers);
+    for (int i = 0; i < r->model.n_param_info; i++) {
+        const TensorInfo *t = &r->model.param_info[i];
+        h = agree_hash(h, t->name, strlen(t->name));
+        h = agree_hash(h, &t->offset, sizeof t->offset);
+        h = agree_hash(h, &t->numel, sizeof t->numel);
+        h = agree_hash(h, t->shape, sizeof t->shape);
+    }
+    char v[48];
+    snprintf(v, sizeof v, "%zu parameters", r->model.num_params);
+    agree_add(&a, "the model's tensors", v, &h, sizeof h);
+    h = 0;
+    for (int k = 0; k < r->reducer.n_bucket; k++) {
+        h = agree_hash(h, &r->reducer.bucket[k].begin, sizeof r->reducer.bucket[k].begin);
+        h = agree_hash(h, &r->reducer.bucket[k].end, sizeof r->reducer.bucket[k].end);
+    }
+    snprintf(v, sizeof v, "%d buckets", r->reducer.n_bucket);
+    agree_add(&a, "the gradient buckets", v, &h, sizeof h);
+    require_agreement(r, &a);
+}
 
 /* Model, optimizer, loss scaler and reducer on the chosen backend, with rank 0's weights on
  * every rank, and the checkpoint writer. */
@@ -676,7 +783,6 @@ static void build_model(Run *r) {
     scaler_init(&r->scaler, r->be, r->be->on_device && cfg->use_amp && !strcmp(cfg->amp_dtype, "fp16"),
                 SCALER_INIT_SCALE, SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
     r->model.grad_scale = scaler_scale_ptr(&r->scaler);
-    broadcast_weights(r);
 
     if (cfg->trace) {
         char path[4300];
@@ -697,6 +803,8 @@ static void build_model(Run *r) {
         log_info(&r->log, "reducer: gradients averaged over %d ranks in %s%s", world, desc,
                  cfg->sync_bn ? "; synchronised batch norm" : "");
     }
+    agree_on_layout(r);   /* before the first collective whose size they decide */
+    broadcast_weights(r);
     checkpoint_writer_init(&r->writer, (int)cfg->keep_checkpoints);
 }
 
@@ -722,6 +830,17 @@ static void resume_or_start(Run *r) {
     r->last_acc = -1.0;   /* no evaluation yet */
     r->best_acc = 0.0;
     const int resumed = maybe_resume(r, &ts);
+    if (resumed) {   /* every rank read the file itself: a stale copy on one node shows here */
+        Agreement a;
+        agree_init(&a);
+        const int64_t where[3] = {ts.epoch, ts.step_in_epoch, ts.global_step};
+        char v[48];
+        snprintf(v, sizeof v, "global step %ld", ts.global_step);
+        agree_add(&a, "the resumed checkpoint's position", v, where, sizeof where);
+        const uint64_t w = params_checksum(r);
+        agree_add(&a, "the resumed checkpoint's weights", "", &w, sizeof w);
+        require_agreement(r, &a);
+    }
     r->step = resumed ? ts.global_step : 0;
     r->step_first = r->step;
     r->start_epoch = resumed ? ts.epoch : 0;
@@ -776,6 +895,7 @@ static int agree_to_stop(Run *r, long steps_into_epoch) {
  * and the update (skipped by the fp16 scaler when a gradient overflowed). */
 static void optimizer_step(Run *r, double lr) {
     const Config *cfg = &r->cfg;
+    const double t_begin = now_sec();
     model_zero_grad(&r->model);
     for (long micro = 0; micro < cfg->grad_accum_steps; micro++) {
         double t0 = now_sec();
@@ -808,6 +928,29 @@ static void optimizer_step(Run *r, double lr) {
     r->step++;
     r->win.steps++;
     r->win.data_wait += dataloader_take_wait_time(r->train_dl);
+    r->win.step_time += now_sec() - t_begin;
+}
+
+/* Every rank's times in the steps since the last progress line, one collective; rank 0 names a
+ * straggler and its recovery (straggler.h) in the log and in metrics.jsonl. */
+static void check_stragglers(Run *r) {
+    const int world = r->world.boot.world_size;
+    if (r->cfg.straggler_factor <= 0.0 || world == 1) return;
+    StragglerTimes mine = {.data = r->win.data_wait, .comm = r->reducer.wait_time};
+    mine.compute = r->win.step_time - mine.data - mine.comm;
+    if (mine.compute < 0.0) mine.compute = 0.0;
+    StragglerTimes *all = callocCheck((size_t)world, sizeof *all);
+    straggler_exchange(r->comm, &mine, all);
+    StragglerEvent ev[STRAGGLER_MAX_EVENTS];
+    const int n = straggler_update(&r->straggler, all, r->step - r->win.steps + 1, r->step, ev, STRAGGLER_MAX_EVENTS);
+    for (int i = 0; i < n && r->world.boot.rank == 0; i++) {
+        char line[512];
+        straggler_describe(&ev[i], r->hosts[ev[i].rank], line, sizeof line);
+        log_warn(&r->log, "%s", line);
+        straggler_json(&ev[i], r->hosts[ev[i].rank], r->step, line, sizeof line);
+        logger_metrics(&r->log, line);
+    }
+    free(all);
 }
 
 /* A new log window: what the next progress line averages over. */
@@ -816,6 +959,7 @@ static void open_log_window(Run *r, double t) {
     r->win.images = 0;
     r->win.steps = 0;
     r->win.data_wait = 0.0;
+    r->win.step_time = 0.0;
     r->reducer.wait_time = 0.0;
 }
 
@@ -844,6 +988,7 @@ static void log_progress(Run *r, long epoch, double lr) {
     /* A step the scaler skipped may have an infinite loss: that is what it is for. */
     if (!isfinite(stats[0]) && skipped == 0) die("step %ld: loss is %f; training diverged (lower --lr?)", r->step, stats[0]);
     double dt = t - r->win.t_start, comm_wait = r->reducer.wait_time;
+    check_stragglers(r);
     double ips = (double)r->win.images * world / dt;
     /* ETA from this invocation's average step time (evaluations included). */
     double eta = (t - r->t_train0) / (double)(r->step - r->step_first) * (double)(r->total_steps - r->step);
@@ -963,6 +1108,9 @@ static void teardown(Run *r) {
     }
     if (r->own_buffers) r->be->release(r->own_buffers);
     reducer_free(&r->reducer);
+    straggler_free(&r->straggler);
+    free(r->roster);
+    free(r->hosts);
     sgd_free(&r->opt);
     scaler_free(&r->scaler);
     model_free(&r->model);
