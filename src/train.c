@@ -646,8 +646,8 @@ static void preflight(Run *r) {
     agree_add(&a, "the ddptrain version", PACKAGE_VERSION, PACKAGE_VERSION, strlen(PACKAGE_VERSION));
     agree_add_config(&a, &r->cfg);
     const uint64_t train_h = dataloader_shard_list_hash(r->train_dl), test_h = dataloader_shard_list_hash(r->test_dl);
-    agree_add(&a, "the train shards of --data_dir (names and sizes)", "", &train_h, sizeof train_h);
-    agree_add(&a, "the test shards of --data_dir (names and sizes)", "", &test_h, sizeof test_h);
+    agree_add(&a, "the train shard list of --data_dir", "", &train_h, sizeof train_h);
+    agree_add(&a, "the test shard list of --data_dir", "", &test_h, sizeof test_h);
     require_agreement(r, &a);
     straggler_init(&r->straggler, b->world_size, r->cfg.straggler_factor, r->cfg.log_interval);
 }

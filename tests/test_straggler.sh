@@ -1,0 +1,112 @@
+#!/bin/sh
+# The straggler check (src/straggler.h), 2 ranks under mpirun, 1 thread each:
+#   (a) a normal run names no straggler (no false alarm) in rank 0's output or metrics.jsonl
+#       (not judged when the load average was already at the number of CPUs: see below);
+#   (b) rank 1 slowed from outside (SIGSTOP/SIGCONT on a duty cycle, about 3x slower) is named,
+#       with its host, in rank 0's log and metrics.jsonl within 50 steps of the first
+#       stop, and rank 0 never is; once they end, rank 1 is reported recovered.
+. "${top_srcdir:-.}/tests/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
+MPIRUN="mpirun --allow-run-as-root --oversubscribe --bind-to core -np 2"
+export OMP_NUM_THREADS=1
+HOST=$(uname -n)
+make_synth "$TMP/data" --train 2048 --test 64 --shards 2
+FLAGS="--data_dir $TMP/data --width 16 --blocks 1 --batch_size 16 --log_interval 5 --threads 1 --eval_every 0 --save_every 0"
+
+# last_step JOB: the step of the newest training line in rank 0's metrics.jsonl (0: none yet)
+last_step() {
+    s=$(grep '"loss"' "$1/metrics.jsonl" 2>/dev/null | tail -n 1 | sed 's/.*"step": \([0-9]*\).*/\1/')
+    echo "${s:-0}"
+}
+
+# ---- (a) no false alarm --------------------------------------------------------------------
+load0=$(cut -d ' ' -f 1 /proc/loadavg)
+# shellcheck disable=SC2086
+if timeout -k 5 120 $MPIRUN "$DDPTRAIN" $FLAGS --job_dir "$TMP/a" --epochs 1 --max_steps 60 >"$TMP/a.out" 2>&1; then
+    if grep -qi straggler "$TMP/a.out" "$TMP/a/metrics.jsonl" "$TMP/a/logs/"*; then
+        # On a machine already busier than its cores, the kernel gives one rank less CPU than the
+        # other: that rank is a straggler in earnest, and naming it is no false alarm.
+        if awk -v l="$load0" -v n="$(nproc)" 'BEGIN{exit !(l >= n)}'; then
+            echo "   (a) load average $load0 on $(nproc) CPUs before the run: $(grep -hi straggler "$TMP/a.out" | head -n 1)"
+            ok "(a) a rank was named, but the machine was loaded before the run (not judged)"
+        else
+            bad "(a) a normal run named a straggler: $(grep -hi straggler "$TMP/a.out" | head -n 2)"
+        fi
+    else
+        ok "(a) a normal 2-rank run of $(last_step "$TMP/a") steps names no straggler"
+    fi
+else
+    bad "(a) the normal run failed"; tail -n 10 "$TMP/a.out"
+fi
+
+# ---- (b) rank 1 slowed ---------------------------------------------------------------------
+job="$TMP/b"
+# shellcheck disable=SC2086
+timeout -k 5 300 $MPIRUN "$DDPTRAIN" $FLAGS --job_dir "$job" --epochs 100 >"$TMP/b.out" 2>&1 &
+bg=$!
+pid1=""
+for _ in $(seq 1 300); do     # up to 60 s for rank 0's second progress line (past the warm-up)
+    if [ "$(last_step "$job")" -ge 10 ]; then
+        for p in $(pgrep -f -- "--job_dir $job"); do
+            [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ddptrain ] || continue
+            tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && pid1=$p
+        done
+        break
+    fi
+    kill -0 $bg 2>/dev/null || break
+    sleep 0.2
+done
+if [ -z "$pid1" ]; then
+    bad "(b) no training steps, or rank 1's process not found"; tail -n 10 "$TMP/b.out"
+    kill $bg 2>/dev/null; wait $bg
+    finish
+fi
+# A duty cycle of SIGSTOP 0.2 s / SIGCONT 0.1 s: rank 1 runs a third of the time. (Busy
+# processes pinned to rank 1's core would do on an idle machine; on a loaded one the kernel then
+# moves the other load onto rank 0's core and slows both.) A rank stopped while it waits in a
+# collective is charged communication wait, so the model is wide enough for compute to dominate.
+touch "$TMP/slow"
+( while [ -f "$TMP/slow" ]; do kill -STOP "$pid1" 2>/dev/null; sleep 0.2; kill -CONT "$pid1" 2>/dev/null; sleep 0.1; done
+  kill -CONT "$pid1" 2>/dev/null ) &
+duty=$!
+start=$(last_step "$job")
+named=""
+for _ in $(seq 1 600); do     # up to 120 s, or 80 steps after the first stop
+    named=$(grep -m 1 '"event": "straggler"' "$job/metrics.jsonl" 2>/dev/null)
+    [ -n "$named" ] && break
+    [ "$(last_step "$job")" -ge $((start + 80)) ] && break
+    kill -0 $bg 2>/dev/null || break
+    sleep 0.2
+done
+rm -f "$TMP/slow"
+wait $duty
+if [ -z "$named" ]; then
+    bad "(b) rank 1 slowed from step $start: no straggler named by step $(last_step "$job")"
+else
+    at=$(echo "$named" | sed 's/.*"step": \([0-9]*\).*/\1/')
+    line=$(grep -m 1 "straggler: rank" "$TMP/b.out")
+    echo "   (b) slowed from step $start; named at step $at: $line"
+    echo "$named" | grep -q "\"rank\": 1, \"host\": \"$HOST\"" && [ $((at - start)) -le 50 ] &&
+        echo "$line" | grep -q "straggler: rank 1 on host $HOST: compute [0-9.]*x the median over steps" &&
+        ok "(b) rank 1 on host $HOST named $((at - start)) steps after it was slowed (limit 50)" ||
+        bad "(b) wrong rank or host, or too late: $named"
+fi
+grep -q '"rank": 0' "$job/metrics.jsonl" && bad "(b) rank 0 was named: $(grep '"rank": 0' "$job/metrics.jsonl")"
+# Recovery: the window (30 steps) must clear; allow 80 steps.
+stop=$(last_step "$job")
+rec=""
+for _ in $(seq 1 600); do
+    rec=$(grep -m 1 '"event": "straggler_recovered"' "$job/metrics.jsonl" 2>/dev/null)
+    [ -n "$rec" ] && break
+    [ "$(last_step "$job")" -ge $((stop + 80)) ] && break
+    kill -0 $bg 2>/dev/null || break
+    sleep 0.2
+done
+[ -n "$rec" ] && ok "(b) rank 1 reported recovered: $(grep -m 1 'recovered' "$TMP/b.out")" ||
+    bad "(b) no recovery reported by step $(last_step "$job") (slowing ended at step $stop)"
+[ "$(grep -c '"event": "straggler"' "$job/metrics.jsonl")" -eq 1 ] ||
+    bad "(b) more than one episode named: $(grep -c '"event": "straggler"' "$job/metrics.jsonl")"
+kill $bg 2>/dev/null
+wait $bg 2>/dev/null
+finish
