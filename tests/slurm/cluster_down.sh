@@ -35,11 +35,14 @@ stop_pid "$MUNGED_PID" munged         # empty when munged was already running be
 
 # 3. slurmstepd processes of our slurmd that outlived it. PMIx 4.2 can deadlock in
 #    PMIx_server_finalize when a task dies during PMIx_Init: the step then never exits and
-#    ignores SIGTERM. Ours are the ones started after our slurmd.
+#    ignores SIGTERM. Ours are the ones started after our slurmd, in this network namespace
+#    (the multi-node test cluster's run in the namespaces of its nodes).
 STEPD_EXE=$(readlink -f "$(command -v slurmstepd || echo /usr/sbin/slurmstepd)")
+NETNS=$(readlink /proc/$$/ns/net)
 if [ -n "$SLURMD_START" ]; then
   for d in /proc/[0-9]*; do
     [ "$(readlink "$d/exe" 2>/dev/null)" = "$STEPD_EXE" ] || continue
+    [ "$(readlink "$d/ns/net" 2>/dev/null)" = "$NETNS" ] || continue
     st=$(sed 's/^.*) //' "$d/stat" 2>/dev/null | awk '{print $20}')
     [ -n "$st" ] && [ "$st" -ge "$SLURMD_START" ] || continue
     echo "cluster_down: killing leftover $(tr '\0' ' ' < "$d/cmdline") (pid ${d#/proc/})" >&2

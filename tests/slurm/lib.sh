@@ -77,3 +77,28 @@ sbatch_wait() {
         _t=$((_t + 1))
     done
 }
+
+# ---- the multi-node cluster (multinode_up.sh) -----------------------------------------------
+#   mn_up || exit $?       0 up (SLURM_CONF exported: the multi-node cluster's), 77 skip, 1 error
+#   mn_down_if_started     from the EXIT trap; DDP_SLURM_KEEP=1 leaves it up as for slurm_up
+# Environment: DDP_MN_STATE, DDP_MN_NODES, DDP_MN_RATE (see multinode_up.sh).
+MN_STATE=${DDP_MN_STATE:-/tmp/ddptrain-mn.state}
+MN_STARTED=0
+mn_up() {
+    command -v sbatch >/dev/null 2>&1 || { echo "mn_up: sbatch not found"; return 77; }
+    _mn_out=$(bash "${top_srcdir:-.}/tests/slurm/multinode_up.sh" 2>&1)
+    _mn_rc=$?
+    if [ $_mn_rc -ne 0 ]; then echo "$_mn_out"; return $_mn_rc; fi
+    echo "$_mn_out" | grep -q "already up" || MN_STARTED=1
+    # shellcheck disable=SC1090
+    SLURM_CONF=$(. "$MN_STATE"; echo "$SLURM_CONF")
+    export SLURM_CONF
+    echo "$_mn_out"
+    return 0
+}
+mn_down_if_started() {
+    if [ "$MN_STARTED" = 1 ] && [ "${DDP_SLURM_KEEP:-0}" != 1 ]; then
+        bash "${top_srcdir:-.}/tests/slurm/multinode_down.sh" >/dev/null 2>&1
+        MN_STARTED=0
+    fi
+}
