@@ -67,6 +67,18 @@ if slurm_up >build/slurm-up.out 2>&1; then
 else
     echo "(local Slurm not started: $(tail -n 1 build/slurm-up.out))"
 fi
+# The multi-node test cluster (tests/slurm/multinode_up.sh: 2 nodes as network namespaces, its
+# own SLURM_CONF and ports) for tests/test_multinode.sh, likewise.
+if mn_up >build/slurm-mn-up.out 2>&1; then
+    if [ "$MN_STARTED" = 1 ]; then
+        trap 'DDP_SLURM_KEEP=0 mn_down_if_started; DDP_SLURM_KEEP=0 slurm_down_if_started' EXIT
+    fi
+else
+    echo "(multi-node test cluster not started: $(tail -n 1 build/slurm-mn-up.out))"
+fi
+# The single-node cluster's SLURM_CONF for the tests; test_multinode.sh reads the other one
+# from the state file.
+SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF") 2>/dev/null || unset SLURM_CONF
 rc=0
 make -C build -j"$jobs" --no-print-directory check >build/check.out 2>&1 || rc=$?
 grep -E '^(PASS|FAIL|SKIP|ERROR|XPASS|XFAIL):' build/check.out || true
