@@ -12,6 +12,7 @@ size_t comm_dtype_size(CommDtype dt) {
     case COMM_FLOAT32: return 4;
     case COMM_FLOAT64: return 8;
     case COMM_INT64: return 8;
+    case COMM_BF16: case COMM_FP16: return 2;
     }
     fail_at(__FILE__, __LINE__, "unknown CommDtype", NULL);
 }

@@ -43,7 +43,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
-typedef enum { COMM_FLOAT32, COMM_FLOAT64, COMM_INT64 } CommDtype;
+/* COMM_BF16 and COMM_FP16 (uint16_t storage, src/half.h) take COMM_SUM only, on MPI only. */
+typedef enum { COMM_FLOAT32, COMM_FLOAT64, COMM_INT64, COMM_BF16, COMM_FP16 } CommDtype;
 typedef enum { COMM_SUM, COMM_AVG } CommOp;
 
 #define COMM_STARTUP_TIMEOUT_S 600.0

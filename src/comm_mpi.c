@@ -6,6 +6,7 @@
 #include "build_config.h"
 #ifdef HAVE_MPI
 #include "comm_mpi.h"
+#include "half.h"
 #include "util.h"
 
 #include <limits.h>
@@ -43,6 +44,7 @@ static MPI_Datatype mpi_type(CommDtype dt) {
     case COMM_FLOAT32: return MPI_FLOAT;
     case COMM_FLOAT64: return MPI_DOUBLE;
     case COMM_INT64: return MPI_INT64_T;
+    case COMM_BF16: case COMM_FP16: return MPI_UINT16_T;   /* summed by half_op */
     }
     fail_at(__FILE__, __LINE__, "unknown CommDtype", NULL);
 }
@@ -104,11 +106,31 @@ static void mpi_wait(Comm *c, CommRequest *req) {
     }
 }
 
+/* MPI has no 16-bit float types: they travel as MPI_UINT16_T and are summed by these
+ * user-defined (commutative) operations, created on first use and kept for the process. */
+static void sum_bf16(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    half_sum(HALF_BF16, in, inout, (size_t)*len);
+}
+static void sum_fp16(void *in, void *inout, int *len, MPI_Datatype *dt) {
+    (void)dt;
+    half_sum(HALF_FP16, in, inout, (size_t)*len);
+}
+static MPI_Op half_op(Comm *c, CommDtype dt) {
+    static MPI_Op ops[2] = {MPI_OP_NULL, MPI_OP_NULL};
+    int i = dt == COMM_BF16 ? 0 : 1;
+    if (ops[i] == MPI_OP_NULL) MPI_CHECK(c, MPI_Op_create(i == 0 ? sum_bf16 : sum_fp16, 1, &ops[i]));
+    return ops[i];
+}
+
 static void mpi_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op, CommRequest *req) {
     if (op == COMM_AVG && dt == COMM_INT64) comm_finish_avg(buf, count, dt, c->world_size);   /* reports */
+    int half = dt == COMM_BF16 || dt == COMM_FP16;
+    if (half && op != COMM_SUM) fail_at(__FILE__, __LINE__, "iallreduce", "16-bit floats are summed only");
     req_begin(c, req, "iallreduce", buf, count, dt, op);
     MPI_Request r;
-    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(dt), MPI_SUM, mpi_comm(c), &r));
+    MPI_CHECK(c, MPI_Iallreduce(MPI_IN_PLACE, buf, mpi_count(count), mpi_type(dt), half ? half_op(c, dt) : MPI_SUM,
+                                mpi_comm(c), &r));
     req_set(req, r);
 }
 

@@ -1,6 +1,7 @@
 /* reducer.c - see reducer.h. */
 #include <string.h>
 
+#include "half.h"
 #include "reducer.h"
 #include "util.h"
 
@@ -24,7 +25,15 @@ void reducer_init(Reducer *r, Comm *comm, float *grads, const TensorInfo *info, 
     }
 }
 
+void reducer_set_wire(Reducer *r, CommDtype wire) {
+    CHECK(wire == COMM_FLOAT32 || wire == COMM_BF16 || wire == COMM_FP16);
+    r->wire = wire;
+    free(r->wire_buf);
+    r->wire_buf = wire == COMM_FLOAT32 ? NULL : mallocCheck((r->n ? r->n : 1) * sizeof *r->wire_buf);
+}
+
 void reducer_free(Reducer *r) {
+    free(r->wire_buf);
     free(r->bucket);
     memset(r, 0, sizeof *r);
 }
@@ -59,21 +68,38 @@ static void set_context(Reducer *r, int b) {
     comm_set_context(r->comm, ctx);
 }
 
+static HalfKind half_kind(CommDtype wire) { return wire == COMM_BF16 ? HALF_BF16 : HALF_FP16; }
+
 static void post(Reducer *r, int b) {
     Bucket *k = &r->bucket[b];
     set_context(r, b);
     k->t_post = now_sec();
-    comm_iallreduce(r->comm, r->grads + k->begin, k->end - k->begin, COMM_FLOAT32, COMM_AVG, &k->req[r->cur]);
+    size_t n = k->end - k->begin;
+    if (r->wire == COMM_FLOAT32) {
+        comm_iallreduce(r->comm, r->grads + k->begin, n, COMM_FLOAT32, COMM_AVG, &k->req[r->cur]);
+    } else {
+        half_pack(half_kind(r->wire), r->wire_buf + k->begin, r->grads + k->begin, n);
+        comm_iallreduce(r->comm, r->wire_buf + k->begin, n, r->wire, COMM_SUM, &k->req[r->cur]);
+    }
     k->posted = 1;
     k->t_done = 0.0;
 }
 
-/* A completed bucket's span goes into the trace from post to the moment completion was seen. */
+/* A completed bucket's span goes into the trace from post to the moment completion was seen;
+ * a 16-bit one is converted back into the gradients then. */
+static void completed(Reducer *r, int b) {
+    Bucket *k = &r->bucket[b];
+    if (r->wire != COMM_FLOAT32)
+        half_unpack(half_kind(r->wire), r->grads + k->begin, r->wire_buf + k->begin, k->end - k->begin,
+                    (float)r->comm->world_size);
+    k->t_done = now_sec();
+}
+
 static void poll(Reducer *r) {
     for (int b = 0; b < r->next; b++) {
         Bucket *k = &r->bucket[b];
         if (k->t_done == 0.0 && comm_test(r->comm, &k->req[r->cur])) {
-            k->t_done = now_sec();
+            completed(r, b);
             trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
         }
     }
@@ -95,7 +121,7 @@ void reducer_finish(Reducer *r) {
         if (k->t_done != 0.0) continue;
         set_context(r, b);
         if (!comm_wait_stream(r->comm, &k->req[r->cur])) continue;   /* the device waits */
-        k->t_done = now_sec();
+        completed(r, b);
         trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
     }
     r->wait_time += now_sec() - t0;

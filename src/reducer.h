@@ -14,11 +14,18 @@
  * stuck one still ends in the comm's timeout; reducer_drain waits for all of them, before
  * anything that reads device memory from the host.
  *
- * The reducer only knows a Comm: the same code drives MPI on CPU and NCCL on GPU. */
+ * The reducer only knows a Comm: the same code drives MPI on CPU and NCCL on GPU.
+ *
+ * Compressed buckets (reducer_set_wire, --comm_dtype bf16|fp16, MPI only): a bucket is
+ * converted to 16 bits into a staging buffer when posted, summed there (src/half.h: each step
+ * of the reduction adds in float32 and rounds to 16 bits), and converted back into the
+ * gradients, divided by the world size in float32, when it completes: half the bytes on the
+ * wire, as DDP's bf16/fp16 compress hooks. */
 #ifndef DDP_REDUCER_H
 #define DDP_REDUCER_H
 
 #include <stddef.h>
+#include <stdint.h>
 
 #include "comm.h"
 #include "model.h"
@@ -43,12 +50,17 @@ typedef struct {
     int cur;                 /* step parity: which request of each bucket this step uses */
     Trace *trace;
     double wait_time;        /* seconds the host waited for reductions since last taken */
+    CommDtype wire;          /* COMM_FLOAT32, or COMM_BF16 / COMM_FP16 (reducer_set_wire) */
+    uint16_t *wire_buf;      /* the 16-bit copy of the gradients, for a 16-bit wire */
 } Reducer;
 
 /* Buckets from the tensor layout (params in forward order). */
 void reducer_init(Reducer *r, Comm *comm, float *grads, const TensorInfo *info, int n_info,
                   size_t cap_bytes, size_t first_cap_bytes, Trace *trace);
 void reducer_free(Reducer *r);
+/* The element type gradients travel in: COMM_FLOAT32 (default), COMM_BF16 or COMM_FP16 (for a
+ * host Comm only: the conversion runs on the CPU). */
+void reducer_set_wire(Reducer *r, CommDtype wire);
 
 /* Before each backward: active = 0 on the first k-1 micro-steps of gradient accumulation
  * (nothing is communicated then), 1 on the last. */

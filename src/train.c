@@ -791,6 +791,11 @@ static void build_model(Run *r) {
     }
     reducer_init(&r->reducer, r->comm, r->model.grads, r->model.param_info, r->model.n_param_info,
                  (size_t)(cfg->bucket_cap_mb * 1e6), (size_t)(cfg->first_bucket_mb * 1e6), r->trace);
+    if (strcmp(cfg->comm_dtype, "fp32") != 0) {
+        /* The 16-bit conversion runs on the host; NCCL would need it on the device. */
+        if (r->be->on_device) die("--comm_dtype %s: compressed all-reduce is for CPU ranks only; use fp32 on GPUs", cfg->comm_dtype);
+        reducer_set_wire(&r->reducer, !strcmp(cfg->comm_dtype, "bf16") ? COMM_BF16 : COMM_FP16);
+    }
     r->model.grad_ready = on_grad_ready;
     r->model.grad_ready_ctx = r;
     if (cfg->sync_bn && world > 1) {
@@ -800,7 +805,8 @@ static void build_model(Run *r) {
     if (world > 1) {
         char desc[1024];
         reducer_describe(&r->reducer, desc, sizeof desc);
-        log_info(&r->log, "reducer: gradients averaged over %d ranks in %s%s", world, desc,
+        log_info(&r->log, "reducer: gradients averaged over %d ranks in %s%s%s%s", world, desc,
+                 strcmp(cfg->comm_dtype, "fp32") ? ", sent as " : "", strcmp(cfg->comm_dtype, "fp32") ? cfg->comm_dtype : "",
                  cfg->sync_bn ? "; synchronised batch norm" : "");
     }
     agree_on_layout(r);   /* before the first collective whose size they decide */

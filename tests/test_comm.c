@@ -3,6 +3,7 @@
  * Exit 0 when every check passed on this rank, 1 otherwise. */
 #include "build_config.h"
 #include "comm.h"
+#include "half.h"
 #include "util.h"
 #include "world.h"
 
@@ -163,6 +164,31 @@ static void check_iallreduce(Comm *c) {
     }
     printf("rank %d: 3 iallreduce in flight, completed out of order (%ld test polls): %s\n", c->rank,
            polls, g_failures ? "FAILED" : "ok");
+}
+
+/* 16-bit sums (--comm_dtype): every rank's (r+1)/4 adds up exactly in any order; with 2 ranks,
+ * 1 + 2^-8 is a tie in bf16 (7 mantissa bits), rounded to even (1), and exact in fp16. */
+static void check_half_allreduce(Comm *c) {
+    enum { N = 1000 };
+    static uint16_t buf[2][N];
+    const HalfKind kinds[2] = {HALF_BF16, HALF_FP16};
+    const CommDtype dts[2] = {COMM_BF16, COMM_FP16};
+    const int n = c->world_size;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < N; i++)
+            buf[k][i] = half_from_float(kinds[k], i == 0 && n == 2 ? (c->rank == 0 ? 1.0f : 0x1p-8f)
+                                                               : (float)(c->rank + 1) / 4.0f);
+        CommRequest req;
+        comm_set_context(c, k == 0 ? "test bf16 iallreduce" : "test fp16 iallreduce");
+        comm_iallreduce(c, buf[k], N, dts[k], COMM_SUM, &req);
+        comm_wait(c, &req);
+        float e = (float)(n * (n + 1) / 2) / 4.0f, e0 = n == 2 ? (k == 0 ? 1.0f : 1.0f + 0x1p-8f) : e;
+        int ok = half_to_float(kinds[k], buf[k][0]) == e0;
+        for (int i = 1; i < N; i++) if (half_to_float(kinds[k], buf[k][i]) != e) ok = 0;
+        EXPECT(ok, "%s sum: got %g and %g, expected %g and %g", k == 0 ? "bf16" : "fp16",
+               half_to_float(kinds[k], buf[k][0]), half_to_float(kinds[k], buf[k][1]), e0, e);
+    }
+    printf("rank %d: bf16 and fp16 iallreduce (16-bit sums): %s\n", c->rank, g_failures ? "FAILED" : "ok");
 }
 
 static void check_kv(Bootstrap *b) {
@@ -530,6 +556,7 @@ int main(int argc, char **argv) {
         check_avg_order(c);
         check_broadcast_barrier(c);
         check_iallreduce(c);
+        check_half_allreduce(c);
         check_kv(&g_world.boot);
         comm_set_context(c, "final barrier");
         comm_barrier(c);

@@ -6,6 +6,7 @@
 
 #include "config.h"
 #include "gpu_choice.h"
+#include "half.h"
 #include "model.h"
 #include "optim.h"
 #include "reducer.h"
@@ -401,8 +402,33 @@ static void test_gpu_choice(void) {
     EXPECT(r == -1 && strstr(err, "no CUDA device visible"), "no device visible: refused (%s)", err);
 }
 
+/* --comm_dtype's conversions: round to nearest even, range, NaN and infinity. */
+static void test_half(void) {
+    EXPECT(half_from_float(HALF_BF16, 1.0f) == 0x3f80 && half_from_float(HALF_FP16, 1.0f) == 0x3c00, "1.0 in bf16 and fp16");
+    /* 1 + 2^-8 is halfway between two bf16 values: to even (1.0); 1 + 3*2^-8: up, to even. */
+    EXPECT(half_to_float(HALF_BF16, half_from_float(HALF_BF16, 1.0f + 0x1p-8f)) == 1.0f &&
+           half_to_float(HALF_BF16, half_from_float(HALF_BF16, 1.0f + 3 * 0x1p-8f)) == 1.0f + 0x1p-6f,
+           "bf16 rounds to nearest even");
+    EXPECT(half_to_float(HALF_BF16, half_from_float(HALF_BF16, 1e30f)) > 9.9e29f &&
+           isinf(half_to_float(HALF_FP16, half_from_float(HALF_FP16, 70000.0f))) &&
+           half_to_float(HALF_FP16, half_from_float(HALF_FP16, 0x1p-24f)) == 0x1p-24f &&
+           half_to_float(HALF_FP16, half_from_float(HALF_FP16, 0x1p-26f)) == 0.0f,
+           "bf16 keeps float32's range; fp16 overflows above 65504, keeps 2^-24, loses 2^-26");
+    EXPECT(isnan(half_to_float(HALF_BF16, half_from_float(HALF_BF16, NAN))) &&
+           isnan(half_to_float(HALF_FP16, half_from_float(HALF_FP16, NAN))) &&
+           isinf(half_to_float(HALF_BF16, half_from_float(HALF_BF16, -INFINITY))), "NaN and infinity survive");
+    uint16_t a[2], b[2];
+    float x[2] = {0.5f, -3.0f}, y[2] = {0.25f, 1.0f}, back[2];
+    half_pack(HALF_FP16, a, x, 2);
+    half_pack(HALF_FP16, b, y, 2);
+    half_sum(HALF_FP16, a, b, 2);
+    half_unpack(HALF_FP16, back, b, 2, 2.0f);
+    EXPECT(back[0] == 0.375f && back[1] == -1.0f, "pack, sum, unpack / 2: %g %g", back[0], back[1]);
+}
+
 int main(void) {
     test_config();
+    test_half();
     test_model_layout();
     test_model_flops();
     test_schedule();
