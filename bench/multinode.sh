@@ -1,0 +1,91 @@
+#!/bin/bash
+# multinode.sh [BUILD_DIR] - what the overlap of gradient all-reduce with backward hides between
+# nodes. Brings up the multi-node test cluster (tests/slurm/multinode_up.sh: 2 nodes as network
+# namespaces, each link limited to RATE both ways with tc tbf; needs root) unless one is up,
+# and trains MiniResNet (width WIDTH, batch BATCH, 1 rank x 1 thread per node) under several
+# bucket settings. For each: the median over STEPS steps (after 2 warm-up steps) of the step
+# time, of the forward + backward + update time (compute) and of the final wait for the
+# all-reduce (comm wait), and
+#   exposed = (t - t_alone) / t_alone      the communication cost left in the step
+#   hidden  = 1 - (t - t_alone) / (t_one - t_alone)
+#             the share of the no-overlap cost (one bucket after backward) the overlap hides
+#   bwd+    = compute - compute_alone       backward inflated by driving the transport
+# Environment: RATE (90mbit), WIDTH (64), BATCH (64), STEPS (8), CAPS (bucket caps in MB
+# besides the default: "2 1"), DTYPES (--comm_dtype rows at the default and at the best cap:
+# "bf16"), DDP_MN_STATE (see multinode_up.sh).
+set -u
+B=$(cd "${1:-build}" && pwd) || { echo "usage: $0 [BUILD_DIR]" >&2; exit 2; }
+SRC=$(cd "$(dirname "$0")/.." && pwd)
+DDPTRAIN=$B/ddptrain
+DDPDATA=$B/ddptrain-data
+[ -x "$DDPTRAIN" ] && [ -x "$DDPDATA" ] || { echo "multinode.sh: build ddptrain in $B first" >&2; exit 2; }
+RATE=${RATE:-90mbit}
+WIDTH=${WIDTH:-64}
+BATCH=${BATCH:-64}
+STEPS=${STEPS:-8}
+CAPS=${CAPS:-2 1}
+DTYPES=${DTYPES:-bf16}
+WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddp-multinode.XXXXXX")
+top_srcdir=$SRC
+# shellcheck source=tests/slurm/lib.sh disable=SC1091
+. "$SRC/tests/slurm/lib.sh"
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+    if [ -f "$MN_STATE" ]; then bash "$SRC/tests/slurm/multinode_node.sh" rate 1 none; bash "$SRC/tests/slurm/multinode_node.sh" rate 2 none; fi
+    mn_down_if_started; rm -rf "$WORK"
+}
+trap cleanup EXIT
+mn_up >"$WORK/up" 2>&1 || { echo "multinode.sh: the multi-node cluster did not start: $(tail -n 1 "$WORK/up")" >&2; exit 1; }
+for i in 1 2; do bash "$SRC/tests/slurm/multinode_node.sh" rate $i "$RATE" || exit 1; done
+
+"$DDPDATA" synth --out "$WORK/data" --train $(((STEPS + 3) * BATCH * 2)) --test 128 --shards 2 >/dev/null ||
+    { echo "multinode.sh: ddptrain-data synth failed" >&2; exit 1; }
+COMMON=(--data_dir "$WORK/data" --width "$WIDTH" --batch_size "$BATCH" --threads 1 --max_steps $((STEPS + 2))
+        --epochs 1 --log_interval 1 --eval_every 0 --save_every 0)
+
+# med FIELD JOBDIR: median of a metrics.jsonl field over the steps after the 2 warm-up steps.
+med() {
+    grep '"loss"' "$2/metrics.jsonl" | tail -n +3 | sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p" |
+        sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
+}
+# Bytes through vn1's link, both ways (the veth's counters in the root namespace).
+link_bytes() { echo $(($(cat /sys/class/net/v-vn1/statistics/rx_bytes) + $(cat /sys/class/net/v-vn1/statistics/tx_bytes))); }
+# run NAME NODES FLAGS...: prints "step compute wait MB" (medians in seconds; MB through vn1's
+# link per step, the start-up broadcast of the weights included)
+run() {
+    local name=$1 nodes=$2 job="$WORK/$1" b0; shift 2
+    b0=$(link_bytes)
+    OMP_NUM_THREADS=1 timeout 1200 srun -t 30 -N "$nodes" -n "$nodes" --mpi=pmix "$DDPTRAIN" "${COMMON[@]}" "$@" \
+        --job_dir "$job" >"$job.out" 2>&1 || { echo "multinode.sh: run $name failed:" >&2; tail -n 5 "$job.out" >&2; return 1; }
+    # Step time from the throughput: global batch / images per second.
+    local ips; ips=$(med images_per_sec "$job")
+    echo "$(awk -v b=$((BATCH * nodes)) -v r="$ips" 'BEGIN{printf "%.3f", b / r}') $(med compute_sec "$job") $(med comm_wait_sec "$job")" \
+         "$(awk -v a="$b0" -v b="$(link_bytes)" -v n=$((STEPS + 2)) 'BEGIN{printf "%.1f", (b - a) / n / 1e6}')"
+}
+
+echo "multinode.sh: 2 nodes, links limited to $RATE both ways (tc tbf), width $WIDTH, batch $BATCH,"
+echo "1 rank x 1 thread per node, median of $STEPS steps; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+read -r t0 c0 _ < <(run alone 1) || exit 1
+read -r t1 c1 w1 m1 < <(run one 2 --bucket_cap_mb 1e5 --first_bucket_mb 1e5) || exit 1
+row() {   # label t c w mb
+    awk -v l="$1" -v t="$2" -v c="$3" -v w="$4" -v m="$5" -v t0="$t0" -v c0="$c0" -v t1="$t1" 'BEGIN {
+        h = (t1 > t0) ? 100 * (1 - (t - t0) / (t1 - t0)) : 0
+        printf "%-44s %6.2f s  %6.2f s  %6.2f s  %+6.2f s  %6.0f%%  %5.0f%%  %6.1f\n", l, t, c, w, c - c0, 100 * (t - t0) / t0, h, m }'
+}
+printf "%-44s %8s  %8s  %8s  %8s  %7s  %6s  %6s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "MB/step"
+printf "%-44s %6.2f s  %6.2f s\n" "one node alone (no communication)" "$t0" "$c0"
+row "two nodes, one bucket after backward" "$t1" "$c1" "$w1" "$m1"
+read -r t c w m < <(run default 2) && row "two nodes, default flags" "$t" "$c" "$w" "$m"
+best=default bt=$t
+for cap in $CAPS; do
+    read -r t c w m < <(run "cap$cap" 2 --bucket_cap_mb "$cap") || continue
+    row "two nodes, --bucket_cap_mb $cap" "$t" "$c" "$w" "$m"
+    awk -v a="$t" -v b="$bt" 'BEGIN{exit !(a < b)}' && { best=$cap bt=$t; }
+done
+for dt in $DTYPES; do
+    read -r t c w m < <(run "$dt-default" 2 --comm_dtype "$dt") && row "two nodes, --comm_dtype $dt, default flags" "$t" "$c" "$w" "$m"
+    [ "$best" = default ] && continue
+    read -r t c w m < <(run "$dt-cap$best" 2 --comm_dtype "$dt" --bucket_cap_mb "$best") &&
+        row "two nodes, --comm_dtype $dt --bucket_cap_mb $best" "$t" "$c" "$w" "$m"
+done
+grep -h '^reducer:' "$WORK/default.out" "$WORK"/bf16-default.out 2>/dev/null | sed 's/^/  /'
