@@ -70,10 +70,10 @@ read -r t1 c1 w1 m1 < <(run one 2 --bucket_cap_mb 1e5 --first_bucket_mb 1e5) || 
 row() {   # label t c w mb
     awk -v l="$1" -v t="$2" -v c="$3" -v w="$4" -v m="$5" -v t0="$t0" -v c0="$c0" -v t1="$t1" 'BEGIN {
         h = (t1 > t0) ? 100 * (1 - (t - t0) / (t1 - t0)) : 0
-        printf "%-44s %6.2f s  %6.2f s  %6.2f s  %+6.2f s  %6.0f%%  %5.0f%%  %6.1f\n", l, t, c, w, c - c0, 100 * (t - t0) / t0, h, m }'
+        printf "%-50s %6.2f s  %6.2f s  %6.2f s  %+6.2f s  %6.0f%%  %5.0f%%  %6.1f\n", l, t, c, w, c - c0, 100 * (t - t0) / t0, h, m }'
 }
-printf "%-44s %8s  %8s  %8s  %8s  %7s  %6s  %6s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "MB/step"
-printf "%-44s %6.2f s  %6.2f s\n" "one node alone (no communication)" "$t0" "$c0"
+printf "%-50s %8s  %8s  %8s  %8s  %7s  %6s  %6s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "MB/step"
+printf "%-50s %6.2f s  %6.2f s\n" "one node alone (no communication)" "$t0" "$c0"
 row "two nodes, one bucket after backward" "$t1" "$c1" "$w1" "$m1"
 read -r t c w m < <(run default 2) && row "two nodes, default flags" "$t" "$c" "$w" "$m"
 best=default bt=$t

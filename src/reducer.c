@@ -25,6 +25,12 @@ void reducer_init(Reducer *r, Comm *comm, float *grads, const TensorInfo *info, 
     }
 }
 
+size_t reducer_auto_cap(size_t grad_bytes) {
+    const size_t lo = 1000000, hi = 25000000;
+    size_t cap = grad_bytes / 8;
+    return cap < lo ? lo : cap > hi ? hi : cap;
+}
+
 void reducer_set_wire(Reducer *r, CommDtype wire) {
     CHECK(wire == COMM_FLOAT32 || wire == COMM_BF16 || wire == COMM_FP16);
     r->wire = wire;

@@ -58,6 +58,12 @@ typedef struct {
 void reducer_init(Reducer *r, Comm *comm, float *grads, const TensorInfo *info, int n_info,
                   size_t cap_bytes, size_t first_cap_bytes, Trace *trace);
 void reducer_free(Reducer *r);
+/* The default bucket cap for grad_bytes of gradients: an eighth of them, at least 1 MB and at
+ * most 25 MB (PyTorch DDP's fixed default). A fixed number of buckets keeps backward and
+ * communication pipelined whatever the model's size: with a fixed 25 MB a model of 11 MB is
+ * one bucket after backward and nothing overlaps; the floor keeps messages long enough that
+ * their latency does not dominate, the ceiling bounds the last bucket's wait on large models. */
+size_t reducer_auto_cap(size_t grad_bytes);
 /* The element type gradients travel in: COMM_FLOAT32 (default), COMM_BF16 or COMM_FP16 (for a
  * host Comm only: the conversion runs on the CPU). */
 void reducer_set_wire(Reducer *r, CommDtype wire);

@@ -789,8 +789,10 @@ static void build_model(Run *r) {
         snprintf_check(path, sizeof path, "%s/trace-rank-%05d.json", r->job_dir, r->world.boot.rank);
         r->trace = trace_open(path, r->world.boot.rank);
     }
+    size_t cap = cfg->bucket_cap_mb > 0 ? (size_t)(cfg->bucket_cap_mb * 1e6)
+                                        : reducer_auto_cap(r->model.num_params * sizeof(float));
     reducer_init(&r->reducer, r->comm, r->model.grads, r->model.param_info, r->model.n_param_info,
-                 (size_t)(cfg->bucket_cap_mb * 1e6), (size_t)(cfg->first_bucket_mb * 1e6), r->trace);
+                 cap, (size_t)(cfg->first_bucket_mb * 1e6), r->trace);
     if (strcmp(cfg->comm_dtype, "fp32") != 0) {
         /* The 16-bit conversion runs on the host; NCCL would need it on the device. */
         if (r->be->on_device) die("--comm_dtype %s: compressed all-reduce is for CPU ranks only; use fp32 on GPUs", cfg->comm_dtype);
