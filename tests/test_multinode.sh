@@ -5,6 +5,7 @@
 #       hosts, local ranks 0 and 1 on each, threads from SLURM_CPUS_PER_TASK, one metrics.jsonl
 #       and every rank's log in the one job directory;
 #   (b) 2 ranks on 2 nodes and 2 ranks on 1 node, same flags: final checkpoints bit for bit;
+#       4 ranks as 2 x 2 and as 1 x 4 likewise;
 #   (c) preemption across nodes: SIGUSR2 mid-epoch, exit 3, requeue, resume: bit for bit the
 #       uninterrupted 2-node run of (b);
 #   (d) a node lost by a network partition and (e) by a crash (every process of the node
@@ -109,10 +110,10 @@ PYEOF
 make_synth "$TMP/data2" --train 3072 --test 256 --shards 2
 FLAGS=(--data_dir "$TMP/data2" --width 16 --blocks 1 --threads 1 --batch_size 32 --epochs 2 --log_interval 1)
 final="checkpoints/ckpt-000000096.h5"
+make_synth "$TMP/data" --train 3072 --test 256 --shards 4   # 4 ranks: (a), (b)
 
 # ---- (a) 4 ranks on 2 nodes -----------------------------------------------------------------
 if part a; then
-make_synth "$TMP/data" --train 3072 --test 256 --shards 4
 ja="$TMP/job-a"
 submit "$ja" -N 2 --ntasks-per-node=2 -c 2 -- --data_dir "$TMP/data" --width 8 --blocks 1 --batch_size 32 --max_steps 8 --log_interval 4
 [ -n "$J" ] || { bad "(a) sbatch failed"; finish; }
@@ -146,6 +147,19 @@ else
     bad "(b) 2 nodes x 1 rank differs from 1 node x 2 ranks: $cmp"
 fi
 
+# 4 ranks: Open MPI picks the all-reduce algorithm (and with it the order of the sum) from the
+# number of ranks and the message size, not from where the ranks run, so 2 nodes x 2 ranks
+# reproduce 1 node x 4 ranks bit for bit too.
+F4=(--data_dir "$TMP/data" --width 16 --blocks 1 --threads 1 --batch_size 32 --max_steps 20 --epochs 1)
+timeout -k 5 180 srun -t 5 -N 2 --ntasks-per-node=2 --mpi=pmix "$BIN" "${F4[@]}" --job_dir "$TMP/r4-2x2" >"$TMP/r4-2x2.out" 2>&1 &&
+timeout -k 5 180 srun -t 5 -N 1 -n 4 --mpi=pmix "$BIN" "${F4[@]}" --job_dir "$TMP/r4-1x4" >"$TMP/r4-1x4.out" 2>&1 ||
+    bad "(b) a 4-rank run failed: $(tail -n 3 "$TMP"/r4-*.out)"
+f20="checkpoints/ckpt-000000020.h5"
+if cmp=$("$PY" "$CMP" --all "$TMP/r4-2x2/$f20" "$TMP/r4-1x4/$f20" 2>&1); then
+    ok "(b) 2 nodes x 2 ranks = 1 node x 4 ranks at step 20: $cmp"
+else
+    bad "(b) 2 nodes x 2 ranks differs from 1 node x 4 ranks: $cmp"
+fi
 fi
 
 # ---- (c) preemption across nodes ------------------------------------------------------------
