@@ -56,7 +56,9 @@ fi
 # A Slurm not started by us would fight over ports 6817/6818: refuse rather than kill it.
 # The multi-node test cluster (multinode_up.sh) uses other ports and files: its daemons, which
 # its state file lists, are no conflict.
-MN_PIDS=$(sed -n 's/^\(SLURMCTLD_PID\|SLURMD_PID_[0-9]*\)=//p' "${DDP_MN_STATE:-/tmp/ddptrain-mn.state}" 2>/dev/null | tr '\n' ' ')
+MN_STATE=${DDP_MN_STATE:-/tmp/ddptrain-mn.state}
+MN_PIDS=""
+[ ! -f "$MN_STATE" ] || MN_PIDS=$(sed -n 's/^\(SLURMCTLD_PID\|SLURMD_PID_[0-9]*\)=//p' "$MN_STATE" | tr '\n' ' ')
 others=$( (pgrep -x slurmctld; pgrep -x slurmd) | while read -r p; do
   case " $MN_PIDS " in *" $p "*) ;; *) echo "$p" ;; esac; done | tr '\n' ' ' || true)
 [ -z "$others" ] || fail "slurmctld/slurmd already running (pids $others) but not listed in $STATE; stop them first"
