@@ -135,6 +135,7 @@ fi
 # ---- (b) 2 ranks on 2 nodes = 2 ranks on 1 node ---------------------------------------------
 if part b || part c; then
 for pl in "2 1" "1 2"; do
+    # shellcheck disable=SC2086  # two words: nodes, ranks per node
     set -- $pl
     timeout -k 5 180 srun -t 5 -N "$1" -n 2 --mpi=pmix "$BIN" "${FLAGS[@]}" --job_dir "$TMP/ref-$1x$2" \
         >"$TMP/ref-$1x$2.out" 2>&1 || bad "(b) srun -N $1 -n 2 failed: $(tail -n 3 "$TMP/ref-$1x$2.out")"

@@ -1,4 +1,5 @@
 # shellcheck shell=bash
+# shellcheck disable=SC2034  # the names are used by the scripts that source this file
 # multinode_lib.sh - names and node operations shared by multinode_up.sh, multinode_down.sh and
 # multinode_node.sh (sourced by bash).
 MN_BRIDGE=ddpmnbr0
