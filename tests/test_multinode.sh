@@ -214,11 +214,13 @@ for fault in cut crash; do
     [ -n "$gone" ] && awk -v d="$dt" -v m=$((TMO + 10)) 'BEGIN{exit !(d <= m)}' &&
         ok "$tag of vn2: both ranks on vn1 exited within $dt s (--comm_timeout $TMO)" ||
         bad "$tag of vn2: a rank on vn1 still ran (or exited late) $dt s later"
-    line=$(grep -m1 "did not complete within $TMO s" "$jd.out")
-    echo "$line" | grep -q "^ddptrain: error: rank [01]: collective .*(step [0-9]*, .*" &&
-        ok "$tag: '$line'" || bad "$tag: no line naming the step: $(tail -n 5 "$jd.out")"
-    # One line per rank that gave up, at most: the first one's abort ends the other.
-    nl=$(grep -c "did not complete within" "$jd.out")
+    # Both ranks may give up at once, and srun may interleave their lines: match the message,
+    # not whole lines.
+    pat="ddptrain: error: rank [01]: collective [a-z]* (step [0-9]*, [^)]*) did not complete within $TMO s"
+    line=$(grep -o "$pat" "$jd.out" | head -n 1)
+    [ -n "$line" ] && ok "$tag: '$line; ...'" || bad "$tag: no line naming the step: $(grep -i error "$jd.out" | head -n 5)"
+    # One message per rank that gave up, at most: the first one's abort ends the other.
+    nl=$(grep -o "did not complete within" "$jd.out" | wc -l)
     [ "$nl" -ge 1 ] && [ "$nl" -le 2 ] && ok "$tag: $nl such line(s)" || bad "$tag: $nl timeout lines"
     if w=$(ckpts_whole "$jd" 2>&1); then ok "$tag: $w"; else bad "$tag: checkpoints: $w"; fi
     # Put the node back and let the job end (it stays COMPLETING on an unreachable node).
