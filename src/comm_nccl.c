@@ -129,8 +129,10 @@ static ncclDataType_t nccl_type(CommDtype dt) {
     case COMM_FLOAT32: return ncclFloat32;
     case COMM_FLOAT64: return ncclFloat64;
     case COMM_INT64: return ncclInt64;
+    case COMM_BF16:
+    case COMM_FP16: break;   /* --comm_dtype is refused on GPUs (reducer.h) */
     }
-    fail_at(__FILE__, __LINE__, "unknown CommDtype", NULL);
+    fail_at(__FILE__, __LINE__, "nccl", "no NCCL collective for this CommDtype");
 }
 
 /* COMM_AVG is a sum here, followed by finish_avg: NCCL's ncclAvg multiplies every rank's value

@@ -23,6 +23,7 @@ int world_init(World *w, char *err, size_t errlen) {
 
 /* ---- MPI's lifetime ------------------------------------------------------------------------ */
 
+#ifdef HAVE_MPI
 /* MPI can only connect ranks that a PMIx-capable launcher started. For anything else MPI_Init
  * would start a singleton, and after a failed PMIx_Init Open MPI 4.1's singleton start crashes
  * its helper daemon and hangs; so such launches never touch MPI. */
@@ -30,7 +31,6 @@ static int mpi_can_connect(const Bootstrap *b) {
     return !strcmp(b->method, "pmix") || !strcmp(b->method, "ompi-env") || !strcmp(b->method, "slurm");
 }
 
-#ifdef HAVE_MPI
 static int g_mpi_thread_level;
 
 /* MPI up and seeing the ranks the bootstrap described. 0; 1 when MPI sees another world (the
