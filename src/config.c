@@ -10,6 +10,7 @@
 
 #include "config.h"
 #include "util.h"
+#include "version.h"
 
 typedef enum { T_INT, T_FLOAT, T_BOOL, T_STR, T_CHOICE } OptType;
 
@@ -156,7 +157,7 @@ void config_parse_args(Config *c, int argc, char **argv) {
             exit(0);
         }
         if (!strcmp(a, "--version")) {
-            printf("%s %s\n", g_progname, PACKAGE_VERSION);
+            version_print(stdout, g_progname);
             exit(0);
         }
         if (strncmp(a, "--", 2) != 0) die_code(2, "unexpected argument '%s' (options are --name VALUE; see --help)", a);
