@@ -48,6 +48,14 @@ for f in "$top_srcdir"/slurm/*.sbatch "$top_srcdir"/slurm/*.sh; do
         bad "(a) $i against $f:"; echo "$d"
     fi
 done
+# The installed job script finds the installed ddptrain with nothing set: run by bash outside
+# Slurm, with a stand-in srun that runs its command once, and PATH without the prefix.
+mkdir -p "$TMP/fake"
+printf '#!/bin/sh\n[ "$1" = --mpi=pmix ] || exit 9\nshift\nexec "$@"\n' >"$TMP/fake/srun"
+chmod 755 "$TMP/fake/srun"
+out=$(cd "$TMP" && env -u DDPTRAIN PATH="$TMP/fake:/usr/bin:/bin" bash "$P/share/ddptrain/slurm/train-cpu.sbatch" --version 2>&1)
+echo "$out" | grep -qx "ddptrain $version" && ok "(a) the installed train-cpu.sbatch runs $P/bin/ddptrain with DDPTRAIN unset and the prefix not on PATH" ||
+    bad "(a) the installed train-cpu.sbatch without DDPTRAIN: $out"
 grep -q "The checkpoint files of ddptrain $version" "$P/share/doc/ddptrain/checkpoint-layout.txt" &&
     grep -q '/model/<name>' "$P/share/doc/ddptrain/checkpoint-layout.txt" && ! grep -q '^ \*' "$P/share/doc/ddptrain/checkpoint-layout.txt" &&
     ok "(a) checkpoint-layout.txt: the layout comment of src/checkpoint.h" || bad "(a) checkpoint-layout.txt"
