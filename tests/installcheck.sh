@@ -68,6 +68,7 @@ elif ! command -v sbatch >/dev/null 2>&1 || ! slurm_running; then
 else
     SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF")
     export SLURM_CONF
+    mpi_leak_checks_off   # ranks started by srun (see tests/lib.sh)
     mkdir -p submit
     # Nothing that points at the installation: the script must find its ddptrain itself.
     jid=$(cd submit && env -u DDPTRAIN PATH=/usr/local/bin:/usr/bin:/bin timeout 30 \
