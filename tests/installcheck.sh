@@ -16,8 +16,6 @@ bindir=$1 slurmdir=$2 top_srcdir=$3
 export top_srcdir
 . "$top_srcdir/tests/lib.sh"
 bindir=$(cd "$bindir" && pwd) || { echo "FAIL: $1: no such directory"; exit 1; }
-DDPTRAIN=$bindir/ddptrain
-DDPDATA=$bindir/ddptrain-data
 
 # A working directory of its own: the checks must not find anything of the trees by accident.
 work=$TMP/work
@@ -60,12 +58,13 @@ bin_in_script=$(sed -n 's/^DDPTRAIN=\${DDPTRAIN:-\(.*\)}.*/\1/p' "$script" 2>/de
 . "$top_srcdir/tests/slurm/lib.sh"
 if [ ! -f "$script" ]; then
     bad "(b) $script missing"
-elif ! [ "$bin_in_script" -ef "$bindir/ddptrain" ]; then
+elif [ "$(realpath -q "$bin_in_script")" != "$(realpath "$bindir/ddptrain")" ]; then
     # A staged installation (DESTDIR) names the final place, which does not exist yet.
     echo "skip: (b) $script names ddptrain '$bin_in_script', which is not installed there (DESTDIR?)"
 elif ! command -v sbatch >/dev/null 2>&1 || ! slurm_running; then
     echo "skip: (b) the local Slurm cluster is not up (tests/slurm/cluster_up.sh; not started here)"
 else
+    # shellcheck disable=SC1090
     SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF")
     export SLURM_CONF
     mpi_leak_checks_off   # ranks started by srun (see tests/lib.sh)
