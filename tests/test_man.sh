@@ -88,6 +88,11 @@ check_lib MPI HAVE_MPI
 check_lib PMIx HAVE_PMIX
 check_lib oneDNN HAVE_DNNL
 grep -q '^backend cpu: ' "$TMP/version" && grep -q '^backend cuda: ' "$TMP/version" || bad "(d) --version: no backend lines"
+if grep -q "^#define HAVE_CUDA_BACKEND 1" "$cfg"; then
+    grep -q '^CUDA: [0-9][0-9.]*, cuDNN: [0-9][0-9.]*, NCCL: ' "$TMP/version" || bad "(d) --version: no CUDA/cuDNN versions"
+else
+    grep -q '^CUDA, cuDNN, NCCL: not built' "$TMP/version" || bad "(d) --version: CUDA not configured, but: $(grep '^CUDA' "$TMP/version")"
+fi
 grep -q "^#define PACKAGE_VERSION \"$version\"" "$cfg" && [ -n "$version" ] ||
     bad "(d) --version says '$version', configure '$(grep PACKAGE_VERSION "$cfg")'"
 [ "$FAILS" -eq 0 ] && { ok "(d) ddptrain --version:"; sed 's/^/     | /' "$TMP/version"; }
