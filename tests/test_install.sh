@@ -49,9 +49,10 @@ for f in "$top_srcdir"/slurm/*.sbatch "$top_srcdir"/slurm/*.sh; do
     fi
 done
 # The installed job script finds the installed ddptrain with nothing set: run by bash outside
-# Slurm, with a stand-in srun that runs its command once, and PATH without the prefix.
+# Slurm, with a stand-in srun that drops its options and runs the command once, and PATH
+# without the prefix.
 mkdir -p "$TMP/fake"
-printf '#!/bin/sh\n[ "$1" = --mpi=pmix ] || exit 9\nshift\nexec "$@"\n' >"$TMP/fake/srun"
+printf '#!/bin/sh\nwhile [ $# -gt 0 ]; do case $1 in -*) shift ;; *) break ;; esac; done\nexec "$@"\n' >"$TMP/fake/srun"
 chmod 755 "$TMP/fake/srun"
 out=$(cd "$TMP" && env -u DDPTRAIN PATH="$TMP/fake:/usr/bin:/bin" bash "$P/share/ddptrain/slurm/train-cpu.sbatch" --version 2>&1)
 echo "$out" | grep -qx "ddptrain $version" && ok "(a) the installed train-cpu.sbatch runs $P/bin/ddptrain with DDPTRAIN unset and the prefix not on PATH" ||
