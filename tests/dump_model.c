@@ -128,7 +128,10 @@ int main(int argc, char **argv) {
     /* Non-trivial BN affine parameters and running statistics, so their paths are exercised. */
     model_randomize_bn(&m, (uint64_t)seed, 77);
     /* The model that runs: this one, or a copy of its state on the GPU. */
-    Model gm, *run = &m;
+    Model *run = &m;
+#ifdef HAVE_CUDA_BACKEND
+    Model gm;
+#endif
     if (!strcmp(device, "cuda")) {
 #ifdef HAVE_CUDA_BACKEND
         char err[1200];
