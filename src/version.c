@@ -26,6 +26,7 @@
 
 #include "version.h"
 
+#if defined(HAVE_MPI) || defined(HAVE_PMIX)
 /* The first line of a library's self-description, cut at `stop` (its build details follow). */
 static void print_first_part(FILE *out, const char *label, const char *s, const char *stop) {
     size_t n = strcspn(s, "\n");
@@ -33,6 +34,7 @@ static void print_first_part(FILE *out, const char *label, const char *s, const 
     if (cut && (size_t)(cut - s) < n) n = (size_t)(cut - s);
     fprintf(out, "%s: %.*s\n", label, (int)n, s);
 }
+#endif
 
 void version_print(FILE *out, const char *progname) {
     fprintf(out, "%s %s\n", progname, PACKAGE_VERSION);
