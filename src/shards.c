@@ -4,6 +4,7 @@
 #include <dirent.h>
 #include <errno.h>
 #include <fcntl.h>
+#include <math.h>
 #include <stdarg.h>
 #include <string.h>
 #include <sys/stat.h>
@@ -157,6 +158,16 @@ static int read_float3(hid_t file, const char *path, const char *name, float out
     return 0;
 }
 
+/* Offset of the first C0 or C1 control character (raw, or C1 as UTF-8) in s, or -1. */
+static long control_char_at(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (long i = 0; u[i]; i++) {
+        if (u[i] < 0x20 || u[i] == 0x7f) return i;
+        if (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) return i;   /* U+0080..U+009F */
+    }
+    return -1;
+}
+
 static int read_class_names(hid_t file, const char *path, int num_classes, char ***out,
                             char *err, size_t errlen) {
     *out = NULL;
@@ -212,6 +223,17 @@ static int read_class_names(hid_t file, const char *path, int num_classes, char 
         return errf(err, errlen, "%s: cannot read attribute 'class_names' (corrupt file?)", path);
     }
     for (int k = 0; k < num_classes; k++) CHECK(names[k] != NULL);
+    /* Names reach the terminal (inspect, logs): an escape sequence in a file must not. */
+    for (int k = 0; k < num_classes; k++) {
+        long bad = control_char_at(names[k]);
+        if (bad >= 0) {
+            errf(err, errlen, "%s: attribute 'class_names': name %d holds a control character (0x%02x at byte %ld)",
+                 path, k, (unsigned char)names[k][bad], bad);
+            for (int j = 0; j < num_classes; j++) free(names[j]);
+            free(names);
+            return -1;
+        }
+    }
     *out = names;
     return 0;
 }
@@ -298,6 +320,13 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
     }
     if (dims[0] == 0) { errf(err, errlen, "%s: dataset 'images' holds no samples (shape %s)", path, ddesc); goto done; }
     if (dims[1] > 65536) { errf(err, errlen, "%s: images of %llu pixels a side are not supported", path, (unsigned long long)dims[1]); goto done; }
+    /* The sample count sizes every buffer (labels: n * 4 bytes, images: n * S*S*3): a header
+     * may claim any count, e.g. 2^62 in chunks never written, whose products wrap. */
+    if (dims[0] > SHARD_MAX_SAMPLES || dims[0] > (hsize_t)(SIZE_MAX / 2 / (dims[1] * dims[1] * 3))) {
+        errf(err, errlen, "%s: dataset 'images' claims %llu samples of %llux%llu; at most %d per shard are supported",
+             path, (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[1], SHARD_MAX_SAMPLES);
+        goto done;
+    }
     info->n = (size_t)dims[0];
     info->image_size = (int)dims[1];
 
@@ -344,9 +373,13 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
         if (read_float3(file, path, "mean", at->mean, err, errlen) != 0) goto done;
         if (read_float3(file, path, "std", at->std, err, errlen) != 0) goto done;
         for (int c = 0; c < 3; c++)
-            if (!(at->std[c] > 0.0f) || !(at->mean[c] == at->mean[c]) || at->std[c] > 1e6f) {
+            if (!(at->std[c] > 0.0f) || !(at->std[c] <= 1e6f)) {
                 errf(err, errlen, "%s: attribute 'std' must be 3 positive finite numbers (got %g %g %g)",
                      path, (double)at->std[0], (double)at->std[1], (double)at->std[2]);
+                goto done;
+            } else if (!(fabsf(at->mean[c]) <= 1e6f)) {   /* false for NaN and infinities too */
+                errf(err, errlen, "%s: attribute 'mean' must be 3 finite numbers (got %g %g %g)",
+                     path, (double)at->mean[0], (double)at->mean[1], (double)at->mean[2]);
                 goto done;
             }
         at->has_norm = 1;
@@ -355,7 +388,11 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
     }
 
     if (labels_out) {
-        int32_t *lab = mallocCheck(info->n * sizeof(int32_t));
+        int32_t *lab = malloc(info->n * sizeof(int32_t));
+        if (!lab) {
+            errf(err, errlen, "%s: cannot allocate %zu bytes for the %zu labels", path, info->n * sizeof(int32_t), info->n);
+            goto done;
+        }
         if (H5Dread(dl, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab) < 0) {
             free(lab);
             errf(err, errlen, "%s: cannot read dataset 'labels' (truncated or corrupt file)", path);
@@ -532,6 +569,10 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
         else if (s->attrs.num_classes != s0->attrs.num_classes)
             rc = errf(err, errlen, "%s: attribute 'num_classes' is %d but %s says %d (all shards must agree)",
                       p1, s->attrs.num_classes, s0->path, s0->attrs.num_classes);
+        /* The loader numbers a split's samples in 32 bits. */
+        if (rc == 0 && s->n > (size_t)SHARDSET_MAX_SAMPLES - set->total)
+            rc = errf(err, errlen, "%s: the %s shards hold more than %lu samples, the most one split may have",
+                      p1, split, (unsigned long)SHARDSET_MAX_SAMPLES);
         set->total += s->n;
     }
     free(f);

@@ -17,6 +17,8 @@
 #define SHARD_PATH_MAX 4096
 #define SHARD_MAX_SHARDS 99999      /* five digits in the name */
 #define SHARD_MAX_CLASSES 100000
+#define SHARD_MAX_SAMPLES 2147483647 /* per shard: 2^31 - 1 */
+#define SHARDSET_MAX_SAMPLES 4294967294u /* per split: the loader counts in 32 bits */
 #define SHARD_DEFAULT_MEAN 0.5f     /* normalisation when a dataset carries no mean/std */
 #define SHARD_DEFAULT_STD 0.25f
 

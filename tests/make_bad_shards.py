@@ -13,6 +13,12 @@ then breaks one file (always OUTDIR/train-00000-of-00002.h5 unless said otherwis
   missing_labels  no 'labels' dataset
   count_mismatch  'labels' one shorter than 'images'
   no_train        only the test shard exists (the broken "file" is OUTDIR itself)
+  huge_count      images and labels declare 2^62+1 samples in chunks never written (1.7 kB);
+                  n * 4 bytes of labels wraps to 4
+  huge_count61    the same with 2^61 samples (n * 4 wraps to 2^63: an allocation failure)
+  inf_mean        attribute 'mean' holds an infinity
+  nan_std         attribute 'std' holds a NaN
+  escape_names    a class name holds an ANSI escape sequence (ESC [ 2 J: clear the screen)
 
 Prints the path of the broken file (or OUTDIR for no_train) on stdout, so a test can check
 that the error message names it. Needs numpy and h5py: without them it exits 77 (the
@@ -22,7 +28,8 @@ import os
 import sys
 
 KINDS = ("truncated", "corrupt", "wrong_shape", "wrong_rank", "wrong_dtype", "bad_label",
-         "missing_labels", "count_mismatch", "no_train")
+         "missing_labels", "count_mismatch", "no_train", "huge_count", "huge_count61", "inf_mean",
+         "nan_std", "escape_names")
 
 
 def main():
@@ -40,15 +47,23 @@ def main():
     rng = np.random.default_rng(0)
     n, num_classes = 16, 10
 
-    def write(path, images, labels, with_labels=True):
+    def write(path, images, labels, with_labels=True, mean=0.5, std=0.25, names=None):
         with h5py.File(path, "w") as f:
             f.create_dataset("images", data=images)
             if with_labels:
                 f.create_dataset("labels", data=labels)
             f.attrs["num_classes"] = np.int32(num_classes)
-            f.attrs["class_names"] = np.array([("class%d" % k).encode() for k in range(num_classes)])
-            f.attrs["mean"] = np.array([0.5, 0.5, 0.5], np.float32)
-            f.attrs["std"] = np.array([0.25, 0.25, 0.25], np.float32)
+            names = names or [("class%d" % k).encode() for k in range(num_classes)]
+            f.attrs["class_names"] = np.array(names)
+            f.attrs["mean"] = np.array([0.5, mean, 0.5], np.float32)
+            f.attrs["std"] = np.array([0.25, std, 0.25], np.float32)
+
+    def write_huge(path, count):
+        # Only the header claims the samples: chunks never written take no space.
+        with h5py.File(path, "w") as f:
+            f.create_dataset("images", shape=(count, 32, 32, 3), dtype="u1", chunks=(1, 32, 32, 3))
+            f.create_dataset("labels", shape=(count,), dtype="i4", chunks=(16,), fillvalue=3)
+            f.attrs["num_classes"] = np.int32(num_classes)
 
     def good():
         return (rng.integers(0, 256, (n, 32, 32, 3), dtype=np.uint8),
@@ -84,6 +99,16 @@ def main():
         write(bad, images, labels[:-1])
     elif kind == "no_train":
         bad = out
+    elif kind == "huge_count":
+        write_huge(bad, 2**62 + 1)
+    elif kind == "huge_count61":
+        write_huge(bad, 2**61)
+    elif kind == "inf_mean":
+        write(bad, images, labels, mean=float("inf"))
+    elif kind == "nan_std":
+        write(bad, images, labels, std=float("nan"))
+    elif kind == "escape_names":
+        write(bad, images, labels, names=[b"\x1b[2Jcat"] + [b"c%d" % k for k in range(1, num_classes)])
     print(bad)
     return 0
 

@@ -46,10 +46,26 @@ if [ -z "$PY" ]; then
     [ "$FAILS" -eq 0 ] && exit $SKIP
     finish
 fi
-for kind in truncated corrupt wrong_shape wrong_dtype bad_label missing_labels count_mismatch no_train; do
+for kind in truncated corrupt wrong_shape wrong_dtype bad_label missing_labels count_mismatch no_train \
+        huge_count huge_count61 inf_mean nan_std escape_names; do
     d="$TMP/bad_$kind"
     "$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$d" >/dev/null || { bad "make_bad_shards $kind"; continue; }
     # the message must name a file inside the dataset directory (or the directory itself)
-    expect_fail "$d" --data_dir "$d"
+    expect_fail "$d" --data_dir "$d" --batch_size 8
+done
+
+# ddptrain-data inspect on a shard whose header claims 2^62+1 samples: once the label buffer
+# (n * 4 bytes) wrapped to 4 bytes and the read wrote past it.
+for kw in "huge_count:at most" "huge_count61:at most" "inf_mean:'mean' must be" "escape_names:control character"; do
+    kind=${kw%%:*} want=${kw#*:}
+    f=$("$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$TMP/inspect_$kind") || { bad "make_bad_shards $kind"; continue; }
+    "$DDPDATA" inspect "$f" >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ $rc -ne 0 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q -- "$f: .*$want" "$TMP/err" && ! grep -q 'internal error' "$TMP/err" \
+        && [ ! -s "$TMP/out" ] && ! grep -q "$(printf '\033')" "$TMP/out" "$TMP/err"; then
+        ok "inspect $kind: exit $rc: $(cat "$TMP/err")"
+    else
+        bad "inspect $kind: rc=$rc, stdout: $(head -c 200 "$TMP/out" | tr -d '\033'), stderr: $(head -3 "$TMP/err" | tr -d '\033')"
+    fi
 done
 finish
