@@ -347,8 +347,6 @@ static int fsync_path(const char *path, int flags) {
 /* Temp file, contents, flush, close, fsync, rename, fsync the directory. */
 static int write_file(const char *path, const CkptState *s, char *err, size_t errlen) {
     char tmp[CKPT_PATH_MAX + 32], dir[CKPT_PATH_MAX];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp)
-        return errf(err, errlen, "%s: path too long", path);
     dir_of(path, dir, sizeof dir);
     Writer w = {.file = -1, .path = path, .err = err, .errlen = errlen};
 
@@ -356,8 +354,16 @@ static int write_file(const char *path, const CkptState *s, char *err, size_t er
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     hid_t fapl = file_access_plist();
     hid_t fcpl = untimed_plist(H5P_FILE_CREATE);   /* the root group's times too */
-    w.file = H5Fcreate(tmp, H5F_ACC_TRUNC, fcpl, fapl);
-    int rc = w.file < 0 ? w_fail(&w, "creating the file") : 0;
+    /* Exclusive (O_CREAT|O_EXCL): a file or symlink someone planted under the temporary name
+     * is never written through; a taken name moves on to the next. */
+    struct stat st;
+    int rc = 0;
+    for (int k = 0; k < TMP_NAME_ATTEMPTS && w.file < 0 && rc == 0; k++) {
+        if (tmp_name(tmp, sizeof tmp, path, k) != 0) rc = errf(err, errlen, "%s: path too long", path);
+        else if ((w.file = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, fapl)) < 0 && lstat(tmp, &st) != 0)
+            rc = w_fail(&w, "creating the file");
+    }
+    if (rc == 0 && w.file < 0) rc = errf(err, errlen, "%s: cannot write checkpoint: %d temporary names beside it are taken", path, TMP_NAME_ATTEMPTS);
     H5Pclose(fcpl);
     H5Pclose(fapl);
     hdf5_unlock();
@@ -674,6 +680,17 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         r_long(r, "/train_state/global_step", &ts->global_step) || r_long(r, "/train_state/world_size", &ws) ||
         r_long(r, "/train_state/seed", &seed))
         return -1;
+    /* Values steer allocation and the data position: anything a run could not have written is
+     * refused here with the dataset's name, not met later as an internal error. */
+    const char *bad = ts->epoch < 0 || ts->epoch > CKPT_MAX_STEP ? "/train_state/epoch"
+                    : ts->step_in_epoch < 0 || ts->step_in_epoch > CKPT_MAX_STEP ? "/train_state/step_in_epoch"
+                    : ts->global_step < 0 || ts->global_step > CKPT_MAX_STEP ? "/train_state/global_step"
+                    : ws < 1 || ws > CKPT_MAX_WORLD ? "/train_state/world_size"
+                    : s->sgd_steps < 0 || s->sgd_steps > CKPT_MAX_STEP ? "/optimizer/steps" : NULL;
+    for (int k = 0; !bad && k < n_bn; k++)
+        if (s->nbt[k] < 0) bad = "a num_batches_tracked of /model";
+    if (bad)
+        return errf(r->err, r->errlen, "%s: %s holds a value out of range (damaged or not written by ddptrain)", r->path, bad);
     ts->world_size = (int)ws;
     ts->seed = (uint64_t)seed;
     if (H5Lexists(r->file, "/train_state/amp", H5P_DEFAULT) > 0) {
@@ -688,6 +705,11 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
             rc = r_fail(r, "/train_state/amp");
         H5Dclose(ds);
         if (rc) return rc;
+        /* A loss scale of 0, inf or NaN would zero or poison every gradient. */
+        if (!(ts->amp[AMP_LOSS_SCALE] > 0 && ts->amp[AMP_LOSS_SCALE] <= 1e38) ||
+            !(ts->amp[AMP_GROWTH_TRACKER] >= 0 && ts->amp[AMP_GROWTH_TRACKER] <= 1e9))
+            return errf(r->err, r->errlen, "%s: /train_state/amp holds a value out of range (loss scale %g, growth tracker %g)",
+                        r->path, ts->amp[AMP_LOSS_SCALE], ts->amp[AMP_GROWTH_TRACKER]);
         ts->has_amp = 1;
     }
     if (H5Lexists(r->file, "/train_state/rank_buffers", H5P_DEFAULT) > 0 && r_rank_buffers(r, m, s)) return -1;
@@ -763,6 +785,12 @@ char *checkpoint_read_config(const char *path, char *err, size_t errlen) {
         hsize_t d[4];
         int rank = 0;
         hid_t ds = r_dataset(&r, "/config", H5T_STRING, "a string", d, &rank);
+        /* One string: the buffers below hold one element, whatever the file claims. */
+        if (ds >= 0 && rank != 0 && !(rank == 1 && d[0] == 1)) {
+            errf(err, errlen, "%s: /config is not a single string", path);
+            H5Dclose(ds);
+            ds = -1;
+        }
         if (ds >= 0) {
             hid_t ft = H5Dget_type(ds);
             if (H5Tis_variable_str(ft) > 0) {
@@ -784,12 +812,60 @@ char *checkpoint_read_config(const char *path, char *err, size_t errlen) {
     return out;
 }
 
-/* Only the header: cheap enough to run over a whole directory. */
-static int checkpoint_probe(const char *path, char *err, size_t errlen) {
+/* Every dataset read in full, so each chunk's checksum is checked: what the prune needs to
+ * tell a good file from one whose data is damaged, without the model the loader checks
+ * shapes against. A dataset claiming more bytes than the file holds is damage too. */
+typedef struct {
+    Reader *r;
+    hsize_t fsize;
+    int rc;
+} DeepProbe;
+
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t ObjInfo;
+#else
+typedef H5O_info_t ObjInfo;
+#endif
+
+static herr_t deep_probe_visit(hid_t obj, const char *name, const ObjInfo *info, void *data) {
+    DeepProbe *p = data;
+    if (info->type != H5O_TYPE_DATASET) return 0;
+    hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
+    if (ds < 0) { p->rc = r_fail(p->r, name); return 1; }
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    size_t tsz = t >= 0 ? H5Tget_size(t) : 0;
+    int str = t >= 0 && H5Tget_class(t) == H5T_STRING;
+    if (np < 0 || tsz == 0 || (double)np * (double)tsz > (double)p->fsize + 1e6) {
+        p->rc = errf(p->r->err, p->r->errlen, "%s: /%s claims more data than the file holds (corrupt file?)", p->r->path, name);
+    } else if (!str && np > 0) {
+        void *buf = malloc((size_t)np * tsz);
+        if (!buf) p->rc = errf(p->r->err, p->r->errlen, "%s: /%s: cannot allocate %zu bytes", p->r->path, name, (size_t)np * tsz);
+        else if (H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) p->rc = r_fail(p->r, name);
+        free(buf);
+    }
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(ds);
+    return p->rc ? 1 : 0;
+}
+
+static int checkpoint_probe_data(const char *path, char *err, size_t errlen) {
     Reader r;
     hdf5_lock();
     int rc = r_open(&r, path, err, errlen);
     if (rc == 0) rc = r_header(&r);
+    if (rc == 0) {
+        DeepProbe p = {&r, 0, 0};
+        if (H5Fget_filesize(r.file, &p.fsize) < 0) rc = r_fail(&r, "the file size");
+#if H5_VERSION_GE(1, 12, 0)
+        else if (H5Ovisit3(r.file, H5_INDEX_NAME, H5_ITER_NATIVE, deep_probe_visit, &p, H5O_INFO_BASIC) < 0 && !p.rc)
+#else
+        else if (H5Ovisit2(r.file, H5_INDEX_NAME, H5_ITER_NATIVE, deep_probe_visit, &p, H5O_INFO_BASIC) < 0 && !p.rc)
+#endif
+            rc = r_fail(&r, "the object tree");
+        if (p.rc) rc = p.rc;
+    }
     r_close(&r);
     hdf5_unlock();
     return rc;
@@ -879,7 +955,7 @@ int checkpoint_set_latest(const char *dir, const char *path, char *err, size_t e
     return 0;
 }
 
-/* Leftovers of a write that died: "<ckpt>.h5.tmp.<pid>" and "latest.tmp.<pid>". */
+/* Leftovers of a write that died: "<ckpt>.h5.tmp.<pid>.<k>" and "latest.tmp.<pid>.<k>". */
 static int is_stale_tmp(const char *name) {
     return (strncmp(name, "ckpt-", 5) == 0 && strstr(name, ".h5.tmp.") != NULL) ||
            strncmp(name, CKPT_LATEST_NAME ".tmp.", strlen(CKPT_LATEST_NAME) + 5) == 0;
@@ -908,7 +984,9 @@ int checkpoint_prune(const char *dir, int keep, char *err, size_t errlen) {
     for (int i = 0; i < n; i++) {
         snprintf_check(p, sizeof p, "%s/%s", dir, e[i].name);
         char why[1024];
-        if (kept < keep && checkpoint_probe(p, why, sizeof why) == 0) { kept++; continue; }
+        /* Headers alone are not enough: a newest file with damaged data would count as kept
+         * and push the last good one out. */
+        if (kept < keep && checkpoint_probe_data(p, why, sizeof why) == 0) { kept++; continue; }
         if (strcmp(e[i].name, latest) == 0) continue;   /* the run may have resumed from it */
         if (unlink(p) != 0) {
             int rc = errf(err, errlen, "%s: cannot remove: %s", p, strerror(errno));

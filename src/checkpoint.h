@@ -42,7 +42,8 @@
  * weights. h5py and h5dump read it as usual. No timestamps are recorded, so the same state
  * always gives the same bytes.
  *
- * A checkpoint is written under <path>.tmp.<pid> in the same directory, flushed, fsynced and
+ * A checkpoint is written under <path>.tmp.<pid>.<k> (created exclusively: never through a
+ * planted file or symlink) in the same directory, flushed, fsynced and
  * renamed, then the directory is fsynced: a crash leaves either the complete file under its
  * real name or no file under that name (and possibly a stale .tmp file, removed by the next
  * prune).
@@ -67,6 +68,8 @@
 #define CKPT_ARCHITECTURE "MiniResNet"
 #define CKPT_PATH_MAX 4096
 #define CKPT_LATEST_NAME "latest"
+#define CKPT_MAX_STEP (1L << 50)    /* epochs and steps beyond this are refused on load */
+#define CKPT_MAX_WORLD (1L << 24)   /* ranks */
 
 /* Indices into TrainState.amp. */
 enum { AMP_LOSS_SCALE = 0, AMP_GROWTH_TRACKER = 1, AMP_STATE_N = 4 };

@@ -646,16 +646,24 @@ static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, 
      * matches the shard pattern, so a leftover from a killed run is ignored by discovery. */
     const char *slash = strrchr(path, '/');
     int dl = slash ? (int)(slash - path + 1) : 0;
-    snprintf_check(w->tmp_path, sizeof w->tmp_path, "%.*s.%s.tmp.%d", dl, path, path + dl, (int)getpid());
+    char hidden[SHARD_PATH_MAX];
+    snprintf_check(hidden, sizeof hidden, "%.*s.%s", dl, path, path + dl);
 
     /* No timestamps in the file, so the same data gives byte-identical shards. */
     hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
     H5Pset_obj_track_times(fcpl, 0);
-    w->file = H5Fcreate(w->tmp_path, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    /* Exclusive: never written through a file or symlink planted under the temporary name. */
+    struct stat st;
+    for (int k = 0; k < TMP_NAME_ATTEMPTS && w->file < 0; k++) {
+        if (tmp_name(w->tmp_path, sizeof w->tmp_path, hidden, k) != 0) break;
+        w->file = H5Fcreate(w->tmp_path, H5F_ACC_EXCL, fcpl, H5P_DEFAULT);
+        if (w->file < 0 && lstat(w->tmp_path, &st) != 0) break;
+    }
     H5Pclose(fcpl);
     if (w->file < 0) {
+        errf(err, errlen, "%s: cannot create %s (directory missing or not writable?)", path, w->tmp_path);
         w->tmp_path[0] = '\0';
-        return errf(err, errlen, "%s: cannot create %s (directory missing or not writable?)", path, w->tmp_path);
+        return -1;
     }
     hsize_t S = (hsize_t)image_size;
     hsize_t idims[4] = {n, S, S, 3}, ldims[1] = {n};
@@ -755,6 +763,7 @@ int shard_writer_close(ShardWriter *w, char *err, size_t errlen) {
         return errf(err, errlen, "%s: rename from temporary file failed: %s", w->path, strerror(e));
     }
     w->tmp_path[0] = '\0';
+    if (fsync_dir_of(w->path) != 0) return errf(err, errlen, "%s: fsync of its directory failed: %s", w->path, strerror(errno));
     return 0;
 }
 

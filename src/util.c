@@ -120,14 +120,37 @@ int mkdir_p(const char *path) {
     return 0;
 }
 
-int write_file_atomic(const char *path, const void *data, size_t len) {
-    char tmp[4200];
-    if (snprintf(tmp, sizeof tmp, "%s.tmp.%d", path, (int)getpid()) >= (int)sizeof tmp) {
-        errno = ENAMETOOLONG;
-        return -1;
-    }
-    int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0666);
+int tmp_name(char *buf, size_t n, const char *path, int attempt) {
+    int r = snprintf(buf, n, "%s.tmp.%d.%d", path, (int)getpid(), attempt);
+    if (r < 0 || (size_t)r >= n) { errno = ENAMETOOLONG; return -1; }
+    return 0;
+}
+
+int fsync_dir_of(const char *path) {
+    char dir[4096];
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf(dir, sizeof dir, ".");
+    else if (slash == path) snprintf(dir, sizeof dir, "/");
+    else if ((size_t)(slash - path) >= sizeof dir) { errno = ENAMETOOLONG; return -1; }
+    else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
+    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
     if (fd < 0) return -1;
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
+int write_file_atomic_mode(const char *path, const void *data, size_t len, unsigned mode) {
+    char tmp[4200];
+    int fd = -1;
+    for (int k = 0; k < TMP_NAME_ATTEMPTS && fd < 0; k++) {
+        if (tmp_name(tmp, sizeof tmp, path, k) != 0) return -1;
+        fd = open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, (mode_t)mode);
+        if (fd < 0 && errno != EEXIST) return -1;
+    }
+    if (fd < 0) return -1;   /* EEXIST: every name taken */
     const char *p = data;
     size_t left = len;
     while (left > 0) {
@@ -142,5 +165,9 @@ int write_file_atomic(const char *path, const void *data, size_t len) {
     }
     if (fsync(fd) != 0 || close(fd) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
     if (rename(tmp, path) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
-    return 0;
+    return fsync_dir_of(path);
+}
+
+int write_file_atomic(const char *path, const void *data, size_t len) {
+    return write_file_atomic_mode(path, data, len, 0666);
 }

@@ -57,8 +57,20 @@ void snprintf_check(char *buf, size_t n, const char *fmt, ...) __attribute__((fo
 /* mkdir -p with mode 0777 & ~umask; returns 0 or -1 with errno set. */
 int mkdir_p(const char *path);
 
-/* Write `len` bytes to `path` atomically: temp file in the same directory, fsync, rename.
+/* Write `len` bytes to `path` atomically: temp file in the same directory, fsync, rename,
+ * fsync of the directory (the rename is durable only then). The temp file is created with
+ * O_EXCL|O_NOFOLLOW, so a file or symlink planted under its name is never written through.
  * Returns 0, or -1 with errno set (the temp file is removed). */
 int write_file_atomic(const char *path, const void *data, size_t len);
+/* The same with the new file's mode (before umask), e.g. 0600 for a file only the user may read. */
+int write_file_atomic_mode(const char *path, const void *data, size_t len, unsigned mode);
+
+/* Temporary names beside `path`: "<path>.tmp.<pid>.<attempt>" into buf; -1 if too long.
+ * Callers create the file exclusively and try the next attempt when the name is taken. */
+#define TMP_NAME_ATTEMPTS 64
+int tmp_name(char *buf, size_t n, const char *path, int attempt);
+
+/* fsync of the directory holding `path` (after a rename into it); 0 or -1 with errno. */
+int fsync_dir_of(const char *path);
 
 #endif

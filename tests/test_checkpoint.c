@@ -14,6 +14,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <hdf5.h>
+
 #include "checkpoint.h"
 #include "model.h"
 #include "optim.h"
@@ -165,6 +167,50 @@ static int child_write(const char *path) {
     sgd_free(&o);
     model_free(&m);
     return rc == 0 ? 0 : 1;
+}
+
+/* ---- hostile files: a saved checkpoint edited through HDF5, as a tool or a person could ---- */
+
+static void set_i64(const char *path, const char *name, int64_t v) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0);
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0);
+    H5Dclose(d);
+    H5Fclose(f);
+}
+
+/* /config replaced by a 1-D dataset of `n` fixed-length strings of 16 bytes. */
+static void set_config_array(const char *path, int n) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0 && H5Ldelete(f, "/config", H5P_DEFAULT) >= 0);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, 16);
+    hsize_t dims[1] = {(hsize_t)n};
+    hid_t sp = H5Screate_simple(1, dims, NULL);
+    hid_t d = H5Dcreate2(f, "/config", t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    char *buf = callocCheck((size_t)n, 16);
+    for (int i = 0; i < n; i++) memset(buf + 16 * i, 'a' + i % 26, 16);
+    CHECK(d >= 0 && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    free(buf);
+    H5Dclose(d); H5Sclose(sp); H5Tclose(t);
+    H5Fclose(f);
+}
+
+/* One byte of the data (not the header) of dataset `name` inverted: only a full read sees it. */
+static void damage_data(const char *path, const char *name) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0);
+    hid_t d = H5Dopen2(f, name, H5P_DEFAULT);
+    haddr_t addr = HADDR_UNDEF;
+    hsize_t size = 0, off[4];
+    unsigned mask;
+    hid_t sp = H5Dget_space(d);
+    CHECK(d >= 0 && H5Dget_chunk_info(d, sp, 0, off, &mask, &addr, &size) >= 0 && size > 0);
+    H5Sclose(sp);
+    H5Dclose(d);
+    H5Fclose(f);
+    flip_byte(path, (long)(addr + size / 2));
 }
 
 int main(int argc, char **argv) {
@@ -503,7 +549,7 @@ int main(int argc, char **argv) {
             int st;
             CHECK(waitpid(pid, &st, 0) == pid);
             char tmp[CKPT_PATH_MAX + 32];
-            snprintf_check(tmp, sizeof tmp, "%s.tmp.%d", next, (int)pid);
+            snprintf_check(tmp, sizeof tmp, "%s.tmp.%d.0", next, (int)pid);
             if (exists(tmp)) midway++;
             if (exists(next)) {
                 if (checkpoint_verify(next, &big, err, sizeof err) == 0) finished++;
@@ -520,6 +566,73 @@ int main(int argc, char **argv) {
         rc = checkpoint_prune(kdir, 3, err, sizeof err);
         check(rc == midway && count_files(kdir, "ckpt-", ".tmp.") == 0, "prune removes the killed writers' temporary files", NULL);
         model_free(&big);
+    }
+
+    /* 9. hostile files */
+    {
+        char hdir[300], hp[CKPT_PATH_MAX], victim[CKPT_PATH_MAX], link[CKPT_PATH_MAX + 64];
+        snprintf_check(hdir, sizeof hdir, "%s/hostile", dir);
+        CHECK(mkdir_p(hdir) == 0);
+        ts.global_step = 5;
+        ts.step_in_epoch = 1;
+        checkpoint_path(hp, sizeof hp, hdir, 5);
+        CHECK(checkpoint_save(hp, &m, &o, &ts, cfg, err, sizeof err) == 0);
+        /* a 1-D /config of 4 strings was read into a one-string buffer */
+        snprintf_check(p2, sizeof p2, "%s/config4.h5", hdir);
+        copy_file(hp, p2, file_size(hp));
+        set_config_array(p2, 4);
+        cj = checkpoint_read_config(p2, err, sizeof err);
+        check(!cj && strstr(err, "/config is not a single string"), "a 1-D /config of 4 strings: refused", cj ? cj : err);
+        free(cj);
+        /* /train_state values out of range: once loaded, then a CHECK abort (negative step) */
+        const struct { const char *ds; int64_t v; } vals[] = {
+            {"/train_state/global_step", -3}, {"/train_state/epoch", -1}, {"/train_state/step_in_epoch", -1},
+            {"/train_state/world_size", 0}, {"/train_state/world_size", (int64_t)1 << 40},
+            {"/optimizer/steps", -1}};
+        for (size_t i = 0; i < sizeof vals / sizeof vals[0]; i++) {
+            copy_file(hp, p2, file_size(hp));
+            set_i64(p2, vals[i].ds, vals[i].v);
+            memset(&ts2, 0, sizeof ts2);
+            rc = checkpoint_load(p2, &m2, &o2, &ts2, err, sizeof err);
+            snprintf_check(msg, sizeof msg, "%s = %lld: %s", vals[i].ds, (long long)vals[i].v, rc ? err : "loaded");
+            check(rc != 0 && strstr(err, vals[i].ds) && strstr(err, "out of range"), "a train state out of range: refused", msg);
+        }
+        /* a symlink planted at the temporary names is never written through */
+        snprintf_check(victim, sizeof victim, "%s/victim", hdir);
+        FILE *vf = fopen(victim, "w");
+        CHECK(vf && fputs("precious\n", vf) >= 0 && fclose(vf) == 0);
+        checkpoint_path(p2, sizeof p2, hdir, 6);
+        const char *fmts[] = {"%s.tmp.%d", "%s.tmp.%d.0"};
+        for (int i = 0; i < 2; i++) {
+            snprintf_check(link, sizeof link, fmts[i], p2, (int)getpid());
+            CHECK(symlink(victim, link) == 0);
+            char latest_tmp[CKPT_PATH_MAX + 64], lp[CKPT_PATH_MAX];
+            snprintf_check(lp, sizeof lp, "%s/latest", hdir);
+            snprintf_check(latest_tmp, sizeof latest_tmp, fmts[i], lp, (int)getpid());
+            CHECK(symlink(victim, latest_tmp) == 0);
+        }
+        ts.global_step = 6;
+        rc = checkpoint_save(p2, &m, &o, &ts, cfg, err, sizeof err);
+        int rc2 = checkpoint_set_latest(hdir, p2, err, sizeof err);
+        char vbuf[64] = "";
+        vf = fopen(victim, "r");
+        CHECK(vf && fgets(vbuf, sizeof vbuf, vf));
+        fclose(vf);
+        check(rc == 0 && rc2 == 0 && strcmp(vbuf, "precious\n") == 0 && checkpoint_verify(p2, &m, err, sizeof err) == 0,
+              "symlinks planted at the checkpoint's and latest's temporary names: not followed", vbuf);
+        /* prune: a newest file with damaged data does not count as kept */
+        char p7[CKPT_PATH_MAX];
+        checkpoint_path(p7, sizeof p7, hdir, 7);
+        ts.global_step = 7;
+        CHECK(checkpoint_save(p7, &m, &o, &ts, cfg, err, sizeof err) == 0);
+        damage_data(p7, "/model/fc.weight");
+        CHECK(checkpoint_set_latest(hdir, p7, err, sizeof err) == 0);   /* as the writer does */
+        rc2 = checkpoint_verify(p7, &m, err, sizeof err);
+        rc = checkpoint_prune(hdir, 1, err, sizeof err);
+        snprintf_check(msg, sizeof msg, "removed %d; 6 %s, 7 %s", rc, exists(p2) ? "kept" : "removed", exists(p7) ? "kept" : "removed");
+        check(rc2 != 0 && exists(p2) && checkpoint_verify(p2, &m, err, sizeof err) == 0,
+              "prune keep 1 with damaged data in the newest: the last good checkpoint stays", msg);
+        ts.step_in_epoch = 0;
     }
 
     sgd_free(&o); sgd_free(&o2);
