@@ -29,9 +29,22 @@ static void pmix_fail(const char *file, int line, const char *call, pmix_status_
 
 /* ---- strict environment parsing ------------------------------------------------------------ */
 
+/* Where the variables come from: the process environment, or a caller's (bootstrap_from_env). */
+typedef struct {
+    BootstrapEnvFn get;
+    void *ctx;
+} Env;
+
+static const char *env_get(const Env *e, const char *name) { return e->get(e->ctx, name); }
+
+static const char *process_env(void *ctx, const char *name) {
+    (void)ctx;
+    return getenv(name);
+}
+
 /* 1: *out set; 0: unset or empty; -1: present but not a non-negative int (err written). */
-static int env_int(const char *name, int *out, char *err, size_t errlen) {
-    const char *s = getenv(name);
+static int env_int(const Env *e, const char *name, int *out, char *err, size_t errlen) {
+    const char *s = env_get(e, name);
     if (!s || !*s) return 0;
     const char *p = s;
     while (isspace((unsigned char)*p)) p++;
@@ -48,9 +61,9 @@ static int env_int(const char *name, int *out, char *err, size_t errlen) {
 }
 
 /* First of the names that is set; -1 on a malformed value. Which one was used goes to *used. */
-static int env_int_any(const char *const *names, int *out, const char **used, char *err, size_t errlen) {
+static int env_int_any(const Env *e, const char *const *names, int *out, const char **used, char *err, size_t errlen) {
     for (; *names; names++) {
-        int r = env_int(*names, out, err, errlen);
+        int r = env_int(e, *names, out, err, errlen);
         if (r != 0) { if (used) *used = *names; return r; }
     }
     return 0;
@@ -164,17 +177,17 @@ static int try_pmix(Bootstrap *b, int *init_status) {
 
 /* OMPI_COMM_WORLD_* is set by Open MPI's mpirun for every process it starts; it is the way to
  * learn the rank under mpirun in a build without PMIx. */
-static int try_ompi_env(Bootstrap *b, char *err, size_t errlen) {
+static int try_ompi_env(Bootstrap *b, const Env *e, char *err, size_t errlen) {
     int size, r;
-    if ((r = env_int("OMPI_COMM_WORLD_SIZE", &size, err, errlen)) <= 0) return r;
+    if ((r = env_int(e, "OMPI_COMM_WORLD_SIZE", &size, err, errlen)) <= 0) return r;
     b->world_size = size;
     b->rank = b->local_rank = 0;
     b->local_size = 1;
     b->num_nodes = 1;
-    if (env_int("OMPI_COMM_WORLD_RANK", &b->rank, err, errlen) < 0) return -1;
-    if (env_int("OMPI_COMM_WORLD_LOCAL_RANK", &b->local_rank, err, errlen) < 0) return -1;
+    if (env_int(e, "OMPI_COMM_WORLD_RANK", &b->rank, err, errlen) < 0) return -1;
+    if (env_int(e, "OMPI_COMM_WORLD_LOCAL_RANK", &b->local_rank, err, errlen) < 0) return -1;
     b->local_size = size;
-    if (env_int("OMPI_COMM_WORLD_LOCAL_SIZE", &b->local_size, err, errlen) < 0) return -1;
+    if (env_int(e, "OMPI_COMM_WORLD_LOCAL_SIZE", &b->local_size, err, errlen) < 0) return -1;
     b->num_nodes = (size + b->local_size - 1) / b->local_size;   /* not published; estimate */
     b->method = "ompi-env";
     if (check_ranges(b, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
@@ -185,20 +198,20 @@ static int try_ompi_env(Bootstrap *b, char *err, size_t errlen) {
 
 /* Inside a Slurm job? Returns 1 and fills *b, 0 when not in Slurm, -1 on error. `pmix_status`
  * describes why PMIx was not usable (for the error message). */
-static int try_slurm(Bootstrap *b, const char *pmix_status, char *err, size_t errlen) {
+static int try_slurm(Bootstrap *b, const Env *e, const char *pmix_status, char *err, size_t errlen) {
     static const char *const size_vars[] = {"SLURM_STEP_NUM_TASKS", "SLURM_NTASKS", "SLURM_NPROCS", NULL};
     static const char *const node_vars[] = {"SLURM_STEP_NUM_NODES", "SLURM_NNODES", "SLURM_JOB_NUM_NODES", NULL};
     int procid, r;
-    if ((r = env_int("SLURM_PROCID", &procid, err, errlen)) <= 0) return r;
+    if ((r = env_int(e, "SLURM_PROCID", &procid, err, errlen)) <= 0) return r;
     const char *size_var = "SLURM_NTASKS";
     int size = 1;
-    if (env_int_any(size_vars, &size, &size_var, err, errlen) < 0) return -1;
+    if (env_int_any(e, size_vars, &size, &size_var, err, errlen) < 0) return -1;
     /* SLURM_STEP_NUM_TASKS is set only inside an srun step; without it we are the batch
      * script itself, which is one process however many tasks the job has. */
-    int in_step = getenv("SLURM_STEP_NUM_TASKS") != NULL;
+    int in_step = env_get(e, "SLURM_STEP_NUM_TASKS") != NULL;
     if (size > 1) {
-        const char *mpi_type = getenv("SLURM_MPI_TYPE");
-        int pmix_launched = getenv("PMIX_RANK") != NULL || (mpi_type && strncmp(mpi_type, "pmix", 4) == 0);
+        const char *mpi_type = env_get(e, "SLURM_MPI_TYPE");
+        int pmix_launched = env_get(e, "PMIX_RANK") != NULL || (mpi_type && strncmp(mpi_type, "pmix", 4) == 0);
 #ifndef HAVE_MPI
         snprintf(err, errlen, "this Slurm job step has %d tasks (%s=%d) but ddptrain was built "
                  "without MPI, so its ranks cannot communicate: rebuild with MPI (configure "
@@ -233,14 +246,14 @@ static int try_slurm(Bootstrap *b, const char *pmix_status, char *err, size_t er
     b->rank = procid;
     b->world_size = size;
     b->local_rank = 0;
-    if (env_int("SLURM_LOCALID", &b->local_rank, err, errlen) < 0) return -1;
+    if (env_int(e, "SLURM_LOCALID", &b->local_rank, err, errlen) < 0) return -1;
     b->num_nodes = 1;
-    if (env_int_any(node_vars, &b->num_nodes, NULL, err, errlen) < 0) return -1;
+    if (env_int_any(e, node_vars, &b->num_nodes, NULL, err, errlen) < 0) return -1;
     int node = 0;
-    if (env_int("SLURM_NODEID", &node, err, errlen) < 0) return -1;
+    if (env_int(e, "SLURM_NODEID", &node, err, errlen) < 0) return -1;
     b->local_size = -1;
     const char *tpn_var = in_step ? "SLURM_STEP_TASKS_PER_NODE" : "SLURM_TASKS_PER_NODE";
-    const char *tpn = getenv(tpn_var);
+    const char *tpn = env_get(e, tpn_var);
     if (tpn && *tpn) {
         b->local_size = slurm_tasks_on_node(tpn, node);
         if (b->local_size < 0) {
@@ -248,7 +261,7 @@ static int try_slurm(Bootstrap *b, const char *pmix_status, char *err, size_t er
                      "(SLURM_NODEID)", tpn_var, tpn, node);
             return -1;
         }
-    } else if (env_int("SLURM_NTASKS_PER_NODE", &b->local_size, err, errlen) < 0) {
+    } else if (env_int(e, "SLURM_NTASKS_PER_NODE", &b->local_size, err, errlen) < 0) {
         return -1;
     }
     if (b->local_size < 0) b->local_size = (size + b->num_nodes - 1) / b->num_nodes;
@@ -257,18 +270,18 @@ static int try_slurm(Bootstrap *b, const char *pmix_status, char *err, size_t er
     return check_ranges(b, "SLURM_PROCID", size_var, "SLURM_LOCALID", tpn_var, err, errlen) ? -1 : 1;
 }
 
-static int try_torchrun(Bootstrap *b, char *err, size_t errlen) {
+static int try_torchrun(Bootstrap *b, const Env *e, char *err, size_t errlen) {
     static const char *const nnodes_vars[] = {"NNODES", "GROUP_WORLD_SIZE", NULL};
     int size, r;
-    if ((r = env_int("WORLD_SIZE", &size, err, errlen)) < 0) return -1;
+    if ((r = env_int(e, "WORLD_SIZE", &size, err, errlen)) < 0) return -1;
     if (r == 0) {
-        if (getenv("RANK")) {
+        if (env_get(e, "RANK")) {
             snprintf(err, errlen, "RANK is set but WORLD_SIZE is not: set both (torchrun-style launch)");
             return -1;
         }
         return 0;
     }
-    if ((r = env_int("RANK", &b->rank, err, errlen)) < 0) return -1;
+    if ((r = env_int(e, "RANK", &b->rank, err, errlen)) < 0) return -1;
     if (r == 0) {
         if (size != 1) {
             snprintf(err, errlen, "WORLD_SIZE=%d is set but RANK is not: set both (torchrun-style launch)", size);
@@ -278,14 +291,14 @@ static int try_torchrun(Bootstrap *b, char *err, size_t errlen) {
     }
     b->world_size = size;
     b->local_rank = b->rank;
-    if (env_int("LOCAL_RANK", &b->local_rank, err, errlen) < 0) return -1;
+    if (env_int(e, "LOCAL_RANK", &b->local_rank, err, errlen) < 0) return -1;
     b->local_size = size;
-    if (env_int("LOCAL_WORLD_SIZE", &b->local_size, err, errlen) < 0) return -1;
+    if (env_int(e, "LOCAL_WORLD_SIZE", &b->local_size, err, errlen) < 0) return -1;
     b->num_nodes = 0;
-    if (env_int_any(nnodes_vars, &b->num_nodes, NULL, err, errlen) < 0) return -1;
+    if (env_int_any(e, nnodes_vars, &b->num_nodes, NULL, err, errlen) < 0) return -1;
     if (b->num_nodes == 0 && b->local_size > 0) b->num_nodes = (size + b->local_size - 1) / b->local_size;
     int group = 0;
-    if (env_int("GROUP_RANK", &group, err, errlen) < 0) return -1;
+    if (env_int(e, "GROUP_RANK", &group, err, errlen) < 0) return -1;
     if (group >= b->num_nodes && b->num_nodes > 0) {
         snprintf(err, errlen, "GROUP_RANK=%d is not below the node count %d", group, b->num_nodes);
         return -1;
@@ -302,12 +315,13 @@ static int try_torchrun(Bootstrap *b, char *err, size_t errlen) {
     return 1;
 }
 
+static int from_env(Bootstrap *b, const Env *e, const char *pmix_status, char *err, size_t errlen);
+
 int bootstrap_init(Bootstrap *b, char *err, size_t errlen) {
     memset(b, 0, sizeof *b);
     if (gethostname(b->hostname, sizeof b->hostname) != 0) snprintf(b->hostname, sizeof b->hostname, "?");
     b->hostname[sizeof b->hostname - 1] = '\0';
     char pmix_status[128] = "ddptrain was built without PMIx";
-    int r;
 #ifdef HAVE_PMIX
     int st = 0;
     if (try_pmix(b, &st)) {
@@ -319,13 +333,50 @@ int bootstrap_init(Bootstrap *b, char *err, size_t errlen) {
     }
     snprintf(pmix_status, sizeof pmix_status, "%s", PMIx_Error_string(st));
 #endif
-    if ((r = try_ompi_env(b, err, errlen)) != 0) return r > 0 ? 0 : -1;
-    if ((r = try_slurm(b, pmix_status, err, errlen)) != 0) return r > 0 ? 0 : -1;
-    if ((r = try_torchrun(b, err, errlen)) != 0) return r > 0 ? 0 : -1;
+    return from_env(b, &(Env){process_env, NULL}, pmix_status, err, errlen);
+}
+
+/* Methods 2 to 5 (bootstrap.h), reading the variables through e. */
+static int from_env(Bootstrap *b, const Env *e, const char *pmix_status, char *err, size_t errlen) {
+    int r;
+    if ((r = try_ompi_env(b, e, err, errlen)) != 0) return r > 0 ? 0 : -1;
+    if ((r = try_slurm(b, e, pmix_status, err, errlen)) != 0) return r > 0 ? 0 : -1;
+    if ((r = try_torchrun(b, e, err, errlen)) != 0) return r > 0 ? 0 : -1;
     b->rank = b->local_rank = 0;
     b->world_size = b->local_size = b->num_nodes = 1;
     b->method = "single";
     return 0;
+}
+
+int bootstrap_from_env(Bootstrap *b, BootstrapEnvFn get, void *ctx, char *err, size_t errlen) {
+    memset(b, 0, sizeof *b);
+    snprintf(b->hostname, sizeof b->hostname, "?");
+    return from_env(b, &(Env){get, ctx}, "not tried", err, errlen);
+}
+
+/* ---- the Slurm job directory --------------------------------------------------------------- */
+
+int bootstrap_default_job_dir(BootstrapEnvFn get, void *ctx, char *dir, size_t n, char *err, size_t errlen) {
+    const Env env = {get ? get : process_env, ctx}, *e = &env;
+    const char *job = env_get(e, "SLURM_JOB_ID"), *submit = env_get(e, "SLURM_SUBMIT_DIR");
+    if (!job || !*job) return 0;
+    /* Both become a path that checkpoints are written under and read back from: a job id
+     * "../x" or a relative or odd submit directory would put them somewhere else. */
+    size_t jl = strlen(job);
+    if (jl > 20 || strspn(job, "0123456789") != jl)
+        return errf(err, errlen, "environment variable SLURM_JOB_ID='%.40s' is not a job number "
+                    "(pass --job_dir to choose the job directory)", job);
+    if (submit && *submit) {
+        int bad = submit[0] != '/' || strlen(submit) > 3000 || strstr(submit, "/../") ||
+                  (strlen(submit) >= 3 && !strcmp(submit + strlen(submit) - 3, "/.."));
+        for (const unsigned char *p = (const unsigned char *)submit; !bad && *p; p++) bad = *p < 0x20 || *p == 0x7f;
+        if (bad)
+            return errf(err, errlen, "environment variable SLURM_SUBMIT_DIR='%.60s' is not an absolute path "
+                        "without '..' or control characters (pass --job_dir to choose the job directory)", submit);
+    }
+    if (snprintf(dir, n, "%s/runs/%s", submit && *submit ? submit : ".", job) >= (int)n)
+        return errf(err, errlen, "SLURM_SUBMIT_DIR: too long for a job directory");
+    return 1;
 }
 
 const char *bootstrap_describe(Bootstrap *b) {

@@ -39,6 +39,19 @@ typedef struct Bootstrap {
 /* Fills *b. Returns 0, or -1 with one line in err (nothing left initialised). */
 int bootstrap_init(Bootstrap *b, char *err, size_t errlen);
 
+/* Where bootstrap_from_env reads a variable: NULL when unset. */
+typedef const char *(*BootstrapEnvFn)(void *ctx, const char *name);
+
+/* Methods 2 to 5 above (no PMIx) with the variables read through get: what bootstrap_init
+ * does after PMIx, for tests and the fuzzer. Returns 0, or -1 with one line in err. */
+int bootstrap_from_env(Bootstrap *b, BootstrapEnvFn get, void *ctx, char *err, size_t errlen);
+
+/* The default job directory of a Slurm job, "<SLURM_SUBMIT_DIR or .>/runs/<SLURM_JOB_ID>",
+ * into dir: 1; 0 when SLURM_JOB_ID is unset; -1 with one line in err when SLURM_JOB_ID is
+ * not a number or SLURM_SUBMIT_DIR not a plain absolute path. get NULL: the process's
+ * environment. */
+int bootstrap_default_job_dir(BootstrapEnvFn get, void *ctx, char *dir, size_t n, char *err, size_t errlen);
+
 /* "bootstrap: pmix, rank 1/4, local 1/2, 2 nodes, host vm" (valid until bootstrap_free). */
 const char *bootstrap_describe(Bootstrap *b);
 

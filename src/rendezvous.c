@@ -113,16 +113,41 @@ static void header_fill(RdvHeader *h, const char *key, int world_size, size_t le
     h->blob_len = (uint64_t)len;
 }
 
+/* The file carries a secret (whoever holds an NCCL unique id can join the communicator) and
+ * steers every rank: its directory must be one nobody else can write, or another user could
+ * plant a file there, or swap ours. */
+static int check_dir(const char *dir, char *err, size_t errlen) {
+    struct stat st;
+    if (lstat(dir, &st) != 0) return errf(err, errlen, "%s: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return errf(err, errlen, "%s: not a directory (a symlink?): the rendezvous file needs a real one", dir);
+    if (st.st_uid != geteuid() || (st.st_mode & (S_IWGRP | S_IWOTH)))
+        return errf(err, errlen, "%s: %s (mode %04o): the rendezvous file, which carries the communicator's secret id, "
+                    "needs a directory only you can write (chmod go-w, or another --job_dir)", dir,
+                    st.st_uid != geteuid() ? "owned by another user" : "writable by other users", (unsigned)(st.st_mode & 07777));
+    return 0;
+}
+
+/* The file itself: ours, and readable by nobody else (as rank 0 creates it). */
+static int check_file(const char *path, const struct stat *st, char *err, size_t errlen) {
+    if (!S_ISREG(st->st_mode)) return errf(err, errlen, "%s: not a regular file: remove it", path);
+    if (st->st_uid != geteuid()) return errf(err, errlen, "%s: owned by another user (uid %lu): not written by this job; remove it",
+                                             path, (unsigned long)st->st_uid);
+    if (st->st_mode & 077) return errf(err, errlen, "%s: mode %04o lets other users read it: not written by this job; remove it",
+                                       path, (unsigned)(st->st_mode & 07777));
+    return 0;
+}
+
 static int write_blob(const char *path, const char *dir, const RdvHeader *h, const void *blob, size_t len,
                       char *err, size_t errlen) {
     /* The job directory may not exist yet: rank 0 normally creates it only later. */
     if (mkdir_p(dir) != 0) return errf(err, errlen, "%s: cannot create directory: %s", dir, strerror(errno));
+    if (check_dir(dir, err, errlen) != 0) return -1;
     unsigned char *buf = mallocCheck(sizeof *h + len);
     memcpy(buf, h, sizeof *h);
     if (len) memcpy(buf + sizeof *h, blob, len);
     /* Atomic, so a reader that sees the file sees all of it (rename is atomic on NFS and
      * Lustre as well), and a leftover of the same name is replaced, never half-overwritten. */
-    int rc = write_file_atomic(path, buf, sizeof *h + len);
+    int rc = write_file_atomic_mode(path, buf, sizeof *h + len, 0600);
     int e = errno;
     free(buf);
     if (rc != 0) return errf(err, errlen, "%s: cannot write: %s", path, strerror(e));
@@ -134,7 +159,7 @@ static int write_blob(const char *path, const char *dir, const RdvHeader *h, con
 static int try_read(const char *path, unsigned char *buf, size_t want, long long *seen, char *err, size_t errlen) {
     /* open, not stat: on NFS an open revalidates the cached directory entry (close-to-open
      * consistency), where a stat may keep answering "no such file" from the attribute cache. */
-    int fd = open(path, O_RDONLY | O_CLOEXEC);
+    int fd = open(path, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);   /* no symlink, no FIFO that blocks */
     if (fd < 0) {
         /* ESTALE: rank 0's rename replaced the file between lookup and open on NFS. */
         if (errno == ENOENT || errno == ESTALE) {
@@ -153,6 +178,12 @@ static int try_read(const char *path, unsigned char *buf, size_t want, long long
         *seen = (long long)st.st_size;
         close(fd);
         return 0;
+    }
+    /* Only a file that could be taken is judged: a leftover of another size is waited past
+     * as before, since rank 0's rename replaces it. */
+    if (check_file(path, &st, err, errlen) != 0) {
+        close(fd);
+        return -1;
     }
     size_t got = 0;
     while (got < want) {
@@ -197,12 +228,18 @@ static void poll_pause(long *sleep_ns) {
 static int read_blob(const char *path, const char *dir, const RdvHeader *h, void *blob, size_t len,
                      double timeout_s, char *err, size_t errlen) {
     const size_t want = sizeof *h + len;
+    int dir_checked = 0;
     unsigned char *buf = mallocCheck(want);
     const double t0 = now_sec();
     long sleep_ns = 0;
     long long seen = -1;
     int rc;
     for (;;) {
+        /* The directory may appear only once rank 0 has made it. */
+        if (!dir_checked && access(dir, F_OK) == 0) {
+            if ((rc = check_dir(dir, err, errlen)) != 0) break;
+            dir_checked = 1;
+        }
         rc = try_read(path, buf, want, &seen, err, errlen);
         if (rc > 0) {
             RdvHeader got;

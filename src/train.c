@@ -142,11 +142,8 @@ static void propose_job_dir(Run *r) {
     if (r->world.boot.rank != 0) return;
     if (r->cfg.job_dir[0]) {
         snprintf_check(r->job_dir, sizeof r->job_dir, "%s", r->cfg.job_dir);
-    } else if (getenv("SLURM_JOB_ID") && *getenv("SLURM_JOB_ID")) {
+    } else if (bootstrap_default_job_dir(NULL, NULL, r->job_dir, sizeof r->job_dir, NULL, 0) > 0) {
         /* A requeued job has the same id, so it finds its checkpoints again. */
-        const char *submit = getenv("SLURM_SUBMIT_DIR");
-        snprintf_check(r->job_dir, sizeof r->job_dir, "%s/runs/%s", submit && *submit ? submit : ".",
-                       getenv("SLURM_JOB_ID"));
     } else {
         time_t t = time(NULL);
         struct tm tm;
@@ -660,6 +657,8 @@ static void setup(Run *r, int argc, char **argv) {
     config_parse_args(&r->cfg, argc, argv);
     if (r->cfg.straggler_factor > 0.0 && r->cfg.straggler_factor <= 1.0)
         die_code(2, "--straggler_factor %g: must be 0 (off) or above 1", r->cfg.straggler_factor);
+    char job_dir[4096];   /* checked here, before any rank names a file after it */
+    if (!r->cfg.job_dir[0] && bootstrap_default_job_dir(NULL, NULL, job_dir, sizeof job_dir, err, sizeof err) < 0) die("%s", err);
     g_die_quiet = 0;
     narrow_signal_handlers(signal_by_name(r->cfg.preempt_signal));
 

@@ -41,6 +41,23 @@ if [ "$(id -u)" -ne 0 ]; then
     expect_fail "--job_dir $TMP/ro/job" --data_dir "$TMP/good" --job_dir "$TMP/ro/job"
 fi
 
+# The Slurm default job directory <SLURM_SUBMIT_DIR>/runs/<SLURM_JOB_ID>: a job id of "../.."
+# once put the job directory (checkpoints, and what a resume reads) outside runs/.
+mkdir -p "$TMP/submit"
+abs_ddptrain=$(cd "$top_builddir" && pwd)/ddptrain abs_good=$(cd "$TMP/good" && pwd)
+for kv in "SLURM_JOB_ID=../../escape" "SLURM_SUBMIT_DIR=relative/dir"; do
+    (cd "$TMP/submit" && env SLURM_SUBMIT_DIR="$TMP/submit" SLURM_JOB_ID=77 "$kv" \
+        "$abs_ddptrain" --data_dir "$abs_good" --width 4 --epochs 1 --max_steps 1 >"$TMP/out" 2>"$TMP/err")
+    rc=$?
+    var=${kv%%=*}
+    left=$(cd "$TMP" && find . -name escape -o -name relative -o -name runs | head -3)
+    if [ $rc -ne 0 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "$var=" "$TMP/err" && [ -z "$left" ]; then
+        ok "$kv: exit $rc: $(cat "$TMP/err")"
+    else
+        bad "$kv: rc=$rc, left: $left, stderr: $(head -3 "$TMP/err")"
+    fi
+done
+
 if [ -z "$PY" ]; then
     echo "SKIP: no python3 with h5py to build corrupt shards"
     [ "$FAILS" -eq 0 ] && exit $SKIP

@@ -210,6 +210,63 @@ static void test_bad_headers(void) {
     EXPECT(rc == 0 && exists(path), "rank 0 creates a missing directory %s%s%s", sub, rc ? ": " : "", rc ? err : "");
 }
 
+/* ---- files and directories other users could plant or read ----------------------------- */
+
+static void test_hostile(void) {
+    unsigned char blob[BLOB], got[BLOB];
+    fill_random(blob, sizeof blob, 23u);
+    char path[512], err[1024], victim[512], link[600];
+    struct stat st;
+
+    /* Rank 0's file is readable by the user only: it carries the communicator's secret. */
+    path_of(path, sizeof path, g_dir, "test-mode.0");
+    int rc = rendezvous_share(g_dir, "test-mode.0", 0, WORLD, blob, sizeof blob, 1.0, err, sizeof err);
+    EXPECT(rc == 0 && stat(path, &st) == 0 && (st.st_mode & 0777) == 0600, "rank 0's file is created mode 0600 (got %04o)%s%s",
+           rc == 0 ? (unsigned)(st.st_mode & 0777) : 0u, rc ? ": " : "", rc ? err : "");
+
+    /* ... and a copy other users can read is not taken for it. */
+    CHECK(chmod(path, 0644) == 0);
+    rc = rendezvous_share(g_dir, "test-mode.0", 1, WORLD, got, sizeof got, 1.0, err, sizeof err);
+    EXPECT(rc != 0 && strstr(err, path) && strstr(err, "other users"), "a file of mode 0644 is refused: %s", rc ? err : "(accepted)");
+
+    /* A file of another owner (root can make one; others cannot, nor need to). */
+    if (geteuid() == 0) {
+        CHECK(chmod(path, 0600) == 0 && chown(path, 65534, 65534) == 0);
+        rc = rendezvous_share(g_dir, "test-mode.0", 1, WORLD, got, sizeof got, 1.0, err, sizeof err);
+        EXPECT(rc != 0 && strstr(err, path) && strstr(err, "another user"), "a file of another owner is refused: %s", rc ? err : "(accepted)");
+    } else {
+        printf("ok: (a file of another owner: not tried, needs root to make one)\n");
+    }
+
+    /* A directory others can write: anyone could plant or swap the file there. */
+    char open_dir[512];
+    snprintf_check(open_dir, sizeof open_dir, "%s/open", g_dir);
+    CHECK(mkdir(open_dir, 0700) == 0 && chmod(open_dir, 0777) == 0);
+    rc = rendezvous_share(open_dir, "test-open.0", 0, WORLD, blob, sizeof blob, 1.0, err, sizeof err);
+    EXPECT(rc != 0 && strstr(err, open_dir) && strstr(err, "writable by other users"),
+           "rank 0 refuses a directory of mode 0777: %s", rc ? err : "(accepted)");
+    rc = rendezvous_share(open_dir, "test-open.0", 1, WORLD, got, sizeof got, 1.0, err, sizeof err);
+    EXPECT(rc != 0 && strstr(err, "writable by other users"), "so does a reader: %s", rc ? err : "(accepted)");
+
+    /* Symlinks planted at the temporary names rank 0 writes through, and at the file itself. */
+    snprintf_check(victim, sizeof victim, "%s/victim", g_dir);
+    write_bytes(victim, "precious", 8);
+    path_of(path, sizeof path, g_dir, "test-link.0");
+    const char *fmts[] = {"%s.tmp.%d", "%s.tmp.%d.0"};
+    for (int i = 0; i < 2; i++) {
+        snprintf_check(link, sizeof link, fmts[i], path, (int)getpid());
+        CHECK(symlink(victim, link) == 0);
+    }
+    rc = rendezvous_share(g_dir, "test-link.0", 0, WORLD, blob, sizeof blob, 1.0, err, sizeof err);
+    char vb[16] = "";
+    size_t vn = read_bytes(victim, vb, sizeof vb - 1);
+    EXPECT(rc == 0 && vn == 8 && !memcmp(vb, "precious", 8), "symlinks at the temporary names are not followed%s%s",
+           rc ? ": " : "", rc ? err : "");
+    CHECK(unlink(path) == 0 && symlink(victim, path) == 0);
+    rc = rendezvous_share(g_dir, "test-link.0", 1, WORLD, got, sizeof got, 0.2, err, sizeof err);
+    EXPECT(rc != 0 && strstr(err, path), "a symlink in place of the file is refused: %s", rc ? err : "(accepted)");
+}
+
 /* ---- rank 0 never comes ------------------------------------------------------------------- */
 
 static void test_timeout(void) {
@@ -293,6 +350,7 @@ int main(void) {
     double t0 = now_sec();
     test_share();
     test_bad_headers();
+    test_hostile();
     test_timeout();
     test_key();
     test_rm_tree(g_dir);
