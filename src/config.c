@@ -148,19 +148,13 @@ void config_print_help(FILE *out, const char *progname) {
                  "3 stopped by SIGTERM or --preempt_signal after writing a checkpoint.\n");
 }
 
-void config_parse_args(Config *c, int argc, char **argv) {
-    char err[600];
+int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen) {
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
-        if (!strcmp(a, "--help") || !strcmp(a, "-h")) {
-            config_print_help(stdout, g_progname);
-            exit(0);
-        }
-        if (!strcmp(a, "--version")) {
-            version_print(stdout, g_progname);
-            exit(0);
-        }
-        if (strncmp(a, "--", 2) != 0) die_code(2, "unexpected argument '%s' (options are --name VALUE; see --help)", a);
+        if (!strcmp(a, "--help") || !strcmp(a, "-h")) return CONFIG_HELP;
+        if (!strcmp(a, "--version")) return CONFIG_VERSION;
+        if (strncmp(a, "--", 2) != 0)
+            return errf(err, errlen, "unexpected argument '%s' (options are --name VALUE; see --help)", a);
         const char *name = a + 2;
         const char *eq = strchr(name, '=');
         size_t nlen = eq ? (size_t)(eq - name) : strlen(name);
@@ -172,17 +166,32 @@ void config_parse_args(Config *c, int argc, char **argv) {
                 continue;
             }
         }
-        if (!o) die_code(2, "unknown option --%.*s (see --help)", (int)nlen, name);
+        if (!o) return errf(err, errlen, "unknown option --%.*s (see --help)", (int)nlen, name);
         const char *value;
         if (eq) {
             value = eq + 1;
         } else if (o->type == T_BOOL) {
             value = "true";
         } else {
-            if (i + 1 >= argc) die_code(2, "--%s: missing value", o->name);
+            if (i + 1 >= argc) return errf(err, errlen, "--%s: missing value", o->name);
             value = argv[++i];
         }
-        if (parse_value(c, o, value, err, sizeof err) != 0) die_code(2, "%s", err);
+        if (parse_value(c, o, value, err, errlen) != 0) return -1;
+    }
+    return 0;
+}
+
+void config_parse_args(Config *c, int argc, char **argv) {
+    char err[600];
+    switch (config_parse(c, argc, argv, err, sizeof err)) {
+    case 0: return;
+    case CONFIG_HELP:
+        config_print_help(stdout, g_progname);
+        exit(0);
+    case CONFIG_VERSION:
+        version_print(stdout, g_progname);
+        exit(0);
+    default: die_code(2, "%s", err);
     }
 }
 

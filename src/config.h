@@ -22,6 +22,10 @@ typedef struct Config {
  * --help prints every option with its default and exits 0. */
 void config_init(Config *c);
 void config_parse_args(Config *c, int argc, char **argv);
+/* The same without exiting: 0, CONFIG_HELP or CONFIG_VERSION (asked for, nothing printed),
+ * or -1 with the one line in err. */
+enum { CONFIG_HELP = 1, CONFIG_VERSION = 2 };
+int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen);
 
 /* Set one option from a string value as the command line would (tests, environment). Returns 0,
  * or -1 with a one-line reason in err. */

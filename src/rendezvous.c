@@ -280,6 +280,25 @@ int rendezvous_share(const char *dir, const char *key, int rank, int world_size,
     return read_blob(path, dir, &h, blob, len, timeout_s, err, errlen);
 }
 
+int rendezvous_read_once(const char *path, const char *key, int world_size, void *blob, size_t len, char *err,
+                         size_t errlen) {
+    CHECK(key_ok(key) && world_size >= 1 && (blob || len == 0));
+    RdvHeader h;
+    header_fill(&h, key, world_size, len);
+    const size_t want = sizeof h + len;
+    unsigned char *buf = mallocCheck(want);
+    long long seen = -1;
+    int rc = try_read(path, buf, want, &seen, err, errlen);
+    if (rc > 0) {
+        RdvHeader got;
+        memcpy(&got, buf, sizeof got);
+        rc = check_header(path, &got, &h, err, errlen) == 0 ? 1 : -1;
+        if (rc > 0 && len) memcpy(blob, buf + sizeof got, len);
+    }
+    free(buf);
+    return rc;
+}
+
 void rendezvous_cleanup(const char *dir, const char *key, int rank) {
     if (rank != 0 || !dir || !key) return;
     char path[4400];

@@ -43,6 +43,11 @@ int rendezvous_key(int world_size, char *key, size_t n, char *err, size_t errlen
 int rendezvous_share(const char *dir, const char *key, int rank, int world_size, void *blob, size_t len,
                      double timeout_s, char *err, size_t errlen);
 
+/* One look at the file as a rank other than 0 takes it: 1 with the blob when it is complete
+ * and valid; 0 when absent or of another size (not written yet); -1 with one line in err. */
+int rendezvous_read_once(const char *path, const char *key, int world_size, void *blob, size_t len, char *err,
+                         size_t errlen);
+
 /* Rank 0 removes the file (a warning on stderr if that fails for any reason but absence); on
  * other ranks it does nothing. See the top of the file for when to call it. */
 void rendezvous_cleanup(const char *dir, const char *key, int rank);

@@ -387,6 +387,21 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
         for (int c = 0; c < 3; c++) { at->mean[c] = SHARD_DEFAULT_MEAN; at->std[c] = SHARD_DEFAULT_STD; }
     }
 
+    /* A header may also claim samples the file does not hold (chunks never written read as
+     * the fill value): each dataset must store at least what deflate at its best (1032:1)
+     * could pack its samples into, or a 2 kB file would have the loader allocate and fill
+     * gigabytes. */
+    const struct { hid_t d; const char *name; double bytes; } need[2] = {
+        {di, "images", (double)info->n * 3.0 * info->image_size * info->image_size}, {dl, "labels", (double)info->n}};
+    for (int k = 0; k < 2; k++) {
+        hsize_t stored = H5Dget_storage_size(need[k].d);
+        if ((double)stored * 1100.0 < need[k].bytes) {
+            errf(err, errlen, "%s: dataset '%s' stores %llu bytes for %zu samples (chunks never written? truncated?)",
+                 path, need[k].name, (unsigned long long)stored, info->n);
+            goto done;
+        }
+    }
+
     if (labels_out) {
         int32_t *lab = malloc(info->n * sizeof(int32_t));
         if (!lab) {

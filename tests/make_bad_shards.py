@@ -16,6 +16,8 @@ then breaks one file (always OUTDIR/train-00000-of-00002.h5 unless said otherwis
   huge_count      images and labels declare 2^62+1 samples in chunks never written (1.7 kB);
                   n * 4 bytes of labels wraps to 4
   huge_count61    the same with 2^61 samples (n * 4 wraps to 2^63: an allocation failure)
+  unwritten       2^30 samples declared, within the per-shard limit, in chunks never written:
+                  once the loader allocated and filled 4 GiB of labels for a 1.7 kB file
   inf_mean        attribute 'mean' holds an infinity
   nan_std         attribute 'std' holds a NaN
   escape_names    a class name holds an ANSI escape sequence (ESC [ 2 J: clear the screen)
@@ -28,7 +30,7 @@ import os
 import sys
 
 KINDS = ("truncated", "corrupt", "wrong_shape", "wrong_rank", "wrong_dtype", "bad_label",
-         "missing_labels", "count_mismatch", "no_train", "huge_count", "huge_count61", "inf_mean",
+         "missing_labels", "count_mismatch", "no_train", "huge_count", "huge_count61", "unwritten", "inf_mean",
          "nan_std", "escape_names")
 
 
@@ -103,6 +105,8 @@ def main():
         write_huge(bad, 2**62 + 1)
     elif kind == "huge_count61":
         write_huge(bad, 2**61)
+    elif kind == "unwritten":
+        write_huge(bad, 2**30)
     elif kind == "inf_mean":
         write(bad, images, labels, mean=float("inf"))
     elif kind == "nan_std":

@@ -1,0 +1,187 @@
+#!/usr/bin/env python3
+"""make_seeds.py BUILDDIR - writes the seed corpora of the fuzz targets into tests/fuzz/<target>/.
+
+Run once (the outputs are committed); needs numpy and h5py, and ddptrain and ddptrain-data
+built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
+  shard/       tiny shards (2 images of 4x4) in HDF5's oldest format (no metadata checksums,
+               so a mutation reaches the values rather than a checksum), one per way the tests
+               break a shard, and one written by ddptrain-data itself
+  checkpoint/  a checkpoint of the model fuzz_checkpoint.c loads (width 4, 1 block, 10 classes,
+               16x16), from a 2-step run on 2 ranks' worth of data, rewritten without
+               checksums or filters; plus variants (amp state, per-rank rows, /config shapes)
+  cli/         argument lists, NUL-separated
+  env/         launcher environments, NAME=VALUE lines
+  rendezvous/  rendezvous files of key fuzz.0, 4 ranks, 128 bytes, and broken ones
+"""
+import os
+import shutil
+import struct
+import subprocess
+import sys
+import tempfile
+
+import h5py
+import numpy as np
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def out(target, name, data):
+    d = os.path.join(HERE, target)
+    os.makedirs(d, exist_ok=True)
+    with open(os.path.join(d, name), "wb") as f:
+        f.write(data)
+
+
+def h5_bytes(build):
+    fd, p = tempfile.mkstemp(suffix=".h5")
+    os.close(fd)
+    with h5py.File(p, "w", libver="earliest") as f:
+        build(f)
+    with open(p, "rb") as f:
+        data = f.read()
+    os.unlink(p)
+    return data
+
+
+def shard_seeds():
+    rng = np.random.default_rng(0)
+
+    def shard(n=2, s=4, labels=None, names=True, norm=True, dtype=np.uint8, shape=None, nc=3, chunks=None):
+        def build(f):
+            img = rng.integers(0, 256, shape or (n, s, s, 3)).astype(dtype)
+            f.create_dataset("images", data=img, chunks=chunks)
+            f.create_dataset("labels", data=np.array(labels if labels is not None else [0, 2][:n] + [1] * (n - 2), np.int32))
+            f.attrs["num_classes"] = np.int32(nc)
+            if names:
+                f.attrs["class_names"] = np.array([b"a", b"b", b"c"][:nc])
+            if norm:
+                f.attrs["mean"] = np.array([0.5, 0.4, 0.3], np.float32)
+                f.attrs["std"] = np.array([0.2, 0.2, 0.2], np.float32)
+        return h5_bytes(build)
+
+    out("shard", "good", shard())
+    out("shard", "good_chunked", shard(n=4, chunks=(1, 4, 4, 3)))
+    out("shard", "bare", shard(names=False, norm=False))
+    out("shard", "bad_label", shard(labels=[0, 3]))
+    out("shard", "wrong_dtype", shard(dtype=np.float32))
+    out("shard", "wrong_shape", shard(shape=(2, 3, 4, 4)))
+    out("shard", "count_mismatch", shard(labels=[0]))
+
+    def huge(f):
+        f.create_dataset("images", shape=(2**62 + 1, 4, 4, 3), dtype="u1", chunks=(1, 4, 4, 3))
+        f.create_dataset("labels", shape=(2**62 + 1,), dtype="i4", chunks=(16,), fillvalue=1)
+        f.attrs["num_classes"] = np.int32(3)
+    out("shard", "huge_count", h5_bytes(huge))
+
+
+def checkpoint_seeds(build):
+    tmp = tempfile.mkdtemp()
+    try:
+        data, job = os.path.join(tmp, "data"), os.path.join(tmp, "job")
+        subprocess.check_call([os.path.join(build, "ddptrain-data"), "synth", "--out", data, "--train", "64",
+                               "--test", "16", "--size", "16"], stdout=subprocess.DEVNULL)
+        subprocess.check_call([os.path.join(build, "ddptrain"), "--data_dir", data, "--job_dir", job, "--width", "4",
+                               "--blocks", "1", "--image_size", "16", "--batch_size", "8", "--max_steps", "2",
+                               "--threads", "1", "--no-augment"], stdout=subprocess.DEVNULL)
+        ck = os.path.join(job, "checkpoints")
+        src = os.path.join(ck, sorted(n for n in os.listdir(ck) if n.startswith("ckpt-"))[-1])
+
+        def plain(variant=None):
+            def build_file(f):
+                with h5py.File(src, "r") as s:
+                    for k, v in s.attrs.items():
+                        f.attrs[k] = v
+
+                    def copy(name, obj):
+                        if isinstance(obj, h5py.Dataset):
+                            f.create_dataset(name, data=obj[()])
+                    s.visititems(copy)
+                if variant:
+                    variant(f)
+            return h5_bytes(build_file)
+
+        out("checkpoint", "good", plain())
+
+        def amp(f):
+            f.create_dataset("/train_state/amp", data=np.array([65536.0, 3, 0, 0]))
+        out("checkpoint", "amp", plain(amp))
+
+        def rows(f):
+            nb = sum(f["/model/" + k].size for k in f["/model"] if k.endswith("running_mean") or k.endswith("running_var"))
+            del f["/train_state/world_size"]
+            f.create_dataset("/train_state/world_size", data=np.int64(2))
+            f.create_dataset("/train_state/rank_buffers", data=np.ones((2, nb), np.float32))
+        out("checkpoint", "rank_rows", plain(rows))
+
+        def config_array(f):
+            del f["/config"]
+            f.create_dataset("/config", data=np.array([b"{}", b"[]", b"{x}"]))
+        out("checkpoint", "config_array", plain(config_array))
+
+        def negative_step(f):
+            del f["/train_state/global_step"]
+            f.create_dataset("/train_state/global_step", data=np.int64(-5))
+        out("checkpoint", "negative_step", plain(negative_step))
+    finally:
+        shutil.rmtree(tmp)
+
+
+def cli_seeds():
+    seeds = {
+        "defaults": [],
+        "typical": ["--data_dir", "data", "--job_dir", "runs/x", "--width", "8", "--epochs", "2", "--lr=0.1"],
+        "bools": ["--no-augment", "--augment=false", "--use_amp", "yes"],
+        "choices": ["--resume", "auto", "--amp_activations", "16", "--preempt_signal", "SIGUSR1"],
+        "bad": ["--batch_size", "x", "--lr", "nan", "--bogus", "train", "--no-width"],
+        "missing": ["--seed"],
+        "help": ["--help"],
+    }
+    for name, args in seeds.items():
+        out("cli", name, b"\0".join(a.encode() for a in args))
+
+
+def env_seeds():
+    seeds = {
+        "slurm": "SLURM_PROCID=1\nSLURM_NTASKS=4\nSLURM_STEP_NUM_TASKS=4\nSLURM_LOCALID=1\nSLURM_NNODES=2\n"
+                 "SLURM_NODEID=0\nSLURM_STEP_TASKS_PER_NODE=2(x2)\nSLURM_MPI_TYPE=pmix\nSLURM_JOB_ID=1234\n"
+                 "SLURM_SUBMIT_DIR=/home/u/proj\n",
+        "slurm_list": "SLURM_PROCID=3\nSLURM_NTASKS=6\nSLURM_STEP_NUM_TASKS=6\nSLURM_NODEID=2\n"
+                      "SLURM_STEP_TASKS_PER_NODE=2,1(x1),3\nSLURM_NNODES=3\nPMIX_RANK=3\n",
+        "slurm_batch": "SLURM_PROCID=0\nSLURM_NTASKS=8\nSLURM_JOB_ID=99\n",
+        "ompi": "OMPI_COMM_WORLD_SIZE=4\nOMPI_COMM_WORLD_RANK=2\nOMPI_COMM_WORLD_LOCAL_RANK=0\nOMPI_COMM_WORLD_LOCAL_SIZE=2\n",
+        "torchrun": "WORLD_SIZE=8\nRANK=5\nLOCAL_RANK=1\nLOCAL_WORLD_SIZE=4\nGROUP_RANK=1\nNNODES=2\n",
+        "torchrun_bad": "RANK=1\n",
+        "job_dir_bad": "SLURM_JOB_ID=../../x\nSLURM_SUBMIT_DIR=rel\n",
+    }
+    for name, text in seeds.items():
+        out("env", name, text.encode())
+
+
+def rendezvous_seeds():
+    def rdv(key=b"fuzz.0", world=4, blen=128, magic=b"ddptrain-rdv-1", blob=None):
+        h = magic.ljust(16, b"\0") + key.ljust(200, b"\0") + struct.pack("<IIQ", world, 0, blen)
+        return h + (blob if blob is not None else bytes(range(128)))
+    out("rendezvous", "good", rdv())
+    out("rendezvous", "other_key", rdv(key=b"fuzz.1"))
+    out("rendezvous", "other_world", rdv(world=8))
+    out("rendezvous", "bad_magic", rdv(magic=b"ddptrain-rdv-0"))
+    out("rendezvous", "short", rdv()[:100])
+
+
+def main():
+    if len(sys.argv) != 2:
+        sys.stderr.write(__doc__)
+        return 2
+    for t in ("shard", "checkpoint", "cli", "env", "rendezvous"):
+        shutil.rmtree(os.path.join(HERE, t), ignore_errors=True)
+    shard_seeds()
+    checkpoint_seeds(os.path.abspath(sys.argv[1]))
+    cli_seeds()
+    env_seeds()
+    rendezvous_seeds()
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
