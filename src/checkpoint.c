@@ -315,6 +315,13 @@ static int write_contents(Writer *w, const CkptState *s) {
     rc = rc ? rc : w_i64(w, "/train_state/global_step", s->ts.global_step);
     rc = rc ? rc : w_i64(w, "/train_state/world_size", s->ts.world_size);
     rc = rc ? rc : w_i64(w, "/train_state/seed", (int64_t)s->ts.seed);
+    if (s->ts.batch_size > 0) {
+        rc = rc ? rc : w_i64(w, "/train_state/batch_size", s->ts.batch_size);
+        rc = rc ? rc : w_i64(w, "/train_state/grad_accum_steps", s->ts.grad_accum_steps);
+        rc = rc ? rc : w_i64(w, "/train_state/data_samples", s->ts.data_samples);
+        rc = rc ? rc : w_i64(w, "/train_state/data_shards", s->ts.data_shards);
+        rc = rc ? rc : w_i64(w, "/train_state/data_id", (int64_t)s->ts.data_id);
+    }
     if (s->ts.has_amp && !rc) {
         hsize_t n = AMP_STATE_N;
         rc = w_dataset(w, "/train_state/amp", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &n, s->ts.amp, 0);
@@ -693,6 +700,18 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         return errf(r->err, r->errlen, "%s: %s holds a value out of range (damaged or not written by ddptrain)", r->path, bad);
     ts->world_size = (int)ws;
     ts->seed = (uint64_t)seed;
+    if (H5Lexists(r->file, "/train_state/batch_size", H5P_DEFAULT) > 0) {
+        int64_t id;
+        if (r_long(r, "/train_state/batch_size", &ts->batch_size) ||
+            r_long(r, "/train_state/grad_accum_steps", &ts->grad_accum_steps) ||
+            r_long(r, "/train_state/data_samples", &ts->data_samples) ||
+            r_long(r, "/train_state/data_shards", &ts->data_shards) || r_i64(r, "/train_state/data_id", &id))
+            return -1;
+        ts->data_id = (uint64_t)id;
+        if (ts->batch_size < 1 || ts->grad_accum_steps < 1 || ts->data_samples < 1 || ts->data_shards < 1)
+            return errf(r->err, r->errlen, "%s: /train_state/batch_size etc. hold a value out of range (damaged or not "
+                        "written by ddptrain)", r->path);
+    }
     if (H5Lexists(r->file, "/train_state/amp", H5P_DEFAULT) > 0) {
         hsize_t d[4];
         int rank = 0;

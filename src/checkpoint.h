@@ -25,6 +25,10 @@
  *   /train_state/global_step       int64 scalar: optimizer steps completed in the run
  *   /train_state/world_size        int64 scalar: ranks of the run that wrote it
  *   /train_state/seed              int64 scalar
+ *   /train_state/batch_size, grad_accum_steps, data_samples, data_shards, data_id
+ *                                  int64 scalars (data_id: the split's hash as a bit pattern):
+ *                                  what the data position depends on (resume.h); absent in
+ *                                  older files, when a resume does not check them
  *   /train_state/amp               float64 [4], only when mixed-precision state exists:
  *                                  [0] loss scale, [1] growth tracker, [2..3] reserved (0)
  *   /train_state/rank_buffers      float32 [world_size, num_buffers], only from a run on several
@@ -83,6 +87,11 @@ typedef struct {
     uint64_t seed;
     int has_amp;          /* amp[] holds mixed-precision loss-scaler state */
     double amp[AMP_STATE_N];
+    /* What the data position depends on besides seed and world size (resume.h); 0 in
+     * checkpoints written before they were recorded. */
+    long batch_size, grad_accum_steps;
+    long data_samples, data_shards;   /* of the training split */
+    uint64_t data_id;                 /* dataloader_shard_list_hash */
 } TrainState;
 
 /* Writes the checkpoint file `path` atomically (see above). opt may be NULL (no optimizer

@@ -50,6 +50,7 @@
     X(save_every_steps, INT,    "0",     0, 1000000000, "also checkpoint every N optimizer steps (0: off)") \
     X(keep_checkpoints, INT,    "3",     1, 1000000,    "checkpoints kept in <job_dir>/checkpoints") \
     X(resume,           STR,    "auto",  0, 0,          "auto: newest valid checkpoint of the job dir, if any; none; or a checkpoint file") \
+    X(resume_data_change, BOOL, "false", 0, 0,          "resume a checkpoint written with another --batch_size, --grad_accum_steps, --seed or training data (refused otherwise): weights, optimizer and step count are kept, the data order starts over at the next epoch") \
     X(preempt_signal,   CHOICE, "SIGUSR2", "SIGUSR2|SIGUSR1|SIGTERM|SIGHUP|SIGALRM", 0, "signal that asks for checkpoint-and-exit (SIGTERM always does)") \
     X(trace,            BOOL,   "false", 0, 0,          "write a Chrome trace per rank into the job dir (trace-rank-NNNNN.json)") \
     /* data parallelism */ \

@@ -35,6 +35,7 @@ struct DataLoader {
     int S;                           /* image size */
     size_t per;                      /* bytes per image, S*S*3 */
     size_t n, global_n, num_batches;
+    int num_shards;
     uint8_t *images;                 /* [n, S, S, 3] in assignment order */
     int32_t *labels;                 /* [n] */
     ShardAttrs attrs;
@@ -190,6 +191,7 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
         for (size_t k = 0; k <= strlen(set.shards[i].name); k++) dl->shard_list_hash = (dl->shard_list_hash ^ p[k]) * 1099511628211ULL;
         for (int k = 0; k < 8; k++) dl->shard_list_hash = (dl->shard_list_hash ^ ((uint64_t)set.shards[i].n >> (8 * k) & 255)) * 1099511628211ULL;
     }
+    dl->num_shards = set.num_shards;
     shard_attrs_copy(&dl->attrs, &set.shards[0].attrs);
 
     size_t *counts = mallocCheck((size_t)set.num_shards * sizeof(size_t));
@@ -283,6 +285,7 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
 size_t dataloader_num_samples(const DataLoader *dl) { return dl->n; }
 size_t dataloader_num_batches(const DataLoader *dl) { return dl->num_batches; }
 size_t dataloader_global_samples(const DataLoader *dl) { return dl->global_n; }
+int dataloader_num_shards(const DataLoader *dl) { return dl->num_shards; }
 const char *dataloader_describe(const DataLoader *dl) { return dl->describe; }
 uint64_t dataloader_shard_list_hash(const DataLoader *dl) { return dl->shard_list_hash; }
 int dataloader_num_classes(const DataLoader *dl) { return dl->attrs.num_classes; }

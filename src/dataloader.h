@@ -56,6 +56,9 @@ size_t dataloader_num_batches(const DataLoader *dl);
 /* The same counts summed over all ranks' assignments: computed from the shard headers, so
  * every rank knows them without communication. */
 size_t dataloader_global_samples(const DataLoader *dl);
+/* Shards of the split. A resumed run compares it, the sample count and
+ * dataloader_shard_list_hash with its checkpoint's (resume.h). */
+int dataloader_num_shards(const DataLoader *dl);
 
 /* A line for the log: which shards/slices this rank reads ("train-00000-of-00004.h5 [0, 5000)"). */
 const char *dataloader_describe(const DataLoader *dl);

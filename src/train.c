@@ -23,6 +23,7 @@
 #include "agree.h"
 #include "backend.h"
 #include "checkpoint.h"
+#include "resume.h"
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
@@ -423,6 +424,7 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
     if (r->world.boot.rank == 0) {
         TrainState ts = {.epoch = epoch, .step_in_epoch = step_in_epoch, .global_step = global_step,
                          .world_size = r->world.boot.world_size, .seed = (uint64_t)r->cfg.seed};
+        resume_stamp(&ts, r->cfg.batch_size, r->cfg.grad_accum_steps, r->cfg.seed, r->train_dl);
         if (r->scaler.enabled) {
             ts.has_amp = 1;
             ts.amp[AMP_LOSS_SCALE] = scaler_get_scale(&r->scaler);
@@ -484,6 +486,15 @@ static int maybe_resume(Run *r, TrainState *ts) {
         die("%s", err);
     host_mirror_push(&h, &r->model, &r->opt);
     host_mirror_close(&h);
+    TrainState now = *ts;
+    resume_stamp(&now, r->cfg.batch_size, r->cfg.grad_accum_steps, r->cfg.seed, r->train_dl);
+    if (resume_check(ts, &now, r->cfg.data_dir, err, sizeof err) != 0) {
+        g_die_quiet = r->world.boot.rank != 0;   /* every rank finds the same */
+        if (!r->cfg.resume_data_change) die("%s: %s; %s", path, err, RESUME_REFUSAL_HINT);
+        g_die_quiet = 0;
+        log_warn(&r->log, "resume: %s: %s; --resume_data_change: going on from the start of the next epoch", path, err);
+        resume_next_epoch(ts);
+    }
     log_info(&r->log, "resume: %s: epoch %ld, step %ld of the epoch, global step %ld (written by %d rank%s)", path,
              ts->epoch + 1, ts->step_in_epoch, ts->global_step, ts->world_size, ts->world_size == 1 ? "" : "s");
     /* Every rank reads the same file, so `own` is the same on every rank. */

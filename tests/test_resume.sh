@@ -172,6 +172,35 @@ else
     bad "width mismatch: exit $rc, stderr: $(cat "$d.err")"
 fi
 
+# A checkpoint resumed with another batch size, accumulation, seed or training data would go on
+# at another data position: refused with one line naming the flag, nothing trained, unless
+# --resume_data_change, which goes on from the start of the next epoch.
+src=$(ckpt "$TMP/resumed-1-6-12" 6)   # epoch 0, step 6 of 8
+mkdir -p "$TMP/data3"
+make_synth "$TMP/data3" --train 288 --test 64 --shards 3
+for change in "--batch_size 16:--batch_size 16" "--grad_accum_steps 2:--grad_accum_steps 2" "--seed 7:--seed 7" \
+        "--data_dir $TMP/data3:--data_dir $TMP/data3"; do
+    want=${change%%:*} flags=${change#*:}
+    d="$TMP/change-$(echo "$want" | tr -c 'a-z0-9' _)"
+    timeout -k 5 60 "$DDPTRAIN" $FLAGS --job_dir "$d" --resume "$src" --max_steps 12 $flags >"$d.out" 2>"$d.err"
+    rc=$?
+    if [ $rc -ne 0 ] && [ "$(wc -l <"$d.err")" -eq 1 ] && grep -q -- "$src: ${want%% *}" "$d.err" &&
+       grep -q -- "--resume_data_change" "$d.err" && ! grep -q '"loss"' "$d/metrics.jsonl" 2>/dev/null; then
+        ok "resume with $want refused (exit $rc): $(cat "$d.err")"
+    else
+        bad "resume with $want: exit $rc, stderr: $(head -3 "$d.err")"
+    fi
+done
+d="$TMP/change-accepted"
+if train "$d" 1 --resume "$src" --max_steps 12 --batch_size 16 --resume_data_change &&
+   grep -q "resume: .*epoch 2, step 0 of the epoch, global step 6" "$d.out" &&
+   grep -q "WARNING resume: .*--batch_size 16.*--resume_data_change: going on from the start of the next epoch" "$d/logs/rank-00000.log" &&
+   [ -s "$(ckpt "$d" 12)" ]; then
+    ok "--resume_data_change: the warning, then epoch 2 from its first step, global step 6 -> 12"
+else
+    bad "--resume_data_change: $(grep -i resume "$d.out" | head -3) $(tail -2 "$d.out")"
+fi
+
 # --resume auto passes over a truncated newest checkpoint, says so, and resumes from the one
 # before; the result equals a straight run of the same length.
 d="$TMP/corrupt"
