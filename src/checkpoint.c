@@ -1156,7 +1156,7 @@ int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const 
     snapshot_take(w->snap, m, opt, ts, rank_buffers, config_json);
     w->status = 0;
     w->err[0] = '\0';
-    CHECK(pthread_create(&w->thread, NULL, writer_main, w) == 0);
+    CHECK(helper_thread_create(&w->thread, writer_main, w) == 0);
     w->pending = 1;
     w->last_submit_sec = now_sec() - t0;
     return prev;

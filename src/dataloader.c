@@ -276,7 +276,7 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
         dl->pre_plan = mallocCheck(B * sizeof(SamplePlan));
         CHECK(pthread_mutex_init(&dl->mu, NULL) == 0);
         CHECK(pthread_cond_init(&dl->cv, NULL) == 0);
-        CHECK(pthread_create(&dl->thread, NULL, worker_main, dl) == 0);
+        CHECK(helper_thread_create(&dl->thread, worker_main, dl) == 0);
         dl->has_thread = 1;
     }
     return dl;

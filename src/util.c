@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <signal.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <time.h>
@@ -170,4 +171,13 @@ int write_file_atomic_mode(const char *path, const void *data, size_t len, unsig
 
 int write_file_atomic(const char *path, const void *data, size_t len) {
     return write_file_atomic_mode(path, data, len, 0666);
+}
+
+int helper_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg) {
+    sigset_t all, old;
+    sigfillset(&all);
+    CHECK(pthread_sigmask(SIG_SETMASK, &all, &old) == 0);   /* the new thread inherits it */
+    int rc = pthread_create(thread, NULL, fn, arg);
+    CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
+    return rc;
 }

@@ -4,6 +4,7 @@
 #ifndef DDP_UTIL_H
 #define DDP_UTIL_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
@@ -69,6 +70,11 @@ int write_file_atomic_mode(const char *path, const void *data, size_t len, unsig
  * Callers create the file exclusively and try the next attempt when the name is taken. */
 #define TMP_NAME_ATTEMPTS 64
 int tmp_name(char *buf, size_t n, const char *path, int attempt);
+
+/* pthread_create for a helper thread with every signal blocked in it: SIGTERM and the
+ * preemption signal are then delivered to the main thread, whose handler and loop act on
+ * them, and never interrupt a helper's system calls. Returns pthread_create's result. */
+int helper_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
 /* fsync of the directory holding `path` (after a rename into it); 0 or -1 with errno. */
 int fsync_dir_of(const char *path);

@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <dirent.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include "dataloader.h"
@@ -186,6 +188,32 @@ static void check_ranks(const char *dir, int W, size_t total) {
 
 /* ---- main ---------------------------------------------------------------------------------- */
 
+/* Whether every thread of this process but the main one blocks SIGTERM and SIGUSR2 (from
+ * /proc/self/task/<tid>/status, SigBlk); *n gets the number of other threads seen. */
+static int helpers_block_signals(int *n) {
+    *n = 0;
+    DIR *d = opendir("/proc/self/task");
+    if (!d) return -1;
+    int ok = 1;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.' || atoi(e->d_name) == getpid()) continue;
+        char p[300], line[256];
+        snprintf(p, sizeof p, "/proc/self/task/%s/status", e->d_name);
+        FILE *f = fopen(p, "r");
+        if (!f) continue;
+        while (fgets(line, sizeof line, f))
+            if (strncmp(line, "SigBlk:", 7) == 0) {
+                unsigned long long m = strtoull(line + 7, NULL, 16);
+                (*n)++;
+                if (!(m & (1ull << (SIGTERM - 1))) || !(m & (1ull << (SIGUSR2 - 1)))) ok = 0;
+            }
+        fclose(f);
+    }
+    closedir(d);
+    return ok;
+}
+
 int main(void) {
     g_progname = "test_dataloader";
     test_tmpdir(g_tmp, sizeof g_tmp, "ddp_test_dataloader");
@@ -296,6 +324,9 @@ int main(void) {
         DataLoader *off = must_open(&o);
         o.prefetch = 1;
         DataLoader *on = must_open(&o);
+        int nthreads = 0, blocked = helpers_block_signals(&nthreads);
+        EXPECT(blocked == 1 && nthreads >= 1, "the prefetch thread blocks SIGTERM and SIGUSR2 (%d other thread(s), %s)",
+               nthreads, blocked == 1 ? "all blocking" : "not all blocking");
         for (int e = 0; e < 3; e++) {
             size_t n1 = run_epoch(off, e, 0, xa, la), n2 = run_epoch(on, e, 0, xb, lb);
             EXPECT(n1 == 102 && n1 == n2 && memcmp(xa, xb, n1 * PLANE * sizeof(float)) == 0 &&
