@@ -3,7 +3,9 @@
 # cannot see inside JIT-generated kernels, valgrind can. Valgrind itself has no AVX-512, so on any
 # machine the run takes oneDNN's AVX2 (or narrower) kernels; ONEDNN_MAX_CPU_ISA=AVX2 says so.
 #  - the small-channel sweep of the kernel tests on one thread (the case that corrupted memory);
-#  - a short width-4 training, one thread, checkpoint and evaluation included.
+#  - a short width-4 training, one thread, checkpoint and evaluation included;
+#  - `ddptrain-data inspect` on every broken shard tests/make_bad_shards.py makes (HDF5 reads
+#    into our buffers there: a size taken from a crafted header once overflowed one).
 # Any memcheck error fails the test (leaks are not counted here: the sanitizer build checks them).
 . "${top_srcdir:-.}/tests/lib.sh"
 command -v valgrind >/dev/null 2>&1 || { echo "SKIP: valgrind is not installed (apt-get install valgrind)"; exit $SKIP; }
@@ -29,5 +31,29 @@ if [ $rc -eq 0 ] && [ -s "$TMP/job/checkpoints/latest" ]; then
     ok "width-4 training under memcheck: 3 steps, evaluation and checkpoint, no memcheck error"
 else
     bad "width-4 training under memcheck rc=$rc: $(tail -n 2 "$TMP/train.out") $(grep -h -m 1 -A 6 -E 'Invalid|uninitialised|Conditional' "$TMP"/vg-train.* | head -n 8)"
+fi
+PY=$(find_python "h5py, numpy") || PY=""
+if [ -n "$PY" ]; then
+    kinds=$("$PY" -c "import sys; sys.path.insert(0, '$top_srcdir/tests'); import make_bad_shards as m; print(' '.join(m.KINDS))")
+    n=0 nbad=0 msgs=""
+    for kind in $kinds; do
+        [ "$kind" = no_train ] && continue   # a directory without train shards, not a broken file
+        f=$("$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$TMP/bad_$kind") || { bad "make_bad_shards $kind"; continue; }
+        $VG --log-file="$TMP/vg-inspect-$kind.%p" "$DDPDATA" inspect "$f" >"$TMP/inspect.out" 2>"$TMP/inspect.err"
+        rc=$?
+        n=$((n + 1))
+        # exit 1 with one line: the tool refused the file and memcheck found nothing (99 if it had)
+        if [ $rc -ne 1 ] || [ "$(wc -l <"$TMP/inspect.err")" -ne 1 ]; then
+            nbad=$((nbad + 1))
+            msgs="$msgs [$kind: rc=$rc $(head -c 300 "$TMP/inspect.err") $(grep -h -m 1 -A 6 -E 'Invalid|uninitialised|Conditional' "$TMP"/vg-inspect-"$kind".* | head -n 8)]"
+        fi
+    done
+    if [ $nbad -eq 0 ] && [ $n -gt 10 ]; then
+        ok "ddptrain-data inspect on $n broken shards under memcheck: each refused with one line, no memcheck error"
+    else
+        bad "inspect under memcheck: $nbad of $n:$msgs"
+    fi
+else
+    echo "skip: no python3 with h5py to make broken shards"
 fi
 finish
