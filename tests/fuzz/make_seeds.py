@@ -13,6 +13,7 @@ built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
   env/         launcher environments, NAME=VALUE lines
   rendezvous/  rendezvous files of key fuzz.0, 4 ranks, 128 bytes, and broken ones
 """
+import json
 import os
 import shutil
 import struct
@@ -94,7 +95,12 @@ def checkpoint_seeds(build):
                         f.attrs[k] = v
 
                     def copy(name, obj):
-                        if isinstance(obj, h5py.Dataset):
+                        if name == "config":
+                            # It names this machine's temporary paths: neutral ones instead.
+                            cfg = json.loads(obj[()].decode())
+                            cfg["data_dir"], cfg["job_dir"] = "data", "job"
+                            f.create_dataset(name, data=json.dumps(cfg).encode())
+                        elif isinstance(obj, h5py.Dataset):
                             f.create_dataset(name, data=obj[()])
                     s.visititems(copy)
                 if variant:
