@@ -466,23 +466,25 @@ static void r_close(Reader *r) {
     r->file = -1;
 }
 
-/* A string attribute (fixed or variable length) of the root into buf; -1 when absent. */
+/* ddptrain writes every string fixed-length (string_type). A variable-length one is refused
+ * unread: HDF5 1.10 fetches it from the file's global heap, where a damaged file crashed
+ * (memcpy of a size from the file) or hung the reader (found by fuzz_checkpoint). */
+#define CKPT_VLEN_REFUSED "is a variable-length string (ddptrain writes fixed-length ones; damaged or not written by ddptrain)"
+
+/* A fixed-length string attribute of the root, one element, into buf; -1 when absent. */
 static int r_attr_str(Reader *r, const char *name, char *buf, size_t len) {
     buf[0] = '\0';
     if (H5Aexists(r->file, name) <= 0) return -1;
     hid_t a = H5Aopen(r->file, name, H5P_DEFAULT);
     if (a < 0) return r_fail(r, name);
-    hid_t ft = H5Aget_type(a);
+    hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    if (sp >= 0) H5Sclose(sp);
     int rc = 0;
-    if (ft < 0 || H5Tget_class(ft) != H5T_STRING) {
-        rc = errf(r->err, r->errlen, "%s: attribute '%s' is not a string", r->path, name);
-    } else if (H5Tis_variable_str(ft) > 0) {
-        hid_t mt = H5Tcopy(ft);
-        char *s = NULL;
-        if (H5Aread(a, mt, &s) < 0) rc = r_fail(r, name);
-        else snprintf(buf, len, "%s", s ? s : "");
-        if (s) H5free_memory(s);
-        H5Tclose(mt);
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING || np != 1) {
+        rc = errf(r->err, r->errlen, "%s: attribute '%s' is not a single string", r->path, name);
+    } else if (H5Tis_variable_str(ft) != 0) {
+        rc = errf(r->err, r->errlen, "%s: attribute '%s' " CKPT_VLEN_REFUSED, r->path, name);
     } else {
         size_t n = H5Tget_size(ft);
         char *s = callocCheck(n + 1, 1);
@@ -812,11 +814,8 @@ char *checkpoint_read_config(const char *path, char *err, size_t errlen) {
         }
         if (ds >= 0) {
             hid_t ft = H5Dget_type(ds);
-            if (H5Tis_variable_str(ft) > 0) {
-                char *s = NULL;
-                if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, &s) < 0) r_fail(&r, "/config");
-                else out = strdup(s ? s : "");
-                if (s) H5free_memory(s);
+            if (H5Tis_variable_str(ft) != 0) {
+                errf(err, errlen, "%s: /config " CKPT_VLEN_REFUSED, path);
             } else {
                 char *s = callocCheck(H5Tget_size(ft) + 1, 1);
                 if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, s) < 0) { r_fail(&r, "/config"); free(s); }
@@ -854,8 +853,13 @@ static herr_t deep_probe_visit(hid_t obj, const char *name, const ObjInfo *info,
     hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
     hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     size_t tsz = t >= 0 ? H5Tget_size(t) : 0;
-    int str = t >= 0 && H5Tget_class(t) == H5T_STRING;
-    if (np < 0 || tsz == 0 || (double)np * (double)tsz > (double)p->fsize + 1e6) {
+    const H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    const int str = cls == H5T_STRING;
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER && !str) {
+        /* Nothing else is in a ddptrain checkpoint, and a variable-length type would be read
+         * through HDF5's global heap (see CKPT_VLEN_REFUSED). */
+        p->rc = errf(p->r->err, p->r->errlen, "%s: /%s is neither numbers nor a string (not written by ddptrain)", p->r->path, name);
+    } else if (np < 0 || tsz == 0 || (double)np * (double)tsz > (double)p->fsize + 1e6) {
         p->rc = errf(p->r->err, p->r->errlen, "%s: /%s claims more data than the file holds (corrupt file?)", p->r->path, name);
     } else if (!str && np > 0) {
         void *buf = malloc((size_t)np * tsz);
