@@ -73,7 +73,7 @@ static int env_int_any(const Env *e, const char *const *names, int *out, const c
  * or too short. */
 static int slurm_tasks_on_node(const char *list, int node) {
     const char *p = list;
-    int idx = 0;
+    long idx = 0;
     while (*p) {
         char *end;
         long n = strtol(p, &end, 10);
@@ -86,8 +86,9 @@ static int slurm_tasks_on_node(const char *list, int node) {
             if (end == p + 2 || *end != ')' || rep <= 0) return -1;
             p = end + 1;
         }
+        if (n > INT_MAX || rep > INT_MAX) return -1;
         if (node < idx + rep) return (int)n;
-        idx += (int)rep;
+        idx += rep;
         if (*p == ',') p++;
         else if (*p) return -1;
     }
@@ -188,7 +189,15 @@ static int try_ompi_env(Bootstrap *b, const Env *e, char *err, size_t errlen) {
     if (env_int(e, "OMPI_COMM_WORLD_LOCAL_RANK", &b->local_rank, err, errlen) < 0) return -1;
     b->local_size = size;
     if (env_int(e, "OMPI_COMM_WORLD_LOCAL_SIZE", &b->local_size, err, errlen) < 0) return -1;
-    b->num_nodes = (size + b->local_size - 1) / b->local_size;   /* not published; estimate */
+    if (size < 1) {
+        snprintf(err, errlen, "OMPI_COMM_WORLD_SIZE=%d: the job size must be at least 1", size);
+        return -1;
+    }
+    if (b->local_size < 1) {   /* before it divides */
+        snprintf(err, errlen, "OMPI_COMM_WORLD_LOCAL_SIZE=%d is not between 1 and OMPI_COMM_WORLD_SIZE=%d", b->local_size, size);
+        return -1;
+    }
+    b->num_nodes = (int)(((long)size + b->local_size - 1) / b->local_size);   /* not published; estimate */
     b->method = "ompi-env";
     if (check_ranges(b, "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE", "OMPI_COMM_WORLD_LOCAL_RANK",
                      "OMPI_COMM_WORLD_LOCAL_SIZE", err, errlen) != 0)
@@ -264,7 +273,11 @@ static int try_slurm(Bootstrap *b, const Env *e, const char *pmix_status, char *
     } else if (env_int(e, "SLURM_NTASKS_PER_NODE", &b->local_size, err, errlen) < 0) {
         return -1;
     }
-    if (b->local_size < 0) b->local_size = (size + b->num_nodes - 1) / b->num_nodes;
+    if (b->num_nodes < 1) {   /* before it divides */
+        snprintf(err, errlen, "node count %d (SLURM_STEP_NUM_NODES or SLURM_NNODES) is not at least 1", b->num_nodes);
+        return -1;
+    }
+    if (b->local_size < 0) b->local_size = (int)(((long)size + b->num_nodes - 1) / b->num_nodes);
     if (size == 1) b->num_nodes = 1;   /* a 1-task step inside a bigger allocation */
     b->method = "slurm";
     return check_ranges(b, "SLURM_PROCID", size_var, "SLURM_LOCALID", tpn_var, err, errlen) ? -1 : 1;
@@ -296,7 +309,7 @@ static int try_torchrun(Bootstrap *b, const Env *e, char *err, size_t errlen) {
     if (env_int(e, "LOCAL_WORLD_SIZE", &b->local_size, err, errlen) < 0) return -1;
     b->num_nodes = 0;
     if (env_int_any(e, nnodes_vars, &b->num_nodes, NULL, err, errlen) < 0) return -1;
-    if (b->num_nodes == 0 && b->local_size > 0) b->num_nodes = (size + b->local_size - 1) / b->local_size;
+    if (b->num_nodes == 0 && b->local_size > 0) b->num_nodes = (int)(((long)size + b->local_size - 1) / b->local_size);
     int group = 0;
     if (env_int(e, "GROUP_RANK", &group, err, errlen) < 0) return -1;
     if (group >= b->num_nodes && b->num_nodes > 0) {

@@ -58,6 +58,20 @@ for kv in "SLURM_JOB_ID=../../escape" "SLURM_SUBMIT_DIR=relative/dir"; do
     fi
 done
 
+# Launcher variables that once divided by zero (found by tests/fuzz/fuzz_env.c): one line
+# naming the variable instead of SIGFPE.
+for kv in "OMPI_COMM_WORLD_SIZE=0" "OMPI_COMM_WORLD_SIZE=2 OMPI_COMM_WORLD_LOCAL_SIZE=0" "SLURM_PROCID=0 SLURM_NNODES=0"; do
+    # shellcheck disable=SC2086  # $kv is a list of assignments
+    env $kv "$DDPTRAIN" --data_dir "$TMP/good" --job_dir "$TMP/jobs/env" --width 4 --epochs 1 >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    var=$(echo "$kv" | sed 's/.* //; s/=.*//')
+    if [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q "${var%_SIZE}" "$TMP/err" && [ ! -e "$TMP/jobs/env" ]; then
+        ok "$kv: exit $rc: $(cat "$TMP/err")"
+    else
+        bad "$kv: rc=$rc, stderr: $(head -3 "$TMP/err")"
+    fi
+done
+
 if [ -z "$PY" ]; then
     echo "SKIP: no python3 with h5py to build corrupt shards"
     [ "$FAILS" -eq 0 ] && exit $SKIP
