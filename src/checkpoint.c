@@ -341,15 +341,6 @@ static void dir_of(const char *path, char *dir, size_t len) {
     else snprintf_check(dir, len, "%.*s", (int)(slash - path), path);
 }
 
-static int fsync_path(const char *path, int flags) {
-    int fd = open(path, flags | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int r = fsync(fd);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return r;
-}
 
 /* Temp file, contents, flush, close, fsync, rename, fsync the directory. */
 static int write_file(const char *path, const CkptState *s, char *err, size_t errlen) {

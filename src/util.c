@@ -127,6 +127,16 @@ int tmp_name(char *buf, size_t n, const char *path, int attempt) {
     return 0;
 }
 
+int fsync_path(const char *path, int flags) {
+    int fd = open(path, flags | O_CLOEXEC);
+    if (fd < 0) return -1;
+    int r = fsync(fd);
+    int e = errno;
+    close(fd);
+    errno = e;
+    return r;
+}
+
 int fsync_dir_of(const char *path) {
     char dir[4096];
     const char *slash = strrchr(path, '/');
@@ -134,13 +144,7 @@ int fsync_dir_of(const char *path) {
     else if (slash == path) snprintf(dir, sizeof dir, "/");
     else if ((size_t)(slash - path) >= sizeof dir) { errno = ENAMETOOLONG; return -1; }
     else snprintf(dir, sizeof dir, "%.*s", (int)(slash - path), path);
-    int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-    if (fd < 0) return -1;
-    int r = fsync(fd);
-    int e = errno;
-    close(fd);
-    errno = e;
-    return r;
+    return fsync_path(dir, O_RDONLY | O_DIRECTORY);
 }
 
 int write_file_atomic_mode(const char *path, const void *data, size_t len, unsigned mode) {

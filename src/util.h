@@ -76,6 +76,9 @@ int tmp_name(char *buf, size_t n, const char *path, int attempt);
  * them, and never interrupt a helper's system calls. Returns pthread_create's result. */
 int helper_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg);
 
+/* fsync of the file or directory at `path`, opened with `flags` (O_RDONLY, | O_DIRECTORY);
+ * 0 or -1 with errno. */
+int fsync_path(const char *path, int flags);
 /* fsync of the directory holding `path` (after a rename into it); 0 or -1 with errno. */
 int fsync_dir_of(const char *path);
 

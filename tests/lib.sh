@@ -38,3 +38,12 @@ make_synth() {
 mpi_leak_checks_off() {
     if [ "${DDP_SANITIZE:-no}" = yes ]; then ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0; export ASAN_OPTIONS; fi
 }
+
+# rank_pid JOB_DIR RANK: the pid of the ddptrain process of RANK (an mpirun launch) whose command
+# line names --job_dir JOB_DIR; empty when there is none (yet).
+rank_pid() {
+    for p in $(pgrep -f -- "--job_dir $1"); do
+        [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ddptrain ] || continue
+        tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
+    done
+}

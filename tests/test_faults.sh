@@ -34,10 +34,7 @@ signal_rank1() {
     pid1=""
     for _ in $(seq 1 300); do     # up to 60 s for the first training log line of rank 1
         if grep -q "step 1/" "$job/logs/rank-00001.log" 2>/dev/null; then
-            for p in $(pgrep -f -- "--job_dir $job"); do
-                [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ddptrain ] || continue
-                tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx 'OMPI_COMM_WORLD_RANK=1' && pid1=$p
-            done
+            pid1=$(rank_pid "$job" 1)
             break
         fi
         kill -0 $bg 2>/dev/null || break
