@@ -12,8 +12,8 @@
  * compute + data over a window of the last exchanges covering at least STRAGGLER_WINDOW_STEPS
  * steps, each rank's sum compared with the median of all ranks' sums. A rank above `factor`
  * times the median is named once, when the episode starts; it is named again when it recovers,
- * i.e. when its window falls below 1 + (factor - 1) / 2 times the median (the gap keeps a rank
- * near the threshold from being named at every exchange). Nothing is judged before the window
+ * i.e. when its window falls back below `factor` times the median (a window of 30 steps keeps
+ * a rank near the threshold from being named at every exchange). Nothing is judged before the window
  * is full, and the first exchange of a process is left out (first-touch allocations, caches).
  *
  * On GPUs the host measures the time it takes to queue the work, not the GPU's, so the check
