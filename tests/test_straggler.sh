@@ -99,7 +99,7 @@ if [ -z "$named" ]; then
     bad "(b) rank 1 slowed from step $start: no straggler named by step $(last_step "$job")"
 else
     at=$(echo "$named" | sed 's/.*"step": \([0-9]*\).*/\1/')
-    line=$(grep -m 1 "straggler: rank" "$TMP/b.out")
+    line=$(grep -m 1 "straggler: rank 1 on host" "$TMP/b.out")
     echo "   (b) slowed from step $start; named at step $at: $line"
     echo "$named" | grep -q "\"rank\": 1, \"host\": \"$HOST\"" && [ $((at - start)) -le 50 ] &&
         echo "$line" | grep -q "straggler: rank 1 on host $HOST: compute [0-9.]*x the median over steps" &&
