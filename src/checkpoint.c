@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5check.h"
 #include "hdf5_lock.h"
 #include "util.h"
 
@@ -440,6 +441,7 @@ static int r_open(Reader *r, const char *path, char *err, size_t errlen) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (H5Fis_hdf5(path) <= 0)
         return errf(err, errlen, "%s: not an HDF5 file (a ddptrain checkpoint was expected)", path);
+    if (h5check_root_attributes(path, err, errlen) != 0) return -1;   /* before HDF5 decodes them */
     hid_t fapl = file_access_plist();
     r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (r->file < 0) {
@@ -517,6 +519,11 @@ static hid_t r_dataset(Reader *r, const char *name, H5T_class_t want_class, cons
     if (ds < 0) { r_fail(r, name); return -1; }
     hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
     int ok = t >= 0 && sp >= 0 && H5Tget_class(t) == want_class;
+    /* An integer or float wider than 8 bytes is no number ddptrain wrote, and HDF5 converts
+     * it through a buffer of that width: a fuzzed 4 GB-wide integer kept the reader busy
+     * zeroing memory for minutes. */
+    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    if (ok && want_class != H5T_STRING && (width == 0 || width > 8)) ok = 0;
     int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
     if (t >= 0) H5Tclose(t);
     if (ok && (nd < 0 || nd > 4)) ok = 0;

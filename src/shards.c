@@ -10,6 +10,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "h5check.h"
 #include "hdf5_lock.h"
 #include "util.h"
 
@@ -253,6 +254,7 @@ static int open_file(const char *path, hid_t *file, char *err, size_t errlen) {
 #endif
     if (is_hdf5 <= 0)
         return errf(err, errlen, "%s: not an HDF5 file (corrupt or another format; an HDF5 shard is expected)", path);
+    if (h5check_root_attributes(path, err, errlen) != 0) return -1;   /* before HDF5 decodes them */
     *file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*file < 0) return errf(err, errlen, "%s: cannot open as HDF5 (truncated or corrupt file)", path);
     return 0;
@@ -340,7 +342,7 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
     H5Sget_simple_extent_dims(sl, dims, NULL);
     describe_dims(dims, rank, ddesc, sizeof ddesc);
     describe_type(tl, tdesc, sizeof tdesc);
-    if (H5Tget_class(tl) != H5T_INTEGER) {
+    if (H5Tget_class(tl) != H5T_INTEGER || H5Tget_size(tl) > 8) {   /* wider: HDF5 converts through a buffer that wide */
         errf(err, errlen, "%s: dataset 'labels' has type %s but an integer type is required", path, tdesc);
         goto done;
     }

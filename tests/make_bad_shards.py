@@ -21,6 +21,9 @@ then breaks one file (always OUTDIR/train-00000-of-00002.h5 unless said otherwis
   inf_mean        attribute 'mean' holds an infinity
   nan_std         attribute 'std' holds a NaN
   escape_names    a class name holds an ANSI escape sequence (ESC [ 2 J: clear the screen)
+  attr_overrun    the dataspace size of attribute 'mean' (a version 1 attribute message, as
+                  h5py writes it) patched to run 8 kB past its message: HDF5 1.10 read past a
+                  heap buffer decoding it
 
 Prints the path of the broken file (or OUTDIR for no_train) on stdout, so a test can check
 that the error message names it. Needs numpy and h5py: without them it exits 77 (the
@@ -31,7 +34,7 @@ import sys
 
 KINDS = ("truncated", "corrupt", "wrong_shape", "wrong_rank", "wrong_dtype", "bad_label",
          "missing_labels", "count_mismatch", "no_train", "huge_count", "huge_count61", "unwritten", "inf_mean",
-         "nan_std", "escape_names")
+         "nan_std", "escape_names", "attr_overrun")
 
 
 def main():
@@ -113,6 +116,19 @@ def main():
         write(bad, images, labels, std=float("nan"))
     elif kind == "escape_names":
         write(bad, images, labels, names=[b"\x1b[2Jcat"] + [b"c%d" % k for k in range(1, num_classes)])
+    elif kind == "attr_overrun":
+        with open(bad, "r+b") as f:
+            data = f.read()
+            # the message: version 1, reserved, name size 5 ("mean" and its NUL), datatype
+            # size, dataspace size, then the name
+            at = data.find(b"\x01\x00\x05\x00")
+            while at >= 0 and data[at + 8:at + 13] != b"mean\x00":
+                at = data.find(b"\x01\x00\x05\x00", at + 1)
+            if at < 0:
+                sys.stderr.write("make_bad_shards.py: attribute 'mean' not found as a version 1 message\n")
+                return 1
+            f.seek(at + 6)
+            f.write((0x2000).to_bytes(2, "little"))
     print(bad)
     return 0
 

@@ -127,6 +127,29 @@ static void flip_byte(const char *path, long off) {
     close(fd);
 }
 
+/* Sets a 16-bit size field of the root attribute `name`'s message (version 1 or 3: version,
+ * flags, then the name, datatype and dataspace sizes at 2, 4 and 6; the name follows at 8, or
+ * at 9 after version 3's character set). */
+static void set_attr_size_field(const char *path, const char *name, int field_off, unsigned v) {
+    const long n = file_size(path);
+    unsigned char *b = mallocCheck((size_t)n);
+    FILE *f = fopenCheck(path, "rb");
+    CHECK(fread(b, 1, (size_t)n, f) == (size_t)n);
+    fclose(f);
+    const size_t len = strlen(name) + 1;
+    long at = -1;
+    for (long i = 9; i + (long)len <= n && at < 0; i++)
+        for (int h = 8; h <= 9 && at < 0; h++)
+            if (memcmp(b + i, name, len) == 0 && b[i - h] == (h == 8 ? 1 : 3) && b[i - h + 2] == len && b[i - h + 3] == 0)
+                at = i - h;
+    CHECK(at >= 0);
+    free(b);
+    unsigned char le[2] = {(unsigned char)(v & 0xff), (unsigned char)(v >> 8)};
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && pwrite(fd, le, 2, at + field_off) == 2);
+    close(fd);
+}
+
 static int starts_with(const char *s, const char *prefix) { return strncmp(s, prefix, strlen(prefix)) == 0; }
 
 typedef struct { int n; char path[8][CKPT_PATH_MAX]; char reason[8][1024]; } Skips;
@@ -178,6 +201,20 @@ static void set_i64(const char *path, const char *name, int64_t v) {
     CHECK(d >= 0 && H5Dwrite(d, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, &v) >= 0);
     H5Dclose(d);
     H5Fclose(f);
+}
+
+/* Dataset `name` replaced by a scalar integer `width` bytes wide. */
+static void set_wide_int(const char *path, const char *name, size_t width) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDWR, H5P_DEFAULT);
+    CHECK(f >= 0 && H5Ldelete(f, name, H5P_DEFAULT) >= 0);
+    hid_t t = H5Tcopy(H5T_STD_I64LE);
+    CHECK(t >= 0 && H5Tset_size(t, width) >= 0);
+    hid_t sp = H5Screate(H5S_SCALAR);
+    hid_t d = H5Dcreate2(f, name, t, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    unsigned char *buf = callocCheck(width, 1);
+    CHECK(d >= 0 && H5Dwrite(d, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) >= 0);
+    free(buf);
+    H5Dclose(d); H5Sclose(sp); H5Tclose(t); H5Fclose(f);
 }
 
 /* /config replaced by a 1-D dataset of `n` fixed-length strings of 16 bytes. */
@@ -605,6 +642,27 @@ int main(int argc, char **argv) {
         cj = checkpoint_read_config(p2, err, sizeof err);
         check(!cj && strstr(err, "variable-length"), "a variable-length /config: refused unread", cj ? cj : err);
         free(cj);
+        /* Attribute sizes that run past their message: HDF5 1.10's H5Aexists read past a heap
+         * buffer (fuzz_checkpoint, under ASan; one such file crashed the reader). Refused
+         * before HDF5 decodes them (h5check.h). */
+        const struct { int off; unsigned v; const char *want; } fields[] = {
+            {6, 0x2000, "a dataspace of 8192 bytes overruns its message"},
+            {4, 0x2000, "a datatype of 8192 bytes overruns its message"},
+            {2, 0x4000, "an attribute name of 16384 bytes"}};
+        for (size_t i = 0; i < sizeof fields / sizeof fields[0]; i++) {
+            copy_file(hp, p2, file_size(hp));
+            set_attr_size_field(p2, "format", fields[i].off, fields[i].v);
+            memset(&ts2, 0, sizeof ts2);
+            rc = checkpoint_load(p2, &m2, &o2, &ts2, err, sizeof err);
+            snprintf_check(msg, sizeof msg, "size field at %d = %u: %s", fields[i].off, fields[i].v, rc ? err : "loaded");
+            check(rc != 0 && starts_with(err, p2) && strstr(err, fields[i].want), "an attribute overrunning its message: refused before HDF5 reads it", msg);
+        }
+        /* An integer wider than 8 bytes: HDF5 converts it through a buffer that wide (a fuzzed
+         * 4 GB-wide one kept the loader zeroing memory for minutes) */
+        copy_file(hp, p2, file_size(hp));
+        set_wide_int(p2, "/train_state/epoch", 16);
+        rc = checkpoint_load(p2, &m2, &o2, &ts2, err, sizeof err);
+        check(rc != 0 && strstr(err, "/train_state/epoch is not an integer"), "a 16-byte integer: refused unread", rc ? err : "loaded");
         /* /train_state values out of range: once loaded, then a CHECK abort (negative step) */
         const struct { const char *ds; int64_t v; } vals[] = {
             {"/train_state/global_step", -3}, {"/train_state/epoch", -1}, {"/train_state/step_in_epoch", -1},

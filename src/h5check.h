@@ -1,0 +1,27 @@
+/* h5check.h - a bounds check of an HDF5 file's root attributes, made with plain reads before
+ * HDF5 opens the file.
+ *
+ * HDF5 1.10 (Debian 12's) decodes an attribute message without checking the sizes it reads
+ * from the file against the message: a name, datatype or dataspace length that runs past the
+ * message makes H5Aexists, H5Aopen and H5Aread read past a heap buffer (found by fuzzing the
+ * shard and checkpoint readers; one such checkpoint crashed the reader). Every attribute ddptrain
+ * reads sits on the root group, and H5Aexists decodes every attribute message there, so this
+ * walks the root group's object header (both header versions, with continuation blocks) and
+ * refuses the file unless each attribute message holds together: a NUL-terminated name, an
+ * integer, float or fixed-length string datatype, a dataspace of at most 32 dimensions, and
+ * the data, all inside the message. Attributes in dense storage and shared attribute messages,
+ * which ddptrain, h5py and HDF5's defaults never write for a handful of attributes, are
+ * refused too.
+ *
+ * It does not verify checksums or anything HDF5 checks itself. */
+#ifndef DDP_H5CHECK_H
+#define DDP_H5CHECK_H
+
+#include <stddef.h>
+
+/* 0 when the root group's attribute messages of the HDF5 file at `path` are well-formed; else
+ * -1 with "PATH: what is wrong" in err. A file without an HDF5 signature passes: HDF5's own
+ * open reports it. */
+int h5check_root_attributes(const char *path, char *err, size_t errlen);
+
+#endif
