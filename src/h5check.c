@@ -347,3 +347,21 @@ out:
     close(c.fd);
     return rc;
 }
+
+int h5check_compact_storage(hid_t ds, char *why, size_t whylen) {
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (dcpl < 0) return 0;   /* HDF5's own read reports what is wrong */
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if (layout != H5D_COMPACT) return 0;
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    const double want = np >= 0 ? (double)np * (double)width : -1.0;
+    const hsize_t stored = H5Dget_storage_size(ds);
+    if (want >= 0.0 && (double)stored == want) return 0;
+    snprintf(why, whylen, "compact storage of %llu bytes for %.0f bytes of elements", (unsigned long long)stored, want);
+    return -1;
+}

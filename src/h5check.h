@@ -17,11 +17,18 @@
 #ifndef DDP_H5CHECK_H
 #define DDP_H5CHECK_H
 
+#include <hdf5.h>
 #include <stddef.h>
 
 /* 0 when the root group's attribute messages of the HDF5 file at `path` are well-formed; else
  * -1 with "PATH: what is wrong" in err. A file without an HDF5 signature passes: HDF5's own
  * open reports it. */
 int h5check_root_attributes(const char *path, char *err, size_t errlen);
+
+/* 0 unless dataset `ds` is stored compact (inside its header) with another byte count than
+ * its elements take; else -1 with "compact storage of N bytes for M bytes of elements" in why.
+ * HDF5 1.10 copies the elements' size out of the compact buffer without comparing the two: a
+ * fuzzed checkpoint declaring 1 byte for a 576-byte tensor read past a heap buffer. */
+int h5check_compact_storage(hid_t ds, char *why, size_t whylen);
 
 #endif

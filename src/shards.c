@@ -268,7 +268,16 @@ static hid_t open_dataset(hid_t file, const char *path, const char *name, const 
         return -1;
     }
     hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
-    if (d < 0) errf(err, errlen, "%s: '%s' is not a readable dataset (%s is required)", path, name, what);
+    if (d < 0) {
+        errf(err, errlen, "%s: '%s' is not a readable dataset (%s is required)", path, name, what);
+        return -1;
+    }
+    char why[128];
+    if (h5check_compact_storage(d, why, sizeof why) != 0) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: dataset '%s' has %s (damaged file?)", path, name, why);
+        return -1;
+    }
     return d;
 }
 
