@@ -517,8 +517,8 @@ static hid_t r_dataset(Reader *r, const char *name, H5T_class_t want_class, cons
     }
     hid_t ds = H5Dopen2(r->file, name, H5P_DEFAULT);
     if (ds < 0) { r_fail(r, name); return -1; }
-    char why[128];
-    if (h5check_compact_storage(ds, why, sizeof why) != 0) {
+    char why[160];
+    if (h5check_compact_storage(ds, why, sizeof why) != 0 || h5check_chunks(ds, NULL, NULL, why, sizeof why) != 0) {
         H5Dclose(ds);
         errf(r->err, r->errlen, "%s: %s has %s (damaged or not written by ddptrain)", r->path, name, why);
         return -1;
@@ -854,8 +854,8 @@ static herr_t deep_probe_visit(hid_t obj, const char *name, const ObjInfo *info,
     if (info->type != H5O_TYPE_DATASET) return 0;
     hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
     if (ds < 0) { p->rc = r_fail(p->r, name); return 1; }
-    char why[128];
-    if (h5check_compact_storage(ds, why, sizeof why) != 0) {
+    char why[160];
+    if (h5check_compact_storage(ds, why, sizeof why) != 0 || h5check_chunks(ds, NULL, NULL, why, sizeof why) != 0) {
         H5Dclose(ds);
         p->rc = errf(p->r->err, p->r->errlen, "%s: /%s has %s (damaged or not written by ddptrain)", p->r->path, name, why);
         return 1;

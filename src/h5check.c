@@ -365,3 +365,59 @@ int h5check_compact_storage(hid_t ds, char *why, size_t whylen) {
     snprintf(why, whylen, "compact storage of %llu bytes for %.0f bytes of elements", (unsigned long long)stored, want);
     return -1;
 }
+
+int h5check_chunks(hid_t ds, const hsize_t *start, const hsize_t *count, char *why, size_t whylen) {
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (dcpl < 0) return 0;
+    int rc = 0;
+    hsize_t cdim[MAX_DIMS], dims[MAX_DIMS], lo[MAX_DIMS], hi[MAX_DIMS], at[MAX_DIMS];
+    hid_t t = -1, sp = -1;
+    if (H5Pget_layout(dcpl) != H5D_CHUNKED) goto out;
+    int fletcher = 0;
+    const int nf = H5Pget_nfilters(dcpl);
+    for (int k = 0; k < nf; k++) {
+        unsigned flags;
+        size_t nelem = 0;
+        if (H5Pget_filter2(dcpl, (unsigned)k, &flags, &nelem, NULL, 0, NULL, NULL) != H5Z_FILTER_FLETCHER32) goto out;
+        fletcher = 1;
+    }
+    t = H5Dget_type(ds);
+    sp = H5Dget_space(ds);
+    const int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    if (rank < 1 || rank > MAX_DIMS || width == 0 || H5Pget_chunk(dcpl, rank, cdim) != rank) goto out;
+    H5Sget_simple_extent_dims(sp, dims, NULL);
+    double bytes = (double)width;
+    for (int d = 0; d < rank; d++) {
+        const hsize_t s0 = start ? start[d] : 0, n = count ? count[d] : dims[d];
+        if (cdim[d] == 0 || n == 0) goto out;
+        bytes *= (double)cdim[d];
+        lo[d] = s0 / cdim[d];
+        hi[d] = (s0 + n - 1) / cdim[d];
+        at[d] = lo[d];
+    }
+    for (;;) {   /* every chunk the selection touches, last dimension fastest */
+        hsize_t offset[MAX_DIMS], stored = 0;
+        haddr_t addr = HADDR_UNDEF;
+        unsigned mask = 0;
+        for (int d = 0; d < rank; d++) offset[d] = at[d] * cdim[d];
+        /* a chunk never written has no address; one with an address and 0 bytes is a lie too */
+        if (H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &stored) >= 0 && addr != HADDR_UNDEF &&
+            (double)stored != bytes && !(fletcher && (double)stored == bytes + 4.0)) {
+            snprintf(why, whylen, "a chunk at element %llu of %llu stored in %llu bytes, but a chunk holds %.0f",
+                     (unsigned long long)offset[0], (unsigned long long)dims[0], (unsigned long long)stored,
+                     bytes + (fletcher ? 4.0 : 0.0));
+            rc = -1;
+            goto out;
+        }
+        int d = rank - 1;
+        while (d >= 0 && at[d] == hi[d]) { at[d] = lo[d]; d--; }
+        if (d < 0) break;
+        at[d]++;
+    }
+out:
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    H5Pclose(dcpl);
+    return rc;
+}

@@ -31,4 +31,13 @@ int h5check_root_attributes(const char *path, char *err, size_t errlen);
  * fuzzed checkpoint declaring 1 byte for a 576-byte tensor read past a heap buffer. */
 int h5check_compact_storage(hid_t ds, char *why, size_t whylen);
 
+/* 0 unless a chunk of dataset `ds` that the selection [start, start + count) touches is
+ * stored with another byte count than a chunk holds (unfiltered: the chunk's elements;
+ * Fletcher-32 alone: 4 more); else -1 with the chunk and the two sizes in why. start and
+ * count have the dataset's rank (at most 32); NULL for the whole dataset. HDF5 1.10 copies a
+ * whole chunk out of a buffer sized from the chunk index (a fuzzed shard read past a heap
+ * buffer). Chunks through other filters (deflate, shuffle) decode to sizes only the filter
+ * knows, and pass unchecked. */
+int h5check_chunks(hid_t ds, const hsize_t *start, const hsize_t *count, char *why, size_t whylen);
+
 #endif

@@ -419,6 +419,12 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
             errf(err, errlen, "%s: cannot allocate %zu bytes for the %zu labels", path, info->n * sizeof(int32_t), info->n);
             goto done;
         }
+        char why[160];
+        if (h5check_chunks(dl, NULL, NULL, why, sizeof why) != 0) {
+            free(lab);
+            errf(err, errlen, "%s: dataset 'labels' has %s (damaged file?)", path, why);
+            goto done;
+        }
         if (H5Dread(dl, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab) < 0) {
             free(lab);
             errf(err, errlen, "%s: cannot read dataset 'labels' (truncated or corrupt file)", path);
@@ -464,7 +470,11 @@ static int shard_read_range_locked(const char *path, size_t start, size_t count,
         int rank = k ? 1 : 4;
         hid_t ms = H5Screate_simple(rank, cnt, NULL);
         herr_t r = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
-        if (r >= 0) r = H5Dread(d, k ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, bufs[k]);
+        char why[160];
+        if (r >= 0 && h5check_chunks(d, off, cnt, why, sizeof why) != 0) {
+            rc = errf(err, errlen, "%s: dataset '%s' has %s (damaged file?)", path, names[k], why);
+            r = 0;
+        } else if (r >= 0) r = H5Dread(d, k ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, bufs[k]);
         if (r < 0) rc = errf(err, errlen, "%s: cannot read samples [%zu, %zu) of dataset '%s' (truncated or corrupt file)",
                              path, start, start + count, names[k]);
         if (ms >= 0) H5Sclose(ms);
