@@ -2,7 +2,9 @@
  * no other backend: the world (world.c) chooses and creates them. */
 #include "build_config.h"
 #include "comm.h"
+#include "flight.h"
 #include "util.h"
+#include "verdict.h"
 
 #include <string.h>
 #include <unistd.h>
@@ -32,6 +34,38 @@ void comm_finish_avg(void *buf, size_t count, CommDtype dt, int world_size) {
 
 void comm_set_context(Comm *c, const char *what) {
     snprintf(c->context, sizeof c->context, "%s", what ? what : "");
+    if (c->flight) flight_set_bucket(c->flight, -1, 0);
+}
+
+void comm_set_step(Comm *c, long step) {
+    if (c->flight) flight_set_step(c->flight, step);
+}
+
+void comm_set_bucket(Comm *c, int bucket, int n_bucket) {
+    if (c->flight) flight_set_bucket(c->flight, bucket, n_bucket);
+}
+
+int64_t comm_record_post(Comm *c, const char *kind, size_t bytes) {
+    return c->flight ? flight_posted(c->flight, kind, bytes, c->context) : 0;
+}
+
+void comm_record_done(Comm *c, int64_t seq) {
+    if (c->flight) flight_completed(c->flight, seq);
+}
+
+void comm_test_hook_step(Comm *c, long step) {
+    static int armed = -1;   /* -1: the variable not read yet */
+    static long at_step;
+    if (armed < 0) {
+        const char *v = getenv("DDPTRAIN_TEST_EXTRA_COLLECTIVE");
+        int rank = -1, pos = 0;
+        armed = v && sscanf(v, "%d:%ld%n", &rank, &at_step, &pos) == 2 && !v[pos] && rank == c->rank;
+    }
+    if (!armed || step != at_step) return;
+    armed = 0;   /* once: gradient accumulation begins a step several times */
+    int64_t one = 1;
+    comm_set_context(c, "test hook: one collective too many");
+    comm_allreduce(c, &one, 1, COMM_INT64, COMM_SUM);
 }
 
 double comm_set_timeout(Comm *c, double timeout_s) {
@@ -45,6 +79,7 @@ const char *comm_describe(const Comm *c) { return c->desc; }
 void comm_abort_job(Comm *c, int code) {
     fflush(stdout);
     fflush(stderr);
+    flight_dump(c->flight, "abort");   /* a no-op after the timeout's own */
     if (c->ops->abort_local) c->ops->abort_local(c);
     if (c->on_abort) c->on_abort(c->on_abort_ctx, code);
     _exit(code);   /* on_abort does not return; this is for a comm without a world (tests) */
@@ -52,9 +87,16 @@ void comm_abort_job(Comm *c, int code) {
 
 void comm_timeout_abort(Comm *c, const char *what, const char *context) {
     fflush(stdout);
-    fprintf(stderr, "%s: error: rank %d: collective %s (%s) did not complete within %g s; "
-            "a peer rank is probably dead or stuck\n", g_progname, c->rank, what,
-            context && *context ? context : "no context set", c->timeout_s);
+    /* This rank's record first, then the others' (verdict.h): the line names the culprit
+     * where the records tell who it is. */
+    char verdict[1024] = "";
+    if (c->flight) {
+        flight_timed_out(c->flight);
+        if (flight_dump(c->flight, "timeout") == 0) verdict_after_timeout(c->flight, verdict, sizeof verdict);
+    }
+    fprintf(stderr, "%s: error: rank %d: collective %s (%s) did not complete within %g s; %s\n", g_progname, c->rank,
+            what, context && *context ? context : "no context set", c->timeout_s,
+            verdict[0] ? verdict : "a peer rank is probably dead or stuck");
     fflush(stderr);
     comm_abort_job(c, 1);
 }
@@ -71,6 +113,7 @@ void comm_guard_host_sync(void) {
 void comm_free(Comm *c) {
     if (!c) return;
     if (g_guard == c) g_guard = NULL;
+    flight_free(c->flight);
     c->ops->free(c);
 }
 

@@ -60,6 +60,7 @@ typedef struct CommRequest {
     const char *what;           /* operation name for the timeout message */
     char context[96];           /* comm context when it was posted */
     double t_post;              /* when it was posted (now_sec) */
+    int64_t flight_seq;         /* its number in the flight recorder (set after the post) */
     union { void *ptr; int64_t i; unsigned char bytes[32]; } handle;   /* backend's handle */
 } CommRequest;
 
@@ -97,6 +98,7 @@ struct Comm {
     CommAbortFn on_abort;       /* the job-wide abort; NULL: this process exits alone */
     void *on_abort_ctx;
     char desc[256];
+    struct Flight *flight;      /* the flight recorder (flight.h); NULL: none. Freed by comm_free */
     void *impl;                 /* backend state */
 };
 
@@ -111,6 +113,20 @@ const char *comm_describe(const Comm *c);
 void comm_set_context(Comm *c, const char *what);
 double comm_set_timeout(Comm *c, double timeout_s);   /* returns the previous value */
 
+/* The flight recorder's record of every collective posted through the functions below, on
+ * every backend (flight.h): where the caller is (the step; the bucket of the next collectives,
+ * which comm_set_context resets to none), the post and the completion. A comm without a
+ * recorder records nothing. */
+void comm_set_step(Comm *c, long step);
+void comm_set_bucket(Comm *c, int bucket, int n_bucket);
+int64_t comm_record_post(Comm *c, const char *kind, size_t bytes);
+void comm_record_done(Comm *c, int64_t seq);
+
+/* A test hook, inert unless the environment sets DDPTRAIN_TEST_EXTRA_COLLECTIVE=RANK:STEP:
+ * that rank posts one allreduce too many (8 bytes) when it begins that step, as a rank of
+ * another binary or a bug would, so that the tests can check what the job says then. */
+void comm_test_hook_step(Comm *c, long step);
+
 /* Release the communicator (the world finalizes MPI and the bootstrap after it). NULL is
  * accepted. */
 void comm_free(Comm *c);
@@ -122,19 +138,41 @@ void comm_abort_job(Comm *c, int code) __attribute__((noreturn));
 /* Print the timeout line and abort the job; for backends' wait loops. */
 void comm_timeout_abort(Comm *c, const char *what, const char *context) __attribute__((noreturn));
 
+size_t comm_dtype_size(CommDtype dt);
+
 static inline void comm_allreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op) {
+    int64_t seq = comm_record_post(c, "allreduce", count * comm_dtype_size(dt));
     c->ops->allreduce(c, buf, count, dt, op);
+    comm_record_done(c, seq);
 }
 static inline void comm_broadcast(Comm *c, void *buf, size_t bytes, int root) {
+    int64_t seq = comm_record_post(c, "broadcast", bytes);
     c->ops->broadcast(c, buf, bytes, root);
+    comm_record_done(c, seq);
 }
-static inline void comm_barrier(Comm *c) { c->ops->barrier(c); }
+static inline void comm_barrier(Comm *c) {
+    int64_t seq = comm_record_post(c, "barrier", 0);
+    c->ops->barrier(c);
+    comm_record_done(c, seq);
+}
 static inline void comm_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op,
                                    CommRequest *req) {
-    c->ops->iallreduce(c, buf, count, dt, op, req);
+    int64_t seq = comm_record_post(c, "iallreduce", count * comm_dtype_size(dt));
+    c->ops->iallreduce(c, buf, count, dt, op, req);   /* (the backend clears req) */
+    req->flight_seq = seq;
+    if (!req->active) comm_record_done(c, seq);
 }
-static inline int comm_test(Comm *c, CommRequest *req) { return req->active ? c->ops->test(c, req) : 1; }
-static inline void comm_wait(Comm *c, CommRequest *req) { if (req->active) c->ops->wait(c, req); }
+static inline int comm_test(Comm *c, CommRequest *req) {
+    if (!req->active) return 1;
+    if (!c->ops->test(c, req)) return 0;
+    comm_record_done(c, req->flight_seq);
+    return 1;
+}
+static inline void comm_wait(Comm *c, CommRequest *req) {
+    if (!req->active) return;
+    c->ops->wait(c, req);
+    comm_record_done(c, req->flight_seq);
+}
 /* What follows on the device waits for req; the host waits only on a comm without device
  * streams (MPI, self). Returns 1 when req is complete, 0 when it was handed to the device
  * stream: the caller must comm_test or comm_wait it before posting into it again. */
@@ -144,7 +182,7 @@ static inline int comm_wait_stream(Comm *c, CommRequest *req) {
         c->ops->wait_stream(c, req);
         return 0;
     }
-    c->ops->wait(c, req);
+    comm_wait(c, req);
     return 1;
 }
 
@@ -155,8 +193,7 @@ void comm_set_host_sync_guard(Comm *c);
  * A no-op without a registered device communicator. */
 void comm_guard_host_sync(void);
 
-/* Bytes per element of dt; shared by the backends. */
-size_t comm_dtype_size(CommDtype dt);
+/* Bytes per element of dt (declared above the collectives); shared by the backends. */
 /* The AVG step after a sum: buf[i] /= world_size. */
 void comm_finish_avg(void *buf, size_t count, CommDtype dt, int world_size);
 

@@ -59,6 +59,8 @@ void reducer_begin(Reducer *r, int active, long step) {
         k->posted = 0;
     }
     r->wait_time += now_sec() - t0;
+    comm_set_step(r->comm, step);
+    if (r->active) comm_test_hook_step(r->comm, step);
 }
 
 void reducer_drain(Reducer *r) {
@@ -72,6 +74,7 @@ static void set_context(Reducer *r, int b) {
     char ctx[96];
     snprintf(ctx, sizeof ctx, "step %ld, bucket %d of %d", r->step, b, r->n_bucket);
     comm_set_context(r->comm, ctx);
+    comm_set_bucket(r->comm, b, r->n_bucket);
 }
 
 static HalfKind half_kind(CommDtype wire) { return wire == COMM_BF16 ? HALF_BF16 : HALF_FP16; }

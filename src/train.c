@@ -27,6 +27,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
+#include "flight.h"
 #include "gpu_choice.h"
 #include "host_mirror.h"
 #include "logger.h"
@@ -710,6 +711,7 @@ static void setup(Run *r, int argc, char **argv) {
 
     /* The job directory exists now (rank 0 made it; the check above ordered that). */
     if (logger_open(&r->log, r->job_dir, err, sizeof err) != 0) die("%s", err);
+    if (flight_open(r->comm->flight, r->job_dir, r->hosts, err, sizeof err) != 0) die("%s", err);
     r->config_json = config_to_json(&r->cfg);
     if (r->world.boot.rank == 0) {
         remove_preempted_marker(r);

@@ -4,6 +4,7 @@
 #include "world.h"
 
 #include "comm_mpi.h"
+#include "flight.h"
 #include "rendezvous.h"
 #include "util.h"
 
@@ -85,6 +86,7 @@ int world_mpi_init(World *w, char *err, size_t errlen) {
 void world_abort_job(World *w, int code) {
     fflush(stdout);
     fflush(stderr);
+    if (w->comm) flight_dump(w->comm->flight, "abort");   /* a no-op after a timeout's own */
     if (w->boot.world_size > 1) {
 #ifdef HAVE_MPI
         /* Under mpirun, MPI_Abort makes mpirun kill every rank; under srun it goes through
@@ -210,6 +212,7 @@ int world_connect(World *w, const DeviceCommFactory *dev, int device, double tim
     }
     w->comm->on_abort = abort_cb;
     w->comm->on_abort_ctx = w;
+    w->comm->flight = flight_create(b->rank, b->world_size, b->hostname);
     return 0;
 }
 

@@ -1,0 +1,319 @@
+/* flight.c - see flight.h. */
+#include "flight.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "util.h"
+
+/* The process's recorder, for the fatal-signal handler (one communicator per process). */
+static Flight *g_flight;
+
+static double wall_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_REALTIME, &ts);   /* async-signal-safe, and comparable across hosts */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+Flight *flight_create(int rank, int world_size, const char *host) {
+    Flight *f = callocCheck(1, sizeof *f);
+    f->rank = rank;
+    f->world_size = world_size;
+    snprintf(f->host, sizeof f->host, "%.*s", (int)sizeof f->host - 1, host && *host ? host : "unknown");
+    f->next_seq = 1;
+    f->step = -1;
+    f->bucket = -1;
+    return f;
+}
+
+void flight_free(Flight *f) {
+    if (!f) return;
+    if (g_flight == f) g_flight = NULL;
+    free(f->hosts);
+    free(f->buf);
+    free(f);
+}
+
+void flight_set_step(Flight *f, long step) { f->step = step; }
+
+void flight_set_bucket(Flight *f, int bucket, int n_bucket) {
+    f->bucket = bucket;
+    f->n_bucket = n_bucket;
+}
+
+int64_t flight_posted(Flight *f, const char *kind, uint64_t bytes, const char *context) {
+    FlightRecord *r = &f->ring[f->next_seq % FLIGHT_RING];
+    r->seq = f->next_seq++;
+    r->kind = kind;
+    r->state = FLIGHT_POSTED;
+    r->step = f->step;
+    r->bucket = f->bucket;
+    r->n_bucket = f->bucket >= 0 ? f->n_bucket : 0;
+    r->bytes = bytes;
+    r->t_post = wall_now();
+    r->t_done = 0.0;
+    size_t n = strnlen(context ? context : "", FLIGHT_CTX_MAX - 1);
+    if (n) memcpy(r->context, context, n);
+    r->context[n] = '\0';
+    return r->seq;
+}
+
+void flight_completed(Flight *f, int64_t seq) {
+    FlightRecord *r = &f->ring[seq % FLIGHT_RING];
+    if (r->seq != seq || r->state != FLIGHT_POSTED) return;   /* overwritten by 64 newer ones */
+    r->state = FLIGHT_COMPLETED;
+    r->t_done = wall_now();
+}
+
+const FlightRecord *flight_timed_out(Flight *f) {
+    FlightRecord *oldest = NULL;
+    for (int i = 0; i < FLIGHT_RING; i++) {
+        FlightRecord *r = &f->ring[i];
+        if (r->state == FLIGHT_POSTED && (!oldest || r->seq < oldest->seq)) oldest = r;
+    }
+    if (oldest) oldest->state = FLIGHT_TIMED_OUT;
+    return oldest;
+}
+
+int flight_record_path(char *buf, size_t n, const char *flight_dir, int q) {
+    int r = snprintf(buf, n, "%s/rank-%05d.txt", flight_dir, q);
+    return r < 0 || (size_t)r >= n ? -1 : 0;
+}
+
+/* ---- the dump: formatting without stdio (signal handlers) ----------------------------------- */
+
+typedef struct {
+    char *p;
+    size_t len, cap;
+} Out;
+
+static void put_str(Out *o, const char *s) {
+    while (*s && o->len + 1 < o->cap) o->p[o->len++] = *s++;
+}
+
+/* A context or host name on one line of the record: newlines would break the format. */
+static void put_word_line(Out *o, const char *s) {
+    for (; *s && o->len + 1 < o->cap; s++) o->p[o->len++] = (*s == '\n' || *s == '\r') ? ' ' : *s;
+}
+
+static void put_i64(Out *o, int64_t v) {
+    char d[24];
+    int n = 0;
+    uint64_t u = v < 0 ? (uint64_t)0 - (uint64_t)v : (uint64_t)v;
+    do { d[n++] = (char)('0' + u % 10); u /= 10; } while (u);
+    if (v < 0) d[n++] = '-';
+    while (n > 0 && o->len + 1 < o->cap) o->p[o->len++] = d[--n];
+}
+
+/* Seconds with 6 decimals (wall-clock times are positive). */
+static void put_time(Out *o, double t) {
+    if (t <= 0) { put_str(o, "0"); return; }
+    int64_t s = (int64_t)t, us = (int64_t)((t - (double)s) * 1e6 + 0.5);
+    if (us >= 1000000) { s++; us -= 1000000; }
+    put_i64(o, s);
+    char frac[8] = ".000000";
+    for (int k = 6; k >= 1; k--) { frac[k] = (char)('0' + us % 10); us /= 10; }
+    put_str(o, frac);
+}
+
+static const char *state_name(int s) {
+    switch (s) {
+    case FLIGHT_POSTED: return "posted";
+    case FLIGHT_COMPLETED: return "completed";
+    case FLIGHT_TIMED_OUT: return "timeout";
+    }
+    return "empty";
+}
+
+static void format_record(const Flight *f, Out *o, const char *reason) {
+    put_str(o, "ddptrain flight record 1\nrank ");
+    put_i64(o, f->rank);
+    put_str(o, " of ");
+    put_i64(o, f->world_size);
+    put_str(o, "\nhost ");
+    put_word_line(o, f->host);
+    put_str(o, "\npid ");
+    put_i64(o, (int64_t)getpid());
+    put_str(o, "\nclock ");
+    put_time(o, wall_now());
+    put_str(o, "\nreason ");
+    put_word_line(o, reason);
+    put_str(o, "\nlast_step ");
+    put_i64(o, f->step);
+    put_str(o, "\n");
+    for (int q = 0; f->hosts && q < f->world_size; q++) {
+        put_str(o, "peer ");
+        put_i64(o, q);
+        put_str(o, " ");
+        put_word_line(o, f->hosts[q][0] ? f->hosts[q] : "unknown");
+        put_str(o, "\n");
+    }
+    put_str(o, "# seq kind state step bucket n_buckets bytes posted completed context\n");
+    /* oldest first: the ring from the slot after the newest */
+    for (int64_t s = f->next_seq - FLIGHT_RING; s < f->next_seq; s++) {
+        if (s < 1) continue;
+        const FlightRecord *r = &f->ring[s % FLIGHT_RING];
+        if (r->seq != s || r->state == FLIGHT_EMPTY) continue;
+        put_str(o, "c ");
+        put_i64(o, r->seq);
+        put_str(o, " ");
+        put_str(o, r->kind);
+        put_str(o, " ");
+        put_str(o, state_name(r->state));
+        put_str(o, " ");
+        put_i64(o, r->step);
+        put_str(o, " ");
+        put_i64(o, r->bucket);
+        put_str(o, " ");
+        put_i64(o, r->n_bucket);
+        put_str(o, " ");
+        put_i64(o, (int64_t)r->bytes);
+        put_str(o, " ");
+        put_time(o, r->t_post);
+        put_str(o, " ");
+        put_time(o, r->t_done);
+        put_str(o, " ");
+        put_word_line(o, r->context[0] ? r->context : "-");
+        put_str(o, "\n");
+    }
+    put_str(o, "end\n");
+}
+
+static int write_record(Flight *f, const char *reason);
+static int write_record_now(Flight *f, const char *reason);
+
+int flight_dump(Flight *f, const char *reason) {
+    if (!f || !f->buf) { errno = ENOENT; return -1; }
+    if (f->dumped) return 0;
+    f->dumped = 1;
+    return write_record(f, reason);
+}
+
+static int write_record(Flight *f, const char *reason) {
+    f->writing = 1;
+    int r = write_record_now(f, reason);
+    f->writing = 0;
+    return r;
+}
+
+static int write_record_now(Flight *f, const char *reason) {
+    Out o = {f->buf, 0, f->buf_cap};
+    format_record(f, &o, reason);
+    /* Made by the first dump, so that a healthy run leaves no empty directory behind. */
+    if (mkdir(f->dir, 0777) != 0 && errno != EEXIST) return -1;
+    int fd = open(f->tmp, O_WRONLY | O_CREAT | O_TRUNC | O_NOFOLLOW | O_CLOEXEC, 0644);
+    if (fd < 0) return -1;
+    size_t off = 0;
+    while (off < o.len) {
+        ssize_t w = write(fd, o.p + off, o.len - off);
+        if (w < 0) {
+            if (errno == EINTR) continue;
+            int e = errno; close(fd); unlink(f->tmp); errno = e;
+            return -1;
+        }
+        off += (size_t)w;
+    }
+    /* fsync: the record must be whole in the file system the other ranks read, even if this
+     * process is killed right after the rename (the job's abort kills every rank). */
+    if (fsync(fd) != 0 || close(fd) != 0 || rename(f->tmp, f->path) != 0) {
+        int e = errno; unlink(f->tmp); errno = e;
+        return -1;
+    }
+    return 0;
+}
+
+/* ---- fatal signals ---------------------------------------------------------------------------- */
+
+static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
+
+static void on_fatal(int sig) {
+    int e = errno;
+    char reason[24] = "signal ";
+    Out o = {reason, strlen(reason), sizeof reason};
+    put_i64(&o, sig);
+    reason[o.len] = '\0';
+    flight_dump(g_flight, reason);
+    errno = e;
+    /* SA_RESETHAND gave the signal its default action back: raised again, it ends the process
+     * as it would have (core dump included); a fault also recurs on return. */
+    raise(sig);
+}
+
+/* SIGTERM is how a launcher ends the ranks of a job when one of them died (mpirun, srun) and
+ * how Slurm ends or preempts a job: the record then shows where every rank was. It is not a
+ * fault of this rank, so a timeout or abort after it (a preemption checkpoint that hangs) still
+ * writes its own record over it; and the handler that was there (the preemption flag) runs
+ * after it. */
+static struct sigaction g_term_old;
+
+static void on_term(int sig) {
+    int e = errno;
+    Flight *f = g_flight;
+    if (f && !f->dumped && !f->writing) write_record(f, "signal 15");
+    errno = e;
+    if (!(g_term_old.sa_flags & SA_SIGINFO) && g_term_old.sa_handler != SIG_DFL && g_term_old.sa_handler != SIG_IGN) {
+        g_term_old.sa_handler(sig);
+    } else if (g_term_old.sa_handler == SIG_DFL) {
+        signal(sig, SIG_DFL);
+        raise(sig);
+    }
+}
+
+static void install_term_handler(void) {
+    static int installed;
+    struct sigaction sa;
+    if (installed || sigaction(SIGTERM, NULL, &g_term_old) != 0 || (g_term_old.sa_flags & SA_SIGINFO)) return;
+    memset(&sa, 0, sizeof sa);
+    sa.sa_handler = on_term;
+    sa.sa_mask = g_term_old.sa_mask;
+    sa.sa_flags = g_term_old.sa_flags | SA_RESTART;
+    if (sigaction(SIGTERM, &sa, NULL) == 0) installed = 1;
+}
+
+static void install_fatal_handlers(void) {
+    for (size_t i = 0; i < sizeof k_fatal / sizeof k_fatal[0]; i++) {
+        struct sigaction old, sa;
+        if (sigaction(k_fatal[i], NULL, &old) != 0) continue;
+        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;   /* someone else's */
+        memset(&sa, 0, sizeof sa);
+        sa.sa_handler = on_fatal;
+        sigemptyset(&sa.sa_mask);
+        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
+        sigaction(k_fatal[i], &sa, NULL);
+    }
+}
+
+/* ---- opening ------------------------------------------------------------------------------------ */
+
+int flight_open(Flight *f, const char *job_dir, const char *const *hosts, char *err, size_t errlen) {
+    if (!f) return 0;
+    int r = snprintf(f->dir, sizeof f->dir, "%s/" FLIGHT_SUBDIR, job_dir);
+    if (r < 0 || (size_t)r >= sizeof f->dir || flight_record_path(f->path, sizeof f->path, f->dir, f->rank) != 0)
+        return errf(err, errlen, "%s: job directory name too long for the flight records", job_dir);
+    r = snprintf(f->tmp, sizeof f->tmp, "%s/.rank-%05d.tmp", f->dir, f->rank);
+    if (r < 0 || (size_t)r >= sizeof f->tmp) return errf(err, errlen, "%s: name too long", f->dir);
+    /* A record left by an earlier run in this job directory (a resumed job) would be read as
+     * this run's. */
+    if (unlink(f->path) != 0 && errno != ENOENT)
+        return errf(err, errlen, "%s: cannot remove the record of an earlier run: %s", f->path, strerror(errno));
+    free(f->hosts);
+    f->hosts = callocCheck((size_t)f->world_size, sizeof *f->hosts);
+    for (int q = 0; q < f->world_size; q++) {
+        const char *h = hosts ? hosts[q] : q == f->rank ? f->host : "";
+        snprintf(f->hosts[q], sizeof f->hosts[q], "%.*s", FLIGHT_HOST_MAX - 1, h ? h : "");
+    }
+    /* header + peers + full records, each field at its longest */
+    f->buf_cap = 1024 + (size_t)f->world_size * (FLIGHT_HOST_MAX + 32) + FLIGHT_RING * (FLIGHT_CTX_MAX + 200);
+    free(f->buf);
+    f->buf = mallocCheck(f->buf_cap);
+    g_flight = f;
+    install_fatal_handlers();
+    install_term_handler();
+    return 0;
+}
