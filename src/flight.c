@@ -232,7 +232,16 @@ static int write_record_now(Flight *f, const char *reason) {
 
 static const int k_fatal[] = {SIGSEGV, SIGBUS, SIGFPE, SIGILL, SIGABRT};
 
-static void on_fatal(int sig) {
+/* The handlers found in place (MPI libraries install their own for these signals to print a
+ * backtrace, sanitizers theirs): the record is written first, then theirs runs. */
+static struct sigaction g_old[sizeof k_fatal / sizeof k_fatal[0]], g_term_old;
+
+static void call_old(const struct sigaction *old, int sig, siginfo_t *info, void *uc) {
+    if (old->sa_flags & SA_SIGINFO) old->sa_sigaction(sig, info, uc);
+    else if (old->sa_handler != SIG_DFL && old->sa_handler != SIG_IGN) old->sa_handler(sig);
+}
+
+static void on_fatal(int sig, siginfo_t *info, void *uc) {
     int e = errno;
     char reason[24] = "signal ";
     Out o = {reason, strlen(reason), sizeof reason};
@@ -240,8 +249,11 @@ static void on_fatal(int sig) {
     reason[o.len] = '\0';
     flight_dump(g_flight, reason);
     errno = e;
-    /* SA_RESETHAND gave the signal its default action back: raised again, it ends the process
-     * as it would have (core dump included); a fault also recurs on return. */
+    for (size_t i = 0; i < sizeof k_fatal / sizeof k_fatal[0]; i++)
+        if (k_fatal[i] == sig) call_old(&g_old[i], sig, info, uc);
+    /* Whatever the old handler did, the signal ends the process as it would have (core dump
+     * included): the default action, raised again (a fault also recurs on return). */
+    signal(sig, SIG_DFL);
     raise(sig);
 }
 
@@ -249,44 +261,37 @@ static void on_fatal(int sig) {
  * how Slurm ends or preempts a job: the record then shows where every rank was. It is not a
  * fault of this rank, so a timeout or abort after it (a preemption checkpoint that hangs) still
  * writes its own record over it; and the handler that was there (the preemption flag) runs
- * after it. */
-static struct sigaction g_term_old;
-
-static void on_term(int sig) {
+ * after it, or the default action. */
+static void on_term(int sig, siginfo_t *info, void *uc) {
     int e = errno;
     Flight *f = g_flight;
     if (f && !f->dumped && !f->writing) write_record(f, "signal 15");
     errno = e;
-    if (!(g_term_old.sa_flags & SA_SIGINFO) && g_term_old.sa_handler != SIG_DFL && g_term_old.sa_handler != SIG_IGN) {
-        g_term_old.sa_handler(sig);
-    } else if (g_term_old.sa_handler == SIG_DFL) {
+    if ((g_term_old.sa_flags & SA_SIGINFO) || g_term_old.sa_handler != SIG_DFL) {
+        call_old(&g_term_old, sig, info, uc);
+    } else {
         signal(sig, SIG_DFL);
         raise(sig);
     }
 }
 
-static void install_term_handler(void) {
-    static int installed;
+static void install(int sig, void (*fn)(int, siginfo_t *, void *), struct sigaction *old) {
     struct sigaction sa;
-    if (installed || sigaction(SIGTERM, NULL, &g_term_old) != 0 || (g_term_old.sa_flags & SA_SIGINFO)) return;
     memset(&sa, 0, sizeof sa);
-    sa.sa_handler = on_term;
-    sa.sa_mask = g_term_old.sa_mask;
-    sa.sa_flags = g_term_old.sa_flags | SA_RESTART;
-    if (sigaction(SIGTERM, &sa, NULL) == 0) installed = 1;
+    sa.sa_sigaction = fn;
+    sigemptyset(&sa.sa_mask);
+    sa.sa_flags = SA_SIGINFO | SA_RESTART;
+    sigaction(sig, &sa, old);
 }
 
-static void install_fatal_handlers(void) {
-    for (size_t i = 0; i < sizeof k_fatal / sizeof k_fatal[0]; i++) {
-        struct sigaction old, sa;
-        if (sigaction(k_fatal[i], NULL, &old) != 0) continue;
-        if ((old.sa_flags & SA_SIGINFO) || old.sa_handler != SIG_DFL) continue;   /* someone else's */
-        memset(&sa, 0, sizeof sa);
-        sa.sa_handler = on_fatal;
-        sigemptyset(&sa.sa_mask);
-        sa.sa_flags = SA_RESETHAND | SA_NODEFER;
-        sigaction(k_fatal[i], &sa, NULL);
-    }
+/* Once per process: a second flight_open (another communicator) must not take our own
+ * handlers for the old ones. */
+static void install_handlers(void) {
+    static int installed;
+    if (installed) return;
+    installed = 1;
+    for (size_t i = 0; i < sizeof k_fatal / sizeof k_fatal[0]; i++) install(k_fatal[i], on_fatal, &g_old[i]);
+    install(SIGTERM, on_term, &g_term_old);
 }
 
 /* ---- opening ------------------------------------------------------------------------------------ */
@@ -313,7 +318,6 @@ int flight_open(Flight *f, const char *job_dir, const char *const *hosts, char *
     free(f->buf);
     f->buf = mallocCheck(f->buf_cap);
     g_flight = f;
-    install_fatal_handlers();
-    install_term_handler();
+    install_handlers();
     return 0;
 }

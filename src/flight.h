@@ -78,9 +78,10 @@ Flight *flight_create(int rank, int world_size, const char *host);
 void flight_free(Flight *f);   /* NULL accepted */
 
 /* Where dumps go, and every rank's host (NULL: only this rank's is known). Removes this
- * rank's record of an earlier run in the same job directory,
- * and installs the fatal-signal handlers (where the signal still has its default action: a
- * sanitizer's own handler is left in place). 0, or -1 with one line in err. */
+ * rank's record of an earlier run in the same job directory, and installs the handlers of the
+ * fatal signals and SIGTERM, which write the record and then run the handler that was there
+ * before (an MPI library's backtrace, a sanitizer's report, the preemption flag), else the
+ * default action. 0, or -1 with one line in err. */
 int flight_open(Flight *f, const char *job_dir, const char *const *hosts, char *err, size_t errlen);
 
 /* The step (and the bucket of the next collectives: -1 outside the buckets) the next

@@ -102,11 +102,11 @@ static int load_one(const char *path, FlightDump *d, char (*hosts)[FLIGHT_HOST_M
     int read_err = ferror(fp);
     fclose(fp);
     if (!bad && read_err) return errf(err, errlen, "%s: read error", path);
+    if (bad && lineno > 1) return errf(err, errlen, "%s: corrupt flight record: line %d: %s", path, lineno, bad);
     if (!bad && !header) bad = "empty";
     if (!bad && !ended) bad = "cut short (no line \"end\")";
     if (!bad && d->rank < 0) bad = "no line \"rank R of W\"";
     if (bad) {
-        if (lineno > 1) return errf(err, errlen, "%s: corrupt flight record: line %d: %s", path, lineno, bad);
         return errf(err, errlen, "%s: corrupt flight record: %s", path, bad);
     }
     d->present = 1;
@@ -203,11 +203,22 @@ static const FlightRecord *find(const FlightDump *d, int64_t seq) {
     return &d->rec[seq - d->rec[0].seq];
 }
 
+/* "bucket 3 of 4 in step 12" or "loss for the log, step 12". */
+static void where(Line *l, const FlightRecord *r) {
+    if (r->bucket >= 0) add(l, "bucket %d of %d in step %ld", r->bucket, r->n_bucket, r->step);
+    else if (r->step >= 0) add(l, "%s, step %ld", r->context[0] ? r->context : "no context", r->step);
+    else add(l, "%s", r->context[0] ? r->context : "no context");
+}
+
 /* "bucket 3 of 4 in step 12" or "allreduce (loss for the log, step 12)", then the number. */
 static void what(Line *l, const FlightRecord *r, int with_seq) {
-    if (r->bucket >= 0) add(l, "bucket %d of %d in step %ld", r->bucket, r->n_bucket, r->step);
-    else if (r->step >= 0) add(l, "%s (%s, step %ld)", r->kind, r->context[0] ? r->context : "no context", r->step);
-    else add(l, "%s (%s)", r->kind, r->context[0] ? r->context : "no context");
+    if (r->bucket >= 0) {
+        where(l, r);
+    } else {
+        add(l, "%s (", r->kind);
+        where(l, r);
+        add(l, ")");
+    }
     if (with_seq) add(l, " (collective #%lld)", (long long)r->seq);
 }
 
@@ -299,7 +310,7 @@ static int judge_sequence(const FlightSet *s, Line *l) {
             ranks(l, s, mark);
             if (k == 1) add(l, " on host %s", host_of(s, g));
             add(l, " posted %s of %llu bytes (", r->kind, (unsigned long long)r->bytes);
-            what(l, r, 0);
+            where(l, r);
             add(l, ")%s", tie ? "" : " as collective");
             if (!tie) add(l, " #%lld", (long long)seq);
         }
@@ -309,7 +320,7 @@ static int judge_sequence(const FlightSet *s, Line *l) {
             add(l, ", where ");
             ranks(l, s, mark);
             add(l, " posted %s of %llu bytes (", r->kind, (unsigned long long)r->bytes);
-            what(l, r, 0);
+            where(l, r);
             add(l, ")");
         }
         free(mark);
