@@ -92,6 +92,7 @@ void comm_timeout_abort(Comm *c, const char *what, const char *context) {
     char verdict[1024] = "";
     if (c->flight) {
         flight_timed_out(c->flight);
+        flight_probe_peers(c->flight, 1.0);
         if (flight_dump(c->flight, "timeout") == 0) verdict_after_timeout(c->flight, verdict, sizeof verdict);
     }
     fprintf(stderr, "%s: error: rank %d: collective %s (%s) did not complete within %g s; %s\n", g_progname, c->rank,

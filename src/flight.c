@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "reach.h"
 #include "util.h"
 
 /* The process's recorder, for the fatal-signal handler (one communicator per process). */
@@ -35,7 +36,12 @@ Flight *flight_create(int rank, int world_size, const char *host) {
 void flight_free(Flight *f) {
     if (!f) return;
     if (g_flight == f) g_flight = NULL;
+    if (f->ticker_on) {
+        f->ticker_stop = 1;
+        pthread_join(f->ticker, NULL);
+    }
     free(f->hosts);
+    free(f->silent);
     free(f->buf);
     free(f);
 }
@@ -64,6 +70,46 @@ int64_t flight_posted(Flight *f, const char *kind, uint64_t bytes, const char *c
     return r->seq;
 }
 
+static double mono_now(void) {
+    struct timespec ts;
+    clock_gettime(CLOCK_MONOTONIC, &ts);   /* async-signal-safe */
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static void *tick(void *arg) {
+    Flight *f = arg;
+    while (!f->ticker_stop) {
+        struct timespec ts = {0, (long)(FLIGHT_TICK_S * 1e9)};
+        nanosleep(&ts, NULL);
+        double now = mono_now(), gap = now - f->t_tick;
+        if (gap > FLIGHT_STALL_S) {
+            f->gap_s = gap;
+            f->gap_end = now;
+        }
+        f->t_tick = now;
+    }
+    return NULL;
+}
+
+/* How long this process did not run, lately: since the oldest collective still posted was
+ * posted, or just before now. The signal handler may run before or after the ticker's first tick after a
+ * stop, so both the time since the last tick and the last gap count. */
+static double stall_now(const Flight *f) {
+    if (!f->ticker_on) return 0.0;
+    const FlightRecord *oldest = NULL;
+    for (int i = 0; i < FLIGHT_RING; i++) {
+        const FlightRecord *r = &f->ring[i];
+        if (r->state != FLIGHT_COMPLETED && r->state != FLIGHT_EMPTY && (!oldest || r->seq < oldest->seq)) oldest = r;
+    }
+    const double now = mono_now(), since = now - f->t_tick;
+    /* The gap counts if it ended after the oldest post (wall and monotonic clocks run alike),
+     * or only just: a rank stopped in its computation, continued and then ended by the
+     * launcher may post the next collective in the moment between, or not yet. */
+    const double ago = now - f->gap_end;
+    const double gap = (oldest && ago < wall_now() - oldest->t_post) || ago < 2 * FLIGHT_STALL_S ? f->gap_s : 0.0;
+    return since > gap ? since : gap;
+}
+
 void flight_completed(Flight *f, int64_t seq) {
     FlightRecord *r = &f->ring[seq % FLIGHT_RING];
     if (r->seq != seq || r->state != FLIGHT_POSTED) return;   /* overwritten by 64 newer ones */
@@ -72,6 +118,7 @@ void flight_completed(Flight *f, int64_t seq) {
 }
 
 const FlightRecord *flight_timed_out(Flight *f) {
+    f->stalled_s = stall_now(f);   /* now: the probe and the dump come later */
     FlightRecord *oldest = NULL;
     for (int i = 0; i < FLIGHT_RING; i++) {
         FlightRecord *r = &f->ring[i];
@@ -84,6 +131,28 @@ const FlightRecord *flight_timed_out(Flight *f) {
 int flight_record_path(char *buf, size_t n, const char *flight_dir, int q) {
     int r = snprintf(buf, n, "%s/rank-%05d.txt", flight_dir, q);
     return r < 0 || (size_t)r >= n ? -1 : 0;
+}
+
+void flight_probe_peers(Flight *f, double limit_s) {
+    if (!f || !f->hosts || !f->silent) return;
+    const char **names = callocCheck((size_t)f->world_size, sizeof *names);
+    int n = 0;
+    for (int q = 0; q < f->world_size; q++) {
+        const char *h = f->hosts[q];
+        if (!h[0] || !strcmp(h, f->host)) continue;
+        int seen = 0;
+        for (int i = 0; i < n && !seen; i++) seen = !strcmp(names[i], h);
+        if (!seen) names[n++] = h;
+    }
+    if (n > 0) {
+        unsigned char *answered = callocCheck((size_t)n, 1);
+        reach_probe(names, n, limit_s, answered);
+        for (int q = 0; q < f->world_size; q++)
+            for (int i = 0; i < n; i++)
+                if (!answered[i] && !strcmp(f->hosts[q], names[i])) f->silent[q] = 1;
+        free(answered);
+    }
+    free(names);
 }
 
 /* ---- the dump: formatting without stdio (signal handlers) ----------------------------------- */
@@ -152,6 +221,21 @@ static void format_record(const Flight *f, Out *o, const char *reason) {
         put_i64(o, q);
         put_str(o, " ");
         put_word_line(o, f->hosts[q][0] ? f->hosts[q] : "unknown");
+        put_str(o, "\n");
+    }
+    for (int q = 0; f->silent && q < f->world_size; q++) {
+        if (!f->silent[q]) continue;
+        int first = 1;   /* each host once */
+        for (int p = 0; p < q && first; p++) first = !(f->silent[p] && !strcmp(f->hosts[p], f->hosts[q]));
+        if (!first) continue;
+        put_str(o, "silent ");
+        put_word_line(o, f->hosts[q]);
+        put_str(o, "\n");
+    }
+    double stall = f->stalled_s > 0 ? f->stalled_s : stall_now(f);
+    if (stall > FLIGHT_STALL_S) {
+        put_str(o, "stalled ");
+        put_time(o, stall);
         put_str(o, "\n");
     }
     put_str(o, "# seq kind state step bucket n_buckets bytes posted completed context\n");
@@ -308,16 +392,22 @@ int flight_open(Flight *f, const char *job_dir, const char *const *hosts, char *
     if (unlink(f->path) != 0 && errno != ENOENT)
         return errf(err, errlen, "%s: cannot remove the record of an earlier run: %s", f->path, strerror(errno));
     free(f->hosts);
+    free(f->silent);
     f->hosts = callocCheck((size_t)f->world_size, sizeof *f->hosts);
+    f->silent = callocCheck((size_t)f->world_size, 1);
     for (int q = 0; q < f->world_size; q++) {
         const char *h = hosts ? hosts[q] : q == f->rank ? f->host : "";
         snprintf(f->hosts[q], sizeof f->hosts[q], "%.*s", FLIGHT_HOST_MAX - 1, h ? h : "");
     }
     /* header + peers + full records, each field at its longest */
-    f->buf_cap = 1024 + (size_t)f->world_size * (FLIGHT_HOST_MAX + 32) + FLIGHT_RING * (FLIGHT_CTX_MAX + 200);
+    f->buf_cap = 1024 + (size_t)f->world_size * 2 * (FLIGHT_HOST_MAX + 32) + FLIGHT_RING * (FLIGHT_CTX_MAX + 200);
     free(f->buf);
     f->buf = mallocCheck(f->buf_cap);
     g_flight = f;
     install_handlers();
+    if (f->world_size > 1 && !f->ticker_on) {
+        f->t_tick = mono_now();
+        f->ticker_on = helper_thread_create(&f->ticker, tick, f) == 0;
+    }
     return 0;
 }

@@ -23,6 +23,9 @@
  *   reason timeout|abort|signal N
  *   last_step S             -1 before the first step
  *   peer Q HOST             one per rank (the roster), so any record names every rank's host
+ *   silent HOST             a host that did not answer on the network (reach.h), after a timeout
+ *   stalled S               this rank did not run for S seconds (more than FLIGHT_STALL_S)
+ *                           since its oldest collective still posted: stopped or frozen
  *   # seq kind state step bucket n_buckets bytes posted completed context
  *   c SEQ KIND STATE STEP BUCKET NB BYTES POSTED DONE CONTEXT    oldest first
  *   end
@@ -30,10 +33,14 @@
  * buckets (CONTEXT says what it was for); DONE is 0 while not completed.
  *
  * Cost: a record is a few stores into the ring and two reads of the (vDSO) wall clock per
- * collective; nothing is allocated or written to disk until a dump. */
+ * collective; nothing is allocated or written to disk until a dump. A rank of a job of several
+ * ranks also runs a ticker thread that wakes every FLIGHT_TICK_S to note the time: a rank that
+ * was stopped (SIGSTOP, a debugger, a frozen VM) shows it by the gap, which a peer's record
+ * cannot show. */
 #ifndef DDP_FLIGHT_H
 #define DDP_FLIGHT_H
 
+#include <pthread.h>
 #include <signal.h>
 #include <stddef.h>
 #include <stdint.h>
@@ -42,6 +49,8 @@
 #define FLIGHT_CTX_MAX 96          /* context kept per record, with its NUL (as Comm's) */
 #define FLIGHT_HOST_MAX 64
 #define FLIGHT_SUBDIR "flight"
+#define FLIGHT_TICK_S 0.1
+#define FLIGHT_STALL_S 1.0         /* a gap between ticks this long is a process that did not run */
 
 typedef enum { FLIGHT_EMPTY = 0, FLIGHT_POSTED, FLIGHT_COMPLETED, FLIGHT_TIMED_OUT } FlightState;
 
@@ -68,8 +77,17 @@ typedef struct Flight {
     char dir[4200];                /* <job_dir>/flight */
     char path[4300], tmp[4300];
     char (*hosts)[FLIGHT_HOST_MAX];   /* every rank's host, world_size rows */
+    unsigned char *silent;         /* silent[q]: q's host did not answer (flight_probe_peers) */
     char *buf;                     /* the dump is formatted here: no allocation in a handler */
     size_t buf_cap;
+    /* The ticker: a helper thread that notes the time every FLIGHT_TICK_S; a gap between two
+     * ticks, or since the last one, is time the process did not run (stopped, frozen). */
+    pthread_t ticker;
+    int ticker_on;
+    volatile sig_atomic_t ticker_stop;
+    volatile double t_tick;        /* monotonic */
+    volatile double gap_s, gap_end;   /* the last gap of more than FLIGHT_STALL_S, when it ended */
+    double stalled_s;              /* fixed at a timeout (the probe and the dump come later) */
     volatile sig_atomic_t dumped;  /* one dump per process: the first reason is the cause */
     volatile sig_atomic_t writing; /* a record is being written (SIGTERM's must not interleave) */
 } Flight;
@@ -95,6 +113,11 @@ void flight_completed(Flight *f, int64_t seq);
 /* The oldest collective still posted timed out (collectives complete in the order they were
  * posted, so that is the one a wait gave up on); returns it, NULL when none is posted. */
 const FlightRecord *flight_timed_out(Flight *f);
+
+/* After a timeout, before the dump: which of the other hosts answer on the network at all
+ * (reach.h), waiting at most limit_s; those that do not are written as "silent" lines. Does
+ * nothing when every rank runs on this host. */
+void flight_probe_peers(Flight *f, double limit_s);
 
 /* Writes this rank's record (see the top) with `reason` ("timeout", "abort"); once per
  * process, later calls do nothing. Async-signal-safe. 0, or -1 (no directory yet, or the

@@ -69,8 +69,11 @@ static int load_one(const char *path, FlightDump *d, char (*hosts)[FLIGHT_HOST_M
         } else if (!strncmp(line, "host ", 5)) snprintf(d->host, sizeof d->host, "%.*s", FLIGHT_HOST_MAX - 1, line + 5);
         else if (sscanf(line, "pid %ld%n", &d->pid, &pos) == 1 && !line[pos]) continue;
         else if (sscanf(line, "clock %lf%n", &d->clock, &pos) == 1 && !line[pos]) continue;
-        else if (!strncmp(line, "reason ", 7)) snprintf(d->reason, sizeof d->reason, "%.*s", VERDICT_REASON_MAX - 1, line + 7);
+        else if (!strncmp(line, "silent ", 7)) {
+            if (d->n_silent < 8) snprintf(d->silent[d->n_silent++], FLIGHT_HOST_MAX, "%.*s", FLIGHT_HOST_MAX - 1, line + 7);
+        } else if (!strncmp(line, "reason ", 7)) snprintf(d->reason, sizeof d->reason, "%.*s", VERDICT_REASON_MAX - 1, line + 7);
         else if (sscanf(line, "last_step %ld%n", &d->last_step, &pos) == 1 && !line[pos]) continue;
+        else if (sscanf(line, "stalled %lf%n", &d->stalled, &pos) == 1 && !line[pos]) continue;
         else if (sscanf(line, "peer %d %n", &q, &pos) == 1 && pos > 0) {
             if (q < 0 || q >= d->world_size) bad = "peer outside the world";
             else if (hosts && d->world_size == world && !hosts[q][0])
@@ -331,7 +334,7 @@ static int judge_sequence(const FlightSet *s, Line *l) {
 
 /* 1: a rank died of a signal or aborted the job itself. */
 static int judge_own_end(const FlightSet *s, Line *l) {
-    for (int pass = 0; pass < 2; pass++)
+    for (int pass = 0; pass < 3; pass++)
         for (int q = 0; q < s->world_size; q++) {
             const FlightDump *d = &s->dump[q];
             if (!d->present) continue;
@@ -339,7 +342,10 @@ static int judge_own_end(const FlightSet *s, Line *l) {
             if (pass == 0 && fatal_signal(d) && sscanf(d->reason, "signal %d", &sig) == 1) {
                 add(l, "rank %d on host %s died of signal %d (%s) in step %ld", q, host_of(s, q), sig, signal_name(sig),
                     d->last_step);
-            } else if (pass == 1 && !strcmp(d->reason, "abort")) {
+            } else if (pass == 1 && d->stalled > FLIGHT_STALL_S) {
+                add(l, "rank %d on host %s was stopped or frozen: it had not run for %.1f s in step %ld", q,
+                    host_of(s, q), d->stalled, d->last_step);
+            } else if (pass == 2 && !strcmp(d->reason, "abort")) {
                 add(l, "rank %d on host %s ended the job on an error of its own in step %ld (its log says which)", q,
                     host_of(s, q), d->last_step);
             } else {
@@ -352,6 +358,35 @@ static int judge_own_end(const FlightSet *s, Line *l) {
             return 1;
         }
     return 0;
+}
+
+/* The lowest rank whose record says `host` did not answer it (NULL: none). */
+static const int *silent_view(const FlightSet *s, const char *host) {
+    static int rank;
+    for (int q = 0; q < s->world_size; q++)
+        for (int i = 0; i < s->dump[q].n_silent; i++)
+            if (!strcmp(s->dump[q].silent[i], host)) { rank = q; return &rank; }
+    return NULL;
+}
+
+/* "host vn2 (ranks 2, 3) does not answer on the network from host vn1", as seen by the lowest
+ * rank that found a host silent (both sides of a partition see the other silent: the lowest
+ * rank's side is taken for the job's). 0 when no record names a silent host. */
+static int silent_hosts(const FlightSet *s, Line *l) {
+    int v = -1;
+    for (int q = 0; q < s->world_size && v < 0; q++)
+        if (s->dump[q].present && s->dump[q].n_silent) v = q;
+    if (v < 0) return 0;
+    const FlightDump *d = &s->dump[v];
+    unsigned char *mark = callocCheck((size_t)s->world_size, 1);
+    for (int i = 0; i < d->n_silent; i++) {
+        for (int q = 0; q < s->world_size; q++) mark[q] = !strcmp(host_of(s, q), d->silent[i]);
+        add(l, "%shost %s (", i ? "; " : "", d->silent[i]);
+        ranks(l, s, mark);
+        add(l, ") does not answer on the network from host %s", host_of(s, v));
+    }
+    free(mark);
+    return 1;
 }
 
 /* 1: a collective still posted, and who never joined it. The rank to blame is the one furthest
@@ -377,11 +412,18 @@ static int judge_pending(const FlightSet *s, Line *l) {
      * one pending */
     const FlightRecord *stuck = NULL;
     unsigned char *waited = callocCheck((size_t)W, 1), *culprit = callocCheck((size_t)W, 1);
+    int n_laggards = 0;
     for (int q = 0; q < W; q++) {
         const FlightDump *d = &s->dump[q];
         if (!d->present) { culprit[q] = 1; continue; }
         int64_t last = d->n ? d->rec[d->n - 1].seq : 0;
-        if (lagging && last == min_last) { culprit[q] = 1; continue; }
+        /* With a rank gone, one that was still computing when the launcher ended it is
+         * behind without being at fault. */
+        if (lagging && last == min_last && !(n_absent && ended_from_outside(d))) {
+            culprit[q] = 1;
+            n_laggards++;
+            continue;
+        }
         const FlightRecord *r = lagging ? find(d, min_last + 1) : NULL;
         for (int i = 0; !r && i < d->n; i++)
             if (d->rec[i].state != FLIGHT_COMPLETED) r = &d->rec[i];
@@ -396,7 +438,9 @@ static int judge_pending(const FlightSet *s, Line *l) {
         const FlightDump *d = &s->dump[q];
         add(l, "%srank %d on host %s ", shown++ ? "; " : "", q, host_of(s, q));
         if (!d->present) {
-            add(l, "sent no flight record (stopped, killed or cut off)");
+            const int *v = silent_view(s, host_of(s, q));
+            if (v) add(l, "sent no flight record; its host does not answer on the network from host %s", host_of(s, *v));
+            else add(l, "sent no flight record (stopped, killed or cut off)");
         } else if (stuck) {
             add(l, "never posted ");
             what(l, stuck, 1);
@@ -414,14 +458,18 @@ static int judge_pending(const FlightSet *s, Line *l) {
         }
         char t[32];
         clock_text(since, t, sizeof t);
-        if (n_culprits == 0) {
+        if (n_culprits == 0 && silent_hosts(s, l)) {
+            add(l, ": every rank posted ");
+            what(l, stuck, 1);
+            add(l, " and none completed it (since %s): a network partition or a failed link", t);
+        } else if (n_culprits == 0) {
             add(l, "every rank posted ");
             what(l, stuck, 1);
             add(l, " and none completed it (since %s): no rank is missing; the network between the ranks failed", t);
         } else {
             add(l, "; ");
             ranks(l, s, waited);
-            if (lagging) add(l, " waited since %s", t);
+            if (n_laggards) add(l, " waited since %s", t);
             else {
                 add(l, " waited in ");
                 what(l, stuck, 1);
@@ -494,6 +542,7 @@ void verdict_rank_line(const FlightSet *s, int q, char *out, size_t n) {
     clock_text(d->clock, t, sizeof t);
     add(&l, "rank %d on host %s, pid %ld: record written at %s (%s), step %ld", q, host_of(s, q), d->pid, t, d->reason,
         d->last_step);
+    for (int i = 0; i < d->n_silent; i++) add(&l, "%s%s", i ? ", " : "; no answer on the network from host ", d->silent[i]);
     if (!d->n) return;
     const FlightRecord *r = &d->rec[d->n - 1];
     for (int i = 0; i < d->n; i++)

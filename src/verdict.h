@@ -6,11 +6,14 @@
  *   1. the ranks disagree on the sequence: at the first sequence number where records differ
  *      in kind or size, the ranks outside the largest group posted another collective (one too
  *      many, one too few, another size); with no majority every group is named;
- *   2. a rank died of a fatal signal, or ended the job on an error of its own (abort);
+ *   2. a rank died of a fatal signal, or ended the job on an error of its own (abort), or was
+ *      stopped or frozen in a wait (its record says its wait loop had not run for seconds:
+ *      all ranks may have posted the collective, and this one is still the culprit);
  *   3. a collective no rank completed: the oldest one still posted on any rank. A rank whose
  *      record stops before it never posted it; a rank with no record sent none (stopped,
  *      killed or cut off from the file system); the others waited since they posted it;
- *   4. every rank posted it and none completed: no rank is missing, the network failed;
+ *   4. every rank posted it and none completed: no rank is missing, the network failed; the
+ *      hosts that did not answer the lowest rank that probed them (reach.h) are named;
  *   5. otherwise no fault is recorded (the records are of a healthy run, or of a dump on an
  *      abort that ended the job cleanly). */
 #ifndef DDP_VERDICT_H
@@ -31,6 +34,9 @@ typedef struct {
     double clock;                  /* wall clock at the dump */
     char reason[VERDICT_REASON_MAX];
     long last_step;
+    double stalled;                /* seconds the rank had not run in a wait (0: it ran) */
+    int n_silent;                  /* hosts that did not answer this rank (reach.h) */
+    char silent[8][FLIGHT_HOST_MAX];
     int n;                         /* records, oldest first, consecutive sequence numbers */
     FlightRecord rec[FLIGHT_RING];
 } FlightDump;

@@ -82,7 +82,7 @@ if signal_rank1 i STOP; then
     line=$(grep -m 1 "did not complete within $TO s" "$TMP/i.out")
     echo "$line" | grep -qE "rank 1 on host $HOST (sent no flight record|never posted)" &&
         ok "(i) the timeout line names rank 1: ${line#*ddptrain: error: }" || bad "(i) timeout line: '$line'"
-    verdict i "$TMP/i" "^rank 1 on host $HOST (sent no flight record|never posted)" "$dt"
+    verdict i "$TMP/i" "^rank 1 on host $HOST (sent no flight record|never posted|was stopped or frozen)" "$dt"
 fi
 if signal_rank1 ii KILL; then
     verdict ii "$TMP/ii" "^rank 1 on host $HOST sent no flight record" "$dt"
@@ -183,7 +183,7 @@ else
         line=$(grep -o "rank [012]: collective [a-z]* ([^)]*) did not complete within $TO s; .*" "$TMP/vi.out" | head -n 1)
         echo "$line" | grep -qE "rank 3 on host vn2 (sent no flight record|never posted)" &&
             ok "(vi) the timeout line names rank 3 on vn2: $line" || bad "(vi) timeout line: '$line'"
-        verdict vi "$TMP/vi" "rank 3 on host vn2 (sent no flight record|never posted)" "$dt"
+        verdict vi "$TMP/vi" "rank 3 on host vn2 (sent no flight record|never posted|was stopped or frozen)" "$dt"
     fi
 fi
 
@@ -206,6 +206,18 @@ record "$d" 2 n2 timeout "40 iallreduce $ok_c" "41 iallreduce timeout 7 1 2 8192
 "$DIAG" "$d" >"$TMP/seq.diag" 2>&1; rc=$?
 [ $rc = 1 ] && head -n 1 "$TMP/seq.diag" | grep -q "^rank 1 on host n1 posted allreduce of 8 bytes .* as collective #41, where ranks 0, 2 posted iallreduce of 8192 bytes (bucket 1 of 2 in step 7)" &&
     ok "(records) sequences that disagree: $(head -n 1 "$TMP/seq.diag")" || { bad "(records) disagreement: exit $rc"; cat "$TMP/seq.diag"; }
+# a partition: every rank posted #41 and none completed it; ranks 0 and 1 found host n2 silent
+# (and rank 2 them): the lowest rank's side is taken for the job's
+d="$TMP/cut"
+stuck="41 iallreduce timeout 7 1 2 8192 1764540000.300000 0 step 7, bucket 1 of 2"
+record "$d" 0 n0 timeout "40 iallreduce $ok_c" "$stuck"
+record "$d" 1 n1 timeout "40 iallreduce $ok_c" "$stuck"
+record "$d" 2 n2 timeout "40 iallreduce $ok_c" "$stuck"
+sed -i 's/^end$/silent n2\nend/' "$d/flight/rank-00000.txt" "$d/flight/rank-00001.txt"
+sed -i 's/^end$/silent n0\nsilent n1\nend/' "$d/flight/rank-00002.txt"
+"$DIAG" "$d" >"$TMP/cut.diag" 2>&1; rc=$?
+[ $rc = 1 ] && head -n 1 "$TMP/cut.diag" | grep -q "^host n2 (rank 2) does not answer on the network from host n0: every rank posted bucket 1 of 2 in step 7 (collective #41) and none completed it" &&
+    ok "(records) a partition: $(head -n 1 "$TMP/cut.diag")" || { bad "(records) partition: exit $rc"; cat "$TMP/cut.diag"; }
 d="$TMP/healthy"
 for q in 0 1 2; do record "$d" $q n$q "signal 15" "40 iallreduce $ok_c"; done
 "$DIAG" "$d" >"$TMP/healthy.diag" 2>&1; rc=$?
