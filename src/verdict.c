@@ -412,25 +412,39 @@ static int judge_pending(const FlightSet *s, Line *l) {
      * one pending */
     const FlightRecord *stuck = NULL;
     unsigned char *waited = callocCheck((size_t)W, 1), *culprit = callocCheck((size_t)W, 1);
-    int n_laggards = 0;
+    int n_laggards = 0, same = 1;
+    int64_t wait_seq = 0;
+    double first_wait = 0;   /* the earliest post among the waiters' collectives */
     for (int q = 0; q < W; q++) {
         const FlightDump *d = &s->dump[q];
         if (!d->present) { culprit[q] = 1; continue; }
         int64_t last = d->n ? d->rec[d->n - 1].seq : 0;
-        /* With a rank gone, one that was still computing when the launcher ended it is
-         * behind without being at fault. */
-        if (lagging && last == min_last && !(n_absent && ended_from_outside(d))) {
+        /* Behind and not waiting: it never posted the next collective. A rank behind but
+         * waiting in its last one waits for someone else; and with a rank gone, one that was
+         * still computing when the launcher ended it is behind without being at fault. */
+        const int idle = !d->n || d->rec[d->n - 1].state == FLIGHT_COMPLETED;
+        if (lagging && last == min_last && idle && !(n_absent && ended_from_outside(d))) {
             culprit[q] = 1;
             n_laggards++;
             continue;
         }
         const FlightRecord *r = lagging ? find(d, min_last + 1) : NULL;
+        if (r && r->state == FLIGHT_COMPLETED) r = NULL;
         for (int i = 0; !r && i < d->n; i++)
             if (d->rec[i].state != FLIGHT_COMPLETED) r = &d->rec[i];
         if (!r) continue;
         waited[q] = 1;
+        if (first_wait == 0 || r->t_post < first_wait) first_wait = r->t_post;
+        if (wait_seq && r->seq != wait_seq) same = 0;
+        wait_seq = r->seq;
         if (!stuck || r->seq < stuck->seq || (r->seq == stuck->seq && r->t_post < stuck->t_post)) stuck = r;
     }
+    /* what the laggards never posted: the collective after their last, as a waiter has it */
+    if (n_laggards)
+        for (int q = 0; q < W; q++) {
+            const FlightRecord *r = waited[q] ? find(&s->dump[q], min_last + 1) : NULL;
+            if (r) { stuck = r; break; }
+        }
     int n_culprits = 0, shown = 0;
     for (int q = 0; q < W; q++) {
         if (!culprit[q]) continue;
@@ -451,13 +465,8 @@ static int judge_pending(const FlightSet *s, Line *l) {
     }
     if (n_culprits > shown) add(l, "; and %d more ranks", n_culprits - shown);
     if (stuck) {
-        double since = stuck->t_post;
-        for (int q = 0; q < W; q++) {
-            const FlightRecord *r = waited[q] ? find(&s->dump[q], stuck->seq) : NULL;
-            if (r && r->t_post < since) since = r->t_post;
-        }
         char t[32];
-        clock_text(since, t, sizeof t);
+        clock_text(first_wait > 0 ? first_wait : stuck->t_post, t, sizeof t);
         if (n_culprits == 0 && silent_hosts(s, l)) {
             add(l, ": every rank posted ");
             what(l, stuck, 1);
@@ -469,7 +478,7 @@ static int judge_pending(const FlightSet *s, Line *l) {
         } else {
             add(l, "; ");
             ranks(l, s, waited);
-            if (n_laggards) add(l, " waited since %s", t);
+            if (n_laggards || !same) add(l, " waited since %s", t);
             else {
                 add(l, " waited in ");
                 what(l, stuck, 1);

@@ -80,7 +80,7 @@ signal_rank1() {
 if signal_rank1 i STOP; then
     # Ranks 0 and 2 time out; each names rank 1 in its line.
     line=$(grep -m 1 "did not complete within $TO s" "$TMP/i.out")
-    echo "$line" | grep -qE "rank 1 on host $HOST (sent no flight record|never posted)" &&
+    echo "$line" | grep -qE "within $TO s; rank 1 on host $HOST (sent no flight record|never posted|was stopped or frozen)" &&
         ok "(i) the timeout line names rank 1: ${line#*ddptrain: error: }" || bad "(i) timeout line: '$line'"
     verdict i "$TMP/i" "^rank 1 on host $HOST (sent no flight record|never posted|was stopped or frozen)" "$dt"
 fi
@@ -177,13 +177,13 @@ else
         line=$(grep -o "rank [01]: collective [a-z]* ([^)]*) did not complete within $TO s; .*" "$TMP/v.out" | head -n 1)
         echo "$line" | grep -q "host vn2" && ok "(v) the line of a rank on vn1 names vn2: $line" ||
             bad "(v) no timeout line of a rank on vn1 naming vn2: $(grep -i error "$TMP/v.out" | head -n 3)"
-        verdict v "$TMP/v" "host vn2" "$dt"
+        verdict v "$TMP/v" "^host vn2 \(ranks 2, 3\) does not answer on the network from host vn1" "$dt"
     fi
     if mn_case vi stop; then
         line=$(grep -o "rank [012]: collective [a-z]* ([^)]*) did not complete within $TO s; .*" "$TMP/vi.out" | head -n 1)
-        echo "$line" | grep -qE "rank 3 on host vn2 (sent no flight record|never posted)" &&
+        echo "$line" | grep -qE "within $TO s; rank 3 on host vn2 (sent no flight record|never posted|was stopped or frozen)" &&
             ok "(vi) the timeout line names rank 3 on vn2: $line" || bad "(vi) timeout line: '$line'"
-        verdict vi "$TMP/vi" "rank 3 on host vn2 (sent no flight record|never posted|was stopped or frozen)" "$dt"
+        verdict vi "$TMP/vi" "^rank 3 on host vn2 (sent no flight record|never posted|was stopped or frozen)" "$dt"
     fi
 fi
 

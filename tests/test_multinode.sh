@@ -10,7 +10,8 @@
 #       uninterrupted 2-node run of (b);
 #   (d) a node lost by a network partition and (e) by a crash (every process of the node
 #       killed), 2 ranks per node: both surviving ranks exit within --comm_timeout + 10 s, with
-#       the line naming the step; every checkpoint left is complete;
+#       the line naming the step and the node that stopped answering (its ranks sent no flight
+#       record; it does not answer on the network); every checkpoint left is complete;
 #   (f) recovery: with --requeue and a --comm_timeout longer than Slurm's SlurmdTimeout, Slurm
 #       requeues the job when the node stops answering; once the node is back the job resumes
 #       from its last checkpoint and completes;
@@ -219,6 +220,13 @@ for fault in cut crash; do
     pat="ddptrain: error: rank [01]: collective [a-z]* (step [0-9]*, [^)]*) did not complete within $TMO s"
     line=$(grep -o "$pat" "$jd.out" | head -n 1)
     [ -n "$line" ] && ok "$tag: '$line; ...'" || bad "$tag: no line naming the step: $(grep -i error "$jd.out" | head -n 5)"
+    # ... and naming what stopped answering (the flight records, src/verdict.h): vn2's ranks
+    # sent no record after the crash; after the cut vn2 does not answer on the network.
+    if [ $fault = cut ]; then who="host vn2 (ranks 2, 3) does not answer on the network from host vn1"
+    else who="rank [23] on host vn2 sent no flight record"; fi
+    said=$(grep -o "did not complete within $TMO s; .*" "$jd.out" | grep -o "$who" | head -n 1)
+    [ -n "$said" ] && ok "$tag: the line names the silent node: '... $said ...'" ||
+        bad "$tag: no timeout line names vn2 ('$who'): $(grep -o "did not complete within $TMO s; .*" "$jd.out" | head -n 2)"
     # One message per rank that gave up, at most: the first one's abort ends the other.
     nl=$(grep -o "did not complete within" "$jd.out" | wc -l)
     [ "$nl" -ge 1 ] && [ "$nl" -le 2 ] && ok "$tag: $nl such line(s)" || bad "$tag: $nl timeout lines"
