@@ -1,11 +1,16 @@
 /* test_scale_units.c - the checks for running at scale, without MPI: the straggler detector
- * (straggler.h), two ranks on one GPU (roster.h) and the agreement verdict (agree.h). */
+ * (straggler.h), two ranks on one GPU (roster.h), the agreement verdict (agree.h), and the flight
+ * record written and read back (flight.h, verdict.h). */
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "agree.h"
+#include "flight.h"
 #include "roster.h"
 #include "straggler.h"
+#include "verdict.h"
 
 static int fails = 0;
 #define EXPECT(cond, ...) do { if (!(cond)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)
@@ -131,10 +136,60 @@ static void test_agree(void) {
     config_free(&c2);
 }
 
+/* Rank 0 of 3 records 100 collectives (the ring keeps the last 64), the last one times out;
+ * its record read back says the same, and alone it blames ranks 1 and 2 for sending none. */
+static void test_flight(void) {
+    char dir[] = "/tmp/ddp-flight-XXXXXX";
+    EXPECT(mkdtemp(dir) != NULL, "mkdtemp");
+    const char *hosts[3] = {"n0", "n1", "n2"};
+    Flight *f = flight_create(0, 3, "n0");
+    char err[512];
+    EXPECT(flight_open(f, dir, hosts, err, sizeof err) == 0, "%s", err);
+    for (int k = 1; k <= 100; k++) {
+        flight_set_step(f, k / 4);
+        flight_set_bucket(f, k % 4 == 0 ? -1 : k % 4 - 1, 3);
+        int64_t seq = flight_posted(f, k % 4 ? "iallreduce" : "allreduce", (uint64_t)k * 8, "a context\nwith a newline");
+        EXPECT(seq == k, "seq %lld", (long long)seq);
+        if (k < 100) flight_completed(f, seq);
+    }
+    const FlightRecord *t = flight_timed_out(f);
+    EXPECT(t && t->seq == 100, "timed out #%lld", t ? (long long)t->seq : -1LL);
+    EXPECT(flight_dump(f, "timeout") == 0, "dump");
+    EXPECT(flight_dump(f, "abort") == 0, "a second dump is a no-op");
+    char fdir[4200];
+    snprintf(fdir, sizeof fdir, "%s/" FLIGHT_SUBDIR, dir);
+    FlightSet s;
+    EXPECT(flight_set_load(&s, fdir, 1, err, sizeof err) == 0, "%s", err);
+    if (s.world_size == 3) {
+        const FlightDump *d = &s.dump[0];
+        EXPECT(d->present && !s.dump[1].present && d->n == FLIGHT_RING && d->rec[0].seq == 37, "%d records from #%lld",
+               d->n, d->n ? (long long)d->rec[0].seq : -1LL);
+        EXPECT(!strcmp(d->reason, "timeout") && d->last_step == 25 && !strcmp(s.hosts[2], "n2"), "%s %ld %s", d->reason,
+               d->last_step, s.hosts[2]);
+        const FlightRecord *r = &d->rec[FLIGHT_RING - 1];
+        EXPECT(r->state == FLIGHT_TIMED_OUT && r->bytes == 800 && r->bucket == -1 && !strcmp(r->kind, "allreduce") &&
+               !strcmp(r->context, "a context with a newline"), "last: %d %llu %d %s '%s'", r->state,
+               (unsigned long long)r->bytes, r->bucket, r->kind, r->context);
+        char line[1024];
+        const char *want = "rank 1 on host n1 sent no flight record (stopped, killed or cut off); rank 2 on host n2 "
+                           "sent no flight record (stopped, killed or cut off); rank 0 waited in allreduce (a context "
+                           "with a newline, step 25) (collective #100) since ";
+        EXPECT(verdict_judge(&s, line, sizeof line) == 1 && !strncmp(line, want, strlen(want)), "%s", line);
+    }
+    flight_set_free(&s);
+    flight_free(f);
+    char path[4400];
+    snprintf(path, sizeof path, "%s/rank-00000.txt", fdir);
+    unlink(path);
+    rmdir(fdir);
+    rmdir(dir);
+}
+
 int main(void) {
     test_straggler();
     test_shared_gpu();
     test_agree();
+    test_flight();
     if (fails) { printf("%d check(s) failed\n", fails); return 1; }
     printf("all checks passed\n");
     return 0;
