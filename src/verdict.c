@@ -80,7 +80,7 @@ static int load_one(const char *path, FlightDump *d, char (*hosts)[FLIGHT_HOST_M
                 snprintf(hosts[q], FLIGHT_HOST_MAX, "%.*s", FLIGHT_HOST_MAX - 1, line + pos);
         } else if (sscanf(line, "c %lld %31s %31s %lld %d %d %lld %lf %lf %n", &seq, kind, state, &step, &bucket, &nb,
                           &bytes, &tp, &td, &pos) == 9 && pos > 0) {
-            if (d->n == FLIGHT_RING) { bad = "more than " "64" " collectives"; break; }
+            if (d->n == FLIGHT_RING) { bad = "more collectives than the ring holds"; break; }
             FlightRecord *r = &d->rec[d->n];
             r->kind = kind_of(kind);
             r->state = state_of(state);
@@ -109,9 +109,7 @@ static int load_one(const char *path, FlightDump *d, char (*hosts)[FLIGHT_HOST_M
     if (!bad && !header) bad = "empty";
     if (!bad && !ended) bad = "cut short (no line \"end\")";
     if (!bad && d->rank < 0) bad = "no line \"rank R of W\"";
-    if (bad) {
-        return errf(err, errlen, "%s: corrupt flight record: %s", path, bad);
-    }
+    if (bad) return errf(err, errlen, "%s: corrupt flight record: %s", path, bad);
     d->present = 1;
     return 0;
 }
@@ -170,7 +168,7 @@ int flight_set_load(FlightSet *s, const char *flight_dir, int strict, char *err,
         int q = rank_of_name(e->d_name);
         if (q < 0 || q >= world) continue;
         snprintf_check(path, sizeof path, "%s/%s", flight_dir, e->d_name);
-        if (load_one(path, one, s->hosts, world, err, errlen) != 0 || one->world_size != world) continue;
+        if (load_one(path, one, s->hosts, world, err, errlen) != 0 || one->world_size != world || one->rank != q) continue;
         s->dump[q] = *one;
         s->n_present++;
     }
