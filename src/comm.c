@@ -95,6 +95,13 @@ void comm_timeout_abort(Comm *c, const char *what, const char *context) {
         flight_probe_peers(c->flight, 1.0);
         if (flight_dump(c->flight, "timeout") == 0) verdict_after_timeout(c->flight, verdict, sizeof verdict);
     }
+    /* Without records (before the job directory exists), two ranks still leave one suspect. */
+    if (!verdict[0] && c->world_size == 2) {
+        const int other = 1 - c->rank;
+        const char *host = c->flight && c->flight->hosts ? c->flight->hosts[other] : "";
+        snprintf(verdict, sizeof verdict, "rank %d%s%s, the only other rank, did not complete it", other,
+                 host[0] ? " on host " : "", host);
+    }
     fprintf(stderr, "%s: error: rank %d: collective %s (%s) did not complete within %g s; %s\n", g_progname, c->rank,
             what, context && *context ? context : "no context set", c->timeout_s,
             verdict[0] ? verdict : "a peer rank is probably dead or stuck");

@@ -95,7 +95,7 @@ else
     'rank 2: avg = sum / 3 over 2001 values \([1-9][0-9]* would differ if scaled before the sum\): ok' -- \
     mpirun --allow-run-as-root --oversubscribe -np 3 "$BIN"
   check "mpirun: rank 1 never joins an allreduce: timeout names the context, job ends" fail $((TO + 10)) \
-    "rank 0: collective allreduce \(step 7, bucket 3\) did not complete within $TO s" -- \
+    "rank 0: collective allreduce \(step 7, bucket 3\) did not complete within $TO s; rank 1, the only other rank, did not complete it" -- \
     "${MPIRUN[@]}" "$BIN" --timeout $TO --skip-rank 1
   check "mpirun: rank 1 SIGKILLed mid-run: the other rank ends too" fail $((TO + 10)) '' -- \
     "${MPIRUN[@]}" "$BIN" --timeout $TO --kill-rank 1 --kill-at-step 3
@@ -109,7 +109,7 @@ else
   grep -q 'rank 0: fake device communicator: every rank has rank 0.s id: ok' "$TMP/out" ||
     { echo "  (rank 0 did not confirm the id)"; nfail=$((nfail + 1)); }
   check "mpirun, fake device comm: rank 1 never posts; the guarded host wait times out and ends the job" fail $((TO + 10)) \
-    "rank 0: collective iallreduce \(step 7, bucket 3\) did not complete within $TO s" -- \
+    "rank 0: collective iallreduce \(step 7, bucket 3\) did not complete within $TO s; rank 1, the only other rank" -- \
     "${MPIRUN[@]}" "$BIN" --fake-device --timeout $TO --skip-rank 1
   check "mpirun: rank 1 fails at start-up: rank 0 says so and every rank exits" fail $((TO + 10)) \
     'rank 1 failed at start-up on host [^:]*: cannot read data/train-00001.h5 \(test failure\)' -- "${MPIRUN[@]}" "$BIN" --timeout $TO --fail-startup 1
@@ -144,7 +144,7 @@ else
       grep -q 'rank 0: all checks passed' "$TMP/out" && grep -q 'rank 1: all checks passed' "$TMP/out" ||
         { echo "  (not every rank reported 'all checks passed')"; nfail=$((nfail + 1)); }
       check "srun: rank 0 never joins an allreduce: timeout names the context, step ends" fail $((TO + 10)) \
-        "rank 1: collective allreduce \(step 7, bucket 3\) did not complete within $TO s" -- \
+        "rank 1: collective allreduce \(step 7, bucket 3\) did not complete within $TO s; rank 0, the only other rank" -- \
         "${SRUN[@]}" --mpi=pmix "$BIN" --timeout $TO --skip-rank 0
       check "srun: rank 1 SIGKILLed mid-run: the other rank ends too" fail $((TO + 10)) '' -- \
         "${SRUN[@]}" --mpi=pmix "$BIN" --timeout $TO --kill-rank 1 --kill-at-step 3

@@ -3,7 +3,7 @@
 #   (a) --comm_timeout 5 and rank 1 killed with SIGKILL mid-training: the job ends within
 #       5 + 10 s of the kill, with a non-zero exit status; (a2) the same with rank 1 stopped
 #       (SIGSTOP), which only ddptrain's own timeout can detect: rank 0 says which collective
-#       did not complete;
+#       did not complete and that rank 1 is to blame;
 #   (b) rank 1's shard is corrupt (its header is fine, its images cannot be read, so only rank 1
 #       fails): rank 1 names the file, rank 0 says rank 1 failed at start-up, every rank exits;
 #   (c) the job directory cannot be created: rank 0 names it, rank 1 says rank 0 failed.
@@ -64,9 +64,9 @@ signal_rank1() {
 signal_rank1 a KILL
 # A stopped rank is noticed by nobody but ddptrain: rank 0's collective times out.
 if signal_rank1 a2 STOP; then
-    grep -q "rank 0: collective .* did not complete within $TO s" "$TMP/a2.out" &&
+    grep -q "rank 0: collective .* did not complete within $TO s; rank 1 on host $(hostname) " "$TMP/a2.out" &&
         ok "(a2) rank 0 reports the timeout: $(grep -m 1 'did not complete' "$TMP/a2.out")" ||
-        bad "(a2) no 'did not complete within $TO s' error from rank 0"
+        bad "(a2) no 'did not complete within $TO s; rank 1 on host ...' error from rank 0"
 fi
 
 # ---- (b) rank 1's shard is corrupt ------------------------------------------------------------
