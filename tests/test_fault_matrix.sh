@@ -240,5 +240,7 @@ head -n 8 "$d/flight/rank-00001.txt" >"$d/flight/rank-00001.tmp" && mv "$d/fligh
 
 # ---- the matrix ---------------------------------------------------------------------------------
 echo "   fault matrix (--comm_timeout $TO; seconds until every rank not at fault ended | verdict):"
-while IFS='|' read -r c t v; do printf '     | (%s) %s s | %s\n' "$c" "$t" "$v"; done <"$MATRIX"
+while IFS='|' read -r c t v; do
+    [ "$t" = skipped ] && printf '     | (%s) skipped (no multi-node cluster up)\n' "$c" || printf '     | (%s) %s s | %s\n' "$c" "$t" "$v"
+done <"$MATRIX"
 finish
