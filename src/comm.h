@@ -19,9 +19,11 @@
  * including the blocking operations (which are a post + wait internally), gives up after the
  * comm's timeout and prints one line
  *   ddptrain: error: rank R: collective allreduce (step 120, bucket 3) did not complete within
- *   60 s; a peer rank is probably dead or stuck
+ *   60 s; rank 5 on host node7 never posted bucket 3 of 8 in step 120 (collective #611) ...
  * then ends the whole job. The text in parentheses is what the caller last passed to
- * comm_set_context, so set it to something that locates the call. A timeout of 0 waits forever.
+ * comm_set_context, so set it to something that locates the call; what follows the semicolon
+ * is the verdict of the ranks' flight records (flight.h, verdict.h), or "a peer rank is
+ * probably dead or stuck" where they tell nothing. A timeout of 0 waits forever.
  *
  * Device streams and host waits. A device communicator (NCCL) lets the device's compute stream
  * wait for a collective while the host goes on (comm_wait_stream). Any later host wait on that

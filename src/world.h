@@ -83,7 +83,8 @@ int world_mpi_init(World *w, char *err, size_t errlen);
 int world_startup_check(World *w);
 void world_startup_fail(World *w, int code, const char *reason) __attribute__((noreturn));
 
-/* End every rank of the job now with `code` (see the top); flushes stdio first. */
+/* End every rank of the job now with `code` (see the top); writes this rank's flight record
+ * (flight.h) and flushes stdio first. */
 void world_abort_job(World *w, int code) __attribute__((noreturn));
 
 /* Communicator, then MPI, then the bootstrap. Idempotent. */
