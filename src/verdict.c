@@ -549,6 +549,7 @@ void verdict_rank_line(const FlightSet *s, int q, char *out, size_t n) {
     clock_text(d->clock, t, sizeof t);
     add(&l, "rank %d on host %s, pid %ld: record written at %s (%s), step %ld", q, host_of(s, q), d->pid, t, d->reason,
         d->last_step);
+    if (d->stalled > FLIGHT_STALL_S) add(&l, "; did not run for %.1f s", d->stalled);
     for (int i = 0; i < d->n_silent; i++) add(&l, "%s%s", i ? ", " : "; no answer on the network from host ", d->silent[i]);
     if (!d->n) return;
     const FlightRecord *r = &d->rec[d->n - 1];
