@@ -14,11 +14,11 @@
 # And ddptrain-diagnose on hand-made records: ranks that disagree on the sequence, a healthy
 # set, a missing job directory, one without records, a corrupt record (exit codes, one line).
 # Exit 0 pass, 1 fail.
+# shellcheck disable=SC2015  # A && ok || bad: ok never fails
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 # shellcheck source=tests/lib.sh disable=SC1091
 . "${top_srcdir:-.}/tests/lib.sh"
 mpi_leak_checks_off
-# shellcheck disable=SC2015  # A && ok || bad: ok never fails
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
 TO=5
 LIMIT=$((TO + 15))
@@ -29,7 +29,7 @@ HOST=$(hostname)
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 1536 --test 64 --shards 3
 FLAGS=(--data_dir "$TMP/data" --width 8 --blocks 1 --batch_size 16 --epochs 100 --log_interval 1 --threads 1
-       --comm_timeout $TO)
+       --comm_timeout "$TO")
 MATRIX="$TMP/matrix"
 : >"$MATRIX"
 
@@ -113,6 +113,7 @@ fi
 NODE="$SRC/tests/slurm/multinode_node.sh"
 mn_is_up() {
     [ -f "$MN_STATE" ] && command -v srun >/dev/null 2>&1 && command -v ip >/dev/null 2>&1 || return 1
+    # shellcheck disable=SC1090
     SLURM_CONF=$(. "$MN_STATE"; echo "$SLURM_CONF")
     export SLURM_CONF
     [ "$(sinfo -h -o %t 2>/dev/null | sort -u | tr -d '\n')" = idle ]
@@ -123,6 +124,16 @@ ranks_in() {
         [ "$(cat "/proc/$p/comm" 2>/dev/null)" = ddptrain ] && echo "$p"
     done
 }
+# A node this test cut is put back, and a job it started ended, for whoever uses the cluster
+# next, even when the test is interrupted.
+CUT=0 MN_BG=""
+# shellcheck disable=SC2317  # called by the EXIT trap
+mn_cleanup() {
+    [ -n "$MN_BG" ] && kill "$MN_BG" 2>/dev/null
+    [ "$CUT" = 1 ] && bash "$NODE" connect 2 2>/dev/null
+    rm -rf "$TMP"
+}
+trap mn_cleanup EXIT
 # mn_case CASE FAULT: 4 ranks on vn1, vn2; FAULT after the second logged step; dt = seconds
 # until every rank that is not at fault ended.
 mn_case() {
@@ -130,6 +141,7 @@ mn_case() {
     timeout -k 5 150 srun -t 5 -N 2 --ntasks-per-node=2 -c 1 --mpi=pmix "$BIN" "${FLAGS[@]}" --job_dir "$job" \
         >"$TMP/$1.out" 2>&1 &
     bg=$!
+    MN_BG=$bg
     for _ in $(seq 1 450); do
         grep -q '"step": 2,' "$job/metrics.jsonl" 2>/dev/null && break
         kill -0 $bg 2>/dev/null || break
@@ -140,6 +152,7 @@ mn_case() {
     if [ "$2" = cut ]; then
         survivors=1
         t0=$(date +%s.%N)
+        CUT=1
         bash "$NODE" cut 2
     else
         for p in $(ranks_in 2); do
@@ -162,9 +175,10 @@ mn_case() {
     done
     [ -n "$dt" ] && within "$dt" $LIMIT && ok "($1) every rank not at fault ended within $dt s (limit $LIMIT s)" ||
         bad "($1) ranks still running $(elapsed "$t0") s after the fault:$left"
-    [ "$2" = cut ] && bash "$NODE" connect 2
+    [ "$2" = cut ] && bash "$NODE" connect 2 && CUT=0
     [ -n "$p3" ] && kill -KILL "$p3" 2>/dev/null
     wait $bg
+    MN_BG=""
     for _ in $(seq 1 120); do [ "$(sinfo -h -o %t | sort -u | tr -d '\n')" = idle ] && break; sleep 0.5; done
     return 0
 }
