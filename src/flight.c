@@ -3,6 +3,7 @@
 
 #include <errno.h>
 #include <fcntl.h>
+#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -270,23 +271,32 @@ static void format_record(const Flight *f, Out *o, const char *reason) {
 }
 
 static int write_record(Flight *f, const char *reason);
-static int write_record_now(Flight *f, const char *reason);
+
+/* One writer at a time: the record is formatted in one buffer and written to one temporary
+ * name, and SIGTERM may land on another thread (an MPI or OpenMP one) while this one writes.
+ * A SIGTERM handler that finds the writer busy leaves it; a fault waits for it, at most 1 s
+ * (a record of SIGTERM is then replaced by the fault's). Lock-free, so async-signal-safe. */
+static int take_writer(Flight *f, int wait) {
+    for (int k = 0;; k++) {
+        int expected = 0;
+        if (atomic_compare_exchange_strong(&f->writer, &expected, 1)) return 1;
+        if (!wait || k >= 1000) return 0;
+        struct timespec ts = {0, 1000 * 1000};
+        nanosleep(&ts, NULL);
+    }
+}
 
 int flight_dump(Flight *f, const char *reason) {
     if (!f || !f->buf) { errno = ENOENT; return -1; }
     if (f->dumped) return 0;
     f->dumped = 1;
-    return write_record(f, reason);
-}
-
-static int write_record(Flight *f, const char *reason) {
-    f->writing = 1;
-    int r = write_record_now(f, reason);
-    f->writing = 0;
+    if (!take_writer(f, 1)) { errno = EBUSY; return -1; }
+    int r = write_record(f, reason);
+    atomic_store(&f->writer, 0);
     return r;
 }
 
-static int write_record_now(Flight *f, const char *reason) {
+static int write_record(Flight *f, const char *reason) {
     Out o = {f->buf, 0, f->buf_cap};
     format_record(f, &o, reason);
     /* Made by the first dump, so that a healthy run leaves no empty directory behind. */
@@ -349,7 +359,10 @@ static void on_fatal(int sig, siginfo_t *info, void *uc) {
 static void on_term(int sig, siginfo_t *info, void *uc) {
     int e = errno;
     Flight *f = g_flight;
-    if (f && !f->dumped && !f->writing) write_record(f, "signal 15");
+    if (f && f->buf && !f->dumped && take_writer(f, 0)) {
+        if (!f->dumped) write_record(f, "signal 15");
+        atomic_store(&f->writer, 0);
+    }
     errno = e;
     if ((g_term_old.sa_flags & SA_SIGINFO) || g_term_old.sa_handler != SIG_DFL) {
         call_old(&g_term_old, sig, info, uc);

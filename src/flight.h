@@ -42,6 +42,7 @@
 
 #include <pthread.h>
 #include <signal.h>
+#include <stdatomic.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -89,7 +90,7 @@ typedef struct Flight {
     volatile double gap_s, gap_end;   /* the last gap of more than FLIGHT_STALL_S, when it ended */
     double stalled_s;              /* fixed at a timeout (the probe and the dump come later) */
     volatile sig_atomic_t dumped;  /* one dump per process: the first reason is the cause */
-    volatile sig_atomic_t writing; /* a record is being written (SIGTERM's must not interleave) */
+    atomic_int writer;             /* 1 while a record is being written (flight.c) */
 } Flight;
 
 Flight *flight_create(int rank, int world_size, const char *host);
