@@ -93,8 +93,8 @@ static void *tick(void *arg) {
 }
 
 /* How long this process did not run, lately: since the oldest collective still posted was
- * posted, or just before now. The signal handler may run before or after the ticker's first tick after a
- * stop, so both the time since the last tick and the last gap count. */
+ * posted, or just before now. After a stop the signal handler may run before or after the
+ * ticker's first tick, so both the time since the last tick and the last gap count. */
 static double stall_now(const Flight *f) {
     if (!f->ticker_on) return 0.0;
     const FlightRecord *oldest = NULL;

@@ -13,8 +13,9 @@
  *   - on SIGTERM, with which a launcher ends the other ranks when one died, and Slurm ends or
  *     preempts a job (reason "signal 15"; not a fault of this rank: a later timeout or abort
  *     writes over it, and the handler that was installed before, if any, runs after it).
- * The file is <job_dir>/flight/rank-RRRRR.txt (the directory made by the first dump), written to a temporary name and renamed, so a
- * reader sees a whole record or none. Its format (one item per line, a line "end" last):
+ * The file is <job_dir>/flight/rank-RRRRR.txt (the directory made by the first dump), written
+ * to a temporary name and renamed, so a reader sees a whole record or none. Its format (one
+ * item per line, a line "end" last):
  *   ddptrain flight record 1
  *   rank R of W
  *   host H

@@ -70,8 +70,10 @@ static int load_one(const char *path, FlightDump *d, char (*hosts)[FLIGHT_HOST_M
         else if (sscanf(line, "pid %ld%n", &d->pid, &pos) == 1 && !line[pos]) continue;
         else if (sscanf(line, "clock %lf%n", &d->clock, &pos) == 1 && !line[pos]) continue;
         else if (!strncmp(line, "silent ", 7)) {
-            if (d->n_silent < 8) snprintf(d->silent[d->n_silent++], FLIGHT_HOST_MAX, "%.*s", FLIGHT_HOST_MAX - 1, line + 7);
-        } else if (!strncmp(line, "reason ", 7)) snprintf(d->reason, sizeof d->reason, "%.*s", VERDICT_REASON_MAX - 1, line + 7);
+            if (d->n_silent < 8)
+                snprintf(d->silent[d->n_silent++], FLIGHT_HOST_MAX, "%.*s", FLIGHT_HOST_MAX - 1, line + 7);
+        } else if (!strncmp(line, "reason ", 7))
+            snprintf(d->reason, sizeof d->reason, "%.*s", VERDICT_REASON_MAX - 1, line + 7);
         else if (sscanf(line, "last_step %ld%n", &d->last_step, &pos) == 1 && !line[pos]) continue;
         else if (sscanf(line, "stalled %lf%n", &d->stalled, &pos) == 1 && !line[pos]) continue;
         else if (sscanf(line, "peer %d %n", &q, &pos) == 1 && pos > 0) {
@@ -96,7 +98,8 @@ static int load_one(const char *path, FlightDump *d, char (*hosts)[FLIGHT_HOST_M
             r->bytes = (uint64_t)bytes;
             r->t_post = tp;
             r->t_done = td;
-            snprintf(r->context, sizeof r->context, "%.*s", FLIGHT_CTX_MAX - 1, strcmp(line + pos, "-") ? line + pos : "");
+            const char *ctx = strcmp(line + pos, "-") ? line + pos : "";
+            snprintf(r->context, sizeof r->context, "%.*s", FLIGHT_CTX_MAX - 1, ctx);
             d->n++;
         } else {
             bad = "not a flight record line";
@@ -168,7 +171,8 @@ int flight_set_load(FlightSet *s, const char *flight_dir, int strict, char *err,
         int q = rank_of_name(e->d_name);
         if (q < 0 || q >= world) continue;
         snprintf_check(path, sizeof path, "%s/%s", flight_dir, e->d_name);
-        if (load_one(path, one, s->hosts, world, err, errlen) != 0 || one->world_size != world || one->rank != q) continue;
+        if (load_one(path, one, s->hosts, world, err, errlen) != 0) continue;
+        if (one->world_size != world || one->rank != q) continue;
         s->dump[q] = *one;
         s->n_present++;
     }
@@ -451,7 +455,8 @@ static int judge_pending(const FlightSet *s, Line *l) {
         add(l, "%srank %d on host %s ", shown++ ? "; " : "", q, host_of(s, q));
         if (!d->present) {
             const int *v = silent_view(s, host_of(s, q));
-            if (v) add(l, "sent no flight record; its host does not answer on the network from host %s", host_of(s, *v));
+            if (v)
+                add(l, "sent no flight record; its host does not answer on the network from host %s", host_of(s, *v));
             else add(l, "sent no flight record (stopped, killed or cut off)");
         } else if (stuck) {
             add(l, "never posted ");
@@ -550,12 +555,15 @@ void verdict_rank_line(const FlightSet *s, int q, char *out, size_t n) {
     add(&l, "rank %d on host %s, pid %ld: record written at %s (%s), step %ld", q, host_of(s, q), d->pid, t, d->reason,
         d->last_step);
     if (d->stalled > FLIGHT_STALL_S) add(&l, "; did not run for %.1f s", d->stalled);
-    for (int i = 0; i < d->n_silent; i++) add(&l, "%s%s", i ? ", " : "; no answer on the network from host ", d->silent[i]);
+    for (int i = 0; i < d->n_silent; i++)
+        add(&l, "%s%s", i ? ", " : "; no answer on the network from host ", d->silent[i]);
     if (!d->n) return;
     const FlightRecord *r = &d->rec[d->n - 1];
     for (int i = 0; i < d->n; i++)
         if (d->rec[i].state != FLIGHT_COMPLETED) { r = &d->rec[i]; break; }
-    add(&l, "; %s ", r->state == FLIGHT_COMPLETED ? "last completed" : r->state == FLIGHT_POSTED ? "waiting in" : "timed out in");
+    add(&l, "; %s ", r->state == FLIGHT_COMPLETED ? "last completed"
+                     : r->state == FLIGHT_POSTED  ? "waiting in"
+                                                  : "timed out in");
     what(&l, r, 1);
     if (r->state != FLIGHT_COMPLETED) add(&l, ", %s of %llu bytes, posted %.1f s before the record", r->kind,
                                           (unsigned long long)r->bytes, d->clock - r->t_post);
