@@ -55,8 +55,9 @@ void flight_set_bucket(Flight *f, int bucket, int n_bucket) {
 }
 
 int64_t flight_posted(Flight *f, const char *kind, uint64_t bytes, const char *context) {
-    FlightRecord *r = &f->ring[f->next_seq % FLIGHT_RING];
-    r->seq = f->next_seq++;
+    const int64_t seq = f->next_seq;
+    FlightRecord *r = &f->ring[seq % FLIGHT_RING];
+    r->seq = 0;   /* a dump from a signal handler skips the slot until it is whole */
     r->kind = kind;
     r->state = FLIGHT_POSTED;
     r->step = f->step;
@@ -68,7 +69,9 @@ int64_t flight_posted(Flight *f, const char *kind, uint64_t bytes, const char *c
     size_t n = strnlen(context ? context : "", FLIGHT_CTX_MAX - 1);
     if (n) memcpy(r->context, context, n);
     r->context[n] = '\0';
-    return r->seq;
+    r->seq = seq;
+    f->next_seq = seq + 1;
+    return seq;
 }
 
 static double mono_now(void) {
