@@ -100,7 +100,7 @@ dt=$(elapsed "$t0")
     ! grep -q '"step": 4,' "$TMP/iii/metrics.jsonl" &&
     ok "(iii) one collective too many on rank 1 in step 3: the job ended at step 3 (whole run $dt s), exit $rc" ||
     { bad "(iii) exit $rc after $dt s; steps: $(grep -c '"loss"' "$TMP/iii/metrics.jsonl" 2>/dev/null)"; tail -n 5 "$TMP/iii.out"; }
-verdict iii "$TMP/iii" "rank 1 on host $HOST (posted allreduce of 8 bytes|ended the job on an error of its own).*test hook" \
+verdict iii "$TMP/iii" "^rank 1 on host $HOST (posted allreduce of 8 bytes|ended the job on an error of its own).*test hook" \
     "$dt (whole run)"
 
 if signal_rank1 iv SEGV; then
