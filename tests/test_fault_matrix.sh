@@ -232,6 +232,12 @@ sed -i 's/^end$/silent n0\nsilent n1\nend/' "$d/flight/rank-00002.txt"
 "$DIAG" "$d" >"$TMP/cut.diag" 2>&1; rc=$?
 [ $rc = 1 ] && head -n 1 "$TMP/cut.diag" | grep -q "^host n2 (rank 2) does not answer on the network from host n0: every rank posted bucket 1 of 2 in step 7 (collective #41) and none completed it" &&
     ok "(records) a partition: $(head -n 1 "$TMP/cut.diag")" || { bad "(records) partition: exit $rc"; cat "$TMP/cut.diag"; }
+# the same where the cut-off node cannot reach the file system either: no record from rank 2
+rm "$d/flight/rank-00002.txt"
+"$DIAG" "$d" >"$TMP/cut2.diag" 2>&1; rc=$?
+[ $rc = 1 ] && head -n 1 "$TMP/cut2.diag" | grep -q "^rank 2 on host n2 sent no flight record; its host does not answer on the network from host n0; ranks 0, 1 waited in bucket 1 of 2 in step 7 (collective #41)" &&
+    ok "(records) a partition, no record from the far side: $(head -n 1 "$TMP/cut2.diag")" ||
+    { bad "(records) partition without the far side's record: exit $rc"; cat "$TMP/cut2.diag"; }
 d="$TMP/healthy"
 for q in 0 1 2; do record "$d" $q n$q "signal 15" "40 iallreduce $ok_c"; done
 "$DIAG" "$d" >"$TMP/healthy.diag" 2>&1; rc=$?
