@@ -85,6 +85,11 @@ typedef struct CommOps {
     /* Optional. Stop this rank's part at once before the job ends (NCCL: ncclCommAbort, so
      * its kernels stop spinning); called by comm_abort_job. */
     void (*abort_local)(Comm *c);
+    /* Optional (NULL: none). Point to point, for the link test of --preflight (linktest.h):
+     * send `bytes` of sendbuf to rank dest while receiving as many into recvbuf from rank src,
+     * watched by the timeout; returns the seconds from the call until the receive completed
+     * (the rate of the link src -> this rank, whatever the send to dest is waiting for). */
+    double (*sendrecv)(Comm *c, const void *sendbuf, int dest, void *recvbuf, int src, size_t bytes);
     void (*free)(Comm *c);                       /* release the backend's state and free c */
 } CommOps;
 
@@ -156,6 +161,13 @@ static inline void comm_barrier(Comm *c) {
     int64_t seq = comm_record_post(c, "barrier", 0);
     c->ops->barrier(c);
     comm_record_done(c, seq);
+}
+/* Only where c->ops->sendrecv is set (the MPI backend). */
+static inline double comm_sendrecv(Comm *c, const void *sendbuf, int dest, void *recvbuf, int src, size_t bytes) {
+    int64_t seq = comm_record_post(c, "sendrecv", bytes);
+    double t = c->ops->sendrecv(c, sendbuf, dest, recvbuf, src, bytes);
+    comm_record_done(c, seq);
+    return t;
 }
 static inline void comm_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op,
                                    CommRequest *req) {
