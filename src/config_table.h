@@ -59,6 +59,7 @@
     X(first_bucket_mb,  FLOAT,  "1",     0.001, 1e5,    "size of the first (last-layer) bucket in MB, small so communication starts early") \
     X(comm_dtype,       CHOICE, "fp32",  "fp32|bf16|fp16", 0, "type gradients are all-reduced in (CPU ranks): bf16 or fp16 halve the bytes on the wire; each reduction step adds in float32 and rounds to 16 bits, the result is divided by the world size in float32") \
     X(comm_timeout,     FLOAT,  "300",   0, 1e7,        "seconds a collective may take before the job is ended, naming the rank or host to blame (0: wait forever)") \
-    X(straggler_factor, FLOAT,  "1.15",  0, 100,        "name a rank (log and metrics.jsonl) whose compute + data time exceeds the median rank's by this factor over the last 30 steps, checked at every --log_interval (0: off)")
+    X(straggler_factor, FLOAT,  "1.15",  0, 100,        "name a rank (log and metrics.jsonl) whose compute + data time exceeds the median rank's by this factor over the last 30 steps, checked at every --log_interval (0: off)") \
+    X(preflight,        BOOL,   "false", 0, 0,          "check the job, measure every rank's network link with a ring of point-to-point transfers, log the table and exit without training: status 0 when all is well, 4 when a rank or a link is below half the median rate (CPU ranks; under a minute)")
 
 #endif

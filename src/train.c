@@ -30,6 +30,7 @@
 #include "flight.h"
 #include "gpu_choice.h"
 #include "host_mirror.h"
+#include "linktest.h"
 #include "logger.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
@@ -49,6 +50,8 @@
 /* Exit status of a run that stopped on the preemption signal after checkpointing; the sbatch
  * scripts in slurm/ requeue the job when they see it. */
 #define EXIT_PREEMPTED 3
+/* Exit status of --preflight when a rank or a link is below half the median rate (linktest.h). */
+#define EXIT_PREFLIGHT_SLOW 4
 /* Steps between preemption checks of several ranks on GPUs (each check is a host round trip). */
 #define PREEMPT_CHECK_STEPS_GPU 10
 
@@ -750,6 +753,51 @@ static void setup(Run *r, int argc, char **argv) {
         }
 }
 
+/* --preflight: setup's checks have passed; measure the links (linktest.h), log the table and
+ * the verdict. Returns the exit status, the same on every rank (they judge the same numbers). */
+static int measure_links(Run *r) {
+    const int world = r->world.boot.world_size, rank = r->world.boot.rank;
+    const double t0 = now_sec();
+    int status = 0;
+    if (world == 1) {
+        log_info(&r->log, "preflight: one rank: no links to measure");
+    } else if (!r->comm->ops->sendrecv) {
+        /* NCCL's point-to-point calls would need device buffers and streams of their own */
+        log_warn(&r->log, "preflight: links not measured: the %s communicator has no point-to-point transfers in "
+                 "ddptrain; --preflight --device cpu measures the network between the same hosts over MPI",
+                 r->comm->ops->name);
+    } else {
+        LinkTest t;
+        linktest_run(&t, r->comm, r->hosts);
+        LinkVerdict v;
+        linktest_judge(&v, t.mbps, world, t.shift);
+        for (int q = 0; q < world && rank == 0; q++) {
+            char line[512];
+            linktest_line(&t, r->hosts, q, line, sizeof line);
+            log_info(&r->log, "preflight: %s", line);
+        }
+        if (rank == 0)
+            log_info(&r->log, "preflight: links: each rank to rank + %d, %d rounds of %.2f MB, median %.1f MB/s, %.1f s",
+                     t.shift, t.rounds, (double)t.bytes / 1e6, v.median, t.seconds);
+        for (int q = 0; q < world && rank == 0; q++) {
+            const int from = (q - t.shift + world) % world;
+            if (v.rank_slow[q])
+                log_warn(&r->log, "preflight: rank %d on host %s: link %.1f MB/s, below half the median of %.1f MB/s", q,
+                         r->hosts[q], v.rank_mbps[q], v.median);
+            if (v.link_slow[q])
+                log_warn(&r->log, "preflight: the link from rank %d on host %s to rank %d on host %s: %.1f MB/s, below "
+                         "half the median of %.1f MB/s (the other links of both ranks are not)", from, r->hosts[from], q,
+                         r->hosts[q], t.mbps[q], v.median);
+        }
+        status = v.n_ranks + v.n_links > 0 ? EXIT_PREFLIGHT_SLOW : 0;
+        linktest_verdict_free(&v);
+        linktest_free(&t);
+    }
+    log_info(&r->log, "preflight: %s; link test %.1f s; exiting without training (--preflight)",
+             status ? "a slow link" : "all checks passed", now_sec() - t0);
+    return status;
+}
+
 /* ---- the model, the optimizer and the plan of steps --------------------------------------- */
 
 /* The model's tensors and the gradient buckets, the same on every rank: with another binary on
@@ -1113,7 +1161,20 @@ static void finish(Run *r, int preempted) {
     if (r->trace && trace_close(r->trace) != 0) log_warn(&r->log, "trace: cannot write: %s", strerror(errno));
 }
 
-/* Everything in the reverse order of its making; the world last (communicator, MPI, PMIx). */
+/* What setup made, in the reverse order; the world last (communicator, MPI, PMIx). */
+static void teardown_setup(Run *r) {
+    straggler_free(&r->straggler);
+    free(r->roster);
+    free(r->hosts);
+    dataloader_free(r->train_dl);
+    dataloader_free(r->test_dl);
+    logger_close(&r->log);
+    free(r->config_json);
+    config_free(&r->cfg);
+    world_free(&r->world);
+}
+
+/* Everything in the reverse order of its making. */
 static void teardown(Run *r) {
     checkpoint_writer_free(&r->writer);
     free(r->x);
@@ -1128,29 +1189,26 @@ static void teardown(Run *r) {
     }
     if (r->own_buffers) r->be->release(r->own_buffers);
     reducer_free(&r->reducer);
-    straggler_free(&r->straggler);
-    free(r->roster);
-    free(r->hosts);
     sgd_free(&r->opt);
     scaler_free(&r->scaler);
     model_free(&r->model);
-    dataloader_free(r->train_dl);
-    dataloader_free(r->test_dl);
-    logger_close(&r->log);
-    free(r->config_json);
-    config_free(&r->cfg);
-    world_free(&r->world);
+    teardown_setup(r);
 }
 
 int main(int argc, char **argv) {
+    static Run run;
+    Run *r = &run;
     install_signal_handlers();
     /* Job directories, logs and checkpoints follow the user's umask but are never
      * world-writable, whatever the umask. */
     umask(umask(0) | S_IWOTH);
     g_progname = "ddptrain";
-    static Run run;
-    Run *r = &run;
     setup(r, argc, argv);
+    if (r->cfg.preflight) {
+        const int status = measure_links(r);
+        teardown_setup(r);
+        return status;
+    }
     build_model(r);
     plan_steps(r);
     resume_or_start(r);
