@@ -43,6 +43,7 @@
 #include "scaler.h"
 #include "schedule.h"
 #include "straggler.h"
+#include "timeacct.h"
 #include "trace.h"
 #include "util.h"
 #include "world.h"
@@ -116,6 +117,7 @@ typedef struct {
     RosterEntry *roster;     /* every rank's host and device (roster.h) */
     const char **hosts;      /* roster[q].host */
     Straggler straggler;
+    TimeAcct time;           /* where the wall time goes; rank 0 keeps time.jsonl (timeacct.h) */
     float *own_buffers;      /* several ranks: this rank's running statistics (backend memory)
                               * while the model holds their average; see buffers_average */
     long steps_per_epoch, total_steps;
@@ -396,6 +398,13 @@ static void broadcast_weights(Run *r) {
              (unsigned long long)mine);
 }
 
+/* Back to training after an evaluation or a checkpoint, and a record of it in time.jsonl: a
+ * run killed later is then accounted from its last phase change (timeacct.h). */
+static void back_to_training(Run *r) {
+    timeacct_train(&r->time, r->step);
+    if (timeacct_write(&r->time, r->step, 1) != 0) log_warn(&r->log, "%s: cannot write: %s", r->time.path, strerror(errno));
+}
+
 /* ---- checkpoints ------------------------------------------------------------------------ */
 
 /* <job_dir>/preempted, written by rank 0 once the preemption checkpoint is on disk: "restart R
@@ -420,6 +429,7 @@ static void remove_preempted_marker(Run *r) {
 }
 
 static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_step, int wait) {
+    timeacct_enter(&r->time, TIME_CHECKPOINT);
     reducer_drain(&r->reducer);   /* no reduction in flight while the host reads the device */
     /* /model gets the running statistics averaged over the ranks, /train_state/rank_buffers
      * every rank's own; every rank takes part, and goes on with its own afterwards. */
@@ -450,6 +460,7 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
     }
     buffers_restore(r);
     free(rank_buffers);
+    back_to_training(r);
 }
 
 static void log_skipped_checkpoint(void *ctx, const char *path, const char *reason) {
@@ -723,6 +734,11 @@ static void setup(Run *r, int argc, char **argv) {
         if (write_file_atomic(path, r->config_json, strlen(r->config_json)) != 0)
             die("%s: cannot write: %s", path, strerror(errno));
         if (mkdir_p(r->ckpt_dir) != 0) die("%s: cannot create directory: %s", r->ckpt_dir, strerror(errno));
+        int skipped = 0;
+        if (!r->cfg.preflight && timeacct_open(&r->time, r->job_dir, &skipped, err, sizeof err) != 0)
+            log_warn(&r->log, "%s; this run's time is not accounted", err);
+        else if (skipped > 0)
+            log_warn(&r->log, "%s: %d unreadable line%s dropped", r->time.path, skipped, skipped == 1 ? "" : "s");
     }
 #ifdef _OPENMP
     int threads = omp_get_max_threads();
@@ -793,8 +809,8 @@ static int measure_links(Run *r) {
         linktest_verdict_free(&v);
         linktest_free(&t);
     }
-    log_info(&r->log, "preflight: %s; link test %.1f s; exiting without training (--preflight)",
-             status ? "a slow link" : "all checks passed", now_sec() - t0);
+    log_info(&r->log, "preflight: %s; link test %.1f s, %.1f s since start; exiting without training (--preflight)",
+             status ? "a slow link" : "all checks passed", now_sec() - t0, now_sec() - r->time.mono0);
     return status;
 }
 
@@ -911,6 +927,10 @@ static void resume_or_start(Run *r) {
     }
     r->step = resumed ? ts.global_step : 0;
     r->step_first = r->step;
+    timeacct_resume_at(&r->time, r->step);
+    if (r->time.on && r->time.redo_until > r->step)
+        log_info(&r->log, "time: run %d of the job: steps %ld-%ld, which an earlier run reached, are done again", r->time.cur.run,
+                 r->step + 1, r->time.redo_until);
     r->start_epoch = resumed ? ts.epoch : 0;
     r->start_step = resumed ? ts.step_in_epoch : 0;
     log_info(&r->log, "training: %ld epochs x %ld steps (batch %ld x accum %ld x %d ranks = %ld images per step), %ld steps in all%s",
@@ -1072,12 +1092,14 @@ static void log_progress(Run *r, long epoch, double lr) {
                    epoch + 1, r->step, stats[0], lr, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
                    t - r->t_train0);
     logger_metrics(&r->log, line);
+    if (timeacct_write(&r->time, r->step, 0) != 0) log_warn(&r->log, "%s: cannot write: %s", r->time.path, strerror(errno));
     open_log_window(r, t);
 }
 
 /* Test accuracy and loss with the running statistics averaged over the ranks; one log line and
  * one metrics record. */
 static void evaluate_and_log(Run *r, long epoch) {
+    timeacct_enter(&r->time, TIME_EVAL);
     double t0 = now_sec(), test_loss;
     buffers_average(r);
     r->last_acc = evaluate(r, &test_loss);
@@ -1091,6 +1113,7 @@ static void evaluate_and_log(Run *r, long epoch) {
                    epoch + 1, r->step, schedule_lr(&r->sched, epoch, r->step > 0 ? r->step - 1 : 0), r->last_acc,
                    test_loss, now_sec() - r->t_train0);
     logger_metrics(&r->log, line);
+    back_to_training(r);
 }
 
 /* The end of an epoch (or of the run, mid-epoch on --max_steps): evaluate when due, then
@@ -1111,6 +1134,7 @@ static int train(Run *r) {
     const Config *cfg = &r->cfg;
     int done = r->step >= r->total_steps;
     r->t_train0 = now_sec();
+    back_to_training(r);
     for (long epoch = r->start_epoch; epoch < cfg->epochs && !done; epoch++) {
         const long s0 = epoch == r->start_epoch ? r->start_step : 0;
         dataloader_start_epoch(r->train_dl, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
@@ -1127,6 +1151,7 @@ static int train(Run *r) {
             }
             const double lr = schedule_lr(&r->sched, epoch, r->step);
             optimizer_step(r, lr);
+            timeacct_step(&r->time, r->step);
             s_done = s + 1;
             if (r->step % cfg->log_interval == 0 || r->step == r->total_steps) log_progress(r, epoch, lr);
             done = r->step >= r->total_steps;
@@ -1145,8 +1170,10 @@ static int train(Run *r) {
 static void finish(Run *r, int preempted) {
     char err[1200];
     const int rank = r->world.boot.rank;
+    timeacct_enter(&r->time, TIME_CHECKPOINT);
     if (rank == 0 && checkpoint_writer_wait(&r->writer, err, sizeof err) != 0)
         log_warn(&r->log, "checkpoint: write failed: %s", err);
+    timeacct_enter(&r->time, TIME_SHUTDOWN);
     if (preempted) {
         if (rank == 0) write_preempted_marker(r, r->step);
         /* The others wait here while rank 0 finishes writing: however slow the file system,
@@ -1159,6 +1186,14 @@ static void finish(Run *r, int preempted) {
                  now_sec() - r->t_train0, r->last_acc, r->best_acc);
     }
     if (r->trace && trace_close(r->trace) != 0) log_warn(&r->log, "trace: cannot write: %s", strerror(errno));
+    /* the run's last line: where the job's wall time went, this run and the earlier ones */
+    if (rank == 0) {
+        if (r->time.on && timeacct_close(&r->time, r->step, preempted ? "preempted" : "done") != 0)
+            log_warn(&r->log, "%s: cannot write: %s", r->time.path, strerror(errno));
+        char line[512];
+        timeacct_summary(&r->time, line, sizeof line);
+        log_info(&r->log, "%s", line);
+    }
 }
 
 /* What setup made, in the reverse order; the world last (communicator, MPI, PMIx). */
@@ -1168,6 +1203,7 @@ static void teardown_setup(Run *r) {
     free(r->hosts);
     dataloader_free(r->train_dl);
     dataloader_free(r->test_dl);
+    timeacct_free(&r->time);
     logger_close(&r->log);
     free(r->config_json);
     config_free(&r->cfg);
@@ -1198,6 +1234,7 @@ static void teardown(Run *r) {
 int main(int argc, char **argv) {
     static Run run;
     Run *r = &run;
+    timeacct_init(&r->time);   /* the run's wall time starts here */
     install_signal_handlers();
     /* Job directories, logs and checkpoints follow the user's umask but are never
      * world-writable, whatever the umask. */
