@@ -102,16 +102,19 @@ void linktest_judge(LinkVerdict *v, const double *mbps, int world_size, int shif
     v->rank_mbps = callocCheck((size_t)W, sizeof *v->rank_mbps);
     v->link_slow = callocCheck((size_t)W, sizeof *v->link_slow);
     if (W < 2) return;
+    for (int q = 0; q < W; q++) {
+        /* rank q's links: into it, mbps[q]; out of it, into q + shift */
+        const double in = mbps[q], out = mbps[(q + shift) % W];
+        v->rank_mbps[q] = in > out ? in : out;
+    }
+    /* The ranks' median, not the links': with 3 ranks, 2 of the 3 links touch a slow host. */
     double *sorted = mallocCheck((size_t)W * sizeof *sorted);
-    memcpy(sorted, mbps, (size_t)W * sizeof *sorted);
+    memcpy(sorted, v->rank_mbps, (size_t)W * sizeof *sorted);
     qsort(sorted, (size_t)W, sizeof *sorted, cmp_double);
     v->median = W % 2 ? sorted[W / 2] : 0.5 * (sorted[W / 2 - 1] + sorted[W / 2]);
     free(sorted);
     const double limit = 0.5 * v->median;
     for (int q = 0; q < W; q++) {
-        /* rank q's links: into it, mbps[q]; out of it, into q + shift */
-        const double in = mbps[q], out = mbps[(q + shift) % W];
-        v->rank_mbps[q] = in > out ? in : out;
         v->rank_slow[q] = v->rank_mbps[q] < limit;
         v->n_ranks += v->rank_slow[q];
     }

@@ -11,17 +11,18 @@
  * node's shared memory. On one host it is 1.
  *
  * Which rank is to blame (linktest_judge). A slow host slows both links it is on, the one into
- * it and the one out of it, and so one of each of its two neighbours as well. A link is slow
- * below half the median of all links; a rank is named when both of its links are slow (its
- * rate, the better of the two, is below half the median), and its neighbours are not, since
- * their other link is fast. A slow link whose two ends are not named (only one direction of a
- * host is slow) is named as a link, from rank to rank. On two hosts both links of every rank
- * cross the one path between them: a slow link is then named as links, never as a host.
+ * it and the one out of it, and so one link of each of its two neighbours as well. A rank's rate
+ * is the better of its two links, and a rank is named when its rate is below half the median
+ * rank's: both of its links are slow, while its neighbours' other link is fast. (The median of
+ * the links would not do: with 3 ranks, 2 of the 3 links touch the slow host.) A link below
+ * half that median whose two ends are not named (one direction of a host is slow) is named as
+ * a link, from rank to rank. On two hosts both links of every rank cross the one path between
+ * them: a slow path then names nobody, since nothing tells which end is slow.
  *
  * Sizes and time. A first round of LINKTEST_PROBE_BYTES measures the slowest link; the rounds
- * that follow send what that link carries in about LINKTEST_ROUND_SEC (between the probe's
- * size and LINKTEST_MAX_BYTES), at least LINKTEST_MIN_ROUNDS and until they took
- * LINKTEST_MIN_SEC, and a link's rate is its best round. Every transfer waits at most
+ * that follow send what that link carries in about LINKTEST_ROUND_SEC (64 KiB to
+ * LINKTEST_MAX_BYTES: a very slow link gets smaller rounds), at least LINKTEST_MIN_ROUNDS and
+ * until they took LINKTEST_MIN_SEC, and a link's rate is its best round. Every transfer waits at most
  * LINKTEST_TIMEOUT_S (or the communicator's timeout if shorter): a dead link ends the job with
  * the comm's timeout line, which names the rank the receive waited for. All of it stays well
  * under a minute. */
@@ -51,7 +52,7 @@ typedef struct {
 
 /* The verdict over the links of a LinkTest. */
 typedef struct {
-    double median;      /* MB/s over all links */
+    double median;      /* MB/s, of the ranks' rates */
     int *rank_slow;     /* [world_size]: 1 for a named rank (both of its links slow) */
     double *rank_mbps;  /* [world_size]: the better of rank q's two links */
     int *link_slow;     /* [world_size]: 1 for a slow link into q whose ends are not named */

@@ -3,7 +3,19 @@
 #   (a) rank 0's log has the table of ranks: rank, host, local rank, device;
 #   (b) rank 1 started with another --batch_size: refused with one line naming rank 1, its host
 #       and the flag, a non-zero exit, no rank left behind;
-#   (c) rank 1 given another --data_dir with other shards: refused, naming the shard list.
+#   (c) rank 1 given another --data_dir with other shards: refused, naming the shard list;
+# --preflight (src/linktest.h):
+#   (d) 2 ranks on this host: a row per rank with its send and receive rates, nobody named, exit
+#       0 without training, the time printed, all of it under 60 s;
+# and on the multi-node test cluster (tests/slurm/multinode_up.sh) with 3 nodes, one rank each,
+# every link limited to DDP_PREFLIGHT_RATE (200mbit) both ways, as a network card would (the
+# unlimited links of this virtual cluster go as fast as the CPUs copy, and vary 2x with what
+# else runs on them):
+#   (e) equal links: nobody named, exit 0;
+#   (f) vn2's link at a fifth of that: rank 1 on host vn2 named, no other rank or link, exit 4,
+#       under 60 s.
+# (e) and (f) are reported as SKIP lines where the cluster cannot start (not root, no Slurm) or
+# runs with another number of nodes.
 . "${top_srcdir:-.}/tests/lib.sh"
 mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
@@ -58,4 +70,77 @@ RANK1_FLAGS="--batch_size 32" refused b \
     "rank 1 on host $HOST disagrees on --batch_size: rank 0 on host $HOST has 16"
 RANK1_FLAGS="--data_dir $TMP/other" refused c \
     "rank 1 on host $HOST disagrees on the train shard list of --data_dir with rank 0"
+
+# ---- (d) --preflight on one host -------------------------------------------------------------
+t0=$(date +%s)
+# shellcheck disable=SC2086
+timeout -k 5 120 $MPIRUN "$DDPTRAIN" $FLAGS --preflight --job_dir "$TMP/d" >"$TMP/d.out" 2>&1
+rc=$?
+dt=$(($(date +%s) - t0))
+grep "preflight: " "$TMP/d.out" | sed 's/^/   (d) /'
+rows=$(grep -c "preflight: rank [01]  host $HOST  receive [0-9.]* MB/s from rank [01] ($HOST)  send [0-9.]* MB/s" "$TMP/d.out")
+if [ $rc -eq 0 ] && [ "$rows" -eq 2 ] && ! grep -q "below half the median" "$TMP/d.out" &&
+    grep -q "preflight: all checks passed; link test [0-9.]* s, [0-9.]* s since start" "$TMP/d.out" &&
+    ! grep -q "step 1/" "$TMP/d.out" && [ $dt -lt 60 ]; then
+    ok "(d) --preflight on one host: 2 rows, nobody named, exit 0 without training, $dt s"
+else
+    bad "(d) --preflight on one host: exit $rc after $dt s, $rows rows"; tail -n 8 "$TMP/d.out"
+fi
+
+# ---- (e), (f) on the multi-node cluster ----------------------------------------------------
+# shellcheck source=tests/slurm/lib.sh disable=SC1091
+. "$top_srcdir/tests/slurm/lib.sh"
+NODE="$top_srcdir/tests/slurm/multinode_node.sh"
+RATE=${DDP_PREFLIGHT_RATE:-200mbit}
+SLOW=${DDP_PREFLIGHT_SLOW_RATE:-40mbit}   # vn2's in (f)
+# shellcheck disable=SC2317  # called by the EXIT trap
+cleanup() {
+    # the rates this test set are taken off for whoever uses the cluster next
+    if [ -f "$MN_STATE" ]; then for i in 1 2 3; do bash "$NODE" rate $i none 2>/dev/null; done; fi
+    mn_down_if_started
+    rm -rf "$TMP"
+}
+trap cleanup EXIT
+DDP_MN_NODES=3; export DDP_MN_NODES
+up_rc=0
+mn_up >"$TMP/up" 2>&1 || up_rc=$?
+# shellcheck disable=SC1090
+nodes=$([ -f "$MN_STATE" ] && . "$MN_STATE" && echo "$NODES")
+if [ $up_rc -ne 0 ]; then
+    echo "SKIP: (e), (f): the multi-node test cluster is unavailable: $(tail -n 1 "$TMP/up")"
+    [ $up_rc = 77 ] || bad "(e) the multi-node test cluster did not start"
+elif [ "$nodes" != 3 ]; then
+    echo "SKIP: (e), (f): the multi-node test cluster is up with $nodes nodes, not 3 (another user's)"
+else
+    BIN=$(cd "$(dirname "$DDPTRAIN")" && pwd)/$(basename "$DDPTRAIN")
+    # preflight_mn NAME: --preflight on 3 nodes, one rank each; sets rc, dt
+    preflight_mn() {
+        t0=$(date +%s)
+        # shellcheck disable=SC2086
+        (cd "$TMP" && timeout -k 5 120 srun -t 5 -N 3 --ntasks-per-node=1 --mpi=pmix "$BIN" $FLAGS --preflight \
+            --job_dir "$TMP/$1") >"$TMP/$1.out" 2>&1
+        rc=$?
+        dt=$(($(date +%s) - t0))
+        grep "preflight: " "$TMP/$1.out" | sed "s/^/   ($1) /"
+    }
+    for i in 1 2 3; do bash "$NODE" rate $i "$RATE"; done
+    preflight_mn e
+    if [ $rc -eq 0 ] && [ "$(grep -c "preflight: rank [0-2]  host vn[1-3]  receive" "$TMP/e.out")" -eq 3 ] &&
+        ! grep -q "below half the median" "$TMP/e.out"; then
+        ok "(e) 3 nodes, links at $RATE: nobody named, exit 0, $dt s"
+    else
+        bad "(e) 3 nodes, equal links: exit $rc after $dt s"; tail -n 8 "$TMP/e.out"
+    fi
+    bash "$NODE" rate 2 "$SLOW"
+    preflight_mn f
+    named=$(grep -c "below half the median" "$TMP/f.out")
+    line=$(grep -m 1 "preflight: rank 1 on host vn2: link [0-9.]* MB/s, below half the median of [0-9.]* MB/s" "$TMP/f.out" |
+        sed 's/.*\(preflight: \)/\1/')
+    if [ $rc -eq 4 ] && [ -n "$line" ] && [ "$named" -eq 1 ] && [ $dt -lt 60 ]; then
+        ok "(f) vn2 at $SLOW, the others at $RATE: \"$line\", nobody else named, exit 4, $dt s"
+    else
+        bad "(f) vn2 at $SLOW: exit $rc after $dt s, $named line(s) naming a rank or link, expected rank 1 on vn2 alone"
+        tail -n 8 "$TMP/f.out"
+    fi
+fi
 finish

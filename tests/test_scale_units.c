@@ -1,6 +1,7 @@
 /* test_scale_units.c - the checks for running at scale, without MPI: the straggler detector
- * (straggler.h), two ranks on one GPU (roster.h), the agreement verdict (agree.h), and the flight
- * record written and read back (flight.h, verdict.h). */
+ * (straggler.h), two ranks on one GPU (roster.h), the agreement verdict (agree.h), the flight
+ * record written and read back (flight.h, verdict.h), the link test's shift and verdict
+ * (linktest.h) and time.jsonl's records (timeacct.h). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -8,8 +9,10 @@
 
 #include "agree.h"
 #include "flight.h"
+#include "linktest.h"
 #include "roster.h"
 #include "straggler.h"
+#include "timeacct.h"
 #include "verdict.h"
 
 static int fails = 0;
@@ -185,11 +188,66 @@ static void test_flight(void) {
     rmdir(dir);
 }
 
+static void test_linktest(void) {
+    const char *one[3] = {"a", "a", "a"}, *blocks[6] = {"a", "a", "b", "b", "c", "c"};
+    const char *cyclic[4] = {"a", "b", "a", "b"}, *uneven[3] = {"a", "a", "b"};
+    EXPECT(linktest_shift(one, 3) == 1, "one host: shift %d", linktest_shift(one, 3));
+    EXPECT(linktest_shift(blocks, 6) == 2, "2 ranks per host: shift %d", linktest_shift(blocks, 6));
+    EXPECT(linktest_shift(cyclic, 4) == 1, "cyclic: shift %d", linktest_shift(cyclic, 4));
+    EXPECT(linktest_shift(uneven, 3) == 1, "uneven: shift %d", linktest_shift(uneven, 3));
+
+    /* mbps[q]: the link q - shift -> q. Host of rank 1 slow: links 0->1 and 1->2. */
+    LinkVerdict v;
+    const double slow1[3] = {100.0, 6.0, 6.0};
+    linktest_judge(&v, slow1, 3, 1);
+    EXPECT(v.n_ranks == 1 && v.rank_slow[1] && v.n_links == 0 && v.median == 100.0,
+           "3 ranks, rank 1 slow: %d ranks (rank 1: %d), %d links, median %g", v.n_ranks, v.rank_slow[1], v.n_links, v.median);
+    linktest_verdict_free(&v);
+    /* 6 ranks, shift 2, ranks 2 and 3 on the slow host: links 0->2, 1->3, 2->4, 3->5 slow */
+    const double slow23[6] = {90.0, 95.0, 5.0, 5.0, 5.0, 5.0};
+    linktest_judge(&v, slow23, 6, 2);
+    EXPECT(v.n_ranks == 2 && v.rank_slow[2] && v.rank_slow[3] && v.n_links == 0, "6 ranks: %d ranks, %d links",
+           v.n_ranks, v.n_links);
+    linktest_verdict_free(&v);
+    /* one direction only: the link 1 -> 2 slow, rank 1 receives fast */
+    const double oneway[4] = {100.0, 100.0, 10.0, 100.0};
+    linktest_judge(&v, oneway, 4, 1);
+    EXPECT(v.n_ranks == 0 && v.n_links == 1 && v.link_slow[2], "one slow direction: %d ranks, %d links", v.n_ranks,
+           v.n_links);
+    linktest_verdict_free(&v);
+    /* two ranks, one slow path: nothing tells which end */
+    const double two[2] = {5.0, 5.0}, even[4] = {80.0, 100.0, 120.0, 90.0};
+    linktest_judge(&v, two, 2, 1);
+    EXPECT(v.n_ranks == 0 && v.n_links == 0, "2 ranks: %d ranks, %d links", v.n_ranks, v.n_links);
+    linktest_verdict_free(&v);
+    linktest_judge(&v, even, 4, 1);
+    EXPECT(v.n_ranks == 0 && v.n_links == 0, "links within 1.5x named: %d ranks, %d links", v.n_ranks, v.n_links);
+    linktest_verdict_free(&v);
+}
+
+static void test_timeacct(void) {
+    TimeRecord r = {.run = 3, .phase = TIME_REDONE, .start = 1764545123.25, .end = 1764545183.5, .gap = 12.5,
+                    .first_step = 40, .step = 96, .redone_steps = 8};
+    snprintf(r.state, sizeof r.state, "running");
+    for (int p = 0; p < TIME_PHASES; p++) r.sec[p] = 0.5 * (p + 1);
+    char line[1024];
+    timeacct_format(&r, line, sizeof line);
+    TimeRecord back;
+    EXPECT(timeacct_parse(line, &back) == 0 && back.run == 3 && back.phase == TIME_REDONE && back.step == 96 &&
+           back.redone_steps == 8 && back.sec[TIME_SHUTDOWN] == 3.0 && back.gap == 12.5 && !strcmp(back.state, "running"),
+           "round trip: %s", line);
+    line[strlen(line) / 2] = '\0';   /* a line cut by a kill */
+    EXPECT(timeacct_parse(line, &back) != 0, "half a record parsed: %s", line);
+    EXPECT(timeacct_parse("{\"run\": 1}", &back) != 0, "a record without its fields parsed");
+}
+
 int main(void) {
     test_straggler();
     test_shared_gpu();
     test_agree();
     test_flight();
+    test_linktest();
+    test_timeacct();
     if (fails) { printf("%d check(s) failed\n", fails); return 1; }
     printf("all checks passed\n");
     return 0;
