@@ -55,9 +55,11 @@ void linktest_run(LinkTest *t, Comm *c, const char *const *hosts) {
     /* A dead link must not hold the job for the comm's usual 300 s. */
     const double old_timeout = c->timeout_s;
     comm_set_timeout(c, old_timeout > 0 && old_timeout < LINKTEST_TIMEOUT_S ? old_timeout : LINKTEST_TIMEOUT_S);
-    const int src = (c->rank - t->shift + W) % W;
-    char ctx[128];   /* cut to the context's 95 characters */
-    snprintf(ctx, sizeof ctx, "preflight link test: receiving from rank %d on host %.40s", src, hosts[src]);
+    const int src = (c->rank - t->shift + W) % W, dest = (c->rank + t->shift) % W;
+    /* the timeout line says send or receive; this says with whom */
+    char ctx[160];   /* cut to the context's 95 characters */
+    snprintf(ctx, sizeof ctx, "preflight link test: to rank %d on host %.24s, from rank %d on host %.24s", dest,
+             hosts[dest], src, hosts[src]);
     comm_set_context(c, ctx);
 
     ring_round(c, t->shift, sendbuf, recvbuf, LINKTEST_PROBE_BYTES, secs);

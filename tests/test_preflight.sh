@@ -13,7 +13,9 @@
 # else runs on them):
 #   (e) equal links: nobody named, exit 0;
 #   (f) vn2's link at a fifth of that: rank 1 on host vn2 named, no other rank or link, exit 4,
-#       under 60 s.
+#       under 60 s;
+#   (g) vn2's link cut during the link test: within 15 s (the link test's timeout) + 10 s a
+#       rank's timeout line names the transfer with rank 1 on host vn2, and the job fails.
 # (e) and (f) are reported as SKIP lines where the cluster cannot start (not root, no Slurm) or
 # runs with another number of nodes.
 . "${top_srcdir:-.}/tests/lib.sh"
@@ -141,6 +143,40 @@ else
     else
         bad "(f) vn2 at $SLOW: exit $rc after $dt s, $named line(s) naming a rank or link, expected rank 1 on vn2 alone"
         tail -n 8 "$TMP/f.out"
+    fi
+
+    # (g): vn2 at 1mbit, so that the link test lasts seconds; cut once the table is logged
+    bash "$NODE" rate 2 1mbit
+    t0=$(date +%s)
+    # shellcheck disable=SC2086
+    (cd "$TMP" && timeout -k 5 120 srun -t 5 -J ddp-preflight-g -N 3 --ntasks-per-node=1 --mpi=pmix "$BIN" $FLAGS \
+        --preflight --job_dir "$TMP/g") >"$TMP/g.out" 2>&1 &
+    spid=$!
+    # rank 0 logs the table of ranks right before the link test
+    until grep -q "ranks: rank 2" "$TMP/g/logs/rank-00000.log" 2>/dev/null; do
+        [ $(($(date +%s) - t0)) -gt 60 ] && break
+        sleep 0.1
+    done
+    bash "$NODE" cut 2
+    tcut=$(date +%s)
+    until grep -q "did not complete within" "$TMP/g.out"; do
+        [ $(($(date +%s) - tcut)) -gt 60 ] && break
+        sleep 0.2
+    done
+    dt=$(($(date +%s) - tcut))
+    bash "$NODE" connect 2
+    # srun would wait for the cut node's step to report; the verdict is in
+    scancel -n ddp-preflight-g 2>/dev/null
+    wait $spid
+    rc=$?
+    bash "$NODE" rate 2 none
+    line=$(grep -m 1 "did not complete within 15 s" "$TMP/g.out" | sed 's/.*\(ddptrain: error: \)/\1/')
+    echo "   (g) exit $rc; $dt s after the cut: $line"
+    if [ $rc -ne 0 ] && [ $rc -ne 124 ] && [ $dt -le 25 ] && echo "$line" | grep -q "rank 1 on host vn2"; then
+        ok "(g) vn2 cut during the link test: the timeout line names rank 1 on vn2 $dt s after the cut, exit $rc"
+    else
+        bad "(g) vn2 cut during the link test: exit $rc, $dt s after the cut, no timeout line naming rank 1 on vn2"
+        tail -n 8 "$TMP/g.out"
     fi
 fi
 finish
