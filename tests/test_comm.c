@@ -136,6 +136,29 @@ static void check_broadcast_barrier(Comm *c) {
     printf("rank %d: broadcast from rank %d and barrier: %s\n", c->rank, root, ok ? "ok" : "FAILED");
 }
 
+/* Point to point (the --preflight link test): a ring both ways, each rank's bytes checked. */
+static void check_sendrecv(Comm *c) {
+    if (!c->ops->sendrecv) {
+        printf("rank %d: sendrecv: not offered by the %s communicator\n", c->rank, c->ops->name);
+        return;
+    }
+    enum { N = 300000 };   /* above any eager limit: the rendezvous path */
+    static unsigned char out[N], in[N];
+    const int n = c->world_size;
+    int ok = 1;
+    const int shifts[2] = {1, n - 1};   /* forward, and backward where that differs */
+    for (int k = 0; k < (n > 2 ? 2 : 1); k++) {
+        const int shift = shifts[k], dest = (c->rank + shift) % n, src = (c->rank - shift + n) % n;
+        for (int i = 0; i < N; i++) out[i] = (unsigned char)(i * 7 + c->rank * 31 + shift);
+        memset(in, 0xEE, sizeof in);
+        comm_set_context(c, "test sendrecv");
+        const double sec = comm_sendrecv(c, out, dest, in, src, N);
+        for (int i = 0; i < N; i++) if (in[i] != (unsigned char)(i * 7 + src * 31 + shift)) { ok = 0; break; }
+        EXPECT(ok && sec >= 0.0, "sendrecv shift %d: wrong bytes from rank %d or time %g", shift, src, sec);
+    }
+    printf("rank %d: sendrecv around the ring: %s\n", c->rank, ok ? "ok" : "FAILED");
+}
+
 static void check_iallreduce(Comm *c) {
     enum { NB = 3, N = 4096 };
     static float buf[NB][N];
@@ -555,6 +578,7 @@ int main(int argc, char **argv) {
         check_allreduce(c);
         check_avg_order(c);
         check_broadcast_barrier(c);
+        check_sendrecv(c);
         check_iallreduce(c);
         check_half_allreduce(c);
         check_kv(&g_world.boot);
