@@ -93,6 +93,10 @@ int timeacct_parse(const char *line, TimeRecord *r) {
     for (int p = 0; p < TIME_PHASES; p++)
         if (!strcmp(phase, k_phase[p])) r->phase = (TimePhase)p;
     if (r->phase == TIME_PHASES || v[0] < 1 || v[0] > 1e9 || v[2] < v[1]) return -1;
+    /* only ours: the state is written back as it is read */
+    if (strcmp(r->state, "running") && strcmp(r->state, "done") && strcmp(r->state, "preempted") &&
+        strcmp(r->state, "interrupted"))
+        return -1;
     r->run = (int)v[0];
     r->start = v[1];
     r->end = v[2];
@@ -185,7 +189,8 @@ int timeacct_open(TimeAcct *t, const char *job_dir, int *skipped, char *err, siz
             if (end > t->cur.start) end = t->cur.start > last->end ? t->cur.start : last->end;
             last->sec[last->phase] += end - last->end;
             last->end = end;
-            if (metrics_step > last->step) last->step = metrics_step;
+            /* metrics.jsonl's last step is this run's if the run wrote it */
+            if (m >= last->start && metrics_step > last->step) last->step = metrics_step;
             snprintf(last->state, sizeof last->state, "interrupted");
         }
         for (int i = 0; i < t->n_prev; i++)

@@ -239,6 +239,10 @@ static void test_timeacct(void) {
     line[strlen(line) / 2] = '\0';   /* a line cut by a kill */
     EXPECT(timeacct_parse(line, &back) != 0, "half a record parsed: %s", line);
     EXPECT(timeacct_parse("{\"run\": 1}", &back) != 0, "a record without its fields parsed");
+    timeacct_format(&r, line, sizeof line);
+    char *st = strstr(line, "running");
+    memcpy(st, "runnin\\", 7);   /* a state of another writer, with a backslash */
+    EXPECT(timeacct_parse(line, &back) != 0, "an unknown state parsed: %s", line);
 }
 
 int main(void) {
