@@ -675,6 +675,70 @@ static void preflight(Run *r) {
     straggler_init(&r->straggler, b->world_size, r->cfg.straggler_factor, r->cfg.log_interval);
 }
 
+/* A file rank 0 writes into the job directory and every rank reads back (check_job_dir_shared). */
+#define JOBDIR_CHECK_FILE ".jobdir-check"
+#define JOBDIR_CHECK_SEC 5.0   /* NFS may show a new file to another node a moment late */
+#define JOBDIR_CHECK_OTHER (-1)   /* the file is there with another token */
+
+/* Rank 0, once the job directory exists: the file every rank reads back, with a token of this
+ * start's own. 0, or -1 with errno. */
+static int write_job_dir_check(Run *r, uint64_t token) {
+    char path[4200], text[64];
+    snprintf_check(path, sizeof path, "%s/" JOBDIR_CHECK_FILE, r->job_dir);
+    snprintf(text, sizeof text, "%016llx\n", (unsigned long long)token);
+    return write_file_atomic(path, text, strlen(text));
+}
+
+/* 0 when the file holds the token, else an errno or JOBDIR_CHECK_OTHER. */
+static int read_job_dir_check(const char *path, uint64_t token) {
+    FILE *f = fopen(path, "r");
+    if (!f) return errno ? errno : EIO;
+    unsigned long long got = 0;
+    const int n = fscanf(f, "%16llx", &got);
+    fclose(f);
+    return n == 1 && got == token ? 0 : JOBDIR_CHECK_OTHER;
+}
+
+/* Every rank reads back what rank 0 wrote into the job directory. A node that does not share
+ * it (a node-local /scratch, a missing mount) would otherwise write its logs into a directory
+ * of its own and fail hours later, when a resume reads a checkpoint only rank 0's node has.
+ * Refused now, naming the rank and host; one collective. */
+static void check_job_dir_shared(Run *r, uint64_t token) {
+    const int world = r->world.boot.world_size, rank = r->world.boot.rank;
+    char path[4200];
+    snprintf_check(path, sizeof path, "%s/" JOBDIR_CHECK_FILE, r->job_dir);
+    int64_t *fail = callocCheck((size_t)world, sizeof *fail);
+    if (rank != 0) {
+        const double t0 = now_sec();
+        int e;
+        while ((e = read_job_dir_check(path, token)) != 0 && now_sec() - t0 < JOBDIR_CHECK_SEC) {
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+        fail[rank] = e;
+    }
+    comm_set_context(r->comm, "checking that every rank reads the job directory back");
+    comm_allreduce(r->comm, fail, (size_t)world, COMM_INT64, COMM_SUM);   /* one nonzero term each */
+    if (rank == 0) unlink(path);
+    int q = 0, n = 0;
+    for (int i = world - 1; i > 0; i--)
+        if (fail[i]) {
+            q = i;
+            n++;
+        }
+    if (n > 0) {
+        char msg[5200];
+        snprintf(msg, sizeof msg, "rank %d on host %s cannot read back %s, which rank 0 on host %s wrote: %s%s; --job_dir "
+                 "must be on a file system every node shares", q, r->hosts[q], path, r->hosts[0],
+                 fail[q] == JOBDIR_CHECK_OTHER ? "it holds another file (a node-local directory of the same name?)"
+                                               : strerror((int)fail[q]),
+                 n > 1 ? " (and more ranks)" : "");
+        free(fail);
+        refuse(r, 0, msg);
+    }
+    free(fail);
+}
+
 static void setup(Run *r, int argc, char **argv) {
     char err[4800];
     if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
@@ -718,10 +782,16 @@ static void setup(Run *r, int argc, char **argv) {
     g_die_hook = die_ends_job;
     preflight(r);
     share_job_dir(r);
+    /* this start's own, so that a file left by another start never passes for it */
+    int64_t token = (int64_t)(((uint64_t)getpid() << 32) ^ (uint64_t)(now_sec() * 1e6) ^ (uint64_t)time(NULL));
+    comm_broadcast(r->comm, &token, sizeof token, 0);
     if (r->world.boot.rank == 0 && mkdir_p(r->job_dir) != 0)
         die("--job_dir %s: cannot create directory: %s", r->job_dir, strerror(errno));
+    if (r->world.boot.rank == 0 && r->world.boot.world_size > 1 && write_job_dir_check(r, (uint64_t)token) != 0)
+        die("%s/" JOBDIR_CHECK_FILE ": cannot write: %s", r->job_dir, strerror(errno));
     comm_set_context(r->comm, "waiting for rank 0 to create the job directory");
     comm_barrier(r->comm);
+    if (r->world.boot.world_size > 1) check_job_dir_shared(r, (uint64_t)token);
 
     /* The job directory exists now (rank 0 made it; the check above ordered that). */
     if (logger_open(&r->log, r->job_dir, err, sizeof err) != 0) die("%s", err);
