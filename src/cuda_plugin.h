@@ -30,7 +30,7 @@
 extern "C" {
 #endif
 
-#define CUDA_PLUGIN_ABI 2
+#define CUDA_PLUGIN_ABI 3   /* 3: CommOps.sendrecv */
 #define CUDA_PLUGIN_SYMBOL "ddptrain_cuda_plugin"
 #define CUDA_PLUGIN_FILE "ddptrain-cuda.so"
 
