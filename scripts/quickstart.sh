@@ -67,8 +67,11 @@ if slurm_up >build/slurm-up.out 2>&1; then
 else
     echo "(local Slurm not started: $(tail -n 1 build/slurm-up.out))"
 fi
-# The multi-node test cluster (tests/slurm/multinode_up.sh: 2 nodes as network namespaces, its
-# own SLURM_CONF and ports) for tests/test_multinode.sh, likewise.
+# The multi-node test cluster (tests/slurm/multinode_up.sh: 3 nodes as network namespaces, its
+# own SLURM_CONF and ports) for tests/test_multinode.sh, whose jobs take 2 of them, and
+# tests/test_preflight.sh, which needs 3 to name a slow host; likewise.
+DDP_MN_NODES=${DDP_MN_NODES:-3}
+export DDP_MN_NODES
 if mn_up >build/slurm-mn-up.out 2>&1; then
     if [ "$MN_STARTED" = 1 ]; then
         trap 'DDP_SLURM_KEEP=0 mn_down_if_started; DDP_SLURM_KEEP=0 slurm_down_if_started' EXIT
