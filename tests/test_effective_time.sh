@@ -9,7 +9,9 @@
 #   (b) the line "effective training time: ..." that ends the run and the one ddptrain-plot
 #       --time prints from the file are the same, ratio included;
 #   (c) no step writes to time.jsonl: a run of 150 steps logging every step appends at most a
-#       handful of records (its start, training's start, every 30 s, its end).
+#       handful of records (its start, training's start, every 30 s, its end);
+#   (d) a run stopped by SIGTERM (the preemption checkpoint, exit 3) and run again: "preempted"
+#       then "done", nothing redone (the checkpoint is where it stopped), a positive gap.
 . "${top_srcdir:-.}/tests/lib.sh"
 PY=$(find_python json) || { echo "SKIP: no python3"; exit "$SKIP"; }
 PLOT="$top_srcdir/scripts/ddptrain-plot"
@@ -107,5 +109,39 @@ if [ "$lines" -le $((5 + secs / 30)) ]; then
     ok "(c) 150 steps logged one by one in $secs s: $lines records in time.jsonl"
 else
     bad "(c) $lines records in time.jsonl for a run of 150 steps in $secs s"
+fi
+
+# ---- (d) preempted, then run again ---------------------------------------------------------
+# shellcheck disable=SC2086
+"$DDPTRAIN" $FLAGS --job_dir "$TMP/d" >"$TMP/d1.out" 2>&1 &
+pid=$!
+t0=$(date +%s)
+until [ "$(last_step "$TMP/d")" -ge 10 ] 2>/dev/null; do
+    [ $(($(date +%s) - t0)) -gt 120 ] && break
+    sleep 0.05
+done
+kill -TERM $pid 2>/dev/null
+wait $pid
+rc1=$?
+# shellcheck disable=SC2086
+timeout -k 5 300 "$DDPTRAIN" $FLAGS --job_dir "$TMP/d" >"$TMP/d2.out" 2>&1
+rc2=$?
+"$PY" - "$TMP/d/time.jsonl" >"$TMP/dcheck" 2>&1 <<'EOF'
+import json, sys
+runs = {}
+for line in open(sys.argv[1]):
+    r = json.loads(line)
+    runs[r["run"]] = r
+r1, r2 = runs.get(1, {}), runs.get(2, {})
+ok = (sorted(runs) == [1, 2] and r1.get("state") == "preempted" and r2.get("state") == "done"
+      and r2.get("redone_steps") == 0 and r2.get("first_step") == r1.get("step") and r2.get("gap_sec", 0) > 0)
+print("%s: run 1 %s at step %s, run 2 %s from step %s, %s steps redone, gap %.3f s" % (
+    "ok" if ok else "ERROR", r1.get("state"), r1.get("step"), r2.get("state"), r2.get("first_step"),
+    r2.get("redone_steps"), r2.get("gap_sec", 0)))
+EOF
+if [ $rc1 -eq 3 ] && [ $rc2 -eq 0 ] && grep -q "^ok" "$TMP/dcheck"; then
+    ok "(d) preempted (exit 3), then done: $(sed 's/^ok: //' "$TMP/dcheck")"
+else
+    bad "(d) exits $rc1, $rc2: $(cat "$TMP/dcheck")"; cat "$TMP/d/time.jsonl"
 fi
 finish
