@@ -139,7 +139,7 @@ trap cleanup EXIT
 DDP_MN_NODES=3; export DDP_MN_NODES
 up_rc=0
 mn_up >"$TMP/up" 2>&1 || up_rc=$?
-# shellcheck disable=SC1090
+# shellcheck disable=SC1090,SC2153  # NODES: the state file's
 nodes=$([ -f "$MN_STATE" ] && . "$MN_STATE" && echo "$NODES")
 if [ $up_rc -ne 0 ]; then
     echo "SKIP: (f) to (h): the multi-node test cluster is unavailable: $(tail -n 1 "$TMP/up")"
