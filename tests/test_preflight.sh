@@ -131,7 +131,7 @@ SLOW=${DDP_PREFLIGHT_SLOW_RATE:-40mbit}   # vn2's in (g)
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
     # the rates this test set are taken off for whoever uses the cluster next
-    if [ -f "$MN_STATE" ]; then for i in 1 2 3; do bash "$NODE" rate $i none 2>/dev/null; done; fi
+    if [ -f "$MN_STATE" ]; then for i in 1 2 3; do bash "$NODE" rate "$i" none 2>/dev/null; done; fi
     mn_down_if_started
     rm -rf "$TMP"
 }
@@ -158,7 +158,7 @@ else
         dt=$(($(date +%s) - t0))
         grep "preflight: " "$TMP/$1.out" | sed "s/^/   ($1) /"
     }
-    for i in 1 2 3; do bash "$NODE" rate $i "$RATE"; done
+    for i in 1 2 3; do bash "$NODE" rate "$i" "$RATE"; done
     preflight_mn f
     if [ $rc -eq 0 ] && [ "$(grep -c "preflight: rank [0-2]  host vn[1-3]  receive" "$TMP/f.out")" -eq 3 ] &&
         ! grep -q "below half the median" "$TMP/f.out"; then
