@@ -216,7 +216,7 @@ int timeacct_open(TimeAcct *t, const char *job_dir, int *skipped, char *err, siz
     t->f = fopen(t->path, "a");
     if (!t->f) return errf(err, errlen, "%s: cannot open for appending: %s", t->path, strerror(errno));
     t->on = 1;
-    if (timeacct_write(t, 0, 1) != 0) return errf(err, errlen, "%s: cannot write: %s", t->path, strerror(errno));
+    if (timeacct_write(t, 0, TIMEACCT_NOW) != 0) return errf(err, errlen, "%s: cannot write: %s", t->path, strerror(errno));
     return 0;
 }
 
@@ -224,12 +224,14 @@ void timeacct_resume_at(TimeAcct *t, long step) {
     t->cur.first_step = t->cur.step = step;
 }
 
-int timeacct_write(TimeAcct *t, long step, int force) {
+int timeacct_write(TimeAcct *t, long step, int when) {
     if (!t->on) return 0;
     const double now = now_sec();
-    if (!force && now - t->last_write < TIMEACCT_WRITE_SEC) return 0;
+    if (when == TIMEACCT_DUE && now - t->last_write < TIMEACCT_WRITE_SEC) return 0;
+    if (when == TIMEACCT_PHASE && t->cur.phase == t->last_phase && now - t->last_write < TIMEACCT_PHASE_SEC) return 0;
     timeacct_enter(t, t->cur.phase);   /* the phase so far, into its total */
     t->last_write = now;
+    t->last_phase = t->cur.phase;
     t->cur.end = t->cur.start + (now - t->mono0);
     t->cur.step = step > t->cur.step ? step : t->cur.step;
     const long upto = t->cur.step < t->redo_until ? t->cur.step : t->redo_until;
@@ -247,7 +249,7 @@ int timeacct_write(TimeAcct *t, long step, int force) {
 
 int timeacct_close(TimeAcct *t, long step, const char *state) {
     snprintf(t->cur.state, sizeof t->cur.state, "%s", state);
-    const int rc = timeacct_write(t, step, 1);
+    const int rc = timeacct_write(t, step, TIMEACCT_NOW);
     if (t->f && fclose(t->f) != 0 && rc == 0) {
         t->f = NULL;
         t->on = 0;

@@ -20,7 +20,7 @@
  * start and end in seconds since the epoch; state running, done, preempted or interrupted;
  * phase the one the run was in when the record was written. While a run goes on, rank 0 appends
  * its record again (a line with the same "run") every TIMEACCT_WRITE_SEC at a progress line,
- * and at its end: the last line of a run is its latest state, so a killed run leaves the state
+ * after every evaluation and checkpoint (at most once a TIMEACCT_PHASE_SEC), and at its end: the last line of a run is its latest state, so a killed run leaves the state
  * of its last progress line or two. No step writes anything; the phases cost two clock reads
  * each at evaluations and checkpoints.
  *
@@ -40,6 +40,12 @@
 
 #define TIMEACCT_FILE "time.jsonl"
 #define TIMEACCT_WRITE_SEC 30.0
+#define TIMEACCT_PHASE_SEC 1.0    /* a phase's record again no sooner (checkpoints every step) */
+
+/* When timeacct_write appends: at a progress line, every TIMEACCT_WRITE_SEC; back in a phase
+ * after another (training after a checkpoint), unless that phase's record is younger than
+ * TIMEACCT_PHASE_SEC; now (a run's first and last records). */
+enum { TIMEACCT_DUE, TIMEACCT_PHASE, TIMEACCT_NOW };
 
 typedef enum { TIME_STARTUP, TIME_TRAIN, TIME_REDONE, TIME_EVAL, TIME_CHECKPOINT, TIME_SHUTDOWN, TIME_PHASES } TimePhase;
 
@@ -61,6 +67,7 @@ typedef struct {
     double mono0;               /* now_sec() at cur.start */
     double phase_t;             /* now_sec() when cur.phase began */
     double last_write;          /* now_sec() of the last record appended */
+    TimePhase last_phase;       /* and its phase */
     long redo_until;            /* steps up to it were reached by an earlier run */
     TimeRecord *prev;           /* earlier runs, one record each */
     int n_prev;
@@ -92,9 +99,9 @@ static inline void timeacct_step(TimeAcct *t, long step) {
     if (t->cur.phase == TIME_REDONE && step >= t->redo_until) timeacct_enter(t, TIME_TRAIN);
 }
 
-/* Appends this run's record when TIMEACCT_WRITE_SEC passed since the last one, or when
- * `force`; nothing when off. -1 with errno when the write failed (the first time only). */
-int timeacct_write(TimeAcct *t, long step, int force);
+/* Appends this run's record when `when` (TIMEACCT_DUE, _PHASE, _NOW) says so; nothing when off.
+ * -1 with errno when the write failed (the first time only). */
+int timeacct_write(TimeAcct *t, long step, int when);
 /* The run's last record, in state `state` ("done", "preempted"); closes the file. */
 int timeacct_close(TimeAcct *t, long step, const char *state);
 

@@ -402,7 +402,7 @@ static void broadcast_weights(Run *r) {
  * run killed later is then accounted from its last phase change (timeacct.h). */
 static void back_to_training(Run *r) {
     timeacct_train(&r->time, r->step);
-    if (timeacct_write(&r->time, r->step, 1) != 0) log_warn(&r->log, "%s: cannot write: %s", r->time.path, strerror(errno));
+    if (timeacct_write(&r->time, r->step, TIMEACCT_PHASE) != 0) log_warn(&r->log, "%s: cannot write: %s", r->time.path, strerror(errno));
 }
 
 /* ---- checkpoints ------------------------------------------------------------------------ */
@@ -1162,7 +1162,7 @@ static void log_progress(Run *r, long epoch, double lr) {
                    epoch + 1, r->step, stats[0], lr, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
                    t - r->t_train0);
     logger_metrics(&r->log, line);
-    if (timeacct_write(&r->time, r->step, 0) != 0) log_warn(&r->log, "%s: cannot write: %s", r->time.path, strerror(errno));
+    if (timeacct_write(&r->time, r->step, TIMEACCT_DUE) != 0) log_warn(&r->log, "%s: cannot write: %s", r->time.path, strerror(errno));
     open_log_window(r, t);
 }
 
