@@ -74,7 +74,8 @@ void linktest_run(LinkTest *t, Comm *c, const char *const *hosts) {
            (t->rounds < LINKTEST_MIN_ROUNDS || spent < LINKTEST_MIN_SEC)) {
         ring_round(c, t->shift, sendbuf, recvbuf, t->bytes, secs);
         for (int q = 0; q < W; q++) {
-            const double r = secs[q] > 0.0 ? (double)t->bytes / secs[q] / 1e6 : 0.0;
+            if (!(secs[q] > 0.0)) continue;   /* below the clock's resolution: says nothing */
+            const double r = (double)t->bytes / secs[q] / 1e6;
             if (r > t->mbps[q]) t->mbps[q] = r;   /* a link's best round: a passing spell is not its rate */
         }
         spent += max_of(secs, W);
