@@ -23,21 +23,23 @@ last_step() { sed -n 's/.*"step": \([0-9]*\), "loss".*/\1/p' "$1/metrics.jsonl" 
 
 # ---- (a) killed after a checkpoint, then run again -----------------------------------------
 # shellcheck disable=SC2086
-"$DDPTRAIN" $FLAGS --save_every_steps 10 --job_dir "$JOB" >"$TMP/run1.out" 2>&1 &
+# Killed 5 steps past the checkpoint of step 40, well before the next one (80): 35 steps of about
+# 20 ms against a poll every 50 ms, so the second run has steps to redo.
+"$DDPTRAIN" $FLAGS --save_every_steps 40 --job_dir "$JOB" >"$TMP/run1.out" 2>&1 &
 pid=$!   # killed below in any case
 t0=$(date +%s)
-until [ "$(last_step "$JOB")" -ge 25 ] 2>/dev/null; do
+until [ "$(last_step "$JOB")" -ge 45 ] 2>/dev/null; do
     [ $(($(date +%s) - t0)) -gt 120 ] && break
     sleep 0.05
 done
 kill -KILL $pid 2>/dev/null
 wait $pid 2>/dev/null
 killed_at=$(last_step "$JOB")
-[ "${killed_at:-0}" -ge 25 ] || { bad "(a) the first run never reached step 25"; tail -n 5 "$TMP/run1.out"; finish; }
+[ "${killed_at:-0}" -ge 45 ] || { bad "(a) the first run never reached step 45"; tail -n 5 "$TMP/run1.out"; finish; }
 grep -q "^done:" "$TMP/run1.out" && { bad "(a) the first run finished before it was killed"; finish; }
 sleep 1   # the gap between the runs is at least this
 # shellcheck disable=SC2086
-if ! timeout -k 5 300 "$DDPTRAIN" $FLAGS --save_every_steps 10 --job_dir "$JOB" >"$TMP/run2.out" 2>&1; then
+if ! timeout -k 5 300 "$DDPTRAIN" $FLAGS --save_every_steps 40 --job_dir "$JOB" >"$TMP/run2.out" 2>&1; then
     bad "(a) the second run failed"; tail -n 5 "$TMP/run2.out"; finish
 fi
 resumed=$(sed -n 's/^resume: .*global step \([0-9]*\) .*/\1/p' "$TMP/run2.out")
