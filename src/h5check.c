@@ -334,11 +334,11 @@ int h5check_root_attributes(const char *path, char *err, size_t errlen) {
         rc = fail(&c, "addresses of %d and lengths of %d bytes", c.sizeof_addr, c.sizeof_len);
         goto out;
     }
-    const size_t O = (size_t)c.sizeof_addr;
+    const size_t O = (size_t)c.sizeof_addr, L = (size_t)c.sizeof_len;
     /* v0/1: base, free space, end of file and driver addresses, then the root's symbol table
-     * entry (link name offset, object header address); v2/3: base, extension, end of file,
-     * root object header address. */
-    const size_t root_at = version <= 1 ? p + 5 * O : p + 3 * O;
+     * entry (link name offset, a length; object header address); v2/3: base, extension, end
+     * of file, root object header address. */
+    const size_t root_at = version <= 1 ? p + 4 * O + L : p + 3 * O;
     if (root_at + O > got) { rc = fail(&c, "a superblock cut short"); goto out; }
     c.base = le(sb + p, (int)O);
     if (c.base != at && c.base != 0) { rc = fail(&c, "a base address of %llu", (unsigned long long)c.base); goto out; }

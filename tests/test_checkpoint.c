@@ -248,6 +248,57 @@ static void set_config_vlen(const char *path) {
     H5Fclose(f);
 }
 
+/* The objects of group `src` copied into group `dst`, groups made anew (so in `dst`'s file
+ * format), datasets copied whole. */
+static void copy_tree(hid_t src, hid_t dst) {
+    H5G_info_t gi;
+    CHECK(H5Gget_info(src, &gi) >= 0);
+    for (hsize_t i = 0; i < gi.nlinks; i++) {
+        char name[256];
+        CHECK(H5Lget_name_by_idx(src, ".", H5_INDEX_NAME, H5_ITER_INC, i, name, sizeof name, H5P_DEFAULT) > 0);
+        hid_t o = H5Oopen(src, name, H5P_DEFAULT);
+        CHECK(o >= 0);
+        if (H5Iget_type(o) == H5I_GROUP) {
+            hid_t g = H5Gcreate2(dst, name, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+            CHECK(g >= 0);
+            copy_tree(o, g);
+            H5Gclose(g);
+        } else {
+            CHECK(H5Ocopy(src, name, dst, name, H5P_DEFAULT, H5P_DEFAULT) >= 0);
+        }
+        H5Oclose(o);
+    }
+}
+
+static herr_t copy_attr(hid_t loc, const char *name, const H5A_info_t *info, void *dst) {
+    (void)info;
+    hid_t a = H5Aopen(loc, name, H5P_DEFAULT);
+    hid_t t = H5Aget_type(a), sp = H5Aget_space(a);
+    void *buf = callocCheck(H5Aget_storage_size(a) + 1, 1);
+    CHECK(a >= 0 && H5Aread(a, t, buf) >= 0);
+    hid_t b = H5Acreate2(*(hid_t *)dst, name, t, sp, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(b >= 0 && H5Awrite(b, t, buf) >= 0);
+    free(buf);
+    H5Aclose(b); H5Sclose(sp); H5Tclose(t); H5Aclose(a);
+    return 0;
+}
+
+/* Checkpoint `src` rewritten to `dst` with old-style groups (a symbol table message: a v1
+ * B-tree of symbol table nodes, names in a local heap), as h5py and HDF5's defaults write
+ * groups (ddptrain's own checkpoints hold link messages instead), with lengths of
+ * `sizeof_len` bytes in the file's metadata (HDF5's default: 8). */
+static void rewrite_old_style(const char *src, const char *dst, size_t sizeof_len) {
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    CHECK(fcpl >= 0 && H5Pset_sizes(fcpl, 8, sizeof_len) >= 0);
+    hid_t s = H5Fopen(src, H5F_ACC_RDONLY, H5P_DEFAULT), d = H5Fcreate(dst, H5F_ACC_TRUNC, fcpl, H5P_DEFAULT);
+    H5Pclose(fcpl);
+    CHECK(s >= 0 && d >= 0);
+    copy_tree(s, d);
+    CHECK(H5Aiterate2(s, H5_INDEX_NAME, H5_ITER_INC, NULL, copy_attr, &d) >= 0);
+    H5Fclose(s);
+    H5Fclose(d);
+}
+
 /* One byte of the data (not the header) of dataset `name` inverted: only a full read sees it. */
 static void damage_data(const char *path, const char *name) {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -656,6 +707,18 @@ int main(int argc, char **argv) {
             rc = checkpoint_load(p2, &m2, &o2, &ts2, err, sizeof err);
             snprintf_check(msg, sizeof msg, "size field at %d = %u: %s", fields[i].off, fields[i].v, rc ? err : "loaded");
             check(rc != 0 && starts_with(err, p2) && strstr(err, fields[i].want), "an attribute overrunning its message: refused before HDF5 reads it", msg);
+        }
+        /* Old-style groups (what h5py writes), with 8- and 4-byte lengths: the root group's
+         * header is found after a link name offset of the length's size (once looked for at
+         * the address's size, and the file refused). */
+        char p3[CKPT_PATH_MAX + 16];
+        snprintf_check(p3, sizeof p3, "%s/old_style.h5", hdir);
+        for (size_t len = 4; len <= 8; len += 4) {
+            rewrite_old_style(hp, p3, len);
+            memset(&ts2, 0, sizeof ts2);
+            rc = checkpoint_load(p3, &m2, &o2, &ts2, err, sizeof err);
+            snprintf_check(msg, sizeof msg, "lengths of %zu bytes: %s", len, rc ? err : "loaded");
+            check(rc == 0 && same_model(&m, &m2) && same_ts(&ts, &ts2), "a checkpoint rewritten with old-style groups loads", msg);
         }
         /* An integer wider than 8 bytes: HDF5 converts it through a buffer that wide (a fuzzed
          * 4 GB-wide one kept the loader zeroing memory for minutes) */
