@@ -441,7 +441,7 @@ static int r_open(Reader *r, const char *path, char *err, size_t errlen) {
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
     if (H5Fis_hdf5(path) <= 0)
         return errf(err, errlen, "%s: not an HDF5 file (a ddptrain checkpoint was expected)", path);
-    if (h5check_root_attributes(path, err, errlen) != 0) return -1;   /* before HDF5 decodes them */
+    if (h5check_file(path, err, errlen) != 0) return -1;   /* before HDF5 reads its metadata */
     hid_t fapl = file_access_plist();
     r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (r->file < 0) {

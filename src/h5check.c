@@ -1,6 +1,8 @@
 /* h5check.c - see h5check.h. Layouts from the HDF5 File Format Specification, version 3.0
  * (superblock, object header prefixes, header messages 0x000C attribute, 0x0010 continuation,
- * 0x0015 attribute info, and the datatype and dataspace messages an attribute embeds). */
+ * 0x0011 symbol table, 0x0013 B-tree 'K' values, 0x0015 attribute info, the datatype and
+ * dataspace messages an attribute embeds, version 1 B-trees of group nodes, symbol table nodes
+ * and entries, local heaps). */
 #include "h5check.h"
 
 #include <errno.h>
@@ -15,21 +17,43 @@
 
 #define MSG_ATTRIBUTE 0x000C
 #define MSG_CONTINUATION 0x0010
+#define MSG_SYMBOL_TABLE 0x0011
+#define MSG_BTREE_K 0x0013
 #define MSG_ATTRIBUTE_INFO 0x0015
 #define MAX_CHUNKS 256                 /* header chunks followed, against a continuation loop */
 #define MAX_CHUNK (64u << 20)          /* bytes: far above any header ddptrain or h5py writes */
 #define MAX_DIMS 32                    /* HDF5's H5S_MAX_RANK */
+#define MAX_GROUP_DEPTH 32             /* groups in groups; ddptrain's files have 2 levels */
+#define MAX_BTREE_LEVEL 31             /* HDF5's group B-trees rarely pass level 2 */
+#define HEAP_FREE_NULL 1               /* the end of a local heap's free list */
+#define CACHE_BLOCK 4096
+#define CACHE_BLOCKS 8
 
 typedef struct {
     const char *path;
     int fd;
     uint64_t file_size;
     uint64_t base;          /* addresses in the file are relative to the superblock's base */
+    uint64_t end;           /* relative: the superblock's end of file, or the file's, the smaller */
+    uint64_t undef;         /* the undefined address: all bits of sizeof_addr set */
+    uint64_t budget;        /* bytes of metadata still to be read; see spend() */
     int sizeof_addr, sizeof_len;
+    unsigned leaf_k, node_k;   /* symbols per symbol table node / 2, children per B-tree node / 2 */
     char *err;
     size_t errlen;
+    const char *where_kind, *where_path, *where_name;   /* what a message is about: "object",
+                            * "/model", "fc.weight" (or NULL); no kind for the root's header */
+    int root, extension;    /* walking the root group's header / the superblock extension's */
+    int has_stab;           /* what the header just walked holds */
+    uint64_t stab_btree, stab_heap;
     uint64_t pending[MAX_CHUNKS][2];   /* continuation blocks (address, length) still to walk */
     int npending, nwalked;
+    uint64_t *groups;       /* the header addresses of the groups walked: an open-addressing set */
+    size_t ngroups, groups_cap;
+    unsigned char *cache;   /* CACHE_BLOCKS blocks of the file; see read_at() */
+    uint64_t cache_at[CACHE_BLOCKS];
+    size_t cache_len[CACHE_BLOCKS];   /* 0: empty */
+    int cache_next;
 } Check;
 
 static int fail(Check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
@@ -39,7 +63,16 @@ static int fail(Check *c, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(what, sizeof what, fmt, ap);
     va_end(ap);
-    snprintf(c->err, c->errlen, "%s: %s (damaged, or not written by ddptrain or h5py)", c->path, what);
+    if (c->where_kind) {
+        char name[256];   /* a name from the file, printable */
+        snprintf(name, sizeof name, "%s%s%s", c->where_path, c->where_name && c->where_path[1] ? "/" : "",
+                 c->where_name ? c->where_name : "");
+        for (char *s = name; *s; s++)
+            if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';
+        snprintf(c->err, c->errlen, "%s: %s '%s': %s (damaged, or not written by ddptrain or h5py)", c->path,
+                 c->where_kind, name, what);
+    } else
+        snprintf(c->err, c->errlen, "%s: %s (damaged, or not written by ddptrain or h5py)", c->path, what);
     return -1;
 }
 
@@ -57,9 +90,7 @@ static int is_undefined(const unsigned char *p, int n) {
     return 1;
 }
 
-/* n bytes at file offset `off` into buf; 0, or -1 when the file ends first. */
-static int read_at(Check *c, uint64_t off, void *buf, size_t n) {
-    if (off > c->file_size || n > c->file_size - off) return -1;
+static int pread_all(Check *c, uint64_t off, void *buf, size_t n) {
     size_t got = 0;
     while (got < n) {
         ssize_t r = pread(c->fd, (char *)buf + got, n - got, (off_t)(off + got));
@@ -68,6 +99,65 @@ static int read_at(Check *c, uint64_t off, void *buf, size_t n) {
         got += (size_t)r;
     }
     return 0;
+}
+
+/* n bytes at file offset `off` into buf; 0, or -1 when the file ends first. Small reads go
+ * through a cache of a few aligned blocks: headers, B-tree nodes, symbol table nodes and heaps
+ * lie close together, and one pread per structure made the walk of a small checkpoint's ~100
+ * objects cost half a millisecond. */
+static int read_at(Check *c, uint64_t off, void *buf, size_t n) {
+    if (off > c->file_size || n > c->file_size - off) return -1;
+    if (n > CACHE_BLOCK || !c->cache) return pread_all(c, off, buf, n);
+    unsigned char *out = buf;
+    while (n > 0) {
+        const uint64_t at = off - off % CACHE_BLOCK;
+        int k = 0;
+        while (k < CACHE_BLOCKS && !(c->cache_len[k] && c->cache_at[k] == at)) k++;
+        if (k == CACHE_BLOCKS) {   /* round robin: the walk moves on and rarely comes back */
+            k = c->cache_next;
+            c->cache_next = (c->cache_next + 1) % CACHE_BLOCKS;
+            const size_t len = c->file_size - at < CACHE_BLOCK ? (size_t)(c->file_size - at) : CACHE_BLOCK;
+            c->cache_len[k] = 0;
+            if (pread_all(c, at, c->cache + (size_t)k * CACHE_BLOCK, len) != 0) return -1;
+            c->cache_at[k] = at;
+            c->cache_len[k] = len;
+        }
+        const size_t from = (size_t)(off - at), take = c->cache_len[k] - from < n ? c->cache_len[k] - from : n;
+        memcpy(out, c->cache + (size_t)k * CACHE_BLOCK + from, take);
+        out += take;
+        off += take;
+        n -= take;
+    }
+    return 0;
+}
+
+/* Whether `size` bytes at relative address `addr` lie inside the file. HDF5 1.10 compares
+ * addr + size with the end of file after the sum has wrapped, so the undefined address
+ * (all ones) with any size passes its check, and the read then copies from nowhere. */
+static int within(const Check *c, uint64_t addr, uint64_t size) {
+    return addr != c->undef && addr <= c->end && size <= c->end - addr;
+}
+
+static int read_rel(Check *c, uint64_t addr, void *buf, size_t n) {
+    if (!within(c, addr, n)) return -1;
+    return read_at(c, c->base + addr, buf, n);
+}
+
+/* Every structure read is paid for from a budget of twice the file's size: a walk of a sound
+ * file reads each header, node and heap about once, while damaged B-trees and symbol table
+ * nodes that point into each other many times over could have it read without end. */
+static int spend(Check *c, uint64_t n) {
+    if (n > c->budget) return fail(c, "groups whose B-trees and symbol tables lead to more than twice the file's bytes (a loop?)");
+    c->budget -= n;
+    return 0;
+}
+
+/* `path` and `name` must outlive the next fail(): they live in the walk's own frames and
+ * heaps, and the path of an object is put together only when there is something to say. */
+static void set_where(Check *c, const char *kind, const char *path, const char *name) {
+    c->where_kind = kind;
+    c->where_path = path;
+    c->where_name = name;
 }
 
 /* The datatype of an attribute: the message must hold its class's properties. Integers,
@@ -111,6 +201,9 @@ static uint64_t check_datatype(Check *c, const char *name, const unsigned char *
         if (!check_datatype(c, name, p + 8, n - 8, depth + 1)) return 0;
         return size;
     default:
+        /* compound and array types: their members are decoded only when the attribute is
+         * read, and ddptrain reads only the root's */
+        if (!c->root) return size;
         return fail(c, "attribute '%s' has a datatype of class %d (compound or array; ddptrain's files hold none)",
                     name, cls), 0;
     }
@@ -151,7 +244,8 @@ static int check_dataspace(Check *c, const char *name, const unsigned char *p, s
 
 /* One attribute message of n bytes. */
 static int check_attribute(Check *c, const unsigned char *p, size_t n, int msg_flags) {
-    if (msg_flags & 0x02) return fail(c, "a shared attribute message in the root group");
+    /* a shared message lives elsewhere; ddptrain reads none but the root's attributes */
+    if (msg_flags & 0x02) return c->root ? fail(c, "a shared attribute message in the root group") : 0;
     if (n < 8) return fail(c, "an attribute message of %zu bytes", n);
     const int version = p[0], flags = p[1];
     const size_t name_len = (size_t)le(p + 2, 2), dt_len = (size_t)le(p + 4, 2), ds_len = (size_t)le(p + 6, 2);
@@ -186,20 +280,33 @@ static int check_attribute(Check *c, const unsigned char *p, size_t n, int msg_f
     return 0;
 }
 
-/* One header message; continuations are queued. */
+/* One header message; continuations are queued, a symbol table noted. */
 static int check_message(Check *c, int type, const unsigned char *p, size_t n, int msg_flags) {
     const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len;
     if (type == MSG_ATTRIBUTE) return check_attribute(c, p, n, msg_flags);
     if (type == MSG_CONTINUATION) {
         if (n < O + L) return fail(c, "a continuation message of %zu bytes", n);
         if (c->npending + c->nwalked >= MAX_CHUNKS)
-            return fail(c, "more than %d object header chunks in the root group", MAX_CHUNKS);
+            return fail(c, "more than %d object header chunks", MAX_CHUNKS);
         c->pending[c->npending][0] = le(p, (int)O);
         c->pending[c->npending][1] = le(p + O, (int)L);
         c->npending++;
         return 0;
     }
-    if (type == MSG_ATTRIBUTE_INFO) {
+    if (type == MSG_SYMBOL_TABLE) {   /* an old-style group: its B-tree and local heap */
+        if (n < 2 * O) return fail(c, "a symbol table message of %zu bytes", n);
+        c->has_stab = 1;
+        c->stab_btree = le(p, (int)O);
+        c->stab_heap = le(p + O, (int)O);
+        return 0;
+    }
+    if (type == MSG_BTREE_K && c->extension) {   /* version, chunk index K, group node K, leaf K */
+        if (n < 7 || p[0] != 0) return fail(c, "a B-tree 'K' values message of %zu bytes, version %d", n, n ? p[0] : -1);
+        c->node_k = (unsigned)le(p + 3, 2);
+        c->leaf_k = (unsigned)le(p + 5, 2);
+        return 0;
+    }
+    if (type == MSG_ATTRIBUTE_INFO && c->root) {
         if (n < 2) return fail(c, "an attribute info message of %zu bytes", n);
         const size_t at = 2 + ((p[1] & 0x01) ? 2 : 0);
         if (n < at + O) return fail(c, "an attribute info message of %zu bytes", n);
@@ -226,29 +333,36 @@ static int check_messages(Check *c, const unsigned char *p, size_t n, int v2, in
     return 0;
 }
 
-static unsigned char *read_chunk(Check *c, uint64_t addr, uint64_t len) {
+/* A header chunk, into `small` (SMALL_CHUNK bytes) when it fits: most do, and a malloc for each
+ * of a checkpoint's hundred headers was a good part of the walk's time. */
+#define SMALL_CHUNK 1024
+static unsigned char *read_chunk(Check *c, uint64_t addr, uint64_t len, unsigned char *small) {
     if (len > MAX_CHUNK) {
         fail(c, "an object header chunk of %llu bytes", (unsigned long long)len);
         return NULL;
     }
-    unsigned char *buf = malloc(len ? (size_t)len : 1);
+    if (spend(c, len) != 0) return NULL;
+    unsigned char *buf = len <= SMALL_CHUNK ? small : malloc((size_t)len);
     if (!buf) {
         snprintf(c->err, c->errlen, "%s: out of memory reading an object header", c->path);
         return NULL;
     }
-    if (addr > UINT64_MAX - c->base || read_at(c, c->base + addr, buf, (size_t)len) != 0) {
-        free(buf);
+    if (read_rel(c, addr, buf, (size_t)len) != 0) {
+        if (buf != small) free(buf);
         fail(c, "an object header chunk at %llu beyond the end of the file", (unsigned long long)addr);
         return NULL;
     }
     return buf;
 }
 
-/* The root group's object header at `addr`: its first chunk, then every continuation. */
-static int check_header(Check *c, uint64_t addr) {
-    unsigned char pre[32];
-    if (addr > UINT64_MAX - c->base || read_at(c, c->base + addr, pre, 16) != 0)
-        return fail(c, "the root group's object header lies beyond the end of the file");
+/* The object header at `addr`: its first chunk, then every continuation. `what` names it in
+ * messages ("the root group's object header"); a symbol table message lands in c->has_stab. */
+static int check_header(Check *c, uint64_t addr, const char *what) {
+    unsigned char pre[32], small[SMALL_CHUNK];
+    c->has_stab = 0;
+    c->npending = c->nwalked = 0;
+    if (spend(c, 16) != 0) return -1;
+    if (read_rel(c, addr, pre, 16) != 0) return fail(c, "%s lies beyond the end of the file", what);
     int v2 = 0, creation_order = 0;
     uint64_t first, len;
     if (memcmp(pre, "OHDR", 4) == 0) {
@@ -256,8 +370,7 @@ static int check_header(Check *c, uint64_t addr) {
         const int flags = pre[5];
         size_t at = 6 + ((flags & 0x20) ? 16 : 0) + ((flags & 0x10) ? 4 : 0);
         const int nb = 1 << (flags & 0x03);
-        if (read_at(c, c->base + addr, pre, at + (size_t)nb) != 0)
-            return fail(c, "the root group's object header is cut short");
+        if (read_rel(c, addr, pre, at + (size_t)nb) != 0) return fail(c, "%s is cut short", what);
         len = le(pre + at, nb);
         first = addr + at + (uint64_t)nb;
         v2 = 1;
@@ -266,30 +379,244 @@ static int check_header(Check *c, uint64_t addr) {
         len = le(pre + 8, 4);
         first = addr + 16;   /* 12 bytes of prefix, padded to 8 */
     } else {
-        return fail(c, "the root group's object header has version %d", pre[0]);
+        return fail(c, "%s has version %d", what, pre[0]);
     }
-    unsigned char *buf = read_chunk(c, first, len);
+    unsigned char *buf = read_chunk(c, first, len, small);
     if (!buf) return -1;
     int rc = check_messages(c, buf, (size_t)len, v2, creation_order);
-    free(buf);
+    if (buf != small) free(buf);
     c->nwalked++;
     while (rc == 0 && c->npending > 0) {
         c->npending--;
         const uint64_t a = c->pending[c->npending][0], n = c->pending[c->npending][1];
         c->nwalked++;
-        if (!(buf = read_chunk(c, a, n))) return -1;
+        if (!(buf = read_chunk(c, a, n, small))) return -1;
         if (v2) {   /* "OCHK", the messages, a checksum */
             if (n < 8 || memcmp(buf, "OCHK", 4) != 0) rc = fail(c, "a header continuation block without its signature");
             else rc = check_messages(c, buf + 4, (size_t)n - 8, 1, creation_order);
         } else {
             rc = check_messages(c, buf, (size_t)n, 0, 0);
         }
-        free(buf);
+        if (buf != small) free(buf);
     }
     return rc;
 }
 
-int h5check_root_attributes(const char *path, char *err, size_t errlen) {
+/* ---- old-style groups: symbol table message, v1 B-tree, symbol table nodes, local heap ---- */
+
+typedef struct {
+    unsigned char *data;
+    uint64_t size;
+} Heap;
+
+/* 1 if the group whose header is at `addr` was walked before (a hard link back up the tree is
+ * legal HDF5), else 0 and it is recorded; -1 when out of memory. */
+static int seen_group(Check *c, uint64_t addr) {
+    if (2 * (c->ngroups + 1) > c->groups_cap) {
+        const size_t cap = c->groups_cap ? 2 * c->groups_cap : 64;
+        uint64_t *t = malloc(cap * sizeof *t);
+        if (!t) return -1;
+        memset(t, 0xff, cap * sizeof *t);   /* all ones: the undefined address, never a group's */
+        for (size_t i = 0; i < c->groups_cap; i++) {
+            if (c->groups[i] == UINT64_MAX) continue;
+            size_t j = (size_t)(c->groups[i] * UINT64_C(0x9e3779b97f4a7c15) >> 32) & (cap - 1);
+            while (t[j] != UINT64_MAX) j = (j + 1) & (cap - 1);
+            t[j] = c->groups[i];
+        }
+        free(c->groups);
+        c->groups = t;
+        c->groups_cap = cap;
+    }
+    size_t j = (size_t)(addr * UINT64_C(0x9e3779b97f4a7c15) >> 32) & (c->groups_cap - 1);
+    for (; c->groups[j] != UINT64_MAX; j = (j + 1) & (c->groups_cap - 1))
+        if (c->groups[j] == addr) return 1;
+    c->groups[j] = addr;
+    c->ngroups++;
+    return 0;
+}
+
+/* A name at `off` in the local heap: HDF5 1.10 takes heap offsets from B-tree keys and symbol
+ * table entries without comparing them with the heap's size, and compares and copies the
+ * names there as C strings. */
+static int heap_name(Check *c, const Heap *h, uint64_t off, const char *what) {
+    if (off >= h->size || !memchr(h->data + off, 0, (size_t)(h->size - off)))
+        return fail(c, "%s at offset %llu of a %llu-byte local heap runs outside it", what, (unsigned long long)off,
+                    (unsigned long long)h->size);
+    return 0;
+}
+
+/* The local heap at `addr` ("HEAP", version 0, data size, free list head, data address): its
+ * data segment read into h. HDF5 1.10 walks the free list reading two lengths at each offset
+ * below the data size (up to 15 bytes past the segment) and follows it without end if it
+ * loops, so the list is walked here first. */
+static int read_heap(Check *c, uint64_t addr, Heap *h) {
+    const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len;
+    unsigned char p[32];
+    h->data = NULL;
+    if (addr == c->undef) return fail(c, "a local heap at an undefined address");
+    if (spend(c, 8 + 2 * L + O) != 0) return -1;
+    if (read_rel(c, addr, p, 8 + 2 * L + O) != 0)
+        return fail(c, "a local heap at %llu beyond the end of the file", (unsigned long long)addr);
+    if (memcmp(p, "HEAP", 4) != 0 || p[4] != 0)
+        return fail(c, "a local heap at %llu without its signature or of version %d", (unsigned long long)addr, p[4]);
+    h->size = le(p + 8, (int)L);
+    uint64_t free_at = le(p + 8 + L, (int)L);
+    const uint64_t data = le(p + 8 + 2 * L, (int)O);
+    if (data == c->undef) return fail(c, "a local heap whose data segment is at an undefined address");
+    if (!within(c, data, h->size))
+        return fail(c, "a local heap's data segment of %llu bytes at %llu overruns the end of the file",
+                    (unsigned long long)h->size, (unsigned long long)data);
+    if (spend(c, h->size) != 0) return -1;
+    h->data = malloc(h->size ? (size_t)h->size : 1);
+    if (!h->data) {
+        snprintf(c->err, c->errlen, "%s: out of memory reading a local heap", c->path);
+        return -1;
+    }
+    if (read_rel(c, data, h->data, (size_t)h->size) != 0)
+        return fail(c, "a local heap's data segment at %llu cannot be read", (unsigned long long)data);
+    /* free blocks do not overlap and each holds its two lengths: at most size / 2L of them */
+    for (uint64_t k = 0; free_at != HEAP_FREE_NULL; k++) {
+        if (k > h->size / (2 * L) || free_at > h->size || 2 * L > h->size - free_at)
+            return fail(c, "a local heap's free list runs outside the heap or loops");
+        const uint64_t next = le(h->data + free_at, (int)L), len = le(h->data + free_at + L, (int)L);
+        if (next == 0 || len > h->size - free_at) return fail(c, "a local heap's free list runs outside the heap");
+        free_at = next;
+    }
+    return 0;
+}
+
+static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth);
+
+/* One symbol table node ("SNOD", version 1, number of symbols, then 2 * leaf K entries of
+ * name offset, object header address, cache type, reserved and 16 bytes of scratch pad) and
+ * the objects its entries name. */
+static int check_snod(Check *c, uint64_t addr, const Heap *h, const char *path, int depth) {
+    const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len, E = L + O + 24;
+    const uint64_t size = 8 + 2 * (uint64_t)c->leaf_k * E;
+    if (addr == c->undef) return fail(c, "a symbol table node at an undefined address");
+    if (!within(c, addr, size))
+        return fail(c, "a symbol table node of %llu bytes at %llu overruns the end of the file",
+                    (unsigned long long)size, (unsigned long long)addr);
+    unsigned char hdr[8];
+    if (spend(c, 8) != 0) return -1;
+    if (read_rel(c, addr, hdr, 8) != 0) return fail(c, "a symbol table node at %llu cannot be read", (unsigned long long)addr);
+    const unsigned nsyms = (unsigned)le(hdr + 6, 2);
+    if (memcmp(hdr, "SNOD", 4) != 0 || hdr[4] != 1)
+        return fail(c, "a symbol table node at %llu without its signature or of version %d", (unsigned long long)addr, hdr[4]);
+    /* HDF5 1.10 decodes them all into an array of 2 * leaf K entries */
+    if (nsyms > 2 * c->leaf_k) return fail(c, "a symbol table node of %u entries (at most %u)", nsyms, 2 * c->leaf_k);
+    if (spend(c, nsyms * E) != 0) return -1;
+    unsigned char *e = malloc(nsyms ? nsyms * E : 1);
+    if (!e) {
+        snprintf(c->err, c->errlen, "%s: out of memory reading a symbol table node", c->path);
+        return -1;
+    }
+    int rc = 0;
+    if (read_rel(c, addr + 8, e, nsyms * E) != 0)
+        rc = fail(c, "a symbol table node at %llu cannot be read", (unsigned long long)addr);
+    for (unsigned i = 0; rc == 0 && i < nsyms; i++) {
+        const unsigned char *s = e + (size_t)i * E;
+        const uint64_t name = le(s, (int)L), obj = le(s + L, (int)O);
+        const uint32_t type = (uint32_t)le(s + L + O, 4);
+        if ((rc = heap_name(c, h, name, "a link name")) != 0) break;
+        const char *child = (const char *)h->data + name;
+        if (type == 2) {   /* a soft link: its value is a name in the same heap */
+            rc = heap_name(c, h, le(s + L + O + 8, 4), "a soft link's value");
+            continue;
+        }
+        set_where(c, "object", path, child);
+        if (obj == c->undef) { rc = fail(c, "linked to an object header at an undefined address"); break; }
+        if (!within(c, obj, 16)) {
+            rc = fail(c, "linked to an object header at %llu beyond the end of the file", (unsigned long long)obj);
+            break;
+        }
+        rc = check_object(c, obj, path, child, depth + 1);
+        set_where(c, "group", path, NULL);
+    }
+    free(e);
+    return rc;
+}
+
+/* One node of a group's v1 B-tree ("TREE", type 0, level, entries used, left and right
+ * siblings, then keys (heap offsets of names) and child addresses alternating, n children and
+ * n + 1 keys); `level` is the level its parent implies, or -1 for the root. */
+static int check_btree(Check *c, uint64_t addr, int level, const Heap *h, const char *path, int depth) {
+    const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len;
+    const uint64_t two_k = 2 * (uint64_t)c->node_k;
+    const uint64_t size = 8 + 2 * O + two_k * O + (two_k + 1) * L;   /* what HDF5 reads */
+    if (addr == c->undef) return fail(c, "a B-tree node at an undefined address");
+    if (!within(c, addr, size))
+        return fail(c, "a B-tree node of %llu bytes at %llu overruns the end of the file",
+                    (unsigned long long)size, (unsigned long long)addr);
+    unsigned char hdr[8 + 16];
+    if (spend(c, 8 + 2 * O) != 0) return -1;
+    if (read_rel(c, addr, hdr, 8 + 2 * O) != 0) return fail(c, "a B-tree node at %llu cannot be read", (unsigned long long)addr);
+    if (memcmp(hdr, "TREE", 4) != 0 || hdr[4] != 0)
+        return fail(c, "a B-tree node at %llu without its signature or of type %d (not a group's)", (unsigned long long)addr, hdr[4]);
+    if ((level >= 0 && hdr[5] != level) || hdr[5] > MAX_BTREE_LEVEL)
+        return fail(c, "a B-tree node at level %d where level %d belongs", hdr[5], level >= 0 ? level : MAX_BTREE_LEVEL);
+    level = hdr[5];
+    const unsigned n = (unsigned)le(hdr + 6, 2);
+    if (n > two_k) return fail(c, "a B-tree node of %u entries (at most %llu)", n, (unsigned long long)two_k);
+    for (int s = 0; s < 2; s++) {
+        const uint64_t sib = le(hdr + 8 + s * O, (int)O);
+        if (sib != c->undef && !within(c, sib, size))
+            return fail(c, "a B-tree node's sibling at %llu beyond the end of the file", (unsigned long long)sib);
+    }
+    if (n == 0) return 0;   /* an empty group; its one key is never read */
+    const size_t bytes = n * (O + L) + L;
+    if (spend(c, bytes) != 0) return -1;
+    unsigned char *b = malloc(bytes);
+    if (!b) {
+        snprintf(c->err, c->errlen, "%s: out of memory reading a B-tree node", c->path);
+        return -1;
+    }
+    int rc = 0;
+    if (read_rel(c, addr + 8 + 2 * O, b, bytes) != 0)
+        rc = fail(c, "a B-tree node at %llu cannot be read", (unsigned long long)addr);
+    for (unsigned i = 0; rc == 0 && i <= n; i++) rc = heap_name(c, h, le(b + i * (O + L), (int)L), "a B-tree key");
+    for (unsigned i = 0; rc == 0 && i < n; i++) {
+        const uint64_t child = le(b + i * (O + L) + L, (int)O);
+        rc = level > 0 ? check_btree(c, child, level - 1, h, path, depth) : check_snod(c, child, h, path, depth);
+    }
+    free(b);
+    return rc;
+}
+
+/* The group whose header (at `addr`) holds the symbol table message just read. */
+static int check_group(Check *c, uint64_t addr, const char *path, int depth) {
+    const uint64_t btree = c->stab_btree, heap = c->stab_heap;
+    const int seen = seen_group(c, addr);
+    if (seen < 0) {
+        snprintf(c->err, c->errlen, "%s: out of memory", c->path);
+        return -1;
+    }
+    if (seen) return 0;
+    set_where(c, "group", path, NULL);
+    if (depth > MAX_GROUP_DEPTH) return fail(c, "groups nested more than %d deep", MAX_GROUP_DEPTH);
+    Heap h;
+    int rc = read_heap(c, heap, &h);
+    if (rc == 0) rc = check_btree(c, btree, -1, &h, path, depth);
+    free(h.data);
+    return rc;
+}
+
+/* An object below the root, `name` in group `parent`: its header's attributes, and, when it is
+ * an old-style group, the group. Link messages (new-style groups) are not followed: ddptrain
+ * writes its checkpoint groups that way, in checksummed headers, and no reader of it crashed
+ * on them. */
+static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth) {
+    set_where(c, "object", parent, name);
+    if (check_header(c, addr, "its object header") != 0) return -1;
+    if (!c->has_stab) return 0;
+    char path[256];   /* for messages; a long one is cut short */
+    snprintf(path, sizeof path, "%s%s%s", parent, parent[1] ? "/" : "", name);
+    for (char *s = path; *s; s++)
+        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';
+    return check_group(c, addr, path, depth);
+}
+
+int h5check_file(const char *path, char *err, size_t errlen) {
     Check c = {.path = path, .err = err, .errlen = errlen, .fd = -1};
     c.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (c.fd < 0) {
@@ -304,6 +631,7 @@ int h5check_root_attributes(const char *path, char *err, size_t errlen) {
         goto out;
     }
     c.file_size = (uint64_t)st.st_size;
+    c.cache = malloc(CACHE_BLOCKS * CACHE_BLOCK);   /* without it, every read is a pread */
     /* The superblock is at 0 or after a user block of 512, 1024, 2048, ... bytes. */
     static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     unsigned char sb[128];
@@ -342,8 +670,32 @@ int h5check_root_attributes(const char *path, char *err, size_t errlen) {
     if (root_at + O > got) { rc = fail(&c, "a superblock cut short"); goto out; }
     c.base = le(sb + p, (int)O);
     if (c.base != at && c.base != 0) { rc = fail(&c, "a base address of %llu", (unsigned long long)c.base); goto out; }
-    rc = check_header(&c, le(sb + root_at, (int)O));
+    c.undef = O == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * O)) - 1;
+    const uint64_t eof = le(sb + p + 2 * O, (int)O);
+    c.end = eof < c.file_size - c.base ? eof : c.file_size - c.base;
+    c.budget = 2 * c.file_size + (1u << 20);
+    /* v0/1 give the groups' K values; v2/3 files have HDF5's defaults unless their superblock
+     * extension holds a B-tree 'K' values message */
+    c.leaf_k = 4;
+    c.node_k = 16;
+    if (version <= 1) {
+        c.leaf_k = (unsigned)le(sb + 16, 2);
+        c.node_k = (unsigned)le(sb + 18, 2);
+    } else if (le(sb + p + O, (int)O) != c.undef) {
+        c.extension = 1;
+        rc = check_header(&c, le(sb + p + O, (int)O), "the superblock extension");
+        c.extension = 0;
+        if (rc != 0) goto out;
+    }
+    if (c.leaf_k == 0 || c.node_k == 0) { rc = fail(&c, "groups of K %u and %u", c.leaf_k, c.node_k); goto out; }
+    const uint64_t root = le(sb + root_at, (int)O);
+    c.root = 1;
+    rc = check_header(&c, root, "the root group's object header");
+    c.root = 0;
+    if (rc == 0 && c.has_stab) rc = check_group(&c, root, "/", 0);
 out:
+    free(c.cache);
+    free(c.groups);
     close(c.fd);
     return rc;
 }

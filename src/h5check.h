@@ -1,5 +1,5 @@
-/* h5check.h - a bounds check of an HDF5 file's root attributes, made with plain reads before
- * HDF5 opens the file.
+/* h5check.h - a bounds check of an HDF5 file's metadata, made with plain reads before HDF5
+ * opens the file, and checks of datasets HDF5 has opened.
  *
  * HDF5 1.10 (Debian 12's) decodes an attribute message without checking the sizes it reads
  * from the file against the message: a name, datatype or dataspace length that runs past the
@@ -13,6 +13,17 @@
  * which ddptrain, h5py and HDF5's defaults never write for a handful of attributes, are
  * refused too.
  *
+ * Nor does HDF5 1.10 check the addresses in an old-style group (a symbol table message: a v1
+ * B-tree of symbol table nodes, names in a local heap; what h5py and ddptrain-data write, and
+ * the fuzz seeds): a B-tree child at the undefined address made H5Gget_info read a symbol
+ * table node from address 2^64 - 1 and crash. So every such group reachable from the root is
+ * walked too: each B-tree node, symbol table node and local heap must lie inside the file
+ * with its signature, levels must descend, node entry counts stay within the superblock's K
+ * values, names stay inside the heap, and every object linked is checked the same way
+ * (attributes included; dense and shared ones are left to HDF5 below the root, since ddptrain
+ * reads none of them). New-style groups (link messages, as ddptrain's checkpoints hold, in
+ * checksummed headers) are not followed.
+ *
  * It does not verify checksums or anything HDF5 checks itself. */
 #ifndef DDP_H5CHECK_H
 #define DDP_H5CHECK_H
@@ -20,10 +31,11 @@
 #include <hdf5.h>
 #include <stddef.h>
 
-/* 0 when the root group's attribute messages of the HDF5 file at `path` are well-formed; else
- * -1 with "PATH: what is wrong" in err. A file without an HDF5 signature passes: HDF5's own
- * open reports it. */
-int h5check_root_attributes(const char *path, char *err, size_t errlen);
+/* 0 when the root group's attribute messages and the old-style groups of the HDF5 file at
+ * `path` are well-formed; else -1 with "PATH: what is wrong" in err (for a group, "PATH: group
+ * '/train_state': ..."). A file without an HDF5 signature passes: HDF5's own open reports it.
+ * It reads the file's group metadata only: tens of microseconds for a shard or checkpoint. */
+int h5check_file(const char *path, char *err, size_t errlen);
 
 /* 0 unless dataset `ds` is stored compact (inside its header) with another byte count than
  * its elements take; else -1 with "compact storage of N bytes for M bytes of elements" in why.

@@ -254,7 +254,7 @@ static int open_file(const char *path, hid_t *file, char *err, size_t errlen) {
 #endif
     if (is_hdf5 <= 0)
         return errf(err, errlen, "%s: not an HDF5 file (corrupt or another format; an HDF5 shard is expected)", path);
-    if (h5check_root_attributes(path, err, errlen) != 0) return -1;   /* before HDF5 decodes them */
+    if (h5check_file(path, err, errlen) != 0) return -1;   /* before HDF5 reads its metadata */
     *file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*file < 0) return errf(err, errlen, "%s: cannot open as HDF5 (truncated or corrupt file)", path);
     return 0;

@@ -24,6 +24,9 @@ then breaks one file (always OUTDIR/train-00000-of-00002.h5 unless said otherwis
   attr_overrun    the dataspace size of attribute 'mean' (a version 1 attribute message, as
                   h5py writes it) patched to run 8 kB past its message: HDF5 1.10 read past a
                   heap buffer decoding it
+  btree_undef     the first child of the root group's B-tree (h5py writes old-style groups: a
+                  v1 B-tree of symbol table nodes) set to the undefined address: HDF5 1.10
+                  read a symbol table node from address 2^64 - 1 and crashed
 
 Prints the path of the broken file (or OUTDIR for no_train) on stdout, so a test can check
 that the error message names it. Needs numpy and h5py: without them it exits 77 (the
@@ -34,7 +37,7 @@ import sys
 
 KINDS = ("truncated", "corrupt", "wrong_shape", "wrong_rank", "wrong_dtype", "bad_label",
          "missing_labels", "count_mismatch", "no_train", "huge_count", "huge_count61", "unwritten", "inf_mean",
-         "nan_std", "escape_names", "attr_overrun")
+         "nan_std", "escape_names", "attr_overrun", "btree_undef")
 
 
 def main():
@@ -129,6 +132,18 @@ def main():
                 return 1
             f.seek(at + 6)
             f.write((0x2000).to_bytes(2, "little"))
+    elif kind == "btree_undef":
+        with open(bad, "r+b") as f:
+            data = f.read()
+            # A group's B-tree node: "TREE", type 0. The shard's one group is the root (the
+            # datasets are contiguous, so there is no chunk B-tree, type 1, either); its first
+            # child follows the 24-byte node header and the first key (8-byte addresses).
+            trees = [i for i in range(len(data)) if data.startswith(b"TREE\x00", i)]
+            if len(trees) != 1:
+                sys.stderr.write("make_bad_shards.py: %d group B-tree nodes, 1 expected\n" % len(trees))
+                return 1
+            f.seek(trees[0] + 32)
+            f.write(b"\xff" * 8)
     print(bad)
     return 0
 

@@ -78,7 +78,7 @@ if [ -z "$PY" ]; then
     finish
 fi
 for kind in truncated corrupt wrong_shape wrong_dtype bad_label missing_labels count_mismatch no_train \
-        huge_count huge_count61 unwritten inf_mean nan_std escape_names attr_overrun; do
+        huge_count huge_count61 unwritten inf_mean nan_std escape_names attr_overrun btree_undef; do
     d="$TMP/bad_$kind"
     "$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$d" >/dev/null || { bad "make_bad_shards $kind"; continue; }
     # the message must name a file inside the dataset directory (or the directory itself)
@@ -88,7 +88,8 @@ done
 # ddptrain-data inspect on a shard whose header claims 2^62+1 samples: once the label buffer
 # (n * 4 bytes) wrapped to 4 bytes and the read wrote past it.
 for kw in "huge_count:at most" "huge_count61:at most" "unwritten:chunks never written" "inf_mean:'mean' must be" "escape_names:control character" \
-        "attr_overrun:attribute 'mean': a dataspace of 8192 bytes overruns its message"; do
+        "attr_overrun:attribute 'mean': a dataspace of 8192 bytes overruns its message" \
+        "btree_undef:group '/': a symbol table node at an undefined address"; do
     kind=${kw%%:*} want=${kw#*:}
     f=$("$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$TMP/inspect_$kind") || { bad "make_bad_shards $kind"; continue; }
     "$DDPDATA" inspect "$f" >"$TMP/out" 2>"$TMP/err"

@@ -299,6 +299,65 @@ static void rewrite_old_style(const char *src, const char *dst, size_t sizeof_le
     H5Fclose(d);
 }
 
+static haddr_t header_addr(const char *path, const char *name) {
+    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    CHECK(f >= 0);
+    haddr_t addr;
+#if H5_VERSION_GE(1, 12, 0)
+    H5O_info2_t oi;
+    CHECK(H5Oget_info_by_name3(f, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+    memcpy(&addr, &oi.token, sizeof addr);   /* the native format's token is the address */
+#else
+    H5O_info_t oi;
+    CHECK(H5Oget_info_by_name2(f, name, &oi, H5O_INFO_BASIC, H5P_DEFAULT) >= 0);
+    addr = oi.addr;
+#endif
+    H5Fclose(f);
+    return addr;
+}
+
+static uint64_t le64(const unsigned char *p) {
+    uint64_t v = 0;
+    for (int i = 7; i >= 0; i--) v = (v << 8) | p[i];
+    return v;
+}
+
+/* The address of the v1 B-tree of old-style group `name` (8-byte addresses and lengths, as
+ * HDF5's defaults write): from the symbol table message (type 0x0011) in the first chunk of
+ * its version 1 object header (16 bytes of prefix, then messages of an 8-byte header). */
+static uint64_t group_btree(const char *path, const char *name) {
+    const haddr_t at = header_addr(path, name);
+    unsigned char h[512];
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0 && pread(fd, h, sizeof h, (off_t)at) == (ssize_t)sizeof h && h[0] == 1);
+    close(fd);
+    size_t len = h[8] | (size_t)h[9] << 8, pos = 16;
+    while (pos + 8 <= 16 + len && pos + 8 <= sizeof h) {
+        const unsigned type = h[pos] | (unsigned)h[pos + 1] << 8, size = h[pos + 2] | (unsigned)h[pos + 3] << 8;
+        if (type == 0x0011 && pos + 16 <= sizeof h) return le64(h + pos + 8);
+        pos += 8 + size;
+    }
+    CHECK(!"a symbol table message");
+    return 0;
+}
+
+/* `n` bytes at `off` set to `v`, little-endian. */
+static void set_le_at(const char *path, uint64_t off, uint64_t v, int n) {
+    unsigned char b[8];
+    for (int i = 0; i < n; i++) b[i] = (unsigned char)(v >> (8 * i));
+    int fd = open(path, O_RDWR);
+    CHECK(fd >= 0 && pwrite(fd, b, (size_t)n, (off_t)off) == n);
+    close(fd);
+}
+
+static uint64_t get_u64_at(const char *path, uint64_t off) {
+    unsigned char b[8];
+    int fd = open(path, O_RDONLY);
+    CHECK(fd >= 0 && pread(fd, b, 8, (off_t)off) == 8);
+    close(fd);
+    return le64(b);
+}
+
 /* One byte of the data (not the header) of dataset `name` inverted: only a full read sees it. */
 static void damage_data(const char *path, const char *name) {
     hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
@@ -719,6 +778,26 @@ int main(int argc, char **argv) {
             rc = checkpoint_load(p3, &m2, &o2, &ts2, err, sizeof err);
             snprintf_check(msg, sizeof msg, "lengths of %zu bytes: %s", len, rc ? err : "loaded");
             check(rc == 0 && same_model(&m, &m2) && same_ts(&ts, &ts2), "a checkpoint rewritten with old-style groups loads", msg);
+        }
+        /* Their B-trees and symbol table nodes (the fuzz seeds' too): HDF5 1.10 follows the
+         * addresses there unchecked, and a B-tree child at the undefined address crashed
+         * H5Gget_info (fuzz_checkpoint). Refused before HDF5 opens the file. */
+        const uint64_t tree = group_btree(p3, "/train_state"), snod = get_u64_at(p3, tree + 32);
+        const struct { uint64_t off, v; int bytes; const char *want; } nodes[] = {
+            /* the B-tree's first child: after 24 bytes of node header and the first key */
+            {tree + 32, UINT64_MAX, 8, "group '/train_state': a symbol table node at an undefined address"},
+            {tree + 32, (uint64_t)file_size(p3), 8, "group '/train_state': a symbol table node of 328 bytes at"},
+            /* that symbol table node's count: HDF5 1.10 decodes it into an array of 2 * 4 */
+            {snod + 6, 9, 2, "group '/train_state': a symbol table node of 9 entries (at most 8)"},
+        };
+        for (size_t i = 0; i < sizeof nodes / sizeof nodes[0]; i++) {
+            copy_file(p3, p2, file_size(p3));
+            set_le_at(p2, nodes[i].off, nodes[i].v, nodes[i].bytes);
+            memset(&ts2, 0, sizeof ts2);
+            rc = checkpoint_load(p2, &m2, &o2, &ts2, err, sizeof err);
+            snprintf_check(msg, sizeof msg, "%d bytes at %llu = %llu: %s", nodes[i].bytes, (unsigned long long)nodes[i].off,
+                           (unsigned long long)nodes[i].v, rc ? err : "loaded");
+            check(rc != 0 && starts_with(err, p2) && strstr(err, nodes[i].want), "a damaged group B-tree or symbol table node: refused before HDF5 follows it", msg);
         }
         /* An integer wider than 8 bytes: HDF5 converts it through a buffer that wide (a fuzzed
          * 4 GB-wide one kept the loader zeroing memory for minutes) */
