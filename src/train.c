@@ -42,6 +42,7 @@
 #include "roster.h"
 #include "scaler.h"
 #include "schedule.h"
+#include "signals.h"
 #include "straggler.h"
 #include "timeacct.h"
 #include "trace.h"
@@ -72,8 +73,10 @@ static void install_signal_handlers(void) {
     sa.sa_handler = on_signal;
     sigemptyset(&sa.sa_mask);
     sa.sa_flags = SA_RESTART;
-    for (size_t i = 0; i < sizeof k_preempt_candidates / sizeof *k_preempt_candidates; i++)
-        sigaction(k_preempt_candidates[i], &sa, NULL);
+    const int n = (int)(sizeof k_preempt_candidates / sizeof *k_preempt_candidates);
+    for (int i = 0; i < n; i++) sigaction(k_preempt_candidates[i], &sa, NULL);
+    /* taken by a thread of their own, never inside a oneDNN kernel (signals.h) */
+    CHECK(signals_route(k_preempt_candidates, n) == 0);
 }
 
 static int signal_by_name(const char *name) {
