@@ -81,6 +81,14 @@ wait_idle() {
         [ $(($(date +%s) - t0)) -gt "$1" ] && return 1; sleep 0.5
     done
 }
+# why JOBDIR: what a failed job left: the error lines of its output, each rank log's last line and
+# ddptrain-diagnose's verdict from the flight records (when the job wrote any).
+why() {
+    echo "---- the last 30 lines of $1.out"; tail -n 30 "$1.out" 2>/dev/null
+    for f in "$1"/rank-*.log; do [ -f "$f" ] && echo "${f##*/}: $(tail -n 1 "$f")"; done
+    [ -d "$1/flight" ] && "$top_builddir/ddptrain-diagnose" "$1" 2>&1 | head -n 5
+    return 0
+}
 submit() {   # JOBDIR sbatch-options... -- ddptrain-flags...
     local dir=$1; shift
     local opts=()
@@ -172,7 +180,7 @@ wait_step "$jc" 3 90 || { bad "(c) job $J logged no 3 steps (state '$(state)'): 
 scancel --signal=USR2 "$J" && ok "(c) SIGUSR2 to the tasks of job $J after step $(laststep "$jc")"
 t0=$(date +%s)
 until [ "$(state)" = PENDING ]; do
-    [ $(($(date +%s) - t0)) -gt 60 ] || [ -z "$(state)" ] && { bad "(c) job $J not requeued (state '$(state)'): $(tail -n 5 "$jc.out")"; finish; }
+    [ $(($(date +%s) - t0)) -gt 60 ] || [ -z "$(state)" ] && { bad "(c) job $J not requeued (state '$(state)'): $(tail -n 5 "$jc.out")"; why "$jc"; finish; }
     sleep 0.2
 done
 sleep 2   # slurmctld revokes the first run's credential with a one-second resolution
