@@ -65,24 +65,22 @@ if [ -z "$open" ] && [ $waiter -eq 1 ] && [ $n -ge 3 ]; then
 else
     bad "(b) of $n threads, $waiter wait for the signals and these take them where a oneDNN kernel may run:$open"
 fi
-kill -USR2 $pid
-wait $pid
-rc=$?
-if [ $rc -eq 3 ] && grep -q "preemption: signal received (User defined signal 2)" "$TMP/b.out" &&
-   [ -e "$TMP/job-b/checkpoints/latest" ]; then
-    ok "(c) SIGUSR2: exit 3, $(grep -m1 '^checkpoint: ' "$TMP/b.out" | cut -c1-60)"
-else
-    bad "(c) SIGUSR2: exit $rc: $(tail -n 2 "$TMP/b.out")"
-fi
+# preempted NAME SIG TEXT: SIG to the run started as NAME ends it with exit 3, having written the
+# preemption checkpoint after "signal received (TEXT)".
+preempted() {
+    kill "-$2" $pid
+    wait $pid
+    rc=$?
+    if [ $rc -eq 3 ] && grep -q "preemption: signal received ($3)" "$TMP/$1.out" &&
+       [ -e "$TMP/job-$1/checkpoints/latest" ]; then
+        ok "(c) SIG$2: exit 3 after the preemption checkpoint"
+    else
+        bad "(c) SIG$2: exit $rc: $(tail -n 2 "$TMP/$1.out")"
+    fi
+}
+preempted b USR2 "User defined signal 2"
 start term
-kill -TERM $pid
-wait $pid
-rc=$?
-if [ $rc -eq 3 ] && grep -q "preemption: signal received (Terminated)" "$TMP/term.out"; then
-    ok "(c) SIGTERM: exit 3 after the preemption checkpoint"
-else
-    bad "(c) SIGTERM: exit $rc: $(tail -n 2 "$TMP/term.out")"
-fi
+preempted term TERM "Terminated"
 start hup
 kill -HUP $pid
 wait $pid
