@@ -16,7 +16,8 @@
 
 /* ---- reading ---------------------------------------------------------------------------------- */
 
-static const char *const k_kinds[] = {"allreduce", "iallreduce", "broadcast", "barrier"};
+/* Every kind comm.h records: a record holding another is refused as not ours. */
+static const char *const k_kinds[] = {"allreduce", "iallreduce", "broadcast", "barrier", "sendrecv"};
 
 /* The recorder's own string for a kind read back (FlightRecord.kind points at static text). */
 static const char *kind_of(const char *word) {

@@ -151,7 +151,9 @@ static void test_flight(void) {
     for (int k = 1; k <= 100; k++) {
         flight_set_step(f, k / 4);
         flight_set_bucket(f, k % 4 == 0 ? -1 : k % 4 - 1, 3);
-        int64_t seq = flight_posted(f, k % 4 ? "iallreduce" : "allreduce", (uint64_t)k * 8, "a context\nwith a newline");
+        /* every kind comm.h records reads back (sendrecv: --preflight's link test) */
+        const char *kind = k % 4 == 0 ? "allreduce" : k % 8 == 1 ? "sendrecv" : k % 8 == 3 ? "broadcast" : "iallreduce";
+        int64_t seq = flight_posted(f, kind, (uint64_t)k * 8, "a context\nwith a newline");
         EXPECT(seq == k, "seq %lld", (long long)seq);
         if (k < 100) flight_completed(f, seq);
     }
