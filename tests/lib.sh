@@ -47,3 +47,34 @@ rank_pid() {
         tr '\0' '\n' <"/proc/$p/environ" 2>/dev/null | grep -qx "OMPI_COMM_WORLD_RANK=$2" && { echo "$p"; return; }
     done
 }
+
+elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }   # seconds since $1
+within() { awk -v d="$1" -v m="$2" 'BEGIN{exit !(d <= m)}'; }                    # $1 <= $2
+
+# signal_rank1_after CASE JOB_DIR STEP SIGNAL LAUNCH...: start LAUNCH (an mpirun of ddptrain
+# --job_dir JOB_DIR) in the background with its output in $TMP/CASE.out, send SIGNAL to rank 1
+# once its log shows "step STEP/", and wait for LAUNCH. Sets pid1, rc (LAUNCH's exit status) and
+# dt (seconds from the signal to LAUNCH's end); returns 1, after a FAIL line, when rank 1 never
+# got that far (60 s).
+signal_rank1_after() {
+    _case=$1 _job=$2 _step=$3 _sig=$4
+    shift 4
+    "$@" >"$TMP/$_case.out" 2>&1 &
+    _bg=$!
+    pid1=""
+    for _ in $(seq 1 300); do
+        if grep -q "step $_step/" "$_job/logs/rank-00001.log" 2>/dev/null; then pid1=$(rank_pid "$_job" 1); break; fi
+        kill -0 $_bg 2>/dev/null || break
+        sleep 0.2
+    done
+    if [ -z "$pid1" ]; then
+        bad "($_case) rank 1 never logged step $_step or its process was not found"; tail -n 10 "$TMP/$_case.out"
+        kill $_bg 2>/dev/null; wait $_bg
+        return 1
+    fi
+    _t0=$(date +%s.%N)
+    kill "-$_sig" "$pid1"
+    wait $_bg
+    rc=$?
+    dt=$(elapsed "$_t0")
+}

@@ -33,8 +33,6 @@ FLAGS=(--data_dir "$TMP/data" --width 8 --blocks 1 --batch_size 16 --epochs 100 
 MATRIX="$TMP/matrix"
 : >"$MATRIX"
 
-elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
-within() { awk -v d="$1" -v m="$2" 'BEGIN{exit !(d <= m)}'; }
 
 # verdict CASE JOBDIR PATTERN: ddptrain-diagnose exits 1 and its first line matches PATTERN.
 verdict() {
@@ -50,24 +48,9 @@ verdict() {
 # signal_rank1 CASE SIGNAL: 3 ranks; SIGNAL to rank 1 after its second logged step; sets dt
 # (seconds from the signal until mpirun, i.e. every rank, ended).
 signal_rank1() {
-    local job="$TMP/$1" pid1="" bg t0 rc
-    timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$BIN" "${FLAGS[@]}" --job_dir "$job" \
-        >"$TMP/$1.out" 2>&1 &
-    bg=$!
-    for _ in $(seq 1 300); do
-        if grep -q "step 2/" "$job/logs/rank-00001.log" 2>/dev/null; then pid1=$(rank_pid "$job" 1); break; fi
-        kill -0 $bg 2>/dev/null || break
-        sleep 0.2
-    done
-    if [ -z "$pid1" ]; then
-        bad "($1) rank 1 never logged a training step"; tail -n 5 "$TMP/$1.out"; kill $bg 2>/dev/null; wait $bg
-        return 1
-    fi
-    t0=$(date +%s.%N)
-    kill "-$2" "$pid1"
-    wait $bg
-    rc=$?
-    dt=$(elapsed "$t0")
+    local job="$TMP/$1"
+    signal_rank1_after "$1" "$job" 2 "$2" timeout -k 5 120 mpirun --allow-run-as-root --oversubscribe -np 3 "$BIN" \
+        "${FLAGS[@]}" --job_dir "$job" || return 1
     [ $rc -ne 0 ] && [ $rc -ne 124 ] && within "$dt" $LIMIT &&
         ok "($1) SIG$2 to rank 1: every rank ended $dt s later (limit $LIMIT s), mpirun exit $rc" ||
         { bad "($1) SIG$2 to rank 1: mpirun exit $rc after $dt s (limit $LIMIT s)"; tail -n 5 "$TMP/$1.out"; }

@@ -17,8 +17,6 @@ MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 512 --test 64 --shards 2
 
-elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }
-within() { awk -v d="$1" -v m="$2" 'BEGIN{exit !(d <= m)}'; }
 # leftovers DIR: processes whose command line names DIR (this case's job dir), if any
 leftovers() { pgrep -f -- "$1" | tr '\n' ' '; }
 
@@ -28,28 +26,8 @@ leftovers() { pgrep -f -- "$1" | tr '\n' ' '; }
 signal_rank1() {
     job="$TMP/$1" dt="" rc=""
     # shellcheck disable=SC2086
-    timeout -k 5 120 $MPIRUN "$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$job" --width 8 --blocks 1 \
-        --batch_size 16 --epochs 100 --log_interval 1 --threads 1 --comm_timeout $TO >"$TMP/$1.out" 2>&1 &
-    bg=$!
-    pid1=""
-    for _ in $(seq 1 300); do     # up to 60 s for the first training log line of rank 1
-        if grep -q "step 1/" "$job/logs/rank-00001.log" 2>/dev/null; then
-            pid1=$(rank_pid "$job" 1)
-            break
-        fi
-        kill -0 $bg 2>/dev/null || break
-        sleep 0.2
-    done
-    if [ -z "$pid1" ]; then
-        bad "($1) rank 1 never logged a training step or its process was not found"; tail -n 10 "$TMP/$1.out"
-        kill $bg 2>/dev/null; wait $bg
-        return 1
-    fi
-    t0=$(date +%s.%N)
-    kill "-$2" "$pid1"
-    wait $bg
-    rc=$?
-    dt=$(elapsed "$t0")
+    signal_rank1_after "$1" "$job" 1 "$2" timeout -k 5 120 $MPIRUN "$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$job" \
+        --width 8 --blocks 1 --batch_size 16 --epochs 100 --log_interval 1 --threads 1 --comm_timeout $TO || return 1
     echo "   ($1) SIG$2 to rank 1 (pid $pid1) after $(grep -c '"loss"' "$job/metrics.jsonl") logged steps; mpirun exit $rc $dt s later"
     echo "   ($1) first message: $(grep -m 1 -E 'error|did not complete|signal' "$TMP/$1.out")"
     [ $rc -ne 0 ] && [ $rc -ne 124 ] && within "$dt" $((TO + 10)) &&
