@@ -15,12 +15,11 @@ BIN=${TEST_COMM:-$top_builddir/tests/test_comm}
 BIN=$(cd "$(dirname "$BIN")" && pwd)/$(basename "$BIN")   # srun runs it from its own cwd
 TO=5           # collective timeout (s) for the failure cases; each must end within TO+10 s
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/test_comm.XXXXXX")
-STARTED_SLURM=0
+# shellcheck source=tests/slurm/lib.sh disable=SC1091
+. "$top_srcdir/tests/slurm/lib.sh"
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() {
-  if [ "$STARTED_SLURM" = 1 ] && [ "${DDP_SLURM_KEEP:-0}" != 1 ]; then
-    bash "$top_srcdir/tests/slurm/cluster_down.sh" >/dev/null 2>&1
-  fi
+  slurm_down_if_started
   rm -rf "$TMP"
 }
 trap cleanup EXIT
@@ -116,26 +115,17 @@ else
 fi
 
 # ---- (c) srun on the local Slurm cluster ----------------------------------------------------
-STATE=${DDP_SLURM_STATE:-/tmp/ddptrain-slurm.state}
 if ! command -v srun >/dev/null 2>&1; then
   skip "srun not found: Slurm cases"
 else
   up_rc=0
-  if [ -f "$STATE" ]; then
-    bash "$top_srcdir/tests/slurm/cluster_up.sh" >"$TMP/up" 2>&1 || up_rc=$?
-  else
-    bash "$top_srcdir/tests/slurm/cluster_up.sh" >"$TMP/up" 2>&1 || up_rc=$?
-    [ $up_rc = 0 ] && STARTED_SLURM=1
-  fi
+  slurm_up >"$TMP/up" 2>&1 || up_rc=$?   # not in $(...): it sets STARTED and SLURM_CONF
   if [ $up_rc = 77 ]; then
     skip "local Slurm cluster unavailable: $(tail -n 1 "$TMP/up")"
   elif [ $up_rc != 0 ]; then
     echo "FAIL: could not bring up the local Slurm cluster:"; sed 's/^/    | /' "$TMP/up"
     nfail=$((nfail + 1))
   else
-    # shellcheck disable=SC1090
-    SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF")
-    export SLURM_CONF
     SRUN=(srun -t 2 -n 2)
     if [ $HAVE_MPI = 1 ]; then
       method=$([ $HAVE_PMIX = 1 ] && echo pmix || echo slurm)

@@ -12,6 +12,16 @@
 STATE=${DDP_SLURM_STATE:-/tmp/ddptrain-slurm.state}
 STARTED=0
 
+# Tests share the one cluster under make -j: each holds a shared lock on $STATE.lock (file
+# descriptor 7) from slurm_up to its exit, and the test that started the cluster stops it only
+# once it holds that lock alone. Without it a test could stop the cluster under another one's
+# running job, whose next scontrol then waited for a controller that was gone.
+slurm_lock() {   # slurm_lock -s|-x: take the lock shared or exclusive (at most 10 minutes)
+    command -v flock >/dev/null 2>&1 || return 0
+    [ "${_slurm_lock_open:-0}" = 1 ] || { exec 7>>"$STATE.lock"; _slurm_lock_open=1; }
+    flock "$1" -w 600 7
+}
+
 # A cluster of the state file whose daemons run and whose node answers is up, busy or not
 # (cluster_up.sh alone would count a node running another test's job as stale).
 slurm_running() {
@@ -29,7 +39,11 @@ slurm_running() {
 
 slurm_up() {
     command -v sbatch >/dev/null 2>&1 || { echo "slurm_up: sbatch not found"; return 77; }
+    slurm_lock -s
+    # one test at a time finds the cluster down and starts it ($STATE.start, held meanwhile)
+    if command -v flock >/dev/null 2>&1; then exec 6>>"$STATE.start"; flock -x -w 600 6; fi
     if slurm_running; then
+        exec 6>&-
         # shellcheck disable=SC1090
         SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF")
         export SLURM_CONF
@@ -37,10 +51,12 @@ slurm_up() {
     fi
     _had_state=0
     [ -f "$STATE" ] && _had_state=1
-    _up_out=$(bash "${top_srcdir:-.}/tests/slurm/cluster_up.sh" 2>&1)
+    _up_out=$(bash "${top_srcdir:-.}/tests/slurm/cluster_up.sh" 6>&- 7>&- 2>&1)   # (daemons hold no lock)
     _up_rc=$?
+    exec 6>&-
     if [ $_up_rc -ne 0 ]; then
         echo "$_up_out"
+        [ "${_slurm_lock_open:-0}" = 1 ] && flock -u 7   # nothing to share
         return $_up_rc
     fi
     # A state file that was there but stale is restarted too: then the test owns the cluster.
@@ -53,6 +69,7 @@ slurm_up() {
 
 slurm_down_if_started() {
     if [ "$STARTED" = 1 ] && [ "${DDP_SLURM_KEEP:-0}" != 1 ]; then
+        slurm_lock -x   # every other test using the cluster has ended
         bash "${top_srcdir:-.}/tests/slurm/cluster_down.sh" >/dev/null 2>&1
         STARTED=0
     fi
@@ -61,20 +78,20 @@ slurm_down_if_started() {
 # sbatch_wait JOBID [MAXSEC]: wait until the job leaves the queue (default 120 s; then it is
 # cancelled) and print its final state (COMPLETED, FAILED, CANCELLED, TIMEOUT, ...).
 sbatch_wait() {
-    _id=$1 _max=${2:-120} _t=0 _st=""
+    _id=$1 _max=${2:-120} _t0=$(date +%s) _st=""
     while :; do
-        _st=$(scontrol show job "$_id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
+        # (each query at most 15 s: scontrol retries for long when the controller is gone)
+        _st=$(timeout 15 scontrol show job "$_id" 2>/dev/null | sed -n 's/.*JobState=\([A-Z_]*\).*/\1/p')
         case $_st in
             PENDING|RUNNING|CONFIGURING|COMPLETING|REQUEUED|RESIZING|SUSPENDED|"") ;;
             *) echo "$_st"; return 0 ;;
         esac
-        if [ $_t -ge $((_max * 5)) ]; then
-            scancel "$_id" 2>/dev/null
+        if [ $(($(date +%s) - _t0)) -ge "$_max" ]; then
+            timeout 15 scancel "$_id" 2>/dev/null
             echo "TIMEOUT_WAITING($_st)"
             return 1
         fi
         sleep 0.2
-        _t=$((_t + 1))
     done
 }
 
