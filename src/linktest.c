@@ -93,11 +93,6 @@ void linktest_free(LinkTest *t) {
     memset(t, 0, sizeof *t);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 void linktest_judge(LinkVerdict *v, const double *mbps, int world_size, int shift) {
     const int W = world_size;
     memset(v, 0, sizeof *v);
@@ -113,8 +108,7 @@ void linktest_judge(LinkVerdict *v, const double *mbps, int world_size, int shif
     /* The ranks' median, not the links': with 3 ranks, 2 of the 3 links touch a slow host. */
     double *sorted = mallocCheck((size_t)W * sizeof *sorted);
     memcpy(sorted, v->rank_mbps, (size_t)W * sizeof *sorted);
-    qsort(sorted, (size_t)W, sizeof *sorted, cmp_double);
-    v->median = W % 2 ? sorted[W / 2] : 0.5 * (sorted[W / 2 - 1] + sorted[W / 2]);
+    v->median = median_sort(sorted, (size_t)W);
     free(sorted);
     const double limit = 0.5 * v->median;
     for (int q = 0; q < W; q++) {

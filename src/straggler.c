@@ -34,11 +34,6 @@ void straggler_free(Straggler *s) {
     memset(s, 0, sizeof *s);
 }
 
-static int cmp_double(const void *a, const void *b) {
-    const double x = *(const double *)a, y = *(const double *)b;
-    return (x > y) - (x < y);
-}
-
 int straggler_update(Straggler *s, const StragglerTimes *times, long first_step, long last_step,
                      StragglerEvent *ev, int max_events) {
     if (s->factor <= 0.0 || s->world_size < 2) return 0;
@@ -65,8 +60,7 @@ int straggler_update(Straggler *s, const StragglerTimes *times, long first_step,
             sum += s->compute[(size_t)k * W + q] + s->data[(size_t)k * W + q];
         s->sums[q] = s->sorted[q] = sum;
     }
-    qsort(s->sorted, (size_t)W, sizeof *s->sorted, cmp_double);
-    const double median = W % 2 ? s->sorted[W / 2] : 0.5 * (s->sorted[W / 2 - 1] + s->sorted[W / 2]);
+    const double median = median_sort(s->sorted, (size_t)W);
     if (!(median > 0.0)) return 0;
     /* The window (30 steps) damps a rank near the threshold; a margin below it as well left a
      * rank that was back to its peers' pace "slow" for good on a noisy 2-core machine. */

@@ -185,3 +185,14 @@ int helper_thread_create(pthread_t *thread, void *(*fn)(void *), void *arg) {
     CHECK(pthread_sigmask(SIG_SETMASK, &old, NULL) == 0);
     return rc;
 }
+
+static int cmp_double(const void *a, const void *b) {
+    const double x = *(const double *)a, y = *(const double *)b;
+    return (x > y) - (x < y);
+}
+
+double median_sort(double *x, size_t n) {
+    if (n == 0) return 0.0;
+    qsort(x, n, sizeof *x, cmp_double);
+    return n % 2 ? x[n / 2] : 0.5 * (x[n / 2 - 1] + x[n / 2]);
+}

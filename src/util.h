@@ -52,6 +52,9 @@ int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(p
 /* Monotonic seconds. */
 double now_sec(void);
 
+/* The median of x[0..n) (0 for n == 0); sorts x in place. */
+double median_sort(double *x, size_t n);
+
 /* Format into a caller buffer; truncation is an internal error. */
 void snprintf_check(char *buf, size_t n, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
