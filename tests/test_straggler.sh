@@ -3,7 +3,7 @@
 #   (a) a normal run names no straggler (no false alarm) in rank 0's output or metrics.jsonl
 #       (not judged when other programs used a quarter of a core or more meanwhile, and a rank
 #       on a slower core is named in earnest: below);
-#   (b) rank 1 slowed from outside (SIGSTOP/SIGCONT on a duty cycle, about 3x slower) is named,
+#   (b) rank 1 slowed from outside (SIGSTOP/SIGCONT every 30 ms, about 3x slower) is named,
 #       with its host, in rank 0's log and metrics.jsonl within 50 steps of the first
 #       stop, in one episode, and rank 0 is not named while it lasts; once the stops end,
 #       rank 1 is reported recovered.
@@ -105,13 +105,17 @@ if [ -z "$pid1" ]; then
     kill $bg 2>/dev/null; wait $bg
     finish
 fi
-# A duty cycle of SIGSTOP 0.2 s / SIGCONT 0.1 s: rank 1 runs a third of the time. (Busy
-# processes pinned to rank 1's core would do on an idle machine; on a loaded one the kernel then
-# moves the other load onto rank 0's core and slows both.) A rank stopped while it waits in a
-# collective is charged communication wait, so the model is wide enough for compute to dominate.
-touch "$TMP/slow"
-( while [ -f "$TMP/slow" ]; do kill -STOP "$pid1" 2>/dev/null; sleep 0.2; kill -CONT "$pid1" 2>/dev/null; sleep 0.1; done
-  kill -CONT "$pid1" 2>/dev/null ) &
+# Rank 1 is stopped 20 ms and let run 10 ms, over and over (tests/duty_cycle): it runs a third of
+# the time, spread evenly over each step as a slow core would be. Cycles of a tenth of a second
+# (a shell loop) landed whole in one phase of a 12 ms step, and those that landed in rank 1's own
+# communication wait were charged as communication to every rank, not as compute to rank 1.
+# The cycler runs with a real-time priority (root) or the highest nice: starved by the ranks and
+# the other tests of a loaded machine, it once stopped rank 1 a few times in a second.
+# (Busy processes pinned to rank 1's core would do on an idle machine; on a loaded one the
+# kernel then moves the other load onto rank 0's core and slows both.)
+PRIO="nice -n -19"
+chrt -f 50 true 2>/dev/null && PRIO="chrt -f 50"
+$PRIO "$top_builddir/tests/duty_cycle" "$pid1" 20 10 >"$TMP/duty.out" 2>&1 &
 duty=$!
 start=$(last_step "$job")
 named=""
@@ -122,7 +126,7 @@ for _ in $(seq 1 600); do     # up to 120 s, or 80 steps after the first stop
     kill -0 $bg 2>/dev/null || break
     sleep 0.2
 done
-rm -f "$TMP/slow"
+kill $duty 2>/dev/null
 wait $duty
 if [ -z "$named" ]; then
     bad "(b) rank 1 slowed from step $start: no straggler named by step $(last_step "$job")"
@@ -135,9 +139,10 @@ else
         ok "(b) rank 1 on host $HOST named $((at - start)) steps after it was slowed (limit 50)" ||
         bad "(b) wrong rank or host, or too late: $named"
 fi
-# Rank 0 must not be named once rank 1 is slowed: (b) judges the slowing; an episode of rank 0
-# before it began is what (a) judges, on a machine it can tell is quiet.
-awk -v s="$start" '/"event": "straggler"/ && /"rank": 0,/ { sub(/.*"step": /, ""); if ($0 + 0 > s) bad = 1 } END { exit !bad }' \
+# Rank 0 must not be named for steps in which rank 1 is slowed: (b) judges the slowing; an
+# episode of rank 0 whose window began before it is what (a) judges, on a machine it can tell
+# is quiet.
+awk -v s="$start" '/"event": "straggler"/ && /"rank": 0,/ { sub(/.*"first_step": /, ""); if ($0 + 0 > s) bad = 1 } END { exit !bad }' \
     "$job/metrics.jsonl" && bad "(b) rank 0 was named after rank 1 was slowed: $(grep '"rank": 0,' "$job/metrics.jsonl" | head -n 2)"
 # Recovery: the window (30 steps) must clear; allow 120 steps.
 stop=$(last_step "$job")
