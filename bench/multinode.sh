@@ -12,7 +12,8 @@
 #   bwd+    = compute - compute_alone       backward inflated by driving the transport
 # Environment: RATE (90mbit), WIDTH (64), BATCH (64), STEPS (8), CAPS (bucket caps in MB
 # besides the default: "2 1"), DTYPES (--comm_dtype rows at the default and at the best cap:
-# "bf16"), DDP_MN_STATE (see multinode_up.sh).
+# "bf16"), PROGRESS (--comm_progress_us rows at the default flags: "0", the reducer's progress
+# thread off), DDP_MN_STATE (see multinode_up.sh).
 set -u
 B=$(cd "${1:-build}" && pwd) || { echo "usage: $0 [BUILD_DIR]" >&2; exit 2; }
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -25,6 +26,7 @@ BATCH=${BATCH:-64}
 STEPS=${STEPS:-8}
 CAPS=${CAPS:-2 1}
 DTYPES=${DTYPES:-bf16}
+PROGRESS=${PROGRESS-0}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddp-multinode.XXXXXX")
 top_srcdir=$SRC
 # shellcheck source=tests/slurm/lib.sh disable=SC1091
@@ -77,6 +79,9 @@ printf "%-50s %6.2f s  %6.2f s\n" "one node alone (no communication)" "$t0" "$c0
 row "two nodes, one bucket after backward" "$t1" "$c1" "$w1" "$m1"
 read -r t c w m < <(run default 2) && row "two nodes, default flags" "$t" "$c" "$w" "$m"
 best=default bt=$t
+for us in $PROGRESS; do
+    read -r t c w m < <(run "progress$us" 2 --comm_progress_us "$us") && row "two nodes, --comm_progress_us $us" "$t" "$c" "$w" "$m"
+done
 for cap in $CAPS; do
     read -r t c w m < <(run "cap$cap" 2 --bucket_cap_mb "$cap") || continue
     row "two nodes, --bucket_cap_mb $cap" "$t" "$c" "$w" "$m"

@@ -1,5 +1,7 @@
 /* reducer.c - see reducer.h. */
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "half.h"
 #include "reducer.h"
@@ -23,6 +25,31 @@ void reducer_init(Reducer *r, Comm *comm, float *grads, const TensorInfo *info, 
             cap = cap_bytes;
         }
     }
+    /* The last bucket is posted when backward ends, and all of its bytes are on the wire while
+     * the step waits. Cut it again from the first tensor up, in buckets of first_cap / 16,
+     * twice that, four times, ..., so that the bucket posted last is small and each before it
+     * is posted a layer or more earlier, while the link is free. */
+    if (r->n_bucket == 0) return;
+    const Bucket tail = r->bucket[r->n_bucket - 1];
+    size_t piece = first_cap_bytes / 16, begin = tail.begin;
+    if ((tail.end - tail.begin) * sizeof(float) < 2 * piece) return;
+    Bucket *cut = callocCheck((size_t)n_info + 1, sizeof *cut);
+    int n_cut = 0;
+    for (int t = 0; t < n_info; t++) {
+        const size_t t_end = info[t].offset + info[t].numel;
+        if (info[t].offset < tail.begin || t_end > tail.end) continue;
+        if ((t_end - begin) * sizeof(float) >= piece || t_end == tail.end) {
+            cut[n_cut++] = (Bucket){.begin = begin, .end = t_end};
+            begin = t_end;
+            piece *= 2;
+        }
+    }
+    /* a remainder under the first piece's size (a batch norm's few floats) joins the piece before */
+    if (n_cut >= 2 && (cut[n_cut - 1].end - cut[n_cut - 1].begin) * sizeof(float) < first_cap_bytes / 16)
+        cut[n_cut - 2].end = cut[n_cut - 1].end, n_cut--;
+    r->n_bucket--;
+    for (int k = n_cut - 1; k >= 0; k--) r->bucket[r->n_bucket++] = cut[k];
+    free(cut);
 }
 
 size_t reducer_auto_cap(size_t grad_bytes) {
@@ -39,6 +66,15 @@ void reducer_set_wire(Reducer *r, CommDtype wire) {
 }
 
 void reducer_free(Reducer *r) {
+    if (r->progress_on) {
+        pthread_mutex_lock(&r->lock);
+        r->quit = 1;
+        pthread_cond_signal(&r->wake);
+        pthread_mutex_unlock(&r->lock);
+        pthread_join(r->thread, NULL);
+        pthread_mutex_destroy(&r->lock);
+        pthread_cond_destroy(&r->wake);
+    }
     free(r->wire_buf);
     free(r->bucket);
     memset(r, 0, sizeof *r);
@@ -94,8 +130,9 @@ static void post(Reducer *r, int b) {
     k->t_done = 0.0;
 }
 
-/* A completed bucket's span goes into the trace from post to the moment completion was seen;
- * a 16-bit one is converted back into the gradients then. */
+/* A completed bucket: the moment completion was seen (its span goes into the trace when the
+ * step's buckets are all done: the trace belongs to the backward thread); a 16-bit one is
+ * converted back into the gradients. */
 static void completed(Reducer *r, int b) {
     Bucket *k = &r->bucket[b];
     if (r->wire != COMM_FLOAT32)
@@ -107,23 +144,65 @@ static void completed(Reducer *r, int b) {
 static void poll(Reducer *r) {
     for (int b = 0; b < r->next; b++) {
         Bucket *k = &r->bucket[b];
-        if (k->t_done == 0.0 && comm_test(r->comm, &k->req[r->cur])) {
-            completed(r, b);
-            trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
-        }
+        if (k->t_done == 0.0 && comm_test(r->comm, &k->req[r->cur])) completed(r, b);
     }
+}
+
+void reducer_lock(Reducer *r) {
+    if (r->progress_on) pthread_mutex_lock(&r->lock);
+}
+
+void reducer_unlock(Reducer *r) {
+    if (r->progress_on) pthread_mutex_unlock(&r->lock);
+}
+
+static void *progress_main(void *arg) {
+    Reducer *r = arg;
+    pthread_mutex_lock(&r->lock);
+    for (;;) {
+        while (!r->polling && !r->quit) pthread_cond_wait(&r->wake, &r->lock);
+        if (r->quit) break;
+        poll(r);
+        r->progress_polls++;
+        pthread_mutex_unlock(&r->lock);
+        struct timespec ts = {r->interval_ns / 1000000000L, r->interval_ns % 1000000000L};
+        nanosleep(&ts, NULL);
+        pthread_mutex_lock(&r->lock);
+    }
+    pthread_mutex_unlock(&r->lock);
+    return NULL;
+}
+
+void reducer_start_progress(Reducer *r, double interval_us) {
+    CHECK(!r->progress_on && interval_us > 0.0);
+    r->interval_ns = (long)(interval_us * 1e3);
+    if (r->interval_ns < 1000) r->interval_ns = 1000;
+    CHECK(pthread_mutex_init(&r->lock, NULL) == 0);
+    CHECK(pthread_cond_init(&r->wake, NULL) == 0);
+    CHECK(helper_thread_create(&r->thread, progress_main, r) == 0);
+    pthread_setname_np(r->thread, "ddp-progress");
+    r->progress_on = 1;
 }
 
 void reducer_grad_ready(void *ctx, size_t offset) {
     Reducer *r = ctx;
     if (!r->active) return;
+    reducer_lock(r);
     while (r->next < r->n_bucket && r->bucket[r->next].begin >= offset) post(r, r->next++);
     poll(r);
+    if (r->progress_on && r->next > 0 && !r->polling) {
+        r->polling = 1;
+        pthread_cond_signal(&r->wake);
+    }
+    reducer_unlock(r);
 }
 
 void reducer_finish(Reducer *r) {
     if (!r->active) return;
+    reducer_lock(r);
     while (r->next < r->n_bucket) post(r, r->next++);
+    r->polling = 0;   /* from here this thread waits, and tests by itself */
+    reducer_unlock(r);
     double t0 = now_sec();
     for (int b = 0; b < r->n_bucket; b++) {
         Bucket *k = &r->bucket[b];
@@ -131,9 +210,11 @@ void reducer_finish(Reducer *r) {
         set_context(r, b);
         if (!comm_wait_stream(r->comm, &k->req[r->cur])) continue;   /* the device waits */
         completed(r, b);
-        trace_event(r->trace, "allreduce bucket", "comm", b, 1, k->t_post, k->t_done);
     }
     r->wait_time += now_sec() - t0;
+    for (int b = 0; b < r->n_bucket; b++)
+        if (r->bucket[b].t_done != 0.0)
+            trace_event(r->trace, "allreduce bucket", "comm", b, 1, r->bucket[b].t_post, r->bucket[b].t_done);
     r->active = 0;
 }
 

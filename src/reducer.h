@@ -3,7 +3,9 @@
  * Buckets are contiguous slices of the flat gradient buffer, cut at tensor boundaries, in
  * reverse layer order: bucket 0 holds the last layers (whose gradients backward produces
  * first), and is kept small (first_cap_bytes) so communication starts early, as in PyTorch
- * DDP. The model calls reducer_grad_ready(offset) each time the gradients at offsets >= offset
+ * DDP. The buckets at the other end, posted last, are cut small too (first_cap_bytes / 16 for
+ * the very last, doubling towards the earlier ones): the last is posted when backward ends and
+ * all of it is on the wire while the step waits. The model calls reducer_grad_ready(offset) each time the gradients at offsets >= offset
  * are final; every bucket that lies entirely above the offset is posted as a non-blocking
  * average at once, and the buckets already in flight are polled so that the communication
  * progresses between layers while backward continues. reducer_finish waits for all of them
@@ -16,6 +18,16 @@
  *
  * The reducer only knows a Comm: the same code drives MPI on CPU and NCCL on GPU.
  *
+ * Progress between layers alone is coarse: Open MPI moves a non-blocking collective on only
+ * inside MPI calls, and a layer of backward can take tens of milliseconds, during which a
+ * transfer stalls at its next handshake (rendezvous, next round of the algorithm) with the link
+ * idle. On the host (MPI), reducer_start_progress starts a thread that tests the buckets in
+ * flight every interval while backward runs, so the link is kept busy and the buckets finish at
+ * the wire's pace, not the layers'. The thread and the backward thread take turns through one
+ * mutex (the Comm is not thread-safe: its context, the flight recorder); the thread stops
+ * polling when reducer_finish starts waiting, and another collective during backward (the
+ * synchronised batch norm's) runs under reducer_lock.
+ *
  * Compressed buckets (reducer_set_wire, --comm_dtype bf16|fp16, MPI only): a bucket is
  * converted to 16 bits into a staging buffer when posted, summed there (src/half.h: each step
  * of the reduction adds in float32 and rounds to 16 bits), and converted back into the
@@ -24,6 +36,7 @@
 #ifndef DDP_REDUCER_H
 #define DDP_REDUCER_H
 
+#include <pthread.h>
 #include <stddef.h>
 #include <stdint.h>
 
@@ -52,6 +65,16 @@ typedef struct {
     double wait_time;        /* seconds the host waited for reductions since last taken */
     CommDtype wire;          /* COMM_FLOAT32, or COMM_BF16 / COMM_FP16 (reducer_set_wire) */
     uint16_t *wire_buf;      /* the 16-bit copy of the gradients, for a 16-bit wire */
+    /* the progress thread (reducer_start_progress); the fields below and every Comm call
+     * while it runs are guarded by lock */
+    int progress_on;
+    pthread_t thread;
+    pthread_mutex_t lock;
+    pthread_cond_t wake;
+    int polling;             /* buckets are in flight and backward runs: the thread tests them */
+    int quit;
+    long interval_ns;
+    long progress_polls;     /* the thread's passes over the buckets, for the log */
 } Reducer;
 
 /* Buckets from the tensor layout (params in forward order). */
@@ -67,6 +90,14 @@ size_t reducer_auto_cap(size_t grad_bytes);
 /* The element type gradients travel in: COMM_FLOAT32 (default), COMM_BF16 or COMM_FP16 (for a
  * host Comm only: the conversion runs on the CPU). */
 void reducer_set_wire(Reducer *r, CommDtype wire);
+
+/* Starts the progress thread (see the top): a pass over the buckets in flight every
+ * interval_us microseconds during backward. For a host Comm (MPI) only; a device's (NCCL)
+ * progresses on its own. */
+void reducer_start_progress(Reducer *r, double interval_us);
+/* Around a collective of the backward thread other than the reducer's (sync_bn). */
+void reducer_lock(Reducer *r);
+void reducer_unlock(Reducer *r);
 
 /* Before each backward: active = 0 on the first k-1 micro-steps of gradient accumulation
  * (nothing is communicated then), 1 on the last. */

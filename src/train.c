@@ -324,9 +324,13 @@ static long allreduce_min_long(Comm *c, long v) {
     return m;
 }
 
-/* Model's StatsAllreduceFn for --sync_bn. */
+/* Model's StatsAllreduceFn for --sync_bn: in backward, between the reducer's progress
+ * thread's turns (reducer.h). */
 static void sync_bn_stats(void *ctx, double *buf, size_t n) {
-    comm_allreduce((Comm *)ctx, buf, n, COMM_FLOAT64, COMM_SUM);
+    Run *r = ctx;
+    reducer_lock(&r->reducer);
+    comm_allreduce(r->comm, buf, n, COMM_FLOAT64, COMM_SUM);
+    reducer_unlock(&r->reducer);
 }
 
 /* Model's GradReadyFn: trace the layer's backward, then hand over to the reducer. */
@@ -947,18 +951,27 @@ static void build_model(Run *r) {
         if (r->be->on_device) die("--comm_dtype %s: compressed all-reduce is for CPU ranks only; use fp32 on GPUs", cfg->comm_dtype);
         reducer_set_wire(&r->reducer, !strcmp(cfg->comm_dtype, "bf16") ? COMM_BF16 : COMM_FP16);
     }
+    /* A device's collectives progress on their own (NCCL's kernels and proxy thread). Two
+     * threads calling MPI, one at a time, need MPI_THREAD_SERIALIZED (2) at least. */
+    if (world > 1 && !r->be->on_device && cfg->comm_progress_us > 0.0) {
+        if (r->comm->thread_level >= 2) reducer_start_progress(&r->reducer, cfg->comm_progress_us);
+        else log_warn(&r->log, "--comm_progress_us %g: the MPI library gives one thread only (thread level %d); buckets "
+                      "are tested between layers only", cfg->comm_progress_us, r->comm->thread_level);
+    }
     r->model.grad_ready = on_grad_ready;
     r->model.grad_ready_ctx = r;
     if (cfg->sync_bn && world > 1) {
         r->model.stats_allreduce = sync_bn_stats;
-        r->model.stats_allreduce_ctx = r->comm;
+        r->model.stats_allreduce_ctx = r;
     }
     if (world > 1) {
         char desc[1024];
         reducer_describe(&r->reducer, desc, sizeof desc);
-        log_info(&r->log, "reducer: gradients averaged over %d ranks in %s%s%s%s", world, desc,
+        char progress[64] = "";
+        if (r->reducer.progress_on) snprintf(progress, sizeof progress, "; tested every %g us while backward runs", cfg->comm_progress_us);
+        log_info(&r->log, "reducer: gradients averaged over %d ranks in %s%s%s%s%s", world, desc,
                  strcmp(cfg->comm_dtype, "fp32") ? ", sent as " : "", strcmp(cfg->comm_dtype, "fp32") ? cfg->comm_dtype : "",
-                 cfg->sync_bn ? "; synchronised batch norm" : "");
+                 cfg->sync_bn ? "; synchronised batch norm" : "", progress);
     }
     agree_on_layout(r);   /* before the first collective whose size they decide */
     broadcast_weights(r);

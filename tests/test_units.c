@@ -2,7 +2,9 @@
  * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel), and
  * which GPU a rank takes. */
 #include <math.h>
+#include <pthread.h>
 #include <string.h>
+#include <time.h>
 
 #include "config.h"
 #include "gpu_choice.h"
@@ -380,6 +382,87 @@ static void test_reducer_requests(void) {
     model_free(&m);
 }
 
+/* ---- the reducer's progress thread and its buckets ----
+ * The buckets posted last (the first layers) are cut small and growing, so the one posted when
+ * backward ends is small. With the progress thread, a bucket posted during backward completes
+ * while the backward thread computes and calls nothing; the thread tests nothing outside
+ * backward; the final wait finds the buckets done. The fake comm completes a request on its
+ * 5th test and counts tests made by another thread than this one. */
+static struct { pthread_t main; int tests_main, tests_other; } g_pc;
+
+static void pc_iallreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op, CommRequest *req) {
+    (void)c; (void)buf; (void)count; (void)dt; (void)op;
+    req->active = 1;
+    req->handle.i = 5;
+}
+static int pc_test(Comm *c, CommRequest *req) {
+    (void)c;
+    if (pthread_equal(pthread_self(), g_pc.main)) g_pc.tests_main++;
+    else g_pc.tests_other++;
+    if (--req->handle.i > 0) return 0;
+    req->active = 0;
+    return 1;
+}
+static void pc_wait(Comm *c, CommRequest *req) { (void)c; req->active = 0; }
+
+static void sleep_ms(long ms) {
+    struct timespec ts = {ms / 1000, (ms % 1000) * 1000000L};
+    nanosleep(&ts, NULL);
+}
+
+static void test_reducer_progress(void) {
+    Model m;
+    model_init(&m, 64, 2, 10, 32, 2);   /* MiniResNet, width 64: 2,777,674 parameters */
+    /* the default caps for it: an eighth of the gradients (1.39 MB), first bucket 1 MB */
+    const size_t cap = reducer_auto_cap(m.num_params * sizeof(float)), first = 1000000;
+    Reducer r;
+    reducer_init(&r, NULL, m.grads, m.param_info, m.n_param_info, cap, first, NULL);
+    size_t last = (r.bucket[r.n_bucket - 1].end - r.bucket[r.n_bucket - 1].begin) * sizeof(float);
+    int growing = 1, tail = 0;
+    for (int b = r.n_bucket - 1; b > 0 && r.bucket[b - 1].end - r.bucket[b - 1].begin < cap / sizeof(float); b--, tail++)
+        if (r.bucket[b - 1].end - r.bucket[b - 1].begin < (r.bucket[b].end - r.bucket[b].begin) / 2) growing = 0;
+    char desc[512];
+    reducer_describe(&r, desc, sizeof desc);
+    EXPECT(r.bucket[r.n_bucket - 1].begin == 0 && last >= first / 16 && last < first / 4 && tail >= 2 && growing,
+           "width 64 at the default caps: the bucket posted last holds %.3f MB (from the first tensor), the %d before "
+           "it grow (%s)", (double)last / 1e6, tail, desc);
+    reducer_free(&r);
+
+    CommOps ops = {.name = "fake", .iallreduce = pc_iallreduce, .test = pc_test, .wait = pc_wait};
+    Comm c;
+    memset(&c, 0, sizeof c);
+    c.ops = &ops;
+    c.world_size = 2;
+    c.thread_level = 3;
+    memset(&g_pc, 0, sizeof g_pc);
+    g_pc.main = pthread_self();
+    reducer_init(&r, &c, m.grads, m.param_info, m.n_param_info, cap, first, NULL);
+    reducer_start_progress(&r, 100.0);
+    int ok_steps = 0;
+    for (long step = 1; step <= 3; step++) {
+        reducer_begin(&r, 1, step);
+        /* backward produces the last layer's gradients: bucket 0 is posted; then a long layer */
+        reducer_grad_ready(&r, r.bucket[0].begin);
+        const int main_before = g_pc.tests_main;
+        sleep_ms(30);
+        const int done_in_layer = r.bucket[0].t_done != 0.0, main_in_layer = g_pc.tests_main - main_before;
+        for (int i = m.n_param_info - 1; i >= 0; i--) reducer_grad_ready(&r, m.param_info[i].offset);
+        sleep_ms(30);
+        int all_done = 1;
+        for (int b = 0; b < r.n_bucket; b++) all_done &= r.bucket[b].t_done != 0.0;
+        reducer_finish(&r);
+        const int other_after = g_pc.tests_other;
+        sleep_ms(10);
+        ok_steps += done_in_layer && main_in_layer == 0 && all_done && !r.polling && g_pc.tests_other == other_after;
+    }
+    EXPECT(ok_steps == 3 && g_pc.tests_other > 0,
+           "progress thread: in %d of 3 steps a bucket completed inside a layer and all %d before the final wait, "
+           "none tested outside backward (%d tests by the thread, %d by backward)", ok_steps, r.n_bucket,
+           g_pc.tests_other, g_pc.tests_main);
+    reducer_free(&r);
+    model_free(&m);
+}
+
 /* Which GPU a rank takes (gpu_choice.h): Slurm's --gpus-per-task=1 leaves every rank one
  * visible device, numbered 0, whatever its local rank; with the node's GPUs all visible, the
  * local rank picks; fewer visible GPUs than ranks on the node (but more than one) is an error
@@ -437,6 +520,7 @@ int main(void) {
     test_model_grad_scale();
     test_model_evaluate_chunks();
     test_reducer_requests();
+    test_reducer_progress();
     test_gpu_choice();
     printf(g_fail ? "%d check(s) failed\n" : "all checks passed\n", g_fail);
     return g_fail ? 1 : 0;
