@@ -336,6 +336,16 @@ static void fc_wait(Comm *c, CommRequest *req) { (void)c; g_fc.waits++; req->act
 static void fc_wait_stream(Comm *c, CommRequest *req) { (void)c; (void)req; g_fc.stream_waits++; }
 static void fc_noop(Comm *c) { (void)c; }
 
+/* A 2-rank comm over the fake operations, as an MPI one with every thread level. */
+static Comm fake_comm(const CommOps *ops) {
+    Comm c;
+    memset(&c, 0, sizeof c);
+    c.ops = ops;
+    c.world_size = 2;
+    c.thread_level = 3;
+    return c;
+}
+
 static int reducer_active_requests(const Reducer *r) {
     int n = 0;
     for (int b = 0; b < r->n_bucket; b++) n += r->bucket[b].req[0].active + r->bucket[b].req[1].active;
@@ -348,11 +358,7 @@ static void test_reducer_requests(void) {
     for (int device = 0; device < 2; device++) {
         CommOps ops = {.name = "fake", .iallreduce = fc_iallreduce, .test = fc_test, .wait = fc_wait,
                        .wait_stream = device ? fc_wait_stream : NULL, .barrier = fc_noop};
-        Comm c;
-        memset(&c, 0, sizeof c);
-        c.ops = &ops;
-        c.rank = 0;
-        c.world_size = 2;
+        Comm c = fake_comm(&ops);
         memset(&g_fc, 0, sizeof g_fc);
         Reducer r;
         /* small buckets: several per step */
@@ -429,11 +435,7 @@ static void test_reducer_progress(void) {
     reducer_free(&r);
 
     CommOps ops = {.name = "fake", .iallreduce = pc_iallreduce, .test = pc_test, .wait = pc_wait};
-    Comm c;
-    memset(&c, 0, sizeof c);
-    c.ops = &ops;
-    c.world_size = 2;
-    c.thread_level = 3;
+    Comm c = fake_comm(&ops);
     memset(&g_pc, 0, sizeof g_pc);
     g_pc.main = pthread_self();
     reducer_init(&r, &c, m.grads, m.param_info, m.n_param_info, cap, first, NULL);
