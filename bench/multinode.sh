@@ -13,7 +13,8 @@
 # Environment: RATE (90mbit), WIDTH (64), BATCH (64), STEPS (8), CAPS (bucket caps in MB
 # besides the default: "2 1"), DTYPES (--comm_dtype rows at the default and at the best cap:
 # "bf16"), PROGRESS (--comm_progress_us rows at the default flags: "0", the reducer's progress
-# thread off), DDP_MN_STATE (see multinode_up.sh).
+# thread off), ALLREDUCE (--comm_allreduce rows at the default flags: "mpi", the MPI library's
+# MPI_Iallreduce), DDP_MN_STATE (see multinode_up.sh).
 set -u
 B=$(cd "${1:-build}" && pwd) || { echo "usage: $0 [BUILD_DIR]" >&2; exit 2; }
 SRC=$(cd "$(dirname "$0")/.." && pwd)
@@ -27,6 +28,7 @@ STEPS=${STEPS:-8}
 CAPS=${CAPS:-2 1}
 DTYPES=${DTYPES:-bf16}
 PROGRESS=${PROGRESS-0}
+ALLREDUCE=${ALLREDUCE-mpi}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddp-multinode.XXXXXX")
 top_srcdir=$SRC
 # shellcheck source=tests/slurm/lib.sh disable=SC1091
@@ -81,6 +83,9 @@ read -r t c w m < <(run default 2) && row "two nodes, default flags" "$t" "$c" "
 best=default bt=$t
 for us in $PROGRESS; do
     read -r t c w m < <(run "progress$us" 2 --comm_progress_us "$us") && row "two nodes, --comm_progress_us $us" "$t" "$c" "$w" "$m"
+done
+for a in $ALLREDUCE; do
+    read -r t c w m < <(run "allreduce-$a" 2 --comm_allreduce "$a") && row "two nodes, --comm_allreduce $a" "$t" "$c" "$w" "$m"
 done
 for cap in $CAPS; do
     read -r t c w m < <(run "cap$cap" 2 --bucket_cap_mb "$cap") || continue

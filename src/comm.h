@@ -106,6 +106,9 @@ struct Comm {
     void *on_abort_ctx;
     char desc[256];
     struct Flight *flight;      /* the flight recorder (flight.h); NULL: none. Freed by comm_free */
+    /* MPI backend: non-blocking sums and averages of floats of at least this many bytes go
+     * round ddptrain's own ring (comm_mpi.c); 0: all through MPI_Iallreduce */
+    size_t ring_min_bytes;
     void *impl;                 /* backend state */
 };
 

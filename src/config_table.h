@@ -58,6 +58,7 @@
     X(bucket_cap_mb,    FLOAT,  "0",     0, 1e5,        "gradient all-reduce bucket size in MB (0: an eighth of the model's gradients, at least 1 and at most 25 MB)") \
     X(first_bucket_mb,  FLOAT,  "1",     0.001, 1e5,    "size of the first (last-layer) bucket in MB, small so communication starts early") \
     X(comm_progress_us, FLOAT,  "1000",   0, 1e6,        "microseconds between a CPU rank's tests of its gradient buckets in flight while backward runs, on a thread of their own, so transfers go on inside long layers (0: test only between layers)") \
+    X(comm_allreduce,   CHOICE, "ring",  "ring|mpi", 0, "how CPU ranks all-reduce gradient buckets: ring (ddptrain's own ring of point-to-point messages: every link busy both ways at once, the sum's order fixed by rank) or mpi (the MPI library's MPI_Iallreduce; Open MPI 4 sends one way at a time below 4 ranks)") \
     X(comm_dtype,       CHOICE, "fp32",  "fp32|bf16|fp16", 0, "type gradients are all-reduced in (CPU ranks): bf16 or fp16 halve the bytes on the wire; each reduction step adds in float32 and rounds to 16 bits, the result is divided by the world size in float32") \
     X(comm_timeout,     FLOAT,  "300",   0, 1e7,        "seconds a collective may take before the job is ended, naming the rank or host to blame (0: wait forever)") \
     X(straggler_factor, FLOAT,  "1.15",  0, 100,        "name a rank (log and metrics.jsonl) whose compute + data time exceeds the median rank's by this factor over the last 30 steps, checked at every --log_interval (0: off)") \

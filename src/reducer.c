@@ -141,10 +141,16 @@ static void completed(Reducer *r, int b) {
     k->t_done = now_sec();
 }
 
+/* Tests the buckets in flight in posting order, up to the first that is not complete: one
+ * test moves every collective in flight on (MPI's progress engine, and comm_mpi.c's rings),
+ * and buckets complete in about the order they were posted; a test each would be a pass of
+ * the progress engine each. */
 static void poll(Reducer *r) {
     for (int b = 0; b < r->next; b++) {
         Bucket *k = &r->bucket[b];
-        if (k->t_done == 0.0 && comm_test(r->comm, &k->req[r->cur])) completed(r, b);
+        if (k->t_done != 0.0) continue;
+        if (!comm_test(r->comm, &k->req[r->cur])) break;
+        completed(r, b);
     }
 }
 

@@ -56,6 +56,8 @@
 #define EXIT_PREFLIGHT_SLOW 4
 /* Steps between preemption checks of several ranks on GPUs (each check is a host round trip). */
 #define PREEMPT_CHECK_STEPS_GPU 10
+/* --comm_allreduce ring: all-reduces of at least this many bytes go round the ring */
+#define RING_MIN_BYTES (32 * 1024)
 
 /* ---- preemption signals ------------------------------------------------------------------- */
 
@@ -762,6 +764,10 @@ static void setup(Run *r, int argc, char **argv) {
     choose_backend(r);
     if (connect_world(r, err, sizeof err) != 0) die("%s", err);
     r->comm = r->world.comm;
+    /* Gradient buckets round ddptrain's ring (comm_mpi.c: MPI libraries send small rank counts'
+     * all-reduces one direction at a time); small collectives stay with MPI's latency-minded
+     * algorithms. Read by the MPI backend only. */
+    if (!strcmp(r->cfg.comm_allreduce, "ring")) r->comm->ring_min_bytes = RING_MIN_BYTES;
     logger_init(&r->log, r->world.boot.rank, r->world.boot.world_size);
 
 #ifdef _OPENMP

@@ -214,6 +214,58 @@ static void check_half_allreduce(Comm *c) {
     printf("rank %d: bf16 and fp16 iallreduce (16-bit sums): %s\n", c->rank, g_failures ? "FAILED" : "ok");
 }
 
+/* The ring all-reduce of comm_mpi.c (--comm_allreduce ring), made to take every float
+ * all-reduce here: sums and averages of small integers exact, several rings in flight and
+ * completed out of order, 16-bit sums; and, with values whose sum rounds, the bits of the
+ * fixed order x_c + x_c+1 + ... + x_c-1 for chunk c (chunks of count / ranks, uneven here) on
+ * every rank. */
+static float ring_value(int i, int r) { return (float)((i * 2654435761u + (unsigned)r * 97u) % 10007u) / 7919.0f; }
+
+static void check_ring(Comm *c) {
+    enum { NB = 3, N = 100003 };
+    static float buf[NB][N];
+    const int n = c->world_size, r = c->rank, tri = n * (n + 1) / 2;
+    const size_t saved = c->ring_min_bytes;
+    c->ring_min_bytes = 1;
+    CommRequest req[NB];
+    for (int b = 0; b < NB; b++) {
+        for (int i = 0; i < N; i++) buf[b][i] = b == 2 ? ring_value(i, r) : (float)((r + 1) * (i % 13 + b));
+        comm_set_context(c, "test ring");
+        comm_iallreduce(c, buf[b], N, COMM_FLOAT32, b == 1 ? COMM_AVG : COMM_SUM, &req[b]);
+    }
+    while (!comm_test(c, &req[2])) {}
+    comm_wait(c, &req[1]);
+    comm_wait(c, &req[0]);
+    long bad_exact = 0, bad_order = 0;
+    for (int i = 0; i < N; i++) {
+        if (buf[0][i] != (float)(tri * (i % 13))) bad_exact++;
+        if (buf[1][i] != (float)(tri * (i % 13 + 1)) / (float)n) bad_exact++;
+        const int chunk = (int)(((long long)i * n + n - 1) / N);   /* smallest chunk with hi > i */
+        int cc = chunk;
+        while ((long long)N * cc / n > i) cc--;
+        while ((long long)N * (cc + 1) / n <= i) cc++;
+        float acc = ring_value(i, cc);
+        for (int k = 1; k < n; k++) acc = ring_value(i, (cc + k) % n) + acc;
+        if (buf[2][i] != acc) bad_order++;
+    }
+    EXPECT(bad_exact == 0 && bad_order == 0,
+           "ring: %ld exact sums or averages wrong, %ld sums not in the ring's order (of %d each)", bad_exact,
+           bad_order, N);
+    uint16_t h[2][N / 10];
+    const HalfKind kinds[2] = {HALF_BF16, HALF_FP16};
+    long bad_half = 0;
+    for (int k = 0; k < 2; k++) {
+        for (int i = 0; i < N / 10; i++) h[k][i] = half_from_float(kinds[k], (float)(r + 1) / 4.0f);
+        comm_iallreduce(c, h[k], N / 10, k == 0 ? COMM_BF16 : COMM_FP16, COMM_SUM, &req[0]);
+        comm_wait(c, &req[0]);
+        for (int i = 0; i < N / 10; i++) bad_half += half_to_float(kinds[k], h[k][i]) != (float)tri / 4.0f;
+    }
+    EXPECT(bad_half == 0, "ring: %ld bf16/fp16 sums wrong", bad_half);
+    c->ring_min_bytes = saved;
+    printf("rank %d: ring all-reduce over %d ranks: 3 in flight, exact, in the fixed order, 16-bit: %s\n", r, n,
+           bad_exact || bad_order || bad_half ? "FAILED" : "ok");
+}
+
 static void check_kv(Bootstrap *b) {
     char mine[64], got[64];
     memset(mine, 0, sizeof mine);
@@ -581,6 +633,7 @@ int main(int argc, char **argv) {
         check_sendrecv(c);
         check_iallreduce(c);
         check_half_allreduce(c);
+        if (!strcmp(c->ops->name, "mpi")) check_ring(c);
         check_kv(&g_world.boot);
         comm_set_context(c, "final barrier");
         comm_barrier(c);
