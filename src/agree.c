@@ -12,7 +12,7 @@
  * prefetching, timeouts, the trace, the preemption signal, how many checkpoints rank 0 keeps. */
 static const char *const k_per_rank[] = {
     "data_dir", "job_dir", "resume", "threads", "prefetch", "comm_timeout", "trace", "preempt_signal",
-    "keep_checkpoints",
+    "keep_checkpoints", "comm_progress_us",
 };
 
 static int per_rank(const char *name) {
