@@ -10,6 +10,10 @@
 #   hidden  = 1 - (t - t_alone) / (t_one - t_alone)
 #             the share of the no-overlap cost (one bucket after backward) the overlap hides
 #   bwd+    = compute - compute_alone       backward inflated by driving the transport
+#   MB      = MB per step through one node's link (both ways; the start-up's broadcast included)
+#   CPU, kernel = CPU seconds per step the whole machine spent (both nodes; after the warm-up,
+#             from rank 0's progress lines), and of it the kernel's (system + irq + softirq: the
+#             network stack's TCP, veth, bridge and tbf work runs there)
 # Environment: RATE (90mbit), WIDTH (64), BATCH (64), STEPS (8), CAPS (bucket caps in MB
 # besides the default: "2 1"), DTYPES (--comm_dtype rows at the default and at the best cap:
 # "bf16"), PROGRESS (--comm_progress_us rows at the default flags: "0", the reducer's progress
@@ -57,45 +61,71 @@ link_bytes() { echo $(($(cat /sys/class/net/v-vn1/statistics/rx_bytes) + $(cat /
 # run NAME NODES FLAGS...: prints "step compute wait MB" (medians in seconds; MB through vn1's
 # link per step, the start-up broadcast of the weights included)
 run() {
-    local name=$1 nodes=$2 job="$WORK/$1" b0; shift 2
+    local name=$1 nodes=$2 job="$WORK/$1" b0 pid n0 c0 c1 n1; shift 2
     b0=$(link_bytes)
     OMP_NUM_THREADS=1 timeout 1200 srun -t 30 -N "$nodes" -n "$nodes" --mpi=pmix "$DDPTRAIN" "${COMMON[@]}" "$@" \
-        --job_dir "$job" >"$job.out" 2>&1 || { echo "multinode.sh: run $name failed:" >&2; tail -n 5 "$job.out" >&2; return 1; }
+        --job_dir "$job" >"$job.out" 2>&1 &
+    pid=$!
+    # The machine's CPU time over the steps after the warm-up: from the second progress line to
+    # the last (rank 0 writes them as the steps end).
+    n0=$(wait_lines "$job" 2 $pid); c0=$(cpu_now)
+    n1=$(wait_lines "$job" $((STEPS + 2)) $pid); c1=$(cpu_now)
+    wait $pid || { echo "multinode.sh: run $name failed:" >&2; tail -n 5 "$job.out" >&2; return 1; }
     # Step time from the throughput: global batch / images per second.
     local ips; ips=$(med images_per_sec "$job")
     echo "$(awk -v b=$((BATCH * nodes)) -v r="$ips" 'BEGIN{printf "%.3f", b / r}') $(med compute_sec "$job") $(med comm_wait_sec "$job")" \
-         "$(awk -v a="$b0" -v b="$(link_bytes)" -v n=$((STEPS + 2)) 'BEGIN{printf "%.1f", (b - a) / n / 1e6}')"
+         "$(awk -v a="$b0" -v b="$(link_bytes)" -v n=$((STEPS + 2)) 'BEGIN{printf "%.1f", (b - a) / n / 1e6}')" \
+         "$(echo "$c0 $c1" | awk -v n=$((n1 - n0)) -v hz="$(getconf CLK_TCK)" '{ if (n < 1) n = 1; printf "%.2f %.2f", ($3 - $1) / hz / n, ($4 - $2) / hz / n }')"
+}
+# CPU time of the whole machine in clock ticks: "busy kernel" (user + nice + system + irq +
+# softirq; the kernel's part: system + irq + softirq, where the network stack runs).
+cpu_now() { awk '/^cpu /{print $2 + $3 + $4 + $7 + $8, $4 + $7 + $8}' /proc/stat; }
+# wait_lines JOB N PID: waits until JOB's metrics.jsonl has N progress lines or PID ended;
+# prints how many it has. Counted with shell builtins, every 50 ms: the watching must not be
+# what the CPU columns measure.
+wait_lines() {
+    local n=0 line
+    while :; do
+        n=0
+        if [ -f "$1/metrics.jsonl" ]; then
+            while IFS= read -r line; do [[ $line == *'"loss"'* ]] && n=$((n + 1)); done <"$1/metrics.jsonl"
+        fi
+        [ "$n" -ge "$2" ] && break
+        kill -0 "$3" 2>/dev/null || break
+        sleep 0.05
+    done
+    echo "$n"
 }
 
 echo "multinode.sh: 2 nodes, links limited to $RATE both ways (tc tbf), width $WIDTH, batch $BATCH,"
 echo "1 rank x 1 thread per node, median of $STEPS steps; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-read -r t0 c0 _ < <(run alone 1) || exit 1
-read -r t1 c1 w1 m1 < <(run one 2 --bucket_cap_mb 1e5 --first_bucket_mb 1e5) || exit 1
-row() {   # label t c w mb
-    awk -v l="$1" -v t="$2" -v c="$3" -v w="$4" -v m="$5" -v t0="$t0" -v c0="$c0" -v t1="$t1" 'BEGIN {
+read -r t0 c0 _ _ u0 k0 < <(run alone 1) || exit 1
+read -r t1 c1 w1 m1 u1 k1 < <(run one 2 --bucket_cap_mb 1e5 --first_bucket_mb 1e5) || exit 1
+row() {   # label t c w mb cpu kernel
+    awk -v l="$1" -v t="$2" -v c="$3" -v w="$4" -v m="$5" -v u="$6" -v k="$7" -v t0="$t0" -v c0="$c0" -v t1="$t1" 'BEGIN {
         h = (t1 > t0) ? 100 * (1 - (t - t0) / (t1 - t0)) : 0
-        printf "%-50s %6.2f s  %6.2f s  %6.2f s  %+6.2f s  %6.0f%%  %5.0f%%  %6.1f\n", l, t, c, w, c - c0, 100 * (t - t0) / t0, h, m }'
+        printf "%-46s %5.2f s %5.2f s %5.2f s %+5.2f s %5.0f%% %5.0f%% %5.1f %5.2f s %5.2f s\n", l, t, c, w, c - c0, 100 * (t - t0) / t0, h, m, u, k }'
 }
-printf "%-50s %8s  %8s  %8s  %8s  %7s  %6s  %6s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "MB/step"
-printf "%-50s %6.2f s  %6.2f s\n" "one node alone (no communication)" "$t0" "$c0"
-row "two nodes, one bucket after backward" "$t1" "$c1" "$w1" "$m1"
-read -r t c w m < <(run default 2) && row "two nodes, default flags" "$t" "$c" "$w" "$m"
+printf "%-46s %7s %7s %7s %7s %6s %6s %5s %7s %7s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "MB" "CPU" "kernel"
+printf "%-46s %5.2f s %5.2f s %44s %5.2f s %5.2f s\n" "one node alone (no communication)" "$t0" "$c0" "" "$u0" "$k0"
+row "two nodes, one bucket after backward" "$t1" "$c1" "$w1" "$m1" "$u1" "$k1"
+read -r t c w m u k < <(run default 2) && row "two nodes, default flags" "$t" "$c" "$w" "$m" "$u" "$k"
 best=default bt=$t
 for us in $PROGRESS; do
-    read -r t c w m < <(run "progress$us" 2 --comm_progress_us "$us") && row "two nodes, --comm_progress_us $us" "$t" "$c" "$w" "$m"
+    read -r t c w m u k < <(run "progress$us" 2 --comm_progress_us "$us") && row "two nodes, --comm_progress_us $us" "$t" "$c" "$w" "$m" "$u" "$k"
 done
 for a in $ALLREDUCE; do
-    read -r t c w m < <(run "allreduce-$a" 2 --comm_allreduce "$a") && row "two nodes, --comm_allreduce $a" "$t" "$c" "$w" "$m"
+    read -r t c w m u k < <(run "allreduce-$a" 2 --comm_allreduce "$a") && row "two nodes, --comm_allreduce $a" "$t" "$c" "$w" "$m" "$u" "$k"
 done
 for cap in $CAPS; do
-    read -r t c w m < <(run "cap$cap" 2 --bucket_cap_mb "$cap") || continue
-    row "two nodes, --bucket_cap_mb $cap" "$t" "$c" "$w" "$m"
+    read -r t c w m u k < <(run "cap$cap" 2 --bucket_cap_mb "$cap") || continue
+    row "two nodes, --bucket_cap_mb $cap" "$t" "$c" "$w" "$m" "$u" "$k"
     awk -v a="$t" -v b="$bt" 'BEGIN{exit !(a < b)}' && { best=$cap bt=$t; }
 done
 for dt in $DTYPES; do
-    read -r t c w m < <(run "$dt-default" 2 --comm_dtype "$dt") && row "two nodes, --comm_dtype $dt, default flags" "$t" "$c" "$w" "$m"
+    read -r t c w m u k < <(run "$dt-default" 2 --comm_dtype "$dt") && row "two nodes, --comm_dtype $dt, default flags" "$t" "$c" "$w" "$m" "$u" "$k"
     [ "$best" = default ] && continue
-    read -r t c w m < <(run "$dt-cap$best" 2 --comm_dtype "$dt" --bucket_cap_mb "$best") &&
-        row "two nodes, --comm_dtype $dt --bucket_cap_mb $best" "$t" "$c" "$w" "$m"
+    read -r t c w m u k < <(run "$dt-cap$best" 2 --comm_dtype "$dt" --bucket_cap_mb "$best") &&
+        row "two nodes, --comm_dtype $dt --bucket_cap_mb $best" "$t" "$c" "$w" "$m" "$u" "$k"
 done
 grep -h '^reducer:' "$WORK/default.out" "$WORK"/bf16-default.out 2>/dev/null | sed 's/^/  /'
