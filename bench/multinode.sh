@@ -3,7 +3,8 @@
 # nodes. Brings up the multi-node test cluster (tests/slurm/multinode_up.sh: 2 nodes as network
 # namespaces, each link limited to RATE both ways with tc tbf; needs root) unless one is up,
 # and trains MiniResNet (width WIDTH, batch BATCH, 1 rank x 1 thread per node) under several
-# bucket settings. For each: the median over STEPS steps (after 2 warm-up steps) of the step
+# bucket settings. For each: the median over STEPS steps (after 2 warm-up steps), and over REPS
+# runs, of the step
 # time, of the forward + backward + update time (compute) and of the final wait for the
 # all-reduce (comm wait), and
 #   exposed = (t - t_alone) / t_alone      the communication cost left in the step
@@ -15,8 +16,8 @@
 #             from rank 0's progress lines), and of it the kernel's (system + irq + softirq: the
 #             network stack's TCP, veth, bridge and tbf work runs there)
 # Environment: RATE (90mbit), WIDTH (64), BATCH (64), STEPS (8), CAPS (bucket caps in MB
-# besides the default: "2 1"), DTYPES (--comm_dtype rows at the default and at the best cap:
-# "bf16"), PROGRESS (--comm_progress_us rows at the default flags: "0", the reducer's progress
+# besides the default: "2 1"), DTYPES (--comm_dtype rows at the default flags: "bf16"), REPS
+# (runs of each row: 3), PROGRESS (--comm_progress_us rows at the default flags: "0", the reducer's progress
 # thread off), ALLREDUCE (--comm_allreduce rows at the default flags: "mpi", the MPI library's
 # MPI_Iallreduce), DDP_MN_STATE (see multinode_up.sh).
 set -u
@@ -31,6 +32,7 @@ BATCH=${BATCH:-64}
 STEPS=${STEPS:-8}
 CAPS=${CAPS:-2 1}
 DTYPES=${DTYPES:-bf16}
+REPS=${REPS:-3}
 PROGRESS=${PROGRESS-0}
 ALLREDUCE=${ALLREDUCE-mpi}
 WORK=$(mktemp -d "${TMPDIR:-/tmp}/ddp-multinode.XXXXXX")
@@ -97,35 +99,52 @@ wait_lines() {
     echo "$n"
 }
 
+# The rows: name, nodes, flags. Every row runs REPS times, the rows taking turns, and each
+# column is the median of its runs' medians: the two nodes share the machine's cores with
+# everything else on it, and one run of a row against one of another compared the moments
+# they ran in as much as the flags.
+ROWS=("alone|1|" "one|2|--bucket_cap_mb 1e5 --first_bucket_mb 1e5" "default|2|")
+for us in $PROGRESS; do ROWS+=("progress$us|2|--comm_progress_us $us"); done
+for a in $ALLREDUCE; do ROWS+=("allreduce-$a|2|--comm_allreduce $a"); done
+for cap in $CAPS; do ROWS+=("cap$cap|2|--bucket_cap_mb $cap"); done
+for dt in $DTYPES; do ROWS+=("$dt-default|2|--comm_dtype $dt"); done
+label() {
+    case $1 in
+    alone) echo "one node alone (no communication)" ;;
+    one) echo "two nodes, one bucket after backward" ;;
+    default) echo "two nodes, default flags" ;;
+    *-default) echo "two nodes, --comm_dtype ${1%-default}, default flags" ;;
+    *) echo "two nodes, $3" ;;
+    esac
+}
+
 echo "multinode.sh: 2 nodes, links limited to $RATE both ways (tc tbf), width $WIDTH, batch $BATCH,"
-echo "1 rank x 1 thread per node, median of $STEPS steps; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
-read -r t0 c0 _ _ u0 k0 < <(run alone 1) || exit 1
-read -r t1 c1 w1 m1 u1 k1 < <(run one 2 --bucket_cap_mb 1e5 --first_bucket_mb 1e5) || exit 1
-row() {   # label t c w mb cpu kernel
-    awk -v l="$1" -v t="$2" -v c="$3" -v w="$4" -v m="$5" -v u="$6" -v k="$7" -v t0="$t0" -v c0="$c0" -v t1="$t1" 'BEGIN {
+echo "1 rank x 1 thread per node, median of $STEPS steps, median of $REPS runs; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
+for rep in $(seq 1 "$REPS"); do
+    for r in "${ROWS[@]}"; do
+        IFS='|' read -r name nodes flags <<<"$r"
+        # shellcheck disable=SC2086
+        run "$name-$rep" "$nodes" $flags >>"$WORK/$name.vals" || exit 1
+    done
+done
+# medians NAME: the median of each column over the runs of row NAME
+medians() {
+    awk '{ for (f = 1; f <= NF; f++) v[f, NR] = $f; nf = NF } END {
+        for (f = 1; f <= nf; f++) {
+            n = 0; for (i = 1; i <= NR; i++) a[++n] = v[f, i]
+            for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
+            printf "%s%s", (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2), (f < nf ? " " : "\n") } }' "$WORK/$1.vals"
+}
+read -r t0 c0 _ _ u0 k0 < <(medians alone)
+read -r t1 _ < <(medians one)
+printf "%-46s %7s %7s %7s %7s %6s %6s %5s %7s %7s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "MB" "CPU" "kernel"
+printf "%-46s %5.2f s %5.2f s %44s %5.2f s %5.2f s\n" "$(label alone)" "$t0" "$c0" "" "$u0" "$k0"
+for r in "${ROWS[@]:1}"; do
+    IFS='|' read -r name nodes flags <<<"$r"
+    read -r t c w m u k < <(medians "$name")
+    awk -v l="$(label "$name" "$nodes" "$flags")" -v t="$t" -v c="$c" -v w="$w" -v m="$m" -v u="$u" -v k="$k" \
+        -v t0="$t0" -v c0="$c0" -v t1="$t1" 'BEGIN {
         h = (t1 > t0) ? 100 * (1 - (t - t0) / (t1 - t0)) : 0
         printf "%-46s %5.2f s %5.2f s %5.2f s %+5.2f s %5.0f%% %5.0f%% %5.1f %5.2f s %5.2f s\n", l, t, c, w, c - c0, 100 * (t - t0) / t0, h, m, u, k }'
-}
-printf "%-46s %7s %7s %7s %7s %6s %6s %5s %7s %7s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "MB" "CPU" "kernel"
-printf "%-46s %5.2f s %5.2f s %44s %5.2f s %5.2f s\n" "one node alone (no communication)" "$t0" "$c0" "" "$u0" "$k0"
-row "two nodes, one bucket after backward" "$t1" "$c1" "$w1" "$m1" "$u1" "$k1"
-read -r t c w m u k < <(run default 2) && row "two nodes, default flags" "$t" "$c" "$w" "$m" "$u" "$k"
-best=default bt=$t
-for us in $PROGRESS; do
-    read -r t c w m u k < <(run "progress$us" 2 --comm_progress_us "$us") && row "two nodes, --comm_progress_us $us" "$t" "$c" "$w" "$m" "$u" "$k"
 done
-for a in $ALLREDUCE; do
-    read -r t c w m u k < <(run "allreduce-$a" 2 --comm_allreduce "$a") && row "two nodes, --comm_allreduce $a" "$t" "$c" "$w" "$m" "$u" "$k"
-done
-for cap in $CAPS; do
-    read -r t c w m u k < <(run "cap$cap" 2 --bucket_cap_mb "$cap") || continue
-    row "two nodes, --bucket_cap_mb $cap" "$t" "$c" "$w" "$m" "$u" "$k"
-    awk -v a="$t" -v b="$bt" 'BEGIN{exit !(a < b)}' && { best=$cap bt=$t; }
-done
-for dt in $DTYPES; do
-    read -r t c w m u k < <(run "$dt-default" 2 --comm_dtype "$dt") && row "two nodes, --comm_dtype $dt, default flags" "$t" "$c" "$w" "$m" "$u" "$k"
-    [ "$best" = default ] && continue
-    read -r t c w m u k < <(run "$dt-cap$best" 2 --comm_dtype "$dt" --bucket_cap_mb "$best") &&
-        row "two nodes, --comm_dtype $dt --bucket_cap_mb $best" "$t" "$c" "$w" "$m" "$u" "$k"
-done
-grep -h '^reducer:' "$WORK/default.out" "$WORK"/bf16-default.out 2>/dev/null | sed 's/^/  /'
+grep -h '^reducer:' "$WORK/default-1.out" "$WORK"/bf16-default-1.out 2>/dev/null | sed 's/^/  /'
