@@ -169,7 +169,6 @@ static void *progress_main(void *arg) {
         while (!r->polling && !r->quit) pthread_cond_wait(&r->wake, &r->lock);
         if (r->quit) break;
         poll(r);
-        r->progress_polls++;
         pthread_mutex_unlock(&r->lock);
         struct timespec ts = {r->interval_ns / 1000000000L, r->interval_ns % 1000000000L};
         nanosleep(&ts, NULL);

@@ -74,7 +74,6 @@ typedef struct {
     int polling;             /* buckets are in flight and backward runs: the thread tests them */
     int quit;
     long interval_ns;
-    long progress_polls;     /* the thread's passes over the buckets, for the log */
 } Reducer;
 
 /* Buckets from the tensor layout (params in forward order). */
