@@ -53,11 +53,10 @@ for i in 1 2; do bash "$SRC/tests/slurm/multinode_node.sh" rate $i "$RATE" || ex
 COMMON=(--data_dir "$WORK/data" --width "$WIDTH" --batch_size "$BATCH" --threads 1 --max_steps $((STEPS + 2))
         --epochs 1 --log_interval 1 --eval_every 0 --save_every 0)
 
+# median: the median of the numbers on standard input, one a line
+median() { sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'; }
 # med FIELD JOBDIR: median of a metrics.jsonl field over the steps after the 2 warm-up steps.
-med() {
-    grep '"loss"' "$2/metrics.jsonl" | tail -n +3 | sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p" |
-        sort -g | awk '{v[NR] = $1} END {if (NR % 2) print v[(NR + 1) / 2]; else print (v[NR / 2] + v[NR / 2 + 1]) / 2}'
-}
+med() { grep '"loss"' "$2/metrics.jsonl" | tail -n +3 | sed -n "s/.*\"$1\": \([0-9.]*\).*/\1/p" | median; }
 # Bytes through vn1's link, both ways (the veth's counters in the root namespace).
 link_bytes() { echo $(($(cat /sys/class/net/v-vn1/statistics/rx_bytes) + $(cat /sys/class/net/v-vn1/statistics/tx_bytes))); }
 # run NAME NODES FLAGS...: prints "step compute wait MB" (medians in seconds; MB through vn1's
@@ -129,11 +128,9 @@ for rep in $(seq 1 "$REPS"); do
 done
 # medians NAME: the median of each column over the runs of row NAME
 medians() {
-    awk '{ for (f = 1; f <= NF; f++) v[f, NR] = $f; nf = NF } END {
-        for (f = 1; f <= nf; f++) {
-            n = 0; for (i = 1; i <= NR; i++) a[++n] = v[f, i]
-            for (i = 2; i <= n; i++) { x = a[i]; for (j = i - 1; j >= 1 && a[j] > x; j--) a[j + 1] = a[j]; a[j + 1] = x }
-            printf "%s%s", (n % 2 ? a[(n + 1) / 2] : (a[n / 2] + a[n / 2 + 1]) / 2), (f < nf ? " " : "\n") } }' "$WORK/$1.vals"
+    local f out=()
+    for f in 1 2 3 4 5 6; do out+=("$(cut -d ' ' -f "$f" "$WORK/$1.vals" | median)"); done
+    echo "${out[*]}"
 }
 read -r t0 c0 _ _ u0 k0 < <(medians alone)
 read -r t1 _ < <(medians one)

@@ -51,6 +51,20 @@ rank_pid() {
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }   # seconds since $1
 within() { awk -v d="$1" -v m="$2" 'BEGIN{exit !(d <= m)}'; }                    # $1 <= $2
 
+# rank1_when JOB_DIR BG CMD...: waits up to 60 s, while BG (an mpirun of ddptrain --job_dir
+# JOB_DIR) runs, for CMD to succeed; then sets pid1 to rank 1's pid. pid1 is empty when CMD never
+# succeeded, BG ended first, or rank 1's process was not found.
+rank1_when() {
+    _rj=$1 _rbg=$2
+    shift 2
+    pid1=""
+    for _ in $(seq 1 300); do
+        if "$@"; then pid1=$(rank_pid "$_rj" 1); break; fi
+        kill -0 "$_rbg" 2>/dev/null || break
+        sleep 0.2
+    done
+}
+
 # signal_rank1_after CASE JOB_DIR STEP SIGNAL LAUNCH...: start LAUNCH (an mpirun of ddptrain
 # --job_dir JOB_DIR) in the background with its output in $TMP/CASE.out, send SIGNAL to rank 1
 # once its log shows "step STEP/", and wait for LAUNCH. Sets pid1, rc (LAUNCH's exit status) and
@@ -61,12 +75,7 @@ signal_rank1_after() {
     shift 4
     "$@" >"$TMP/$_case.out" 2>&1 &
     _bg=$!
-    pid1=""
-    for _ in $(seq 1 300); do
-        if grep -q "step $_step/" "$_job/logs/rank-00001.log" 2>/dev/null; then pid1=$(rank_pid "$_job" 1); break; fi
-        kill -0 $_bg 2>/dev/null || break
-        sleep 0.2
-    done
+    rank1_when "$_job" $_bg grep -qs "step $_step/" "$_job/logs/rank-00001.log"
     if [ -z "$pid1" ]; then
         bad "($_case) rank 1 never logged step $_step or its process was not found"; tail -n 10 "$TMP/$_case.out"
         kill $_bg 2>/dev/null; wait $_bg

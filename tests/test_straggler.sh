@@ -91,15 +91,8 @@ job="$TMP/b"
 # shellcheck disable=SC2086
 timeout -k 5 300 $MPIRUN "$DDPTRAIN" $FLAGS --job_dir "$job" --epochs 100 >"$TMP/b.out" 2>&1 &
 bg=$!
-pid1=""
-for _ in $(seq 1 300); do     # up to 60 s for rank 0's second progress line (past the warm-up)
-    if [ "$(last_step "$job")" -ge 10 ]; then
-        pid1=$(rank_pid "$job" 1)
-        break
-    fi
-    kill -0 $bg 2>/dev/null || break
-    sleep 0.2
-done
+past_warmup() { [ "$(last_step "$job")" -ge 10 ]; }   # rank 0's second progress line
+rank1_when "$job" $bg past_warmup
 if [ -z "$pid1" ]; then
     bad "(b) no training steps, or rank 1's process not found"; tail -n 10 "$TMP/b.out"
     kill $bg 2>/dev/null; wait $bg
