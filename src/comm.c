@@ -38,6 +38,8 @@ void comm_set_context(Comm *c, const char *what) {
 }
 
 void comm_set_step(Comm *c, long step) {
+    c->step = step;
+    c->has_step = 1;
     if (c->flight) flight_set_step(c->flight, step);
 }
 
@@ -102,9 +104,16 @@ void comm_timeout_abort(Comm *c, const char *what, const char *context) {
         snprintf(verdict, sizeof verdict, "rank %d%s%s, the only other rank, did not complete it", other,
                  host[0] ? " on host " : "", host);
     }
+    /* The step leads the context of every collective in training, not only the buckets' (they
+     * set it themselves): "(step 8, loss for the log)". */
+    const char *ctx = context && *context ? context : "no context set";
+    char where[160];
+    if (c->has_step && strncmp(ctx, "step ", 5) != 0)
+        snprintf(where, sizeof where, "step %ld, %s", c->step, ctx);
+    else
+        snprintf(where, sizeof where, "%s", ctx);
     fprintf(stderr, "%s: error: rank %d: collective %s (%s) did not complete within %g s; %s\n", g_progname, c->rank,
-            what, context && *context ? context : "no context set", c->timeout_s,
-            verdict[0] ? verdict : "a peer rank is probably dead or stuck");
+            what, where, c->timeout_s, verdict[0] ? verdict : "a peer rank is probably dead or stuck");
     fflush(stderr);
     comm_abort_job(c, 1);
 }

@@ -101,6 +101,8 @@ struct Comm {
     int rank, world_size;
     double timeout_s;           /* per wait; 0 = forever */
     char context[96];           /* see comm_set_context */
+    long step;                  /* see comm_set_step; valid where has_step */
+    int has_step;
     int thread_level;           /* MPI_THREAD_* obtained (self: 3 = multiple) */
     CommAbortFn on_abort;       /* the job-wide abort; NULL: this process exits alone */
     void *on_abort_ctx;
@@ -118,8 +120,10 @@ Comm *comm_self_create(void);
 /* "comm: mpi (Open MPI v4.1.4, ...), 4 ranks, thread level multiple, timeout 60 s". */
 const char *comm_describe(const Comm *c);
 
-/* What the next collectives are for, printed if one of them times out ("step 120, bucket 3").
- * Copied (truncated to 95 characters). Cheap: call it as often as useful. */
+/* What the next collectives are for, printed if one of them times out ("step 120, bucket 3";
+ * after comm_set_step, a context that does not begin with "step " is printed after the step:
+ * "step 120, loss for the log"). Copied (truncated to 95 characters). Cheap: call it as often
+ * as useful. */
 void comm_set_context(Comm *c, const char *what);
 double comm_set_timeout(Comm *c, double timeout_s);   /* returns the previous value */
 

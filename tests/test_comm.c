@@ -26,6 +26,7 @@ static void usage(void) {
             "modes (default: the functional checks):\n"
             "  --fail-startup R          rank R fails before the start-up check\n"
             "  --skip-rank R             rank R never joins an allreduce (timeout test)\n"
+            "  --log-context             with --skip-rank: the step set apart from the context\n"
             "  --kill-rank R --kill-at-step K   rank R SIGKILLs itself at step K of a loop\n"
             "  --overlap-bench           measure background progress of iallreduce\n"
             "  --describe                print the bootstrap and comm lines and exit\n"
@@ -314,6 +315,8 @@ static void fake_sync_inner(Comm *c) {     /* timeout and context follow the out
     Comm *in = fake_of(c)->inner;
     in->timeout_s = c->timeout_s;
     memcpy(in->context, c->context, sizeof in->context);
+    in->step = c->step;
+    in->has_step = c->has_step;
 }
 static void fake_allreduce(Comm *c, void *buf, size_t n, CommDtype dt, CommOp op) {
     fake_sync_inner(c);
@@ -447,10 +450,17 @@ static void fail_startup(Comm *c, int bad_rank) {
     printf("rank %d: start-up check passed although rank %d should have failed\n", c->rank, bad_rank);
 }
 
-static void skip_rank(Comm *c, int skipper) {
+/* log_context: the context of a collective outside the buckets, which the timeout line prints
+ * after the step ("step 7, loss for the log"). */
+static void skip_rank(Comm *c, int skipper, int log_context) {
     float x[256] = {0};
     startup_check();
-    comm_set_context(c, "step 7, bucket 3");
+    if (log_context) {
+        comm_set_step(c, 7);
+        comm_set_context(c, "loss for the log");
+    } else {
+        comm_set_context(c, "step 7, bucket 3");
+    }
     if (c->rank == skipper) {
         printf("rank %d: not joining the allreduce (test)\n", c->rank);
         fflush(stdout);
@@ -564,13 +574,14 @@ static void overlap_bench(Comm *c) {
 int main(int argc, char **argv) {
     setvbuf(stdout, NULL, _IOLBF, 0);
     double timeout = 60;
-    int fail_rank = -1, skip = -1, kill_r = -1, kill_step = 3, bench = 0, describe = 0, fake = 0;
+    int fail_rank = -1, skip = -1, kill_r = -1, kill_step = 3, bench = 0, describe = 0, fake = 0, log_context = 0;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         const char *v = i + 1 < argc ? argv[i + 1] : NULL;
         if (!strcmp(a, "--timeout") && v) { timeout = atof(v); i++; }
         else if (!strcmp(a, "--fail-startup") && v) { fail_rank = atoi(v); i++; }
         else if (!strcmp(a, "--skip-rank") && v) { skip = atoi(v); i++; }
+        else if (!strcmp(a, "--log-context")) log_context = 1;
         else if (!strcmp(a, "--kill-rank") && v) { kill_r = atoi(v); i++; }
         else if (!strcmp(a, "--kill-at-step") && v) { kill_step = atoi(v); i++; }
         else if (!strcmp(a, "--overlap-bench")) bench = 1;
@@ -618,7 +629,7 @@ int main(int argc, char **argv) {
         fail_startup(c, fail_rank);
         g_failures++;
     } else if (skip >= 0) {
-        skip_rank(c, skip);
+        skip_rank(c, skip, log_context);
         g_failures++;
     } else if (kill_r >= 0) {
         kill_rank(c, kill_r, kill_step);

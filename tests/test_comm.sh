@@ -96,6 +96,9 @@ else
   check "mpirun: rank 1 never joins an allreduce: timeout names the context, job ends" fail $((TO + 10)) \
     "rank 0: collective allreduce \(step 7, bucket 3\) did not complete within $TO s; rank 1, the only other rank, did not complete it" -- \
     "${MPIRUN[@]}" "$BIN" --timeout $TO --skip-rank 1
+  check "mpirun: rank 1 never joins an allreduce outside the buckets: the line names the step first" fail $((TO + 10)) \
+    "rank 0: collective allreduce \(step 7, loss for the log\) did not complete within $TO s; rank 1, the only other rank" -- \
+    "${MPIRUN[@]}" "$BIN" --timeout $TO --skip-rank 1 --log-context
   check "mpirun: rank 1 SIGKILLed mid-run: the other rank ends too" fail $((TO + 10)) '' -- \
     "${MPIRUN[@]}" "$BIN" --timeout $TO --kill-rank 1 --kill-at-step 3
   # A device communicator's stream semantics on the CPU (test_comm.c's fake): the world carries
