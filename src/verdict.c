@@ -392,6 +392,29 @@ static int silent_hosts(const FlightSet *s, Line *l) {
     return 1;
 }
 
+/* " and none completed it", or " and ranks 0, 2 did not complete it" where some rank completed
+ * collective seq before the others gave up: across a partition, a rank may receive all it
+ * needs before the link goes and wait in the next collective. Every record is present. */
+static void not_completed(Line *l, const FlightSet *s, int64_t seq) {
+    unsigned char *mark = callocCheck((size_t)s->world_size, 1);
+    int n = 0;
+    for (int q = 0; q < s->world_size; q++) {
+        const FlightDump *d = &s->dump[q];
+        const FlightRecord *r = find(d, seq);
+        /* out of the record's window: completed long ago, or never posted */
+        mark[q] = r ? r->state != FLIGHT_COMPLETED : !d->n || d->rec[d->n - 1].seq < seq;
+        n += mark[q];
+    }
+    if (n == s->world_size) {
+        add(l, " and none completed it");
+    } else {
+        add(l, " and ");
+        ranks(l, s, mark);
+        add(l, " did not complete it");
+    }
+    free(mark);
+}
+
 /* 1: a collective still posted, and who never joined it. The rank to blame is the one furthest
  * behind: its record stops at an earlier collective than the others' (it never posted the
  * next one, which they wait for), or it has no record at all. Going by the last collective
@@ -474,11 +497,13 @@ static int judge_pending(const FlightSet *s, Line *l) {
         if (n_culprits == 0 && silent_hosts(s, l)) {
             add(l, ": every rank posted ");
             what(l, stuck, 1);
-            add(l, " and none completed it (since %s): a network partition or a failed link", t);
+            not_completed(l, s, stuck->seq);
+            add(l, " (since %s): a network partition or a failed link", t);
         } else if (n_culprits == 0) {
             add(l, "every rank posted ");
             what(l, stuck, 1);
-            add(l, " and none completed it (since %s): no rank is missing; the network between the ranks failed", t);
+            not_completed(l, s, stuck->seq);
+            add(l, " (since %s): no rank is missing; the network between the ranks failed", t);
         } else {
             add(l, "; ");
             ranks(l, s, waited);

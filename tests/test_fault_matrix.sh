@@ -215,7 +215,21 @@ sed -i 's/^end$/silent n0\nsilent n1\nend/' "$d/flight/rank-00002.txt"
 "$DIAG" "$d" >"$TMP/cut.diag" 2>&1; rc=$?
 [ $rc = 1 ] && head -n 1 "$TMP/cut.diag" | grep -q "^host n2 (rank 2) does not answer on the network from host n0: every rank posted bucket 1 of 2 in step 7 (collective #41) and none completed it" &&
     ok "(records) a partition: $(head -n 1 "$TMP/cut.diag")" || { bad "(records) partition: exit $rc"; cat "$TMP/cut.diag"; }
+# the same where rank 1 received all it needed for #41 before the cut and waits in #42: not
+# "none completed it"
+d="$TMP/cut1"
+record "$d" 0 n0 timeout "40 iallreduce $ok_c" "$stuck"
+record "$d" 1 n1 timeout "40 iallreduce $ok_c" "41 iallreduce completed 7 1 2 8192 1764540000.300000 1764540000.400000 step 7, bucket 1 of 2" \
+    "42 allreduce timeout 7 -1 0 16 1764540000.500000 0 loss for the log"
+record "$d" 2 n2 timeout "40 iallreduce $ok_c" "$stuck"
+sed -i 's/^end$/silent n2\nend/' "$d/flight/rank-00000.txt" "$d/flight/rank-00001.txt"
+sed -i 's/^end$/silent n0\nsilent n1\nend/' "$d/flight/rank-00002.txt"
+"$DIAG" "$d" >"$TMP/cut1.diag" 2>&1; rc=$?
+[ $rc = 1 ] && head -n 1 "$TMP/cut1.diag" | grep -q "^host n2 (rank 2) does not answer on the network from host n0: every rank posted bucket 1 of 2 in step 7 (collective #41) and ranks 0, 2 did not complete it" &&
+    ok "(records) a partition, one rank a collective ahead: $(head -n 1 "$TMP/cut1.diag")" ||
+    { bad "(records) partition with rank 1 ahead: exit $rc"; cat "$TMP/cut1.diag"; }
 # the same where the cut-off node cannot reach the file system either: no record from rank 2
+d="$TMP/cut"
 rm "$d/flight/rank-00002.txt"
 "$DIAG" "$d" >"$TMP/cut2.diag" 2>&1; rc=$?
 [ $rc = 1 ] && head -n 1 "$TMP/cut2.diag" | grep -q "^rank 2 on host n2 sent no flight record; its host does not answer on the network from host n0; ranks 0, 1 waited in bucket 1 of 2 in step 7 (collective #41)" &&
