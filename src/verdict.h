@@ -12,8 +12,10 @@
  *   3. a collective no rank completed: the oldest one still posted on any rank. A rank whose
  *      record stops before it never posted it; a rank with no record sent none (stopped,
  *      killed or cut off from the file system); the others waited since they posted it;
- *   4. every rank posted it and none completed: no rank is missing, the network failed; the
- *      hosts that did not answer the lowest rank that probed them (reach.h) are named;
+ *   4. every rank posted it and not all completed it (a rank may have received all it needed
+ *      before a link went, and wait in the next one): no rank is missing, the network
+ *      failed; the hosts that did not answer the lowest rank that probed them (reach.h) are
+ *      named, and the ranks that did not complete it where one did;
  *   5. otherwise no fault is recorded (the records are of a healthy run, or of a dump on an
  *      abort that ended the job cleanly). */
 #ifndef DDP_VERDICT_H
