@@ -116,6 +116,12 @@ label() {
     esac
 }
 
+# medians DIR NAME: the median of each column over the runs of row NAME
+medians() {
+    local f out=()
+    for f in 1 2 3 4 5 6; do out+=("$(cut -d ' ' -f "$f" "$1/$2.vals" | median)"); done
+    echo "${out[*]}"
+}
 # rate_mbit RATE: tc's rate (90mbit, 1gbit, 500kbit) in Mbit/s
 rate_mbit() { echo "$1" | awk '{ r = $1 + 0; if ($1 ~ /gbit$/) r *= 1000; else if ($1 ~ /kbit$/) r /= 1000; else if ($1 !~ /mbit$/) r = 0; print r }'; }
 
@@ -137,20 +143,14 @@ table() {
             run "b$BATCH/$name-$rep" "$nodes" $flags >>"$W/$name.vals" || return 1
         done
     done
-    # medians NAME: the median of each column over the runs of row NAME
-    medians() {
-        local f out=()
-        for f in 1 2 3 4 5 6; do out+=("$(cut -d ' ' -f "$f" "$W/$1.vals" | median)"); done
-        echo "${out[*]}"
-    }
     local t0 c0 u0 k0 t1 w1 t c w m u k
-    read -r t0 c0 _ _ u0 k0 < <(medians alone)
-    read -r t1 _ w1 _ < <(medians one)
+    read -r t0 c0 _ _ u0 k0 < <(medians "$W" alone)
+    read -r t1 _ w1 _ < <(medians "$W" one)
     printf "%-46s %7s %7s %7s %7s %6s %6s %6s %5s %7s %7s\n" "" "s/step" "compute" "wait" "bwd+" "exposed" "hidden" "wait-h" "MB" "CPU" "kernel"
     printf "%-46s %5.2f s %5.2f s %51s %5.2f s %5.2f s\n" "$(label alone)" "$t0" "$c0" "" "$u0" "$k0"
     for r in "${ROWS[@]:1}"; do
         IFS='|' read -r name nodes flags <<<"$r"
-        read -r t c w m u k < <(medians "$name")
+        read -r t c w m u k < <(medians "$W" "$name")
         awk -v l="$(label "$name" "$nodes" "$flags")" -v t="$t" -v c="$c" -v w="$w" -v m="$m" -v u="$u" -v k="$k" \
             -v t0="$t0" -v c0="$c0" -v t1="$t1" -v w1="$w1" 'BEGIN {
             h = (t1 > t0) ? 100 * (1 - (t - t0) / (t1 - t0)) : 0

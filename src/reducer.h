@@ -5,10 +5,11 @@
  * first), and is kept small (first_cap_bytes) so communication starts early, as in PyTorch
  * DDP. The buckets at the other end, posted last, are cut small too (first_cap_bytes / 16 for
  * the very last, doubling towards the earlier ones): the last is posted when backward ends and
- * all of it is on the wire while the step waits. The model calls reducer_grad_ready(offset) each time the gradients at offsets >= offset
- * are final; every bucket that lies entirely above the offset is posted as a non-blocking
- * average at once, and the buckets already in flight are polled so that the communication
- * progresses between layers while backward continues. reducer_finish waits for all of them
+ * all of it is on the wire while the step waits. The model calls reducer_grad_ready(offset)
+ * each time the gradients at offsets >= offset are final; every bucket that lies entirely
+ * above the offset is posted as a non-blocking average at once, and the buckets already in
+ * flight are polled so that the communication progresses between layers while backward
+ * continues. reducer_finish waits for all of them
  * before the optimizer step: on the host for MPI; on a GPU (NCCL) the compute stream waits,
  * and the host goes on to queue the update and the next step. Such a request is reaped by the
  * next reducer_begin (tested) or the one after (waited for: each bucket has two requests,

@@ -494,16 +494,13 @@ static int judge_pending(const FlightSet *s, Line *l) {
     if (stuck) {
         char t[32];
         clock_text(first_wait > 0 ? first_wait : stuck->t_post, t, sizeof t);
-        if (n_culprits == 0 && silent_hosts(s, l)) {
-            add(l, ": every rank posted ");
+        if (n_culprits == 0) {
+            const int silent = silent_hosts(s, l);
+            add(l, "%severy rank posted ", silent ? ": " : "");
             what(l, stuck, 1);
             not_completed(l, s, stuck->seq);
-            add(l, " (since %s): a network partition or a failed link", t);
-        } else if (n_culprits == 0) {
-            add(l, "every rank posted ");
-            what(l, stuck, 1);
-            not_completed(l, s, stuck->seq);
-            add(l, " (since %s): no rank is missing; the network between the ranks failed", t);
+            add(l, " (since %s): %s", t,
+                silent ? "a network partition or a failed link" : "no rank is missing; the network between the ranks failed");
         } else {
             add(l, "; ");
             ranks(l, s, waited);
