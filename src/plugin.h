@@ -10,7 +10,7 @@
 
 #include <stddef.h>
 
-#include "cuda_plugin.h"
+#include "cuda/cuda_plugin.h"
 
 typedef enum {
     PLUGIN_LOADED = 0,

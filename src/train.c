@@ -34,7 +34,7 @@
 #include "logger.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
-#include "ops_cuda.h"   /* CUDA_AMP_* */
+#include "cuda/ops_cuda.h"   /* CUDA_AMP_* */
 #include "plugin.h"
 #endif
 #include "optim.h"

@@ -18,8 +18,8 @@
 #include <unistd.h>
 
 #include "dataloader.h"
-#include "device_data.h"
-#include "ops_cuda.h"
+#include "cuda/device_data.h"
+#include "cuda/ops_cuda.h"
 #include "shards.h"
 #include "synth.h"
 #include "util.h"

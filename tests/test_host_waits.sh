@@ -1,6 +1,6 @@
 #!/bin/sh
 # Every host wait of the CUDA backend that can sit behind a collective is watched: in the
-# module's sources (src/*.cu, src/backend_cuda.c, src/comm_nccl.c), every call that blocks the
+# module's sources (every file of src/cuda/), every call that blocks the
 # host on the device (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize,
 # cudaFree, cudaFreeHost, a synchronous cudaMemcpy) must come after a call of
 # comm_guard_host_sync() (or, inside the NCCL communicator, nccl_drain(), or nccl_wait() of the
@@ -12,7 +12,7 @@
 . "${top_srcdir:-.}/tests/lib.sh"
 PY=$(find_python "re") || { echo "SKIP: no python3"; exit "$SKIP"; }
 
-out=$("$PY" - "$top_srcdir"/src/*.cu "$top_srcdir/src/backend_cuda.c" "$top_srcdir/src/comm_nccl.c" <<'PYEOF'
+out=$("$PY" - "$top_srcdir"/src/cuda/* <<'PYEOF'
 import re
 import sys
 

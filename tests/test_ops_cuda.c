@@ -34,7 +34,7 @@
 #include <string.h>
 
 #include "ops_cpu.h"
-#include "ops_cuda.h"
+#include "cuda/ops_cuda.h"
 #include "optim.h"
 #include "scaler.h"
 #include "backend.h"
@@ -42,7 +42,7 @@
 #include "ops_testutil.h"
 #include "util.h"
 #ifdef HAVE_NCCL
-#include "comm_nccl.h"
+#include "cuda/comm_nccl.h"
 #endif
 
 static int g_failed, g_checks;
