@@ -34,8 +34,7 @@
 #include "logger.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
-#include "cuda/ops_cuda.h"   /* CUDA_AMP_* */
-#include "plugin.h"
+#include "plugin.h"   /* and CUDA_AMP_* (cuda/cuda_amp.h) */
 #endif
 #include "optim.h"
 #include "reducer.h"

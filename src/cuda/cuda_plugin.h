@@ -23,6 +23,7 @@
 #include <stddef.h>
 
 #include "backend.h"
+#include "cuda_amp.h"
 #include "dataloader.h"
 #include "device_data.h"
 
@@ -46,8 +47,8 @@ typedef struct CudaPlugin {
     void (*backend_free)(void);
     void (*set_tf32)(int enable);
     void (*set_conv_benchmark)(int enable);
-    void (*set_amp)(int mode);                /* CUDA_AMP_* of ops_cuda.h */
-    void (*set_act_storage)(int mode);
+    void (*set_amp)(int mode);                /* CUDA_AMP_* (cuda_amp.h) */
+    void (*set_act_storage)(int mode);        /* CUDA_AMP_* too */
 
     /* comm_nccl.h; NULL when the module was built without NCCL (one rank per job on GPUs).
      * The world (world.h) carries the id from rank 0 to the others. */

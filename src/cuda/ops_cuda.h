@@ -2,7 +2,8 @@
  *
  * Part of the CUDA backend module, ddptrain-cuda.so: programs reach the device through its
  * table (cuda_plugin.h), which exports the calls below that they need; only the GPU tests link
- * these functions directly. The CUDA_AMP_* values are shared with the table's set_amp.
+ * these functions directly. The CUDA_AMP_* values (cuda_amp.h) are shared with the table's
+ * set_amp.
  *
  * Same contract as ops_cpu.h, with every tensor argument a DEVICE pointer:
  *  - activations NHWC float32, convolution weights OIHW inside the flat parameter buffer;
@@ -28,6 +29,8 @@
 #define DDP_OPS_CUDA_H
 
 #include <stddef.h>
+
+#include "cuda_amp.h"
 
 #ifdef __cplusplus
 extern "C" {
@@ -73,8 +76,8 @@ void cuda_set_conv_filter_layout(int mode);
  * widened back to float32, where everything else (batch norm, the head, the loss, the master
  * weights, the gradients and their all-reduce, SGD) stays. A layer for which cuDNN offers no
  * 16-bit algorithm (e.g. the 3-channel stem on some versions) stays in float32; the layer's
- * impl name says which. Applies to convolutions initialised afterwards. */
-enum { CUDA_AMP_OFF = 0, CUDA_AMP_BF16 = 1, CUDA_AMP_FP16 = 2 };
+ * impl name says which. Applies to convolutions initialised afterwards. The modes are in
+ * cuda_amp.h. */
 void cuda_set_amp(int mode);
 /* Element type of the activations and their gradients in device memory: CUDA_AMP_OFF (float32,
  * the default) or the 16-bit type, as torch.autocast leaves them, which halves the memory
