@@ -10,7 +10,6 @@
 
 #include "config.h"
 #include "util.h"
-#include "version.h"
 
 typedef enum { T_INT, T_FLOAT, T_BOOL, T_STR, T_CHOICE } OptType;
 
@@ -181,16 +180,14 @@ int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen) {
     return 0;
 }
 
-void config_parse_args(Config *c, int argc, char **argv) {
+int config_parse_args(Config *c, int argc, char **argv) {
     char err[600];
     switch (config_parse(c, argc, argv, err, sizeof err)) {
-    case 0: return;
+    case 0: return 0;
     case CONFIG_HELP:
         config_print_help(stdout, g_progname);
         exit(0);
-    case CONFIG_VERSION:
-        version_print(stdout, g_progname);
-        exit(0);
+    case CONFIG_VERSION: return CONFIG_VERSION;
     default: die_code(2, "%s", err);
     }
 }

@@ -19,9 +19,10 @@ typedef struct Config {
 } Config;
 
 /* Defaults, then argv. On a bad flag or value prints one line naming the flag and exits 2;
- * --help prints every option with its default and exits 0. */
+ * --help prints every option with its default and exits 0. Returns 0, or CONFIG_VERSION for
+ * --version, which the program prints (version.h) before it exits 0. */
 void config_init(Config *c);
-void config_parse_args(Config *c, int argc, char **argv);
+int config_parse_args(Config *c, int argc, char **argv);
 /* The same without exiting: 0, CONFIG_HELP or CONFIG_VERSION (asked for, nothing printed),
  * or -1 with the one line in err. */
 enum { CONFIG_HELP = 1, CONFIG_VERSION = 2 };

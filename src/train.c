@@ -46,6 +46,7 @@
 #include "timeacct.h"
 #include "trace.h"
 #include "util.h"
+#include "version.h"
 #include "world.h"
 
 /* Exit status of a run that stopped on the preemption signal after checkpointing; the sbatch
@@ -752,7 +753,10 @@ static void setup(Run *r, int argc, char **argv) {
     if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
     g_die_quiet = r->world.boot.rank != 0;   /* every rank parses the same flags: say it once */
     config_init(&r->cfg);
-    config_parse_args(&r->cfg, argc, argv);
+    if (config_parse_args(&r->cfg, argc, argv) == CONFIG_VERSION) {
+        version_print(stdout, g_progname);
+        exit(0);
+    }
     if (r->cfg.straggler_factor > 0.0 && r->cfg.straggler_factor <= 1.0)
         die_code(2, "--straggler_factor %g: must be 0 (off) or above 1", r->cfg.straggler_factor);
     char job_dir[4096];   /* checked here, before any rank names a file after it */
