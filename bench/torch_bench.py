@@ -13,7 +13,7 @@ import time
 
 import torch
 
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests"))
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
 from miniresnet_torch import MiniResNet  # noqa: E402
 
 ap = argparse.ArgumentParser()

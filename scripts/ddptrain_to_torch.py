@@ -16,8 +16,8 @@ import numpy as np
 import torch
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# The module lives next to this script once installed, and in ../tests in the source tree.
-for _d in (os.path.join(_HERE, "..", "tests"), _HERE):
+# The module lives next to this script once installed, and in ../tests/helpers in the source tree.
+for _d in (os.path.join(_HERE, "..", "tests", "helpers"), _HERE):
     if os.path.isfile(os.path.join(_d, "miniresnet_torch.py")) and _d not in sys.path:
         sys.path.insert(0, _d)
 from miniresnet_torch import MiniResNet  # noqa: E402

@@ -2,7 +2,8 @@
  * directory, and a background writer so a checkpoint costs the training loop a memcpy.
  *
  * File layout (format_version 1). Tensor names are exactly the state_dict names of the PyTorch
- * module in tests/miniresnet_torch.py, so h5py + torch.load_state_dict can read a checkpoint:
+ * module in tests/helpers/miniresnet_torch.py, so h5py + torch.load_state_dict can read a
+ * checkpoint:
  *
  *   /                              attributes:
  *       format          string   "ddptrain-checkpoint"

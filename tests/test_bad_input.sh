@@ -1,7 +1,7 @@
 #!/bin/sh
 # Bad input: one clear line naming the file or flag, a non-zero exit, nothing half-written
 # (in particular no job directory).
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "h5py, numpy") || PY=""
 make_synth "$TMP/good" --train 128 --test 64 --shards 2
 
@@ -80,7 +80,7 @@ fi
 for kind in truncated corrupt wrong_shape wrong_dtype bad_label missing_labels count_mismatch no_train \
         huge_count huge_count61 unwritten inf_mean nan_std escape_names attr_overrun btree_undef; do
     d="$TMP/bad_$kind"
-    "$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$d" >/dev/null || { bad "make_bad_shards $kind"; continue; }
+    "$PY" "$top_srcdir/tests/helpers/make_bad_shards.py" "$kind" "$d" >/dev/null || { bad "make_bad_shards $kind"; continue; }
     # the message must name a file inside the dataset directory (or the directory itself)
     expect_fail "$d" --data_dir "$d" --batch_size 8
 done
@@ -91,7 +91,7 @@ for kw in "huge_count:at most" "huge_count61:at most" "unwritten:chunks never wr
         "attr_overrun:attribute 'mean': a dataspace of 8192 bytes overruns its message" \
         "btree_undef:group '/': a symbol table node at an undefined address"; do
     kind=${kw%%:*} want=${kw#*:}
-    f=$("$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$TMP/inspect_$kind") || { bad "make_bad_shards $kind"; continue; }
+    f=$("$PY" "$top_srcdir/tests/helpers/make_bad_shards.py" "$kind" "$TMP/inspect_$kind") || { bad "make_bad_shards $kind"; continue; }
     "$DDPDATA" inspect "$f" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     if [ $rc -ne 0 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q -- "$f: .*$want" "$TMP/err" && ! grep -q 'internal error' "$TMP/err" \

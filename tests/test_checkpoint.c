@@ -20,7 +20,7 @@
 #include "model.h"
 #include "optim.h"
 #include "rng.h"
-#include "tmpdir_testutil.h"
+#include "helpers/tmpdir_testutil.h"
 #include "util.h"
 
 static int g_fails = 0;

@@ -3,10 +3,10 @@
 # into the PyTorch MiniResNet (strict names and shapes) and reproduces ddptrain's eval-mode
 # logits within 1e-4 relative and its test accuracy; the HDF5 tools open it; a perturbed
 # filter is caught (the comparison can fail).
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, h5py, numpy") || { echo "SKIP: no python3 with torch, h5py and numpy"; exit $SKIP; }
-DUMP="$top_builddir/tests/ckpt_dump"
-CHECK="$top_srcdir/tests/ckpt_torch_check.py"
+DUMP="$top_builddir/tests/helpers/ckpt_dump"
+CHECK="$top_srcdir/tests/helpers/ckpt_torch_check.py"
 CONVERT="$top_srcdir/scripts/ddptrain_to_torch.py"
 
 case_() {   # $1 = label, rest = ckpt_dump flags

@@ -3,16 +3,16 @@
 # writes one every step (--save_every_steps 1, width 32: 2.5 MB files written by the background
 # thread) and is killed with SIGKILL six times: in odd rounds at a random moment (0-300 ms after
 # its second logged step), in even rounds 0-5 ms after a temporary checkpoint file appears
-# (tests/ckpt_kill_during_write.py), i.e. inside or just after a write. After each kill every
-# ckpt-*.h5 in the directory opens and reads completely (HDF5 checksums verified), and the next
-# run in the same job directory (--resume auto) resumes from the checkpoint `latest` names
+# (tests/helpers/ckpt_kill_during_write.py), i.e. inside or just after a write. After each kill
+# every ckpt-*.h5 in the directory opens and reads completely (HDF5 checksums verified), and the
+# next run in the same job directory (--resume auto) resumes from the checkpoint `latest` names
 # without passing over a damaged one. A final run completes and leaves no temporary file.
 # The test reports how many kills left a .tmp file behind (proof they landed inside a write).
 # Exit 0 pass, 1 fail, 77 skip.
 # Run by `sh` (make check uses $(SHELL)): continue under bash.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 2048 --test 64 --shards 2
@@ -21,7 +21,7 @@ ck="$job/checkpoints"
 FLAGS=(--data_dir "$TMP/data" --width 32 --blocks 1 --threads 1 --batch_size 32 --log_interval 1
        --save_every_steps 1 --keep_checkpoints 3)
 ROUNDS=6
-KILLER="$top_srcdir/tests/ckpt_kill_during_write.py"
+KILLER="$top_srcdir/tests/helpers/ckpt_kill_during_write.py"
 TOTAL=200
 
 # Opens every checkpoint and reads every dataset (Fletcher-32 is checked on read); prints

@@ -1,7 +1,7 @@
 #!/bin/sh
 # The command line generated from the config table: --help lists every option of the table with
 # its default; bad flags and values give one line naming the flag and exit 2.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 
 "$DDPTRAIN" --help >"$TMP/help" 2>&1 || bad "--help exits 0"
 missing=""

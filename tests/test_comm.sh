@@ -74,7 +74,7 @@ check "single process, start-up failure of rank 0: exits 2 with its own message"
   'rank 0: cannot read' -- "${CLEAN[@]}" "$BIN" --fail-startup 0
 
 # ---- (b) mpirun -----------------------------------------------------------------------------
-# Launched ranks: see mpi_leak_checks_off in tests/lib.sh.
+# Launched ranks: see mpi_leak_checks_off in tests/helpers/lib.sh.
 if [ "${DDP_SANITIZE:-no}" = yes ]; then ASAN_OPTIONS=${ASAN_OPTIONS:+$ASAN_OPTIONS:}detect_leaks=0; export ASAN_OPTIONS; fi
 if ! command -v mpirun >/dev/null 2>&1; then
   skip "mpirun not found: mpirun cases"

@@ -12,8 +12,8 @@
 #  5. where a private mount namespace can hide the CUDA libraries (root), as on a CPU node:
 #     --device cuda fails naming the missing library (exit 1), --device auto trains on the CPU.
 # A build without CUDA: --device cuda exits 2 and auto trains on the CPU, as they always did.
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 B=${top_builddir:-.}
 CUDA_LIBS_RE='lib(cudart|cudnn[a-z_]*|cublas(Lt)?|nccl)\.so'
 
@@ -21,7 +21,7 @@ CUDA_LIBS_RE='lib(cudart|cudnn[a-z_]*|cublas(Lt)?|nccl)\.so'
 for t in readelf ldd nm; do
     command -v "$t" >/dev/null 2>&1 || { echo "SKIP: $t not found"; exit "$SKIP"; }
 done
-for p in ddptrain ddptrain-data tests/dump_model; do
+for p in ddptrain ddptrain-data tests/helpers/dump_model; do
     [ -x "$B/$p" ] || bad "$B/$p was not built"
 done
 # Every program of the build but the two GPU tests, which check the module's code linked in.
@@ -97,7 +97,7 @@ expect_cpu missing-auto "cannot load the CUDA backend $module" --device auto
 expect_cpu missing-cpu "" --device cpu
 
 # 3. A module of another build.
-plugdir=$B/tests/fake_plugin
+plugdir=$B/tests/helpers/fake_plugin
 expect_fail abi-cuda 1 "CUDA backend module ABI version" --device cuda
 expect_fail abi-auto 1 "install the module built with this ddptrain" --device auto
 

@@ -155,9 +155,9 @@ expect_fail "inspect a truncated file" 1 "$tmp/cut.h5: cannot open as HDF5 (trun
 expect_fail "inspect a missing file" 1 "$tmp/nope.h5: cannot open" "$TOOL" inspect "$tmp/nope.h5"
 rm "$tmp/R3/train-00001-of-00003.h5"
 expect_fail "inspect an incomplete set" 1 "train-00001-of-00003.h5: missing" "$TOOL" inspect "$tmp/R3"
-if [ -n "$PY" ] && [ -f "$top_srcdir/tests/make_bad_shards.py" ]; then
+if [ -n "$PY" ] && [ -f "$top_srcdir/tests/helpers/make_bad_shards.py" ]; then
     for kind in truncated corrupt wrong_shape wrong_rank wrong_dtype bad_label missing_labels count_mismatch; do
-        path=$("$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$tmp/bad_$kind") || { bad "make_bad_shards.py $kind"; continue; }
+        path=$("$PY" "$top_srcdir/tests/helpers/make_bad_shards.py" "$kind" "$tmp/bad_$kind") || { bad "make_bad_shards.py $kind"; continue; }
         expect_fail "inspect $kind" 1 "^ddptrain-data: error: $path: " "$TOOL" inspect "$tmp/bad_$kind"
     done
 else

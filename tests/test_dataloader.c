@@ -12,8 +12,8 @@
 #include "dataloader.h"
 #include "shards.h"
 #include "util.h"
-#include "tmpdir_testutil.h"
-#include "expect_testutil.h"
+#include "helpers/tmpdir_testutil.h"
+#include "helpers/expect_testutil.h"
 
 static void section(const char *what) { printf("-- %s\n", what); fflush(stdout); }
 

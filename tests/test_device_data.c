@@ -23,8 +23,8 @@
 #include "shards.h"
 #include "synth.h"
 #include "util.h"
-#include "tmpdir_testutil.h"
-#include "expect_testutil.h"
+#include "helpers/tmpdir_testutil.h"
+#include "helpers/expect_testutil.h"
 
 #define S_IMG 32
 #define PLANE ((size_t)S_IMG * S_IMG * 3)

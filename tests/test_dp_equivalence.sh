@@ -8,11 +8,11 @@
 # backward has ended; a third 2-rank run with a bucket cap of 2 KB (>= 6 buckets, from the
 # reducer's start-up line) has its buckets all-reduced while backward still runs (its --trace
 # shows every bucket but the last posted before backward ended) and must agree alike.
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit $SKIP; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit $SKIP; }
-TOOLS="$top_srcdir/tests/dp_tools.py"
+TOOLS="$top_srcdir/tests/helpers/dp_tools.py"
 B=8
 STEPS=20
 TOL=1e-5

@@ -12,7 +12,7 @@
 #       handful of records (its start, training's start, every 30 s, its end);
 #   (d) a run stopped by SIGTERM (the preemption checkpoint, exit 3) and run again: "preempted"
 #       then "done", nothing redone (the checkpoint is where it stopped), a positive gap.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python json) || { echo "SKIP: no python3"; exit "$SKIP"; }
 PLOT="$top_srcdir/scripts/ddptrain-plot"
 export OMP_NUM_THREADS=1

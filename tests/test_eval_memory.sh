@@ -3,7 +3,7 @@
 # goes through the model in chunks of the training batch, so the process's peak resident
 # memory grows only by the loader's batch arrays, and the test totals are those of an
 # evaluation batch equal to the training batch.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(command -v python3) || { echo "skip: no python3 to read the peak resident memory"; exit $SKIP; }
 make_synth "$TMP/data" --train 256 --test 1024 --shards 1
 

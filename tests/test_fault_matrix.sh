@@ -16,8 +16,8 @@
 # Exit 0 pass, 1 fail.
 # shellcheck disable=SC2015  # A && ok || bad: ok never fails
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 mpi_leak_checks_off
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
 TO=5

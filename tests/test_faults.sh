@@ -8,8 +8,8 @@
 #       fails): rank 1 names the file, rank 0 says rank 1 failed at start-up, every rank exits;
 #   (c) the job directory cannot be created: rank 0 names it, rank 1 says rank 0 failed.
 # After each case no process of the job is left.
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit "$SKIP"; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
 TO=5
@@ -49,7 +49,7 @@ fi
 
 # ---- (b) rank 1's shard is corrupt ------------------------------------------------------------
 cp -r "$TMP/data" "$TMP/bad"
-"$PY" "$top_srcdir/tests/dp_tools.py" corrupt "$TMP/bad/train-00001-of-00002.h5" || { bad "(b) corrupting the shard"; finish; }
+"$PY" "$top_srcdir/tests/helpers/dp_tools.py" corrupt "$TMP/bad/train-00001-of-00002.h5" || { bad "(b) corrupting the shard"; finish; }
 job="$TMP/corrupt"
 t0=$(date +%s.%N)
 # shellcheck disable=SC2086

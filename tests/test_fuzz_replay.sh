@@ -2,7 +2,7 @@
 # The fuzz corpora (tests/fuzz/<target>/: the seeds, and every input a fuzzer found that
 # crashed or hung once) replayed through each target with the ordinary build: any crash, hang
 # or sanitizer report (in a sanitizer build) fails. `make fuzz` is the search itself.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 for t in shard checkpoint cli env rendezvous; do
     prog="$top_builddir/tests/fuzz/replay_$t"
     n=$(ls "$top_srcdir/tests/fuzz/$t" | wc -l)

@@ -1,10 +1,11 @@
 #!/bin/sh
 # Training on a GPU with ddptrain; skipped (77) where ddptrain has no CUDA backend or sees no GPU.
-#  0. One forward, backward and 3 SGD steps on the GPU (tests/dump_model --device cuda, float32,
-#     TF32 off) against PyTorch on the same weights and batch (tests/torch_compare.py: logits,
-#     loss, every gradient, running statistics, parameters after 3 steps; 1e-4 relative, each
-#     dump's ReLU masks replayed), and against the same on the CPU backend (logits and loss, and
-#     every gradient when both took the same ReLU masks; 1e-4 relative).
+#  0. One forward, backward and 3 SGD steps on the GPU (tests/helpers/dump_model --device cuda,
+#     float32, TF32 off) against PyTorch on the same weights and batch
+#     (tests/helpers/torch_compare.py: logits, loss, every gradient, running statistics, parameters
+#     after 3 steps; 1e-4 relative, each dump's ReLU masks replayed), and against the same on the
+#     CPU backend (logits and loss, and every gradient when both took the same ReLU masks; 1e-4
+#     relative).
 #  1. GPU and CPU agree: the same 5 fp32 steps (--no-use_amp, TF32 off) from the same weights and
 #     batches give the same parameters and running statistics to a relative error
 #     (max|a-b| / max|b| per tensor) of 1e-3, and momentum to 1e-2: float32 round-off in a
@@ -21,8 +22,8 @@
 # The one-rank NCCL communicator is tested by tests/test_ops_cuda (NCCL refuses two ranks on one
 # GPU, so several GPU ranks need several GPUs; the reducer is the one tested over MPI).
 # shellcheck disable=SC2086  # $COMMON is a word list
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
 
 # Is there a GPU ddptrain can use? The device is chosen before the data is read, so a run on a
@@ -85,7 +86,7 @@ sys.exit(0 if w <= tol and wm <= mtol else 1)
 EOF
 
 # 0. dump_model on the GPU against PyTorch and against the CPU.
-DUMP="${top_builddir:-.}/tests/dump_model"
+DUMP="${top_builddir:-.}/tests/helpers/dump_model"
 TPY=$(find_python "torch, h5py, numpy") || TPY=
 cat >"$TMP/dumps.py" <<'EOF'
 # logits and loss of the two dumps; the gradients too when both took the same ReLU masks (a
@@ -123,7 +124,7 @@ if [ -x "$DUMP" ]; then
         if out=$("$PY" "$TMP/dumps.py" "$TMP/gpu.h5" "$TMP/cpu.h5" 2>&1); then ok "GPU vs CPU backend, $shape: $out"
         else bad "GPU vs CPU backend, $shape: $out"; fi
         if [ -n "$TPY" ]; then
-            if out=$("$TPY" "$top_srcdir/tests/torch_compare.py" "$TMP/gpu.h5" 2>&1); then
+            if out=$("$TPY" "$top_srcdir/tests/helpers/torch_compare.py" "$TMP/gpu.h5" 2>&1); then
                 ok "GPU vs PyTorch, $shape: $(echo "$out" | grep -m1 worst)"
             else
                 bad "GPU vs PyTorch, $shape: $(echo "$out" | grep FAIL | head -2)"
@@ -132,7 +133,7 @@ if [ -x "$DUMP" ]; then
     done
     [ -n "$TPY" ] || echo "(no python3 with torch: the GPU was compared with the CPU backend only)"
 else
-    echo "(tests/dump_model not found: the one-batch comparisons were not run)"
+    echo "(tests/helpers/dump_model not found: the one-batch comparisons were not run)"
 fi
 
 # 1. GPU vs CPU, fp32.

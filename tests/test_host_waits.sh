@@ -8,8 +8,8 @@
 # stream, which does not wait for the communicator's non-blocking streams) in the same
 # function; the guard waits for the collectives in flight under --comm_timeout first (comm.h). A new wait
 # added without the guard fails this test. Runs on any machine: it reads the sources.
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "re") || { echo "SKIP: no python3"; exit "$SKIP"; }
 
 out=$("$PY" - "$top_srcdir"/src/cuda/* <<'PYEOF'

@@ -5,12 +5,12 @@
 #       under share/ddptrain/slurm with this prefix's ddptrain filled in (and nothing else of
 #       them changed), the documents under share/doc/ddptrain, the converter's Python files,
 #       and the modulefile when one is asked for;
-#   (b) make installcheck (tests/installcheck.sh: the installed programs train from a
+#   (b) make installcheck (tests/helpers/installcheck.sh: the installed programs train from a
 #       directory outside the trees; the installed train-cpu.sbatch with 2 tasks when the local
 #       Slurm cluster is up);
 #   (c) make uninstall leaves no file behind.
 # Exit 0 pass, 1 fail.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 # This runs inside `make check`: the make below is a new one, not a part of that make's jobs.
 unset MAKEFLAGS MFLAGS MAKELEVEL
 P=$TMP/prefix

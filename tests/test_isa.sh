@@ -7,7 +7,7 @@
 #  - short trainings at width 4 and width 64 whose losses must match those of the machine's
 #    own path (same seed, same data) to the rounding that different kernels give.
 # The rest of the suite runs the machine's widest path.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 make_synth "$TMP/data" --train 256 --test 64 --shards 2
 PY=$(find_python "torch, h5py, numpy") || PY=""
 
@@ -38,9 +38,9 @@ for isa in AVX2 SSE41; do
 
     if [ -n "$PY" ]; then
         for w in 8 64; do
-            if ONEDNN_MAX_CPU_ISA=$isa "$top_builddir/tests/dump_model" "$TMP/d.h5" --width $w --blocks 2 \
+            if ONEDNN_MAX_CPU_ISA=$isa "$top_builddir/tests/helpers/dump_model" "$TMP/d.h5" --width $w --blocks 2 \
                    --batch 4 --image_size 32 --seed 5 >/dev/null 2>&1 &&
-               "$PY" "$top_srcdir/tests/torch_compare.py" "$TMP/d.h5" >"$TMP/cmp.out" 2>&1; then
+               "$PY" "$top_srcdir/tests/helpers/torch_compare.py" "$TMP/d.h5" >"$TMP/cmp.out" 2>&1; then
                 ok "$isa: width $w against PyTorch (logits, loss, every gradient, 3 SGD steps)"
             else
                 bad "$isa: width $w against PyTorch: $(grep -m 3 FAIL "$TMP/cmp.out" | tr '\n' ' ')"

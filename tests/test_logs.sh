@@ -5,9 +5,9 @@
 # timestamp and [rank r/W host]; warnings go to stderr and not stdout; metrics.jsonl has the
 # documented keys; scripts/ddptrain-plot draws a PNG of it and fails clearly without input.
 # shellcheck disable=SC2086,SC2015  # word lists in $FLAGS; ok never fails
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 256 --test 64 --shards 2
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 32"

@@ -6,7 +6,7 @@
 #   (c) the pages render without warnings (man, groff) and carry the program's version;
 #   (d) ddptrain --version names the version, the backends and each library configure found.
 # Exit 0 pass, 1 fail.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 MAN=$top_builddir/man
 
 # Roff to plain words: \- is -, font changes dropped.

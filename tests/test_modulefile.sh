@@ -5,7 +5,7 @@
 # puts this prefix's ddptrain first on PATH (ddptrain --version runs it), its manual pages on
 # MANPATH (man -w ddptrain finds this prefix's page) and DDPTRAIN_HOME at the prefix; module
 # unload takes all three away again. Exit 0 pass, 1 fail, 77 skip (Lmod not installed).
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 lmod_init=""
 for f in ${LMOD_PKG:+"$LMOD_PKG/init/bash"} /usr/share/lmod/lmod/init/bash /usr/lmod/lmod/init/bash \
          /opt/apps/lmod/lmod/init/bash; do

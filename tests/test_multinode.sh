@@ -21,8 +21,8 @@
 # and stops its own. Exit 0 pass, 1 fail, 77 skip (no root, no namespaces, no Slurm).
 # shellcheck disable=SC2015  # A && ok || bad: ok never fails
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 mpi_leak_checks_off
 set -u
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
@@ -30,7 +30,7 @@ command -v sbatch >/dev/null 2>&1 || { echo "SKIP: no sbatch (slurm-wlm)"; exit 
 BIN=$(cd "$(dirname "$DDPTRAIN")" && pwd)/$(basename "$DDPTRAIN")
 SRC=$(cd "$top_srcdir" && pwd)
 SBATCH_SCRIPT="$SRC/slurm/train-cpu-multinode.sbatch"
-CMP="$SRC/tests/ckpt_compare.py"
+CMP="$SRC/tests/helpers/ckpt_compare.py"
 NODE="$SRC/tests/slurm/multinode_node.sh"
 # shellcheck source=tests/slurm/lib.sh disable=SC1091
 . "$SRC/tests/slurm/lib.sh"

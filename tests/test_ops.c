@@ -17,7 +17,7 @@
 #include <omp.h>
 
 #include "ops_cpu.h"
-#include "ops_testutil.h"
+#include "helpers/ops_testutil.h"
 #include "util.h"
 
 static int g_failed, g_checks;

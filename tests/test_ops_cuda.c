@@ -39,7 +39,7 @@
 #include "scaler.h"
 #include "backend.h"
 #define OPS_TEST_SEED 0x243F6A8885A308D3ull
-#include "ops_testutil.h"
+#include "helpers/ops_testutil.h"
 #include "util.h"
 #ifdef HAVE_NCCL
 #include "cuda/comm_nccl.h"

@@ -7,22 +7,22 @@
 # equals, bit for bit, that of the same training run without interruption (mpirun -np 2, or
 # srun when there is no mpirun): every dataset but /config (parameters, batch-norm buffers,
 # momentum, train state with the per-rank running statistics) and every attribute
-# (tests/ckpt_compare.py --all).
+# (tests/helpers/ckpt_compare.py --all).
 #
 # Uses the local test cluster (tests/slurm/lib.sh): started when none is up and stopped again
 # at the end unless DDP_SLURM_KEEP=1. Exit 0 pass, 1 fail, 77 skip.
 # shellcheck disable=SC2015  # A && ok || bad: ok never fails
 # Run by `sh` (make check uses $(SHELL)): continue under bash.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 set -u
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
 command -v sbatch >/dev/null 2>&1 || { echo "SKIP: no sbatch (slurm-wlm)"; exit "$SKIP"; }
 DDPTRAIN_ABS=$(cd "$(dirname "$DDPTRAIN")" && pwd)/$(basename "$DDPTRAIN")
 SBATCH_SCRIPT="$top_srcdir/slurm/train-cpu.sbatch"
-CMP="$top_srcdir/tests/ckpt_compare.py"
+CMP="$top_srcdir/tests/helpers/ckpt_compare.py"
 # shellcheck source=tests/slurm/lib.sh disable=SC1091
 . "$top_srcdir/tests/slurm/lib.sh"
 

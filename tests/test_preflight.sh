@@ -21,8 +21,8 @@
 #       rank's timeout line names the transfer with rank 1 on host vn2, and the job fails.
 # (f) to (h) are reported as SKIP lines where the cluster cannot start (not root, no Slurm) or
 # runs with another number of nodes.
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
 MPIRUN="mpirun --allow-run-as-root --oversubscribe -np 2"
 export OMP_NUM_THREADS=1

@@ -12,7 +12,7 @@
 
 #include "rendezvous.h"
 #include "util.h"
-#include "tmpdir_testutil.h"
+#include "helpers/tmpdir_testutil.h"
 
 static int g_fail = 0;
 #define EXPECT(cond, ...) do { \

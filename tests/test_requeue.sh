@@ -8,8 +8,8 @@
 #   (c) srun exits 137, marker of restart 1 at restart 2    -> no requeue, exit 137
 #   (d) srun exits 1, no marker                         -> no requeue, exit 1
 #   (e) --job_dir DIR and --job_dir=DIR name where the marker is looked for
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 command -v bash >/dev/null 2>&1 || { echo "SKIP: no bash"; exit "$SKIP"; }
 slurm_dir=$(cd "$top_srcdir/slurm" && pwd)
 

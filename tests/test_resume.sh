@@ -3,8 +3,8 @@
 # directory (--resume auto) ends with the same final checkpoint, bit for bit, as a run that was
 # never stopped: every dataset but /config (parameters, batch-norm buffers and counters,
 # momentum, optimizer steps, the train state with the per-rank running statistics) and every
-# attribute (tests/ckpt_compare.py --all); on 1 rank (stop mid-epoch, end mid-epoch; stop at an
-# epoch boundary, end at one), on 2 ranks and on 3 (mpirun). On several ranks the checkpoint's
+# attribute (tests/helpers/ckpt_compare.py --all); on 1 rank (stop mid-epoch, end mid-epoch; stop at
+# an epoch boundary, end at one), on 2 ranks and on 3 (mpirun). On several ranks the checkpoint's
 # /model running statistics are the average of the ranks' own, which /train_state/rank_buffers
 # holds (and which differ: no rank's were overwritten by an average), and PyTorch loads it
 # (when installed). A 2-rank checkpoint resumes on 1 and on 3 ranks, from the averaged
@@ -12,11 +12,11 @@
 # naming it; a truncated newest checkpoint is passed over for the previous one (and the log
 # says so); h5ls opens every checkpoint written.
 # shellcheck disable=SC2086  # $FLAGS and $MPIRUN are word lists
-# shellcheck source=tests/lib.sh disable=SC1091
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+# shellcheck source=tests/helpers/lib.sh disable=SC1091
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
-CMP="$top_srcdir/tests/ckpt_compare.py"
+CMP="$top_srcdir/tests/helpers/ckpt_compare.py"
 export OMP_NUM_THREADS=1
 # 256 training images, batch 32: 8 steps per epoch on 1 rank, 4 per rank on 2, 2 on 3.
 make_synth "$TMP/data" --train 256 --test 64 --shards 2

@@ -11,7 +11,7 @@
 #   (c) the signals still act as before: --preempt_signal SIGUSR2 sent once training runs:
 #       exit 3 with the preemption checkpoint; SIGTERM: the same; SIGHUP (not the configured
 #       signal): the process ends by SIGHUP.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 TS="$top_builddir/tests/test_signals"
 export OMP_NUM_THREADS=1
 

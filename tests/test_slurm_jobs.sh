@@ -8,8 +8,8 @@
 #   (c) mpirun -np 2 ddptrain with no SLURM_* variables in the environment;
 #   (d) srun --mpi=none -n 2 ddptrain: refused with "did you mean srun --mpi=pmix?".
 # Exit 0 pass, 1 fail, 77 skip (no Slurm). DDP_SLURM_KEEP=1 leaves a cluster we started up.
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 . "$top_srcdir/tests/slurm/lib.sh"
 # shellcheck disable=SC2317  # called by the EXIT trap
 cleanup() { slurm_down_if_started; rm -rf "$TMP"; }

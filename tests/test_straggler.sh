@@ -7,8 +7,8 @@
 #       with its host, in rank 0's log and metrics.jsonl within 50 steps of the first
 #       stop, in one episode, and rank 0 is not named while it lasts; once the stops end,
 #       rank 1 is reported recovered.
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
 # The suite runs tests in parallel (make -j): ranks that share the cores with another test
 # are slowed for real, and the recovery of (b) would never come. Ahead of the other tests
@@ -98,17 +98,17 @@ if [ -z "$pid1" ]; then
     kill $bg 2>/dev/null; wait $bg
     finish
 fi
-# Rank 1 is stopped 20 ms and let run 10 ms, over and over (tests/duty_cycle): it runs a third of
-# the time, spread evenly over each step as a slow core would be. Cycles of a tenth of a second
-# (a shell loop) landed whole in one phase of a 12 ms step, and those that landed in rank 1's own
-# communication wait were charged as communication to every rank, not as compute to rank 1.
+# Rank 1 is stopped 20 ms and let run 10 ms, over and over (tests/helpers/duty_cycle): it runs a
+# third of the time, spread evenly over each step as a slow core would be. Cycles of a tenth of a
+# second (a shell loop) landed whole in one phase of a 12 ms step, and those that landed in rank 1's
+# own communication wait were charged as communication to every rank, not as compute to rank 1.
 # The cycler runs with a real-time priority (root) or the highest nice: starved by the ranks and
 # the other tests of a loaded machine, it once stopped rank 1 a few times in a second.
 # (Busy processes pinned to rank 1's core would do on an idle machine; on a loaded one the
 # kernel then moves the other load onto rank 0's core and slows both.)
 PRIO="nice -n -19"
 chrt -f 50 true 2>/dev/null && PRIO="chrt -f 50"
-$PRIO "$top_builddir/tests/duty_cycle" "$pid1" 20 10 >"$TMP/duty.out" 2>&1 &
+$PRIO "$top_builddir/tests/helpers/duty_cycle" "$pid1" 20 10 >"$TMP/duty.out" 2>&1 &
 duty=$!
 start=$(last_step "$job")
 named=""

@@ -4,10 +4,10 @@
 # Gradient accumulation as ddptrain does it (K micro-batches, each forward's loss gradient
 # scaled by 1/K, one SGD step) against PyTorch's K backwards of loss/K: the same measures.
 # A run with one gradient entry perturbed by 1% must be caught, with and without accumulation.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, h5py, numpy") || { echo "SKIP: no python3 with torch, h5py and numpy"; exit $SKIP; }
-DUMP="$top_builddir/tests/dump_model"
-CMP="$top_srcdir/tests/torch_compare.py"
+DUMP="$top_builddir/tests/helpers/dump_model"
+CMP="$top_srcdir/tests/helpers/torch_compare.py"
 
 check() {   # $1 = label, rest = dump_model flags
     label=$1; shift

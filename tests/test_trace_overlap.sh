@@ -4,8 +4,8 @@
 # backward, backward layer, allreduce bucket, gradient wait and optimizer events, and in every
 # step every bucket but the last must have been posted (its 'allreduce bucket N' event starts)
 # before that step's 'backward' event ended.
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit "$SKIP"; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
 STEPS=8
@@ -24,7 +24,7 @@ line=$(grep 'reducer: ' "$TMP/out")
 nb=$(echo "$line" | sed -n 's/.* in \([0-9]*\) buckets.*/\1/p')
 [ -n "$nb" ] && [ "$nb" -ge 3 ] && ok "several buckets: ${line#*INFO }" || bad "reducer line: '$line'"
 
-"$PY" "$top_srcdir/tests/dp_tools.py" trace "$job" 2 >"$TMP/trace.out" 2>&1
+"$PY" "$top_srcdir/tests/helpers/dp_tools.py" trace "$job" 2 >"$TMP/trace.out" 2>&1
 trc=$?
 cat "$TMP/trace.out"
 FAILS=$((FAILS + $(grep -c '^FAIL:' "$TMP/trace.out")))

@@ -1,7 +1,7 @@
 #!/bin/sh
 # A short training run end to end: exit 0, the job directory (config.json, per-rank log,
 # metrics.jsonl with loss/lr lines and test_acc on eval lines), --max_steps, and learning.
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 make_synth "$TMP/data" --train 1024 --test 256 --shards 2
 
 job="$TMP/job"

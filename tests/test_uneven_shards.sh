@@ -3,11 +3,11 @@
 # round robin: 1700 and 1000 images) and 2 shards of 500/300 on 3 ranks (contiguous slices of
 # the 800) train to the end. Every rank takes the same number of steps per epoch (the fewest any
 # rank can fill), logs its share, and the run ends with its evaluation and 'done:' lines.
-. "${top_srcdir:-.}/tests/lib.sh"
-mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/lib.sh)
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit "$SKIP"; }
 command -v mpirun >/dev/null 2>&1 || { echo "SKIP: mpirun not found"; exit "$SKIP"; }
-TOOLS="$top_srcdir/tests/dp_tools.py"
+TOOLS="$top_srcdir/tests/helpers/dp_tools.py"
 BATCH=64
 LIMIT=90    # seconds a run may take before it counts as hung
 

@@ -4,17 +4,17 @@
 # machine the run takes oneDNN's AVX2 (or narrower) kernels; ONEDNN_MAX_CPU_ISA=AVX2 says so.
 #  - the small-channel sweep of the kernel tests on one thread (the case that corrupted memory);
 #  - a short width-4 training, one thread, checkpoint and evaluation included;
-#  - `ddptrain-data inspect` on every broken shard tests/make_bad_shards.py makes (HDF5 reads
-#    into our buffers there: a size taken from a crafted header once overflowed one);
+#  - `ddptrain-data inspect` on every broken shard tests/helpers/make_bad_shards.py makes (HDF5
+#    reads into our buffers there: a size taken from a crafted header once overflowed one);
 #  - the shard and checkpoint inputs the fuzzers found (tests/fuzz/*/found_*), replayed: HDF5
 #    1.10 read past its own heap buffers on several, which only a memory checker sees.
 # Any memcheck error fails the test (leaks are not counted here: the sanitizer build checks them).
-. "${top_srcdir:-.}/tests/lib.sh"
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
 command -v valgrind >/dev/null 2>&1 || { echo "SKIP: valgrind is not installed (apt-get install valgrind)"; exit $SKIP; }
 [ "${DDP_SANITIZE:-no}" = yes ] && { echo "SKIP: sanitizer build (valgrind and ASan do not mix)"; exit $SKIP; }
 
 VG="valgrind --error-exitcode=99 --errors-for-leak-kinds=none --num-callers=30
-    --suppressions=$top_srcdir/tests/valgrind.supp"
+    --suppressions=$top_srcdir/tests/helpers/valgrind.supp"
 export ONEDNN_MAX_CPU_ISA=AVX2 OMP_NUM_THREADS=1
 
 $VG --log-file="$TMP/vg-ops.%p" "$top_builddir/tests/test_ops" --small-channels >"$TMP/ops.out" 2>&1
@@ -36,11 +36,11 @@ else
 fi
 PY=$(find_python "h5py, numpy") || PY=""
 if [ -n "$PY" ]; then
-    kinds=$("$PY" -c "import sys; sys.path.insert(0, '$top_srcdir/tests'); import make_bad_shards as m; print(' '.join(m.KINDS))")
+    kinds=$("$PY" -c "import sys; sys.path.insert(0, '$top_srcdir/tests/helpers'); import make_bad_shards as m; print(' '.join(m.KINDS))")
     n=0 nbad=0 msgs=""
     for kind in $kinds; do
         [ "$kind" = no_train ] && continue   # a directory without train shards, not a broken file
-        f=$("$PY" "$top_srcdir/tests/make_bad_shards.py" "$kind" "$TMP/bad_$kind") || { bad "make_bad_shards $kind"; continue; }
+        f=$("$PY" "$top_srcdir/tests/helpers/make_bad_shards.py" "$kind" "$TMP/bad_$kind") || { bad "make_bad_shards $kind"; continue; }
         $VG --log-file="$TMP/vg-inspect-$kind.%p" "$DDPDATA" inspect "$f" >"$TMP/inspect.out" 2>"$TMP/inspect.err"
         rc=$?
         n=$((n + 1))

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "ops_cpu.h"
-#include "ops_testutil.h"
+#include "helpers/ops_testutil.h"
 #include "util.h"
 #include "winograd.h"
 

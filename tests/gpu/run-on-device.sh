@@ -22,10 +22,10 @@
 #
 #   mkdir -p b-gpu && cd b-gpu
 #   ../configure --quiet --with-cuda-arch=90 --with-mpi=no --with-pmix=no --with-dnnl=no
-#   make -j2 tests/test_ops_cuda tests/test_device_data tests/dump_model ddptrain ddptrain-data ddptrain-cuda.so && cd ..
-#   rm -rf carry/gpu && mkdir -p carry/gpu/bin/tests carry/gpu/lib/ddptrain
+#   make -j2 tests/test_ops_cuda tests/test_device_data tests/helpers/dump_model ddptrain ddptrain-data ddptrain-cuda.so && cd ..
+#   rm -rf carry/gpu && mkdir -p carry/gpu/bin/tests/helpers carry/gpu/lib/ddptrain
 #   cp b-gpu/tests/test_ops_cuda b-gpu/tests/test_device_data b-gpu/ddptrain b-gpu/ddptrain-data carry/gpu/bin/
-#   cp b-gpu/tests/dump_model carry/gpu/bin/tests/
+#   cp b-gpu/tests/helpers/dump_model carry/gpu/bin/tests/helpers/
 #   cp b-gpu/ddptrain-cuda.so carry/gpu/lib/ddptrain/
 #   find carry/gpu/bin carry/gpu/lib/ddptrain -type f -exec ldd {} + | awk '$2 == "=>" && $3 ~ /^\// {print $3}' | sort -u |
 #     grep -vE '/(libc|libm|libpthread|libdl|librt|libresolv|ld-linux[^/]*)\.so' |

@@ -14,7 +14,7 @@
 [ $# -eq 3 ] || { echo "usage: $0 BINDIR SLURMDIR SRCDIR" >&2; exit 2; }
 bindir=$1 slurmdir=$2 top_srcdir=$3
 export top_srcdir
-. "$top_srcdir/tests/lib.sh"
+. "$top_srcdir/tests/helpers/lib.sh"
 bindir=$(cd "$bindir" && pwd) || { echo "FAIL: $1: no such directory"; exit 1; }
 
 # A working directory of its own: the checks must not find anything of the trees by accident.
@@ -67,7 +67,7 @@ else
     # shellcheck disable=SC1090
     SLURM_CONF=$(. "$STATE"; echo "$SLURM_CONF")
     export SLURM_CONF
-    mpi_leak_checks_off   # ranks started by srun (see tests/lib.sh)
+    mpi_leak_checks_off   # ranks started by srun (see tests/helpers/lib.sh)
     mkdir -p submit
     # Nothing that points at the installation: the script must find its ddptrain itself.
     jid=$(cd submit && env -u DDPTRAIN PATH=/usr/local/bin:/usr/bin:/bin timeout 30 \

@@ -1,4 +1,4 @@
-# tests/lib.sh - shared helpers for the shell tests (sourced).
+# tests/helpers/lib.sh - shared helpers for the shell tests (sourced).
 # Automake runs each test with top_builddir/top_srcdir exported; default to the source layout.
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}

@@ -1,5 +1,5 @@
 /* dump_model.c - runs MiniResNet forward, backward and 3 SGD steps on one random batch and
- * writes everything into an HDF5 file that tests/torch_compare.py replays in PyTorch:
+ * writes everything into an HDF5 file that tests/helpers/torch_compare.py replays in PyTorch:
  * parameters and buffers under state_dict names, the batch, logits, loss, every gradient,
  * running statistics after the forward, and parameters after 3 SGD steps.
  * With --accum K every step accumulates K micro-batches of N images as ddptrain does (each

@@ -1,8 +1,8 @@
-"""Checks a tests/ckpt_dump checkpoint in PyTorch: loads it with scripts/ddptrain_to_torch.py
-(strict state_dict: every name and shape must match), checks num_batches_tracked and the
-optimizer/train-state groups, runs the reference images in eval mode and compares the logits
-with ddptrain's (max|diff| / max|ref| <= --tol) and the number of correct predictions.
-Exit 0 on success, 1 otherwise."""
+"""Checks a tests/helpers/ckpt_dump checkpoint in PyTorch: loads it with
+scripts/ddptrain_to_torch.py (strict state_dict: every name and shape must match), checks
+num_batches_tracked and the optimizer/train-state groups, runs the reference images in eval mode
+and compares the logits with ddptrain's (max|diff| / max|ref| <= --tol) and the number of correct
+predictions. Exit 0 on success, 1 otherwise."""
 import argparse
 import os
 import sys
@@ -12,7 +12,7 @@ import numpy as np
 import torch
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-sys.path.insert(0, os.path.join(_HERE, "..", "scripts"))
+sys.path.insert(0, os.path.join(_HERE, "..", "..", "scripts"))
 import ddptrain_to_torch as d2t  # noqa: E402
 
 

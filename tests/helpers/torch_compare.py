@@ -1,4 +1,4 @@
-"""Replays a tests/dump_model output in PyTorch and compares, tensor by tensor:
+"""Replays a tests/helpers/dump_model output in PyTorch and compares, tensor by tensor:
 logits, loss, every parameter gradient, the BN running statistics after the forward, and the
 parameters after 3 SGD steps. Error measure per tensor: max|ddptrain - torch| / max|torch|.
 A dump made with --accum K holds K micro-batches per step: PyTorch then runs each step as
