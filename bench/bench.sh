@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Training-step throughput of ddptrain against PyTorch on the same MiniResNet, the same batch
 # size and the same number of threads, measured alternately in one run, and the float32 work
 # that makes against the machine's peak, measured in the same run by bench/fma_peak (on the ISA

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bench_step.c - images/s of ddptrain's training step (forward, backward, SGD) for MiniResNet
  * on a fixed random batch, so that only compute is measured, as bench/torch_bench.py does for
  * PyTorch; the GFLOP/s that makes (model_train_flops_per_image) and the peak resident memory.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* conv_bench.c - time of MiniResNet's 3x3 stride-1 convolutions (width W: W@32x32, 2W@16x16,
  * 4W@8x8) per pass (forward, backward-data, backward-weights) through
  *   oneDNN   oneDNN alone, as ops_cpu.c used it before winograd.c: its Winograd where it has

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fma_peak.c - the machine's float32 peak, measured rather than taken from a data sheet (clock
  * speeds of shared and virtual machines are unknown): every OpenMP thread runs independent
  * chains of fused multiply-adds, enough of them to hide the FMA latency on all FMA units, in

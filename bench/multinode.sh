@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode.sh [BUILD_DIR] - what the overlap of gradient all-reduce with backward hides between
 # nodes. Brings up the multi-node test cluster (tests/slurm/multinode_up.sh: 2 nodes as network
 # namespaces, each link limited to RATE both ways with tc tbf; needs root) unless one is up,

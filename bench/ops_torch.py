@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # Per-layer-shape conv timings of MiniResNet in PyTorch (fp32), to compare with
 # `tests/test_ops --bench -N 64 -t 2`. Needs a python with torch:
 #   python3 bench/ops_torch.py [N [threads]] [--cl]      (--cl: channels_last tensors)

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # scaling.sh [BUILD_DIR] - data-parallel efficiency on one machine: the same global batch (128)
 # trained by 2 ranks x 1 thread (mpirun -np 2, batch 64 each) and by 1 rank x 2 threads
 # (batch 128), MiniResNet at width 64. Throughput is the mean images/s of metrics.jsonl after

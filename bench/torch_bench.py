@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """images/s of the same MiniResNet training step in PyTorch (SGD, fixed random batch).
 usage: torch_bench.py [--width W] [--blocks B] [--batch N] [--steps S] [--threads T] [--channels_last]
                       [--device cpu|cuda] [--amp bf16|fp16] [--cudnn_benchmark]

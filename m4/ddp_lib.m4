@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ddp_lib.m4 - one macro for every optional or required library: --with-X[=DIR] with
 # auto-detection (pkg-config first, then the compiler's default paths, then DIR).
 #

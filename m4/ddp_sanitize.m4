@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ddp_sanitize.m4 - --enable-sanitizers: build everything (library code and tests) with
 # AddressSanitizer and UndefinedBehaviorSanitizer, failing on the first UB report.
 AC_DEFUN([DDP_SANITIZERS], [

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # ddp_versions.m4 - the versions of the CUDA libraries the CUDA backend module is compiled
 # against, for `ddptrain --version`: the module is loaded only when a rank asks for a GPU, so
 # the program itself cannot ask the libraries.

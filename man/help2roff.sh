@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # help2roff.sh - a program's --help text as a roff block for its manual page, so that the page
 # says what the program itself says.
 #

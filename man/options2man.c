@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* options2man.c - the OPTIONS section of ddptrain(1), in roff, from src/config_table.h: the
  * one list of options, so the manual page cannot miss one or describe one that is gone.
  *

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """Load a ddptrain checkpoint into the PyTorch MiniResNet, optionally evaluate it on a dataset
 directory of shards and/or save a plain PyTorch state_dict.
 

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # quickstart.sh - from a fresh Debian 12 machine to a trained model, or to a test run.
 #
 #   scripts/quickstart.sh          install what is missing, build, generate the synthetic

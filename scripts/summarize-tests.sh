@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Prints "N passed, N failed, N skipped" from automake's per-test results in build dir $1.
 dir=${1:-build}
 pass=0; fail=0; skip=0

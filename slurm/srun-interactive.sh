@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # srun-interactive.sh - run ddptrain interactively, output straight to your terminal.
 #
 #   slurm/srun-interactive.sh 4 --data_dir data/synth --epochs 1     (4 ranks, one node)

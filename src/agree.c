@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* agree.c - see agree.h. */
 #include "agree.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* agree.h - do all ranks run the same job? Checked before training, in one collective.
  *
  * A job whose ranks disagree on a flag, on the model, on the gradient buckets or on the data

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend.h - the operations MiniResNet needs, as a table one backend fills.
  *
  * The model, the optimizer and the reducer call only through a Backend, so the same code

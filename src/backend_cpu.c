@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend_cpu.c - the Backend over host memory: oneDNN convolutions and the OpenMP kernels of
  * ops_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
 #include <math.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bootstrap.c - see bootstrap.h. */
 #include "build_config.h"
 #include "bootstrap.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* bootstrap.h - who am I in the job: rank discovery and a small key-value exchange.
  *
  * bootstrap_init tries, in order:

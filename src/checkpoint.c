@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* checkpoint.c - see checkpoint.h for the file layout and the guarantees. */
 #include "checkpoint.h"
 

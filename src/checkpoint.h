@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* checkpoint.h - training checkpoints in HDF5: save, validated load, rotation in a checkpoint
  * directory, and a background writer so a checkpoint costs the training loop a memcpy.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* comm.c - the backend-independent part of comm.h, and the one-rank ("self") backend. It knows
  * no other backend: the world (world.c) chooses and creates them. */
 #include "build_config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* comm.h - collectives between the ranks of a job, as an interface with several backends.
  *
  * A Comm is a table of operations plus the state every backend shares. Backends, each created

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* comm_mpi.h - the MPI backend of comm.h, for host memory.
  *
  * MPI itself (MPI_Init_thread, MPI_Finalize) belongs to the world (world.h), which checks

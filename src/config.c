@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* config.c - parsing, validation, help and JSON for the option table. */
 #include "build_config.h"
 

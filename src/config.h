@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* config.h - the effective configuration, generated from config_table.h. */
 #ifndef DDP_CONFIG_H
 #define DDP_CONFIG_H

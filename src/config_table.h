@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* config_table.h - THE list of ddptrain's options; nothing else declares one.
  *
  * From this table come the Config struct, the command-line parser (--name VALUE, --name=VALUE,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* data_tool.c - ddptrain-data: make, convert, check and reshard datasets in the shard format
  * of data/README.md.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dataloader.c - see dataloader.h.
  *
  * Storage choice: dataloader_open reads this rank's whole assignment (uint8 images + int32

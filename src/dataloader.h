@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dataloader.h - batches for one rank from a sharded HDF5 dataset (format: data/README.md).
  *
  * A rank opens only the shards (or, when there are fewer shards than ranks, the slices of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* diagnose.c - ddptrain-diagnose: what the flight records of a job say about how it ended.
  *
  *   ddptrain-diagnose JOB_DIR

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* flight.c - see flight.h. */
 #include "flight.h"
 

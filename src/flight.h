@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* flight.h - the flight recorder of collectives: the last FLIGHT_RING collectives of a rank.
  *
  * A hung or dead job leaves every surviving rank waiting in a collective, and the rank to blame

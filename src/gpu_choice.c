@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpu_choice.c - see gpu_choice.h. */
 #include "gpu_choice.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* gpu_choice.h - which CUDA device a rank trains on.
  *
  * Two layouts are common, and both must work with the same flags:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* h5check.c - see h5check.h. Layouts from the HDF5 File Format Specification, version 3.0
  * (superblock, object header prefixes, header messages 0x000C attribute, 0x0010 continuation,
  * 0x0011 symbol table, 0x0013 B-tree 'K' values, 0x0015 attribute info, the datatype and

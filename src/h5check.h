@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* h5check.h - a bounds check of an HDF5 file's metadata, made with plain reads before HDF5
  * opens the file, and checks of datasets HDF5 has opened.
  *

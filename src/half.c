@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* half.c - see half.h. */
 #include <string.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* half.h - float32 <-> 16-bit float conversions for compressed gradient all-reduce
  * (--comm_dtype bf16|fp16), and the elementwise sum the reduction applies to them.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hdf5_lock.c - see hdf5_lock.h. */
 #include "hdf5_lock.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* hdf5_lock.h - one process-wide lock around every use of the HDF5 library.
  *
  * The HDF5 that distributions ship (Debian's libhdf5-dev included) is built without its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* host_mirror.c - see host_mirror.h. */
 #include "host_mirror.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* host_mirror.h - the model's and optimizer's state in host memory, for checkpoint files.
  *
  * Checkpoints are read and written from host memory through a Model and an SGD (checkpoint.h).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* linktest.c - see linktest.h. */
 #include "linktest.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* linktest.h - the link test of --preflight: which rank's network is slow, before training.
  *
  * A job that starts on a node whose link is degraded (a bad cable, a port negotiated down, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* logger.c - see logger.h. */
 #include <errno.h>
 #include <stdarg.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* logger.h - per-rank log file, rank 0's console, and metrics.jsonl.
  *
  * Every rank writes its own log file (logs/rank-NNNNN.log in the job directory) with a

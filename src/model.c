@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* model.c - MiniResNet layout, initialisation, forward and backward. */
 #include <math.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* model.h - MiniResNet over the CPU kernels.
  *
  * stem conv3x3(3->w)+BN+ReLU; three stages of w, 2w, 4w channels with `blocks` post-activation

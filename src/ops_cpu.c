@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ops_cpu.c - see ops_cpu.h.
  *
  * Convolutions go through oneDNN when it is available (HAVE_DNNL) and through the direct loops of

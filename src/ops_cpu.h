@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ops_cpu.h - the CPU kernels of MiniResNet: forward and backward of every op.
  *
  * Layout conventions (the whole CPU backend follows them):

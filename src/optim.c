@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* optim.c - see optim.h. */
 #include "optim.h"
 #include "util.h"

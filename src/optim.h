@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* optim.h - SGD with momentum and weight decay, PyTorch's exact update rule, over the flat
  * parameter and gradient buffers:
  *   d = g + weight_decay * p;  buf = momentum * buf + d  (buf = d on the first step);  p -= lr * buf

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* plugin.c - see plugin.h. */
 #include "build_config.h"
 

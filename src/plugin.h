@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* plugin.h - finds and loads the CUDA backend module (cuda_plugin.h) the first time a rank
  * asks for a GPU, so that a program built with CUDA starts where the CUDA libraries are absent.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reach.c - see reach.h. */
 #include "reach.h"
 

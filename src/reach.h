@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reach.h - does a host answer on the network at all?
  *
  * When every rank posted a collective and none completed it, no rank is missing from the flight

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reducer.c - see reducer.h. */
 #include <pthread.h>
 #include <string.h>

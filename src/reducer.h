@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* reducer.h - gradient averaging across ranks in buckets that overlap with backward.
  *
  * Buckets are contiguous slices of the flat gradient buffer, cut at tensor boundaries, in

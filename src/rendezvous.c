@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rendezvous.c - see rendezvous.h: rank 0's bytes to every rank through a file in a shared
  * directory, for launches that offer no other channel before a communicator exists. */
 #include "rendezvous.h"

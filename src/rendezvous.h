@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rendezvous.h - hand a few bytes from rank 0 to every rank through a shared directory.
  *
  * The last resort for exchanging a value before any communicator exists (the NCCL unique id),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* resume.c - see resume.h. */
 #include "resume.h"
 #include "util.h"

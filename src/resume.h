@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* resume.h - may a checkpoint be resumed with this run's settings?
  *
  * Where a resumed run takes up the data is computed, not stored: the epoch's sample order

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* rng.h - a small deterministic random number generator (SplitMix64).
  * One 64-bit word of state, so it is trivial to derive independent streams from
  * (seed, epoch, rank, ...) and to store in a checkpoint. */

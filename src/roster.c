@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* roster.c - see roster.h. */
 #include "roster.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* roster.h - who every rank is: host, local rank, device; gathered once at start-up.
  *
  * Each rank fills its own RosterEntry and roster_gather exchanges them in one allreduce (every

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* scaler.c - see scaler.h. */
 #include "scaler.h"
 #include "util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* scaler.h - dynamic loss scaling for fp16 mixed precision, with torch.cuda.amp.GradScaler's
  * semantics, over any Backend.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* schedule.c - see schedule.h. */
 #include <math.h>
 #include <string.h>

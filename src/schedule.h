@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* schedule.h - learning rate as a function of training progress. */
 #ifndef DDP_SCHEDULE_H
 #define DDP_SCHEDULE_H

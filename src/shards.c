@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shards.c - see shards.h and data/README.md. */
 #include "shards.h"
 

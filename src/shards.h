@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* shards.h - the on-disk dataset format (data/README.md): naming and discovery of
  * <split>-NNNNN-of-MMMMM.h5 files, validation, reading, writing, and the assignment of shards
  * to the ranks of a data-parallel job.

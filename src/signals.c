@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* signals.c - the thread that takes the asynchronous signals (see signals.h). */
 #include "signals.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* signals.h - asynchronous signals taken by one thread of their own, never by a computing one.
  *
  * The sgemm kernels that oneDNN 2.x generates (jit_avx512_common_gemm_f32, jit_avx_gemm_f32;

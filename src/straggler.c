@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* straggler.c - see straggler.h. */
 #include "straggler.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* straggler.h - naming the rank that is slow but alive.
  *
  * In data parallelism every step waits for the slowest rank, so one slow node (thermal

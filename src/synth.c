@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* synth.c - see synth.h.
  *
  * Each image is a coverage map a(x, y) in [0, 1] (the shape or texture, anti-aliased from a

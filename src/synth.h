@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* synth.h - a procedural image-classification dataset for tests, benchmarks and demos.
  *
  * Ten classes of shapes and textures (synth_class_names) drawn at a random position, scale and

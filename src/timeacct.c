@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* timeacct.c - see timeacct.h. */
 #include "timeacct.h"
 

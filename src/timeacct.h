@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* timeacct.h - where a job's wall time went, across all its runs: <job_dir>/time.jsonl.
  *
  * A job that is preempted, killed or requeued spends wall time that trains nothing: starting

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* trace.c - see trace.h. */
 #include <stdio.h>
 #include <string.h>

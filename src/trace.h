@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* trace.h - a Chrome-trace timeline per rank (open in chrome://tracing or ui.perfetto.dev).
  *
  * Events are complete events ("ph":"X") with a start and a duration in microseconds since the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* train.c - ddptrain: data-parallel training of MiniResNet.
  *
  * main() reads as the algorithm: setup (signals, the world of ranks, flags, data, job directory

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* util.h - error checks that name the failing call, file and line; timers; small helpers.
  * Every fallible call in ddptrain goes through one of these so that a failure never passes
  * silently and the message says where it happened. */

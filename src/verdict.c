@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* verdict.c - see verdict.h. */
 #include "verdict.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* verdict.h - reading the ranks' flight records (flight.h) side by side and naming the culprit.
  *
  * Used twice: by a rank whose collective timed out (after writing its own record it waits a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* version.c - `ddptrain --version`: release, backends and library versions (version.h).
  *
  * Run-time versions where a library can report them without being initialised (HDF5, MPI,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* version.h - what `ddptrain --version` prints: the release, the backends this build has, and
  * the version of every library it uses, so that a bug report or a site's module says exactly
  * which build it is about. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* winograd.c - see winograd.h.
  *
  * Transform matrices, from the interpolation points 0, 1, -1, 2, -1/2 and infinity: against

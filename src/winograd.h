@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* winograd.h - Winograd F(4x4, 3x3) for the 3x3 stride-1 pad-1 convolutions of the CPU backend.
  *
  * Each 4x4 block of outputs ("tile") is computed from a 6x6 block of inputs with 36

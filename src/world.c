@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* world.c - the process group (world.h): bootstrap, MPI's lifetime, the communicator, the id
  * exchange of a device communicator, the start-up check, the job-wide abort, the teardown. */
 #include "build_config.h"

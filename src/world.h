@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* world.h - the process group: who the ranks are, how they talk, and how the job ends.
  *
  * One World per process owns, in the order it brings them up:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Bad input: one clear line naming the file or flag, a non-zero exit, nothing half-written
 # (in particular no job directory).
 . "${top_srcdir:-.}/tests/helpers/lib.sh"

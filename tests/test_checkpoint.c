@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_checkpoint.c - checkpoints: bit-exact round trip, refusal of mismatched, truncated,
  * corrupted and foreign files with the model left untouched, fallback to the previous
  * checkpoint, pruning, the background writer (same bytes as a synchronous save, a snapshot

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A ddptrain checkpoint is a PyTorch state_dict in HDF5: scripts/ddptrain_to_torch.py loads it
 # into the PyTorch MiniResNet (strict names and shapes) and reproduces ddptrain's eval-mode
 # logits within 1e-4 relative and its test accuracy; the HDF5 tools open it; a perturbed

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # A crash while a checkpoint is being written never costs more than that checkpoint: ddptrain
 # writes one every step (--save_every_steps 1, width 32: 2.5 MB files written by the background
 # thread) and is killed with SIGKILL six times: in odd rounds at a random moment (0-300 ms after

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The command line generated from the config table: --help lists every option of the table with
 # its default; bad flags and values give one line naming the flag and exit 2.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"

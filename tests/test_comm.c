@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_comm.c - checks bootstrap + comm on however many ranks it is started with, plus
  * failure modes driven by test-only flags (see usage()). Run by tests/test_comm.sh.
  * Exit 0 when every check passed on this rank, 1 otherwise. */

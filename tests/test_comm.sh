@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # test_comm.sh - rank discovery and collectives (tests/test_comm) under every launcher this
 # machine has: a plain process, torchrun-style variables, mpirun, and srun on a local Slurm
 # cluster (started with tests/slurm/cluster_up.sh when none is up, stopped again afterwards).

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The CUDA backend is a module loaded on demand (src/plugin.h), so that a CUDA build starts on
 # CPU nodes:
 #  1. ddptrain, ddptrain-data and the CPU test and benchmark programs link none of libcudart,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # test_data_tool.sh - ddptrain-data: synth determinism, inspect, reshard, cifar10 conversion,
 # command-line errors and bad files. Exit 0 pass, 1 fail, 77 skip (tool not built).
 set -u

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_dataloader.c - the shard format, rank assignment and the data loader.
  * Writes its own small datasets (with the library's shard writer) into a temporary directory.
  * Exit 0 when every check passes. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_device_data.c - batches made on the GPU (device_data.h) against the CPU loader's
  * (dataloader_next), byte for byte. Exits 77 (skipped) when there is no CUDA device.
  *

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Data parallelism changes nothing but speed: with --sync_bn, 2 ranks x batch B and 1 rank x
 # batch 2B over the same samples end with the same parameters after 20 SGD steps (max relative
 # difference per tensor of the final checkpoints <= 1e-5). Without --sync_bn each rank

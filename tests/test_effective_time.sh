@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Where a job's wall time went (src/timeacct.h, <job_dir>/time.jsonl), one rank:
 #   (a) a run killed (SIGKILL) after a checkpoint and some steps, then run again to the end:
 #       time.jsonl holds 2 runs, the first "interrupted", the second "done"; the second redid

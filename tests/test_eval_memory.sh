@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # --eval_batch_size does not size the model: an evaluation batch 64 times the training batch
 # goes through the model in chunks of the training batch, so the process's peak resident
 # memory grows only by the loader's batch arrays, and the test totals are those of an

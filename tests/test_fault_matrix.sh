@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # The fault matrix: a job with one faulty rank ends, every surviving rank within
 # --comm_timeout + 15 s of the fault, and the verdict names the faulty rank and its host: in
 # the timeout line where a rank timed out, and in ddptrain-diagnose of the job directory.

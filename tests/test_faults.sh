@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Failures end the whole job, promptly, with a message that says what happened (2 ranks, mpirun):
 #   (a) --comm_timeout 5 and rank 1 killed with SIGKILL mid-training: the job ends within
 #       5 + 10 s of the kill, with a non-zero exit status; (a2) the same with rank 1 stopped

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The fuzz corpora (tests/fuzz/<target>/: the seeds, and every input a fuzzer found that
 # crashed or hung once) replayed through each target with the ordinary build: any crash, hang
 # or sanitizer report (in a sanitizer build) fails. `make fuzz` is the search itself.

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Training on a GPU with ddptrain; skipped (77) where ddptrain has no CUDA backend or sees no GPU.
 #  0. One forward, backward and 3 SGD steps on the GPU (tests/helpers/dump_model --device cuda,
 #     float32, TF32 off) against PyTorch on the same weights and batch

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Every host wait of the CUDA backend that can sit behind a collective is watched: in the
 # module's sources (every file of src/cuda/), every call that blocks the
 # host on the device (cudaStreamSynchronize, cudaEventSynchronize, cudaDeviceSynchronize,

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # make install into a fresh prefix, as a cluster package is installed, then make installcheck
 # and make uninstall:
 #   (a) the tree: the programs and ddptrain-to-torch, three manual pages, the job scripts
@@ -31,7 +32,7 @@ for f in bin/ddptrain bin/ddptrain-data bin/ddptrain-plot bin/ddptrain-to-torch 
          share/ddptrain/slurm/train-cpu.sbatch share/ddptrain/slurm/train-cpu-multinode.sbatch \
          share/ddptrain/slurm/train-gpu.sbatch share/ddptrain/slurm/srun-interactive.sh \
          share/doc/ddptrain/README.md share/doc/ddptrain/ChangeLog share/doc/ddptrain/data-format.md \
-         share/doc/ddptrain/checkpoint-layout.txt \
+         share/doc/ddptrain/checkpoint-layout.txt share/doc/ddptrain/COPYING \
          share/ddptrain/python/ddptrain_to_torch.py share/ddptrain/python/miniresnet_torch.py \
          "share/modulefiles/ddptrain/$version.lua"; do
     grep -qx "\./$f" "$TMP/tree" || missing="$missing $f"

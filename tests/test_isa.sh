@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The code paths of narrower CPUs, on whatever CPU runs the suite. oneDNN (and the kernels that
 # dispatch on its effective ISA) honour ONEDNN_MAX_CPU_ISA, so a machine with AVX-512 also runs
 # what an AVX2-only EPYC or an SSE4.1 node runs. For each of AVX2 and SSE41:

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # What a run prints and records: on a terminal (a pseudo-terminal from script(1)) the progress
 # is one bar redrawn with '\r' and other lines still print whole; in a pipe the plain progress
 # line comes every --log_interval steps and no '\r'; every line of every rank's log file has a

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The manual pages built from the option table and the programs' --help, and --version:
 #   (a) every option `ddptrain --help` lists (the option table) is in ddptrain(1) with its
 #       default, booleans with their --no- form;

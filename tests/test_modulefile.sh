@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The Lmod modulefile, as a cluster user meets it: make install into a fresh prefix with
 # modulefiledir set (what --with-modulefile does), then in a clean shell
 #   module use DIR; module load ddptrain

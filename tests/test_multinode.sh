@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # ddptrain across nodes, on the multi-node test cluster (tests/slurm/multinode_up.sh: every node
 # a network namespace, Open MPI talking TCP between them as between real hosts):
 #   (a) sbatch -N 2 of slurm/train-cpu-multinode.sbatch, 2 tasks per node: COMPLETED, two

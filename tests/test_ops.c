@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_ops.c - correctness of the CPU kernels (ops_cpu.h); `--bench` times the conv shapes of
  * MiniResNet instead.
  *

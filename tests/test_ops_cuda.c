@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_ops_cuda.c - the CUDA ops (ops_cuda.h) against the CPU ops (ops_cpu.h) on the same data,
  * and a one-rank NCCL communicator. Exits 77 (skipped) when there is no CUDA device.
  *

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # Preemption under Slurm, end to end: a 2-task job submitted with slurm/train-cpu.sbatch gets
 # SIGUSR2 (scancel --signal=USR2: delivered to the job's tasks, not to the batch shell) in the
 # middle of an epoch; ddptrain checkpoints at the next step boundary and exits 3; the script

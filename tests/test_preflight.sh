@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Checks before training, 2 ranks under mpirun (src/roster.h, src/agree.h, src/train.c):
 #   (a) rank 0's log has the table of ranks: rank, host, local rank, device;
 #   (b) rank 1 started with another --batch_size: refused with one line naming rank 1, its host

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_rendezvous.c - the file rendezvous of rendezvous.h, on the CPU, between forked processes:
  * rank 0's bytes reach every rank, leftovers of other launches are ignored or refused with the
  * file's name, a missing rank 0 ends in the timeout error instead of a hang, and the key tells

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # The sbatch scripts' requeue decision, without Slurm: srun and scontrol are stand-ins on PATH.
 # With srun --kill-on-bad-exit=1 a preempted job's srun may return 137 (the ranks killed after
 # the first exited 3) instead of 3; the scripts then requeue only when the job directory's

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Checkpoint and resume: a run stopped half way (--max_steps) and resumed in the same job
 # directory (--resume auto) ends with the same final checkpoint, bit for bit, as a run that was
 # never stopped: every dataset but /config (parameters, batch-norm buffers and counters,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_scale_units.c - the checks for running at scale, without MPI: the straggler detector
  * (straggler.h), two ranks on one GPU (roster.h), the agreement verdict (agree.h), the flight
  * record written and read back (flight.h, verdict.h), the link test's shift and verdict

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_signals.c - a signal that lands inside oneDNN's sgemm must not corrupt the heap.
  *
  * oneDNN 2.x's generated sgemm kernels run with the stack pointer in a heap buffer (signals.h):

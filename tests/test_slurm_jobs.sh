@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # ddptrain under the launchers a cluster user has, on the local Slurm cluster
 # (tests/slurm/cluster_up.sh; started and stopped again here when none is up):
 #   (a) sbatch slurm/train-cpu.sbatch with 2 tasks: COMPLETED, the default job directory

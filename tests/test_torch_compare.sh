@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # MiniResNet forward, backward and SGD against PyTorch on the same weights and batch: logits,
 # loss, every gradient, running statistics and parameters after 3 steps within 1e-4 relative.
 # Gradient accumulation as ddptrain does it (K micro-batches, each forward's loss gradient

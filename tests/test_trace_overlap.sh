@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Communication overlaps the backward pass: 2 ranks with --trace and small gradient buckets.
 # Each rank's trace-rank-N.json must be valid Chrome trace JSON with data wait, forward,
 # backward, backward layer, allreduce bucket, gradient wait and optimizer events, and in every

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # A short training run end to end: exit 0, the job directory (config.json, per-rank log,
 # metrics.jsonl with loss/lr lines and test_acc on eval lines), --max_steps, and learning.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"

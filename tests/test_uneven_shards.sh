@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Uneven data never hangs a job: 3 train shards of 1000/1000/700 images on 2 ranks (whole shards,
 # round robin: 1700 and 1000 images) and 2 shards of 500/300 on 3 ranks (contiguous slices of
 # the 800) train to the end. Every rank takes the same number of steps per epoch (the fewest any

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_units.c - config table parsing, model layout, schedule, optimizer arithmetic and the
  * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel), and
  * which GPU a rank takes. */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # Memcheck on the AVX2 path, where oneDNN's JIT code once wrote past its buffers: AddressSanitizer
 # cannot see inside JIT-generated kernels, valgrind can. Valgrind itself has no AVX-512, so on any
 # machine the run takes oneDNN's AVX2 (or narrower) kernels; ONEDNN_MAX_CPU_ISA=AVX2 says so.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* test_winograd.c - the Winograd 3x3 convolution (winograd.h) against the double-accumulation
  * reference of ops_cpu.h: forward, dx and dw over many shapes (channel counts that fill no,
  * one or several vector blocks; images smaller than a tile, odd and even sizes; batches 1..5),

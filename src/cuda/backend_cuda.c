@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* backend_cuda.c - the Backend over one GPU: cuDNN, cuBLAS and the kernels of ops_cuda.cu.
  * Part of the CUDA backend module only (cuda_plugin.h). A Conv2d's impl holds its CudaConv2d. */
 #include "build_config.h"

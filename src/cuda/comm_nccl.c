@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* comm_nccl.c - the NCCL backend of comm.h (comm_nccl.h), for DEVICE buffers of the CUDA backend.
  *
  * Streams. Collectives run on a communication stream of their own, so that the reduction of

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* comm_nccl.h - the NCCL backend of comm.h, for the CUDA backend's device memory. Built into
  * the CUDA module (cuda_plugin.h); the world (world.h) exchanges the unique id and creates the
  * communicator through the module's table. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cuda_plugin.c - the module side of cuda_plugin.h: the table of the CUDA backend's entry
  * points, the one symbol ddptrain-cuda.so exports (its link keeps every other symbol local). */
 #include "build_config.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cuda_plugin.h - the CUDA backend as a loadable module: the table of entry points it exports.
  *
  * Why a module: cuDNN, cuBLAS and NCCL are large and present only on GPU nodes. Linked into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* device_data.cu - see device_data.h.
  *
  * Per batch the host writes the loader's plan and labels into one slot of a ring of pinned

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* device_data.h - training batches made on the GPU from this rank's whole shard held in GPU
  * memory. Part of the CUDA backend module (HAVE_CUDA_BACKEND): programs reach these functions
  * through its table (cuda_plugin.h), only the GPU tests link them directly.

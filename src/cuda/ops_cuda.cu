@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ops_cuda.cu - see ops_cuda.h.
  *
  * Convolutions go through cuDNN's convolution API on NHWC tensors; the matrix products of the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ops_cuda.h - the GPU kernels of MiniResNet: the ops of ops_cpu.h on device memory.
  *
  * Part of the CUDA backend module, ddptrain-cuda.so: programs reach the device through its

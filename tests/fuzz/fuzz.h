@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz.h - what the fuzz targets share: libFuzzer's entry point, and a scratch file for the
  * readers that take a path (HDF5 opens files by name).
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_checkpoint.c - the checkpoint loader on arbitrary file bytes: every dataset and
  * attribute, /train_state included, against the small model the seed corpus was written for
  * (width 4, 1 block, 10 classes, 16x16 images), as rank 1 of 2 so the per-rank rows are read;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_cli.c - the command-line parser: the input is argv, NUL-separated; a parsed
  * configuration is also turned into its JSON. */
 #include "fuzz.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_env.c - the bootstrap's environment parsing (Open MPI, Slurm and torchrun variables)
  * and the Slurm job directory: the input is NAME=VALUE lines. */
 #include "fuzz.h"

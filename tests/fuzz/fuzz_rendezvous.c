@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_rendezvous.c - the rendezvous file as a rank other than 0 reads it: size, owner and
  * mode, header (magic, key, world size, length), then the blob. The file is written as rank 0
  * writes it (mode 0600), so the content is what varies. */

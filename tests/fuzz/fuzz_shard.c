@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_shard.c - the shard reader on arbitrary file bytes: open, validate, labels, and a read
  * of the first and last samples' images, as the loader does. */
 #include "fuzz.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* fuzz_util.c - see fuzz.h. */
 #include "fuzz.h"
 

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """make_seeds.py BUILDDIR - writes the seed corpora of the fuzz targets into tests/fuzz/<target>/.
 
 Run once (the outputs are committed); needs numpy and h5py, and ddptrain and ddptrain-data

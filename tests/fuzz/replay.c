@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* replay.c - runs a fuzz target over stored inputs without libFuzzer, so the test suite can
  * replay the corpora with the ordinary compiler: every file named, or in a directory named.
  * A crash is the failure; it prints which input was running first. */

@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # run-on-device.sh - every GPU check and the GPU benchmark, in one go, on a machine with an NVIDIA
 # GPU where nothing is built. Budget: under 8 minutes. Everything it prints and measures lands
 # under $OUT (default ./gpu-out); summary.txt has the figures.

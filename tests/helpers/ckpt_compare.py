@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Compares two ddptrain checkpoints bit for bit: every dataset under /model and /optimizer
 (parameters, batch-norm buffers, num_batches_tracked, momentum, optimizer step count) must
 have the same names, shapes, dtypes and bytes. --train-state also compares /train_state.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ckpt_dump.c - writes a checkpoint of a MiniResNet with random weights, BN statistics,
  * num_batches_tracked and momentum, plus a one-shard test set that doubles as the reference:
  * random uint8 images with labels and mean/std attributes (the dataset format), and the logits

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Kills a process with SIGKILL while it writes a checkpoint: polls a checkpoint directory until
 a temporary file (ckpt-*.h5.tmp.*) appears, waits a random 0..--max-delay-ms more, and sends
 SIGKILL to --pid. Prints one line: the file seen, the delay, and whether the temporary file was

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Checks a tests/helpers/ckpt_dump checkpoint in PyTorch: loads it with
 scripts/ddptrain_to_torch.py (strict state_dict: every name and shape must match), checks
 num_batches_tracked and the optimizer/train-state groups, runs the reference images in eval mode

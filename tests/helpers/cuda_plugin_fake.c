@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* cuda_plugin_fake.c - a CUDA backend module of another ABI version (no CUDA in it), which
  * tests/test_cuda_plugin.sh points ddptrain at: the host must refuse it with one line. */
 #include "cuda/cuda_plugin.h"

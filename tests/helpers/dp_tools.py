@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """dp_tools.py - helpers of the data-parallel shell tests (h5py, numpy, json).
 
     dp_tools.py interleave SRC_DIR DST_DIR B

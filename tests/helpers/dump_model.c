@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* dump_model.c - runs MiniResNet forward, backward and 3 SGD steps on one random batch and
  * writes everything into an HDF5 file that tests/helpers/torch_compare.py replays in PyTorch:
  * parameters and buffers under state_dict names, the batch, logits, loss, every gradient,

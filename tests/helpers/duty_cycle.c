@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* duty_cycle PID STOP_MS RUN_MS: slows process PID from outside by SIGSTOP for STOP_MS and
  * SIGCONT for RUN_MS, over and over, until this program gets SIGTERM or SIGINT (the process is
  * then left running) or PID is gone. A shell loop of kill and sleep cannot cycle faster than its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* expect_testutil.h - EXPECT for C tests that check many things quietly: a failed condition
  * prints file:line, the condition and a message on stderr and counts into g_failures. */
 #ifndef DDP_EXPECT_TESTUTIL_H

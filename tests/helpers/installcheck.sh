@@ -1,4 +1,5 @@
 #!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
 # installcheck.sh - the installed ddptrain, as a user of the installation runs it (make
 # installcheck; tests/test_install.sh):
 #   (a) from a directory outside the source and build trees, with only the installation's bin

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # tests/helpers/lib.sh - shared helpers for the shell tests (sourced).
 # Automake runs each test with top_builddir/top_srcdir exported; default to the source layout.
 top_builddir=${top_builddir:-.}

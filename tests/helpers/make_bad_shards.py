@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
 """make_bad_shards.py KIND OUTDIR - a small dataset directory that is broken in one way.
 
 Writes train shards (2) and a test shard (1) of 16 images each, 32x32x3 uint8, 10 classes,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """MiniResNet in PyTorch: the reference ddptrain is checked against.
 
 Module and parameter names are the state_dict names ddptrain uses for its flat parameter

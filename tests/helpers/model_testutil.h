@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* model_testutil.h - shared by the test programs that build a MiniResNet by hand. */
 #ifndef DDP_MODEL_TESTUTIL_H
 #define DDP_MODEL_TESTUTIL_H

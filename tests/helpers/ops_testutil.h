@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* ops_testutil.h - random data and allocation for the kernel tests (test_ops, test_ops_cuda).
  * Define OPS_TEST_SEED before including it to choose the data. */
 #ifndef DDP_OPS_TESTUTIL_H

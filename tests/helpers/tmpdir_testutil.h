@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
 /* tmpdir_testutil.h - a private temporary directory for a C test, and its removal. */
 #ifndef DDP_TMPDIR_TESTUTIL_H
 #define DDP_TMPDIR_TESTUTIL_H

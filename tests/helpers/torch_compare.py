@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 """Replays a tests/helpers/dump_model output in PyTorch and compares, tensor by tensor:
 logits, loss, every parameter gradient, the BN running statistics after the forward, and the
 parameters after 3 SGD steps. Error measure per tensor: max|ddptrain - torch| / max|torch|.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # cluster_down.sh - stop what cluster_up.sh started: cancel the jobs, then stop only the
 # processes listed in the state file. Idempotent: without a state file there is nothing to do.
 # Environment: DDP_SLURM_STATE as for cluster_up.sh.

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # cluster_up.sh - start a single-node Slurm cluster on this machine (munge, slurmctld, slurmd)
 # for the tests: `srun -n 4` and `sbatch` then work on a laptop or a CI runner.
 #

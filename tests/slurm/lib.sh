@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=sh
 # tests/slurm/lib.sh - the local Slurm cluster for a shell test (sourced; POSIX sh).
 #

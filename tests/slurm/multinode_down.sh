@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_down.sh - undo what multinode_up.sh did: cancel the jobs, stop exactly the daemons
 # the state file lists, kill what still runs in the nodes' namespaces, delete the namespaces,
 # the veth links and the bridge, and remove our lines from /etc/hosts. Idempotent: without a

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: BSD-3-Clause
 # shellcheck shell=bash
 # shellcheck disable=SC2034  # the names are used by the scripts that source this file
 # multinode_lib.sh - names and node operations shared by multinode_up.sh, multinode_down.sh and

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_node.sh - faults and repairs of one node of the multinode_up.sh cluster:
 #   multinode_node.sh cut I        its link goes down (a network partition)
 #   multinode_node.sh connect I    its link comes back

@@ -1,4 +1,5 @@
 #!/bin/bash
+# SPDX-License-Identifier: BSD-3-Clause
 # multinode_up.sh - start a Slurm cluster of N "nodes" on this machine: every node is a network
 # + UTS namespace with its own host name (vn1, vn2, ...), IP address (10.77.0.11, ...) and
 # slurmd, on a Linux bridge; slurmctld and munged run in the root namespace; the file system
