@@ -79,10 +79,11 @@ typedef struct Backend {
      * scale *= backoff, tracker = 0, skipped_steps++; else tracker++, and at `interval`
      * scale *= growth (when that stays finite) and tracker = 0. Then found_inf = 0. */
     void (*scaler_update)(float *scale, int *state, float growth, float backoff, int interval);
-    /* PyTorch SGD over flat buffers (optim.h); nothing at all happens when skip is not NULL
-     * and *skip (backend memory) is nonzero: a step the loss scaler rejected */
+    /* PyTorch SGD over flat buffers (optim.h), with Nesterov momentum when nesterov is
+     * nonzero; nothing at all happens when skip is not NULL and *skip (backend memory) is
+     * nonzero: a step the loss scaler rejected */
     void (*sgd_step)(float *params, const float *grads, float *buf, size_t n, float lr,
-                     float momentum, float weight_decay, const int *skip);
+                     float momentum, float weight_decay, int nesterov, const int *skip);
 
     void (*synchronize)(void);      /* wait for queued work (no-op on the CPU) */
     const char *(*describe)(void);

@@ -59,10 +59,22 @@ static void cpu_add_inplace(float *restrict d, const float *restrict s, size_t n
 
 /* Same operation order and float rounding as torch.optim.SGD's foreach path, so a comparison
  * after several steps stays within float round-off. With buf zeroed, the first step's
- * mom*0 + d equals PyTorch's buf = d exactly. */
+ * mom*0 + d equals PyTorch's buf = d exactly. Nesterov (PyTorch's nesterov=True) steps along
+ * d + mom*buf instead of buf; its own loop, so the plain step's code is what it always was. */
 static void cpu_sgd_step(float *restrict params, const float *restrict grads, float *restrict buf,
-                         size_t n, float lr, float mom, float wd, const int *skip) {
+                         size_t n, float lr, float mom, float wd, int nesterov, const int *skip) {
     if (skip && *skip) return;
+    if (nesterov) {
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float d = grads[i] + wd * params[i];
+            float b = mom != 0.0f ? buf[i] * mom + d : d;
+            buf[i] = b;
+            float u = d + mom * b;
+            params[i] = params[i] - lr * u;
+        }
+        return;
+    }
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float d = grads[i] + wd * params[i];

@@ -1283,21 +1283,22 @@ extern "C" void cuda_scaler_update(float *scale, int *state, float growth, float
 
 /* optim.c's operation order and float rounding, without contraction into FMAs. */
 __global__ void k_sgd(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ buf, size_t n,
-                      float lr, float mom, float wd, const int *__restrict__ skip) {
+                      float lr, float mom, float wd, int nesterov, const int *__restrict__ skip) {
     if (skip && *skip) return;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float pi = p[i];
         const float d = __fadd_rn(g[i], __fmul_rn(wd, pi));
         const float b = mom != 0.0f ? __fadd_rn(__fmul_rn(buf[i], mom), d) : d;
         buf[i] = b;
-        p[i] = __fsub_rn(pi, __fmul_rn(lr, b));
+        const float u = nesterov ? __fadd_rn(d, __fmul_rn(mom, b)) : b;
+        p[i] = __fsub_rn(pi, __fmul_rn(lr, u));
     }
 }
 
 extern "C" void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
-                              float momentum, float weight_decay, const int *skip) {
+                              float momentum, float weight_decay, int nesterov, const int *skip) {
     REQUIRE_ACTIVE();
     if (!n) return;
-    k_sgd<<<grid_for(n), 256, 0, g_cu.stream>>>(params, grads, buf, n, lr, momentum, weight_decay, skip);
+    k_sgd<<<grid_for(n), 256, 0, g_cu.stream>>>(params, grads, buf, n, lr, momentum, weight_decay, nesterov, skip);
     KERNEL_CHECK("k_sgd");
 }

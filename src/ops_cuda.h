@@ -195,10 +195,11 @@ void cuda_div_inplace(void *x, size_t n, int f64, int d, struct CUstream_st *str
 void cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf);
 void cuda_scaler_update(float *scale, int *state, float growth, float backoff, int interval);
 /* SGD with momentum and weight decay over the flat buffers, optim.c's rule and rounding:
- * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf. buf starts zeroed.
+ * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf, or with nesterov
+ * p -= lr*(d + momentum*buf). buf starts zeroed.
  * Nothing changes when skip (a device int, may be NULL) is nonzero as the kernel runs. */
 void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
-                   float momentum, float weight_decay, const int *skip);
+                   float momentum, float weight_decay, int nesterov, const int *skip);
 
 #ifdef __cplusplus
 }

@@ -11,18 +11,19 @@ void sgd_init_on(SGD *o, const Backend *be, size_t n, float momentum, float weig
     o->n = n;
     o->momentum = momentum;
     o->weight_decay = weight_decay;
+    o->nesterov = 0;
     o->buf = be->alloc(n * sizeof(float));
     o->steps = 0;
 }
 
-void sgd_step(SGD *o, float *params, const float *grads, float lr) {
+void sgd_step(SGD *o, float *params, const float *grads, double lr) {
     sgd_step_unless(o, params, grads, lr, NULL);
 }
 
 /* steps counts calls, skipped or not: it only tells a checkpoint reader whether momentum may
  * be nonzero, and a zero buffer gives the same first update as PyTorch's unset one. */
-void sgd_step_unless(SGD *o, float *params, const float *grads, float lr, const int *skip) {
-    o->be->sgd_step(params, grads, o->buf, o->n, lr, o->momentum, o->weight_decay, skip);
+void sgd_step_unless(SGD *o, float *params, const float *grads, double lr, const int *skip) {
+    o->be->sgd_step(params, grads, o->buf, o->n, (float)lr, o->momentum, o->weight_decay, o->nesterov, skip);
     o->steps++;
 }
 

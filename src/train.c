@@ -748,6 +748,13 @@ static void check_job_dir_shared(Run *r, uint64_t token) {
     free(fail);
 }
 
+/* Options that only make sense together, refused as a bad flag is (exit 2), as PyTorch's
+ * constructors refuse them. */
+static void check_recipe(const Config *c) {
+    if (c->nesterov && c->momentum == 0.0)
+        die_code(2, "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
+}
+
 static void setup(Run *r, int argc, char **argv) {
     char err[4800];
     if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
@@ -756,6 +763,7 @@ static void setup(Run *r, int argc, char **argv) {
     config_parse_args(&r->cfg, argc, argv);
     if (r->cfg.straggler_factor > 0.0 && r->cfg.straggler_factor <= 1.0)
         die_code(2, "--straggler_factor %g: must be 0 (off) or above 1", r->cfg.straggler_factor);
+    check_recipe(&r->cfg);
     char job_dir[4096];   /* checked here, before any rank names a file after it */
     if (!r->cfg.job_dir[0] && bootstrap_default_job_dir(NULL, NULL, job_dir, sizeof job_dir, err, sizeof err) < 0) die("%s", err);
     g_die_quiet = 0;
@@ -939,6 +947,7 @@ static void build_model(Run *r) {
     log_info(&r->log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg->width, cfg->blocks,
              r->model.num_params);
     sgd_init_on(&r->opt, r->be, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);
+    r->opt.nesterov = cfg->nesterov;
     scaler_init(&r->scaler, r->be, r->be->on_device && cfg->use_amp && !strcmp(cfg->amp_dtype, "fp16"),
                 SCALER_INIT_SCALE, SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
     r->model.grad_scale = scaler_scale_ptr(&r->scaler);
@@ -1101,7 +1110,7 @@ static void optimizer_step(Run *r, double lr) {
     double t4 = now_sec();
     trace_event(r->trace, "gradient wait", "comm", -1, 0, t3, t4);
     scaler_unscale(&r->scaler, r->model.grads, r->model.num_params);
-    sgd_step_unless(&r->opt, r->model.params, r->model.grads, (float)lr, scaler_skip_flag(&r->scaler));
+    sgd_step_unless(&r->opt, r->model.params, r->model.grads, lr, scaler_skip_flag(&r->scaler));
     scaler_update(&r->scaler);
     model_params_changed(&r->model);
     trace_event(r->trace, "optimizer", "optim", -1, 0, t4, now_sec());

@@ -34,4 +34,5 @@ expect_err "--momentum: 1.5 is out of range" --momentum 1.5
 expect_err "--use_amp: 'maybe' is not a boolean" --use_amp=maybe
 expect_err "--lr_schedule: 'linear' is not one of" --lr_schedule linear
 expect_err "unexpected argument 'train'" train
+expect_err "--nesterov: needs a nonzero --momentum" --nesterov --momentum 0
 finish

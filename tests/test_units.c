@@ -128,6 +128,19 @@ static void test_sgd(void) {
     sgd_step(&o, p, g, 0.1f);
     EXPECT(fabs(p[0] - p0) < 1e-6, "SGD momentum + weight decay matches PyTorch's rule (%.7f vs %.7f)", p[0], p0);
     sgd_free(&o);
+
+    /* Nesterov: the same buffer, the step along d + momentum * buf */
+    sgd_init(&o, 2, 0.9f, 0.1f);
+    o.nesterov = 1;
+    float q[2] = {1.0f, -2.0f};
+    double q0 = 1.0, d0 = 0.5 + 0.1 * 1.0, c0 = d0;
+    q0 -= 0.1 * (d0 + 0.9 * c0);
+    double e1 = 0.5 + 0.1 * q0, c1 = 0.9 * c0 + e1;
+    q0 -= 0.1 * (e1 + 0.9 * c1);
+    sgd_step(&o, q, g, 0.1f);
+    sgd_step(&o, q, g, 0.1f);
+    EXPECT(fabs(q[0] - q0) < 1e-6 && fabs(q0 - p0) > 1e-3, "SGD Nesterov matches PyTorch's rule (%.7f vs %.7f)", q[0], q0);
+    sgd_free(&o);
 }
 
 /* GradScaler semantics: unscale, skip on inf/NaN with parameters and momentum untouched,
