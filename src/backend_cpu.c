@@ -39,8 +39,8 @@ static void cpu_bn_backward_apply(const float *x, const float *g, float *dx, siz
 }
 
 static void cpu_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                             float *dlogits, float *loss, int *correct) {
-    *loss = softmax_xent(logits, labels, N, K, scale, dlogits, correct);
+                             float smoothing, float *dlogits, float *loss, int *correct) {
+    *loss = softmax_xent(logits, labels, N, K, scale, smoothing, dlogits, correct);
 }
 
 static void cpu_relu_mask_copy(float *restrict g, const float *restrict y, float *restrict out, size_t n) {

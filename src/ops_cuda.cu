@@ -1127,7 +1127,7 @@ extern "C" void cuda_linear_backward(const float *x, const float *w, const float
  * as ops_cpu.c. */
 #define XENT_THREADS 256
 __global__ void k_softmax_xent(const float *__restrict__ logits, const int *__restrict__ labels, int N, int K,
-                               float scale, float *__restrict__ dlogits, float *__restrict__ loss,
+                               float scale, float smoothing, float *__restrict__ dlogits, float *__restrict__ loss,
                                int *__restrict__ correct, int *__restrict__ flags) {
     __shared__ double l_sh[XENT_THREADS];
     __shared__ int c_sh[XENT_THREADS];
@@ -1148,12 +1148,20 @@ __global__ void k_softmax_xent(const float *__restrict__ logits, const int *__re
         const double zmax = z[arg];
         double se = 0.0;
         for (int k = 0; k < K; k++) se += exp((double)z[k] - zmax);
-        lsum += log(se) - ((double)z[lab] - zmax);
+        const double nll = log(se) - ((double)z[lab] - zmax);
+        if (smoothing == 0.0f) {
+            lsum += nll;
+        } else {
+            double sz = 0.0;
+            for (int k = 0; k < K; k++) sz += (double)z[k] - zmax;
+            lsum += (1.0 - (double)smoothing) * nll + (double)smoothing * (log(se) - sz / K);
+        }
         if (dlogits) {
             const double f = (double)scale / N;
+            const double off = (double)smoothing / K, on = 1.0 - (double)smoothing + off;
             for (int k = 0; k < K; k++) {
                 const double p = exp((double)z[k] - zmax) / se;
-                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab)));
+                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab ? on : off)));
             }
         }
     }
@@ -1170,11 +1178,11 @@ __global__ void k_softmax_xent(const float *__restrict__ logits, const int *__re
 }
 
 extern "C" void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                                  float *dlogits, float *loss, int *correct) {
+                                  float smoothing, float *dlogits, float *loss, int *correct) {
     REQUIRE_ACTIVE();
     CHECK(N > 0 && K > 0 && loss != NULL);
-    k_softmax_xent<<<1, XENT_THREADS, 0, g_cu.stream>>>(logits, labels, N, K, scale, dlogits, loss, correct,
-                                                        g_cu.flags);
+    k_softmax_xent<<<1, XENT_THREADS, 0, g_cu.stream>>>(logits, labels, N, K, scale, smoothing, dlogits, loss,
+                                                        correct, g_cu.flags);
     KERNEL_CHECK("k_softmax_xent");
 }
 

@@ -172,11 +172,12 @@ void cuda_linear_forward(const float *x, const float *w, const float *b, float *
 /* dw += dy^T x; db += sum_n dy; dx = dy w (overwritten) unless dx == NULL. */
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
                           float *db, int N, int I, int O);
-/* Mean softmax cross-entropy over N rows of K logits into *loss (device float). dlogits (may be
- * NULL) receives d(loss*scale)/dlogits; *correct (device int, may be NULL) the number of rows
- * whose argmax is the label. A label outside [0, K) sets the flag cuda_sync reports. */
+/* Mean softmax cross-entropy over N rows of K logits into *loss (device float), label-smoothed
+ * by `smoothing` as ops_cpu.h's softmax_xent. dlogits (may be NULL) receives
+ * d(loss*scale)/dlogits; *correct (device int, may be NULL) the number of rows whose argmax is
+ * the label. A label outside [0, K) sets the flag cuda_sync reports. */
 void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                       float *dlogits, float *loss, int *correct);
+                       float smoothing, float *dlogits, float *loss, int *correct);
 
 /* ---- elementwise helpers of the model's backward, and the optimizer ---- */
 

@@ -753,6 +753,8 @@ static void check_job_dir_shared(Run *r, uint64_t token) {
 static void check_recipe(const Config *c) {
     if (c->nesterov && c->momentum == 0.0)
         die_code(2, "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
+    if (c->label_smoothing >= 1.0)
+        die_code(2, "--label_smoothing %g: must be below 1", c->label_smoothing);
 }
 
 static void setup(Run *r, int argc, char **argv) {
@@ -944,6 +946,7 @@ static void build_model(Run *r) {
     model_init_on(&r->model, r->be, (int)cfg->width, (int)cfg->blocks, (int)cfg->num_classes, (int)cfg->image_size,
                   (int)cfg->batch_size);
     model_init_weights(&r->model, (uint64_t)cfg->seed);
+    r->model.label_smoothing = (float)cfg->label_smoothing;
     log_info(&r->log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg->width, cfg->blocks,
              r->model.num_params);
     sgd_init_on(&r->opt, r->be, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);

@@ -12,9 +12,10 @@
  *                                             must then fail, proving the test can fail)
  *                         [--device cpu|cuda] (where the model runs: the same initial state,
  *                                             made on the CPU, then float32 with TF32 off)
- *                         [--wd W] [--nesterov 0|1]
- *                                            (the SGD steps' weight decay, default 1e-4, and
- *                                             Nesterov momentum; written under /options, which
+ *                         [--wd W] [--nesterov 0|1] [--label_smoothing E]
+ *                                            (the SGD steps' weight decay, default 1e-4,
+ *                                             Nesterov momentum, the training loss's label
+ *                                             smoothing; written under /options, which
  *                                             torch_compare.py reads to set up PyTorch's side) */
 #include <hdf5.h>
 #include <math.h>
@@ -113,7 +114,7 @@ int main(int argc, char **argv) {
     const char *out = argv[1];
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
     const char *perturb = NULL, *device = "cpu";
-    float wd = 1e-4f;
+    float wd = 1e-4f, smoothing = 0.0f;
     int nesterov = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
@@ -126,6 +127,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else if (!strcmp(argv[i], "--wd")) wd = (float)atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--nesterov")) nesterov = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--label_smoothing")) smoothing = (float)atof(argv[i + 1]);
         else die_code(2, "unknown option %s", argv[i]);
     }
     /* mask names have 3 digits, and a forward has up to 129 masks */
@@ -161,6 +163,7 @@ int main(int argc, char **argv) {
         die_code(2, "--device %s: cpu or cuda", device);
     }
     const Backend *be = run->be;
+    run->label_smoothing = smoothing;
     Rng r;
     rng_init(&r, (uint64_t)seed, 77, 1);
 
@@ -234,6 +237,7 @@ int main(int argc, char **argv) {
     write_f32(f, "options/weight_decay", &wd, 1, one);
     const float nest = (float)nesterov;
     write_f32(f, "options/nesterov", &nest, 1, one);
+    write_f32(f, "options/label_smoothing", &smoothing, 1, one);
     H5Fclose(f);
     printf("dump_model: wrote %s (width %d, blocks %d, batch %d x accum %d, %zu parameters, loss %.6f, %s)\n", out,
            width, blocks, N, accum, m.num_params, loss, be->name);

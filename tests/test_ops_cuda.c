@@ -730,12 +730,12 @@ static void test_head(int N, int HW, int C, int K) {
     const float scale = 0.75f;
     float *dl = falloc((size_t)N * K);
     int correct = -1;
-    const float loss = softmax_xent(logits, lab, N, K, scale, dl, &correct);
+    const float loss = softmax_xent(logits, lab, N, K, scale, 0.0f, dl, &correct);
     cuda_upload(d_lg, logits, (size_t)N * K * sizeof(float));
     int *d_lab = up(lab, (size_t)N * sizeof(int));
     float *d_dl = cuda_malloc((size_t)N * K * sizeof(float)), *d_loss = cuda_malloc(sizeof(float));
     int *d_cor = cuda_malloc(sizeof(int));
-    cuda_softmax_xent(d_lg, d_lab, N, K, scale, d_dl, d_loss, d_cor);
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, d_dl, d_loss, d_cor);
     float gloss = 0.0f;
     int gcor = -1;
     cuda_download(&gloss, d_loss, sizeof gloss);
@@ -747,11 +747,26 @@ static void test_head(int N, int HW, int C, int K) {
     check_true(name, gcor == correct);
     snprintf(name, sizeof name, "softmax xent N%d K%d: dlogits", N, K);
     check_f(name, gdl, dl, (size_t)N * K, 1e-6);
-    cuda_softmax_xent(d_lg, d_lab, N, K, scale, NULL, d_loss, NULL);   /* evaluation form */
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, NULL, d_loss, NULL);   /* evaluation form */
     float gloss2 = 0.0f;
     cuda_download(&gloss2, d_loss, sizeof gloss2);
     snprintf(name, sizeof name, "softmax xent N%d K%d: loss without gradient, reproducible", N, K);
     check_true(name, gloss2 == gloss);
+    {   /* label smoothing: the same arithmetic as the CPU's */
+        float *dls = falloc((size_t)N * K);
+        const float lls = softmax_xent(logits, lab, N, K, scale, 0.1f, dls, NULL);
+        float *d_dls = cuda_malloc((size_t)N * K * sizeof(float));
+        cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.1f, d_dls, d_loss, NULL);
+        float glls = 0.0f;
+        cuda_download(&glls, d_loss, sizeof glls);
+        float *gdls = down_f(d_dls, (size_t)N * K);
+        snprintf(name, sizeof name, "softmax xent N%d K%d label smoothing 0.1: loss", N, K);
+        check_f(name, &glls, &lls, 1, 1e-6);
+        snprintf(name, sizeof name, "softmax xent N%d K%d label smoothing 0.1: dlogits", N, K);
+        check_f(name, gdls, dls, (size_t)N * K, 1e-6);
+        cuda_free(d_dls);
+        free(dls); free(gdls);
+    }
 
     /* linear backward from the CPU's dlogits */
     float *dw0 = frand((size_t)K * C, 0.1), *db0 = frand((size_t)K, 0.1);

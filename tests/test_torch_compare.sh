@@ -37,6 +37,13 @@ wrong() {
 }
 wrong "nesterov against plain momentum" nesterov=0 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 8 --nesterov 1
 wrong "plain momentum against nesterov" nesterov=1 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 8
+check "label smoothing 0.1, width 8, batch 8"  --width 8 --blocks 2 --batch 8 --image_size 16 --seed 10 --label_smoothing 0.1
+check "label smoothing 0.3, batch 4 x accum 3" --width 8 --blocks 1 --batch 4 --image_size 16 --seed 11 --accum 3 \
+    --label_smoothing 0.3
+wrong "label smoothing 0.1 against none" label_smoothing=0 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 10 \
+    --label_smoothing 0.1
+wrong "label smoothing 0.1 against 0.11" label_smoothing=0.11 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 10 \
+    --label_smoothing 0.1
 
 for name in layer2.0.conv1.weight layer3.1.bn2.bias fc.weight; do
     "$DUMP" "$TMP/p.h5" --width 8 --blocks 2 --batch 8 --image_size 16 --perturb "$name" >/dev/null

@@ -3,8 +3,9 @@ logits, loss, every parameter gradient, the BN running statistics after the forw
 parameters after 3 SGD steps. Error measure per tensor: max|ddptrain - torch| / max|torch|.
 A dump made with --accum K holds K micro-batches per step: PyTorch then runs each step as
 K forwards and backwards of loss/K into zeroed gradients and one optimizer step.
-The dump's /options (weight decay, Nesterov momentum, ...) set up PyTorch's side through the
-real APIs (torch.optim.SGD(nesterov=...)); --set NAME=VALUE replaces one of them on PyTorch's
+The dump's /options (weight decay, Nesterov momentum, label smoothing, ...) set up PyTorch's
+side through the real APIs (torch.optim.SGD(nesterov=...), nn.CrossEntropyLoss(
+label_smoothing=...)); --set NAME=VALUE replaces one of them on PyTorch's
 side only, so a test can check that a comparison against the wrong semantics fails.
 Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
 import argparse
@@ -82,7 +83,7 @@ def main():
     meta = [float(v) for v in f["meta"][()]]
     width, blocks, lr, momentum = meta[:4]
     accum = int(meta[4]) if len(meta) > 4 else 1
-    defaults = {"weight_decay": 1e-4, "nesterov": 0.0}
+    defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0}
     opts = dict(defaults)
     if "options" in f:
         opts.update({k: float(f["options"][k][()][0]) for k in f["options"]})
@@ -113,6 +114,7 @@ def main():
     x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
     y = torch.from_numpy(np.array(f["labels"])).long()
     xs, ys = x.chunk(accum), y.chunk(accum)
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=opts["label_smoothing"])
 
     def step_gradients(step):
         """Gradient accumulation: the mean loss over the micro-batches, as a sum of loss/K."""
@@ -120,7 +122,7 @@ def main():
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
             out = model(xj)
-            loss = torch.nn.functional.cross_entropy(out, yj)
+            loss = criterion(out, yj)
             (loss / accum).backward()
             logits.append(out.detach())
             losses.append(loss.item())
