@@ -951,6 +951,11 @@ static void build_model(Run *r) {
              r->model.num_params);
     sgd_init_on(&r->opt, r->be, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);
     r->opt.nesterov = cfg->nesterov;
+    const int groups = sgd_set_model_groups(&r->opt, &r->model, cfg->no_decay_1d, cfg->bn_bias_lr_mult);
+    if (r->opt.group)
+        log_info(&r->log, "optimizer: %d parameter ranges (%s%s%s)", groups, cfg->no_decay_1d ? "no weight decay on 1-D parameters" : "",
+                 cfg->no_decay_1d && cfg->bn_bias_lr_mult != 1.0 ? ", " : "",
+                 cfg->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "");
     scaler_init(&r->scaler, r->be, r->be->on_device && cfg->use_amp && !strcmp(cfg->amp_dtype, "fp16"),
                 SCALER_INIT_SCALE, SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
     r->model.grad_scale = scaler_scale_ptr(&r->scaler);

@@ -44,6 +44,15 @@ wrong "label smoothing 0.1 against none" label_smoothing=0 --width 8 --blocks 2 
     --label_smoothing 0.1
 wrong "label smoothing 0.1 against 0.11" label_smoothing=0.11 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 10 \
     --label_smoothing 0.1
+# Parameter groups, with a weight decay large enough to show in 3 steps
+G="--width 8 --blocks 2 --batch 8 --image_size 16 --seed 12 --wd 0.05"
+check "no weight decay on 1-D parameters"       $G --no_decay_1d 1
+check "batch-norm biases at 3 x lr"             $G --bn_bias_lr_mult 3
+check "both groups, nesterov, accum 2"          $G --no_decay_1d 1 --bn_bias_lr_mult 0.5 --nesterov 1 --accum 2
+wrong "no_decay_1d against decay everywhere" no_decay_1d=0 $G --no_decay_1d 1
+wrong "decay everywhere against no_decay_1d" no_decay_1d=1 $G
+wrong "bn_bias_lr_mult 3 against 1" bn_bias_lr_mult=1 $G --bn_bias_lr_mult 3
+wrong "bn_bias_lr_mult 1 against 1.1" bn_bias_lr_mult=1.1 $G
 
 for name in layer2.0.conv1.weight layer3.1.bn2.bias fc.weight; do
     "$DUMP" "$TMP/p.h5" --width 8 --blocks 2 --batch 8 --image_size 16 --perturb "$name" >/dev/null

@@ -141,6 +141,29 @@ static void test_sgd(void) {
     sgd_step(&o, q, g, 0.1f);
     EXPECT(fabs(q[0] - q0) < 1e-6 && fabs(q0 - p0) > 1e-3, "SGD Nesterov matches PyTorch's rule (%.7f vs %.7f)", q[0], q0);
     sgd_free(&o);
+
+    /* Parameter groups over a model: none by default (the single-group step of old); with
+     * no_decay_1d / bn_bias_lr_mult, each tensor's settings by its rank and kind */
+    Model m;
+    model_init(&m, 4, 1, 10, 8, 2);
+    sgd_init(&o, m.num_params, 0.9f, 0.1f);
+    EXPECT(sgd_set_model_groups(&o, &m, 0, 1.0) == 1 && o.group == NULL, "default settings: one group, none installed");
+    sgd_free(&o);
+    sgd_init(&o, m.num_params, 0.9f, 0.1f);
+    sgd_set_model_groups(&o, &m, 1, 2.0);
+    int good = o.group != NULL;
+    for (int i = 0; good && i < m.n_param_info; i++) {
+        const TensorInfo *t = &m.param_info[i];
+        const int bn_bias = t->ndim == 1 && strcmp(t->name, "fc.bias") != 0 && strstr(t->name, ".bias") != NULL;
+        for (int k = 0; k < o.n_group; k++) {
+            const SgdGroup *g = &o.group[k];
+            if (t->offset < g->offset || t->offset + t->numel > g->offset + g->n) continue;
+            good &= g->weight_decay == (t->ndim == 1 ? 0.0f : 0.1f) && g->lr_mult == (bn_bias ? 2.0 : 1.0);
+        }
+    }
+    EXPECT(good, "no_decay_1d and bn_bias_lr_mult 2: %d groups, every tensor's decay and lr multiplier right", o.n_group);
+    sgd_free(&o);
+    model_free(&m);
 }
 
 /* GradScaler semantics: unscale, skip on inf/NaN with parameters and momentum untouched,

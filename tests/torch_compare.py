@@ -70,6 +70,28 @@ def rel_err(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
 
 
+def param_groups(model, lr, opts):
+    """model.parameters(), or with no_decay_1d / bn_bias_lr_mult the usual param groups: weight
+    decay on the weights only, and the batch-norm biases at their own learning rate."""
+    if not opts["no_decay_1d"] and opts["bn_bias_lr_mult"] == 1.0:
+        return model.parameters()
+    bn_bias = {f"{n}.bias" for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)}
+    decay, no_decay, biases = [], [], []
+    for name, p in model.named_parameters():
+        if name in bn_bias:
+            biases.append(p)
+        elif opts["no_decay_1d"] and p.ndim == 1:
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    wd = opts["weight_decay"]
+    groups = [{"params": decay},
+              {"params": no_decay, "weight_decay": 0.0},
+              {"params": biases, "weight_decay": 0.0 if opts["no_decay_1d"] else wd,
+               "lr": lr * opts["bn_bias_lr_mult"]}]
+    return [g for g in groups if g["params"]]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
@@ -83,7 +105,8 @@ def main():
     meta = [float(v) for v in f["meta"][()]]
     width, blocks, lr, momentum = meta[:4]
     accum = int(meta[4]) if len(meta) > 4 else 1
-    defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0}
+    defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0, "no_decay_1d": 0.0,
+                "bn_bias_lr_mult": 1.0}
     opts = dict(defaults)
     if "options" in f:
         opts.update({k: float(f["options"][k][()][0]) for k in f["options"]})
@@ -141,7 +164,7 @@ def main():
             continue
         results.append(("running " + name, rel_err(f["buffers_after"][name][()], b.numpy())))
 
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum,
+    opt = torch.optim.SGD(param_groups(model, lr, opts), lr=lr, momentum=momentum,
                           weight_decay=opts["weight_decay"], nesterov=bool(opts["nesterov"]))
     opt.step()
     for s in (1, 2):
