@@ -35,7 +35,11 @@
     X(no_decay_1d,      BOOL,   "false", 0, 0,          "no weight decay on 1-D parameters (batch-norm weights and biases, the linear layer's bias), as PyTorch's two param groups of decay and no decay") \
     X(bn_bias_lr_mult,  FLOAT,  "1",     0, 1e3,        "learning rate multiplier of the batch-norm biases (a param group of its own in PyTorch, lr = this * --lr, scheduled alike)") \
     X(label_smoothing,  FLOAT,  "0",     0, 1,          "label smoothing E of the training loss, nn.CrossEntropyLoss(label_smoothing=E): target (1-E) * one-hot + E / num_classes; below 1 (the test loss stays plain cross-entropy)") \
-    X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant", 0, "cosine: annealed per epoch; cosine_step: per optimizer step; constant") \
+    X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant|onecycle", 0, "cosine: annealed per epoch; cosine_step: per optimizer step; constant; onecycle: OneCycleLR(max_lr=--lr, total_steps=the run's optimizer steps, cycle_momentum=False) stepped per optimizer step") \
+    X(onecycle_pct_start, FLOAT, "0.3",  0, 1,          "share of the steps --lr_schedule onecycle rises in (OneCycleLR's pct_start)") \
+    X(onecycle_anneal,  CHOICE, "cos",   "cos|linear", 0, "--lr_schedule onecycle's anneal_strategy") \
+    X(onecycle_div_factor, FLOAT, "25",  1e-6, 1e12,    "--lr_schedule onecycle starts at --lr / this (OneCycleLR's div_factor)") \
+    X(onecycle_final_div_factor, FLOAT, "1e4", 1e-6, 1e12, "--lr_schedule onecycle ends at --lr / onecycle_div_factor / this (OneCycleLR's final_div_factor)") \
     X(min_lr,           FLOAT,  "0",     0, 1e3,        "learning rate at the end of the cosine schedule") \
     X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \

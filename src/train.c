@@ -755,6 +755,10 @@ static void check_recipe(const Config *c) {
         die_code(2, "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
     if (c->label_smoothing >= 1.0)
         die_code(2, "--label_smoothing %g: must be below 1", c->label_smoothing);
+    if (!strcmp(c->lr_schedule, "onecycle") && c->warmup_steps > 0)
+        die_code(2, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");
+    if (!strcmp(c->lr_schedule, "onecycle") && c->min_lr != 0.0)
+        die_code(2, "--min_lr: --lr_schedule onecycle ends at --lr / --onecycle_div_factor / --onecycle_final_div_factor");
 }
 
 static void setup(Run *r, int argc, char **argv) {
@@ -1014,6 +1018,16 @@ static void plan_steps(Run *r) {
                         cfg->warmup_steps) == 0);
     r->total_steps = r->steps_per_epoch * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < r->total_steps) r->total_steps = cfg->max_steps;
+    /* One cycle over the run's optimizer steps, --max_steps included, as OneCycleLR(total_steps) */
+    r->sched.onecycle = (OneCycle){ .total_steps = r->total_steps, .pct_start = cfg->onecycle_pct_start,
+                                    .div_factor = cfg->onecycle_div_factor,
+                                    .final_div_factor = cfg->onecycle_final_div_factor,
+                                    .anneal_linear = !strcmp(cfg->onecycle_anneal, "linear") };
+    const char *why = schedule_onecycle_problem(&r->sched);
+    if (why) {
+        g_die_quiet = r->world.boot.rank != 0;
+        die_code(2, "--lr_schedule onecycle over %ld steps: %s (change --onecycle_pct_start)", r->total_steps, why);
+    }
 }
 
 /* Where training starts: a checkpoint's position, or the beginning. */

@@ -113,6 +113,17 @@ static void test_schedule(void) {
     schedule_init(&s, "constant", 0.1, 0.0, 10, 100, 10);
     EXPECT(fabs(schedule_lr(&s, 0, 0) - 0.01) < 1e-12 && fabs(schedule_lr(&s, 0, 9) - 0.1) < 1e-12 &&
            fabs(schedule_lr(&s, 3, 300) - 0.1) < 1e-12, "linear warm-up then constant");
+    /* one cycle over 10 x 100 steps: up from lr/25 for 300 steps, down to lr/25/1e4 at step 999 */
+    schedule_init(&s, "onecycle", 0.1, 0.0, 10, 100, 0);
+    EXPECT(s.onecycle.total_steps == 1000 && fabs(schedule_lr(&s, 0, 0) - 0.004) < 1e-15 &&
+           fabs(schedule_lr(&s, 2, 299) - 0.1) < 1e-15 && fabs(schedule_lr(&s, 9, 999) - 0.004 / 1e4) < 1e-15 &&
+           schedule_lr(&s, 1, 150) < schedule_lr(&s, 2, 250) && schedule_lr(&s, 5, 500) > schedule_lr(&s, 6, 600),
+           "onecycle: lr/25 at step 0, lr at pct_start, lr/25/1e4 at the last step");
+    s.onecycle.anneal_linear = 1;
+    EXPECT(fabs(schedule_lr(&s, 1, 149) - (0.004 + (0.1 - 0.004) * 149.0 / 299.0)) < 1e-15, "onecycle linear");
+    s.onecycle.total_steps = 10;
+    s.onecycle.pct_start = 0.1;
+    EXPECT(schedule_onecycle_problem(&s) != NULL, "onecycle with a first phase of no length refused");
 }
 
 static void test_sgd(void) {
