@@ -15,6 +15,7 @@
     /* data */ \
     X(data_dir,         STR,    "data/synth", 0, 0,     "directory with train-*.h5 and test-*.h5 shards") \
     X(job_dir,          STR,    "",      0, 0,          "job directory (default: $SLURM_SUBMIT_DIR/runs/$SLURM_JOB_ID under Slurm, else runs/<date>-<time>-<pid>)") \
+    X(config,           STR,    "",      0, 0,          "JSON file of options in the form of a job directory's config.json (its job_dir and resume too); flags on the command line override it wherever they stand") \
     X(num_classes,      INT,    "10",    2, 100000,     "number of classes (must match the dataset)") \
     X(image_size,       INT,    "32",    8, 4096,       "image height and width (must match the dataset)") \
     X(augment,          BOOL,   "true",  0, 0,          "random crop (4-pixel padding) and horizontal flip of training images") \
