@@ -60,8 +60,8 @@ for order in before after; do
     fi
 done
 printf '{"lr": [1]}' >"$TMP/nested.json"
-"$DDPTRAIN" --config "$TMP/nested.json" --help >/dev/null 2>&1 && ok "--help with --config: the file is not read" ||
-    bad "--help with a bad --config failed"
+if "$DDPTRAIN" --config "$TMP/nested.json" --help >/dev/null 2>&1; then ok "--help with --config: the file is not read"
+else bad "--help with a bad --config failed"; fi
 
 # refusals: exactly one line on stderr naming the file (and the key), nothing on stdout, exit 2
 refused() {   # $1 = name, $2 = file content (printf format), $3 = text expected after "FILE: "
@@ -93,6 +93,9 @@ refused not_object    '["lr", 0.1]'                          "malformed JSON at 
 refused empty         ''                                     "malformed JSON at line 1, column 1: expected '{'"
 "$DDPTRAIN" --config "$TMP/missing.json" >"$TMP/r.out" 2>"$TMP/r.err"
 rc=$?
-[ $rc -eq 2 ] && [ "$(wc -l <"$TMP/r.err")" -eq 1 ] && grep -q "missing.json: No such file" "$TMP/r.err" &&
-    ok "missing file -> exit 2: $(sed "s|$TMP/||" "$TMP/r.err")" || bad "missing file -> rc=$rc: $(cat "$TMP/r.err")"
+if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/r.err")" -eq 1 ] && grep -q "missing.json: No such file" "$TMP/r.err"; then
+    ok "missing file -> exit 2: $(sed "s|$TMP/||" "$TMP/r.err")"
+else
+    bad "missing file -> rc=$rc: $(cat "$TMP/r.err")"
+fi
 finish

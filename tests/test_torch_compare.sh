@@ -4,8 +4,10 @@
 # Gradient accumulation as ddptrain does it (K micro-batches, each forward's loss gradient
 # scaled by 1/K, one SGD step) against PyTorch's K backwards of loss/K: the same measures.
 # A run with one gradient entry perturbed by 1% must be caught, with and without accumulation.
-# The training recipes' options (Nesterov momentum, ...) against the PyTorch API that has
-# them, and each against PyTorch with the option off or changed, which must not agree.
+# The training recipes' options (Nesterov momentum, label smoothing, the parameter groups)
+# against the PyTorch API that has them, and each against PyTorch with the option off or
+# changed, which must not agree.
+# shellcheck disable=SC2086  # $G is a word list
 . "${top_srcdir:-.}/tests/lib.sh"
 PY=$(find_python "torch, h5py, numpy") || { echo "SKIP: no python3 with torch, h5py and numpy"; exit $SKIP; }
 DUMP="$top_builddir/tests/dump_model"
