@@ -58,9 +58,10 @@ typedef struct Backend {
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int N, int I, int O);
-    /* *loss = mean cross-entropy; *correct = argmax hits; both in backend memory */
+    /* *loss = mean cross-entropy, label-smoothed by `smoothing` (ops_cpu.h); *correct = argmax
+     * hits; both in backend memory */
     void (*softmax_xent)(const float *logits, const int *labels, int N, int K, float scale,
-                         float *dlogits, float *loss, int *correct);
+                         float smoothing, float *dlogits, float *loss, int *correct);
     void (*relu_mask_copy)(float *g, const float *y, float *out, size_t n);   /* g = out = g*(y>0) */
     void (*add_inplace)(float *d, const float *s, size_t n);
     /* Activation storage. A device backend may keep activations and their gradients in a
@@ -80,10 +81,11 @@ typedef struct Backend {
      * scale *= backoff, tracker = 0, skipped_steps++; else tracker++, and at `interval`
      * scale *= growth (when that stays finite) and tracker = 0. Then found_inf = 0. */
     void (*scaler_update)(float *scale, int *state, float growth, float backoff, int interval);
-    /* PyTorch SGD over flat buffers (optim.h); nothing at all happens when skip is not NULL
-     * and *skip (backend memory) is nonzero: a step the loss scaler rejected */
+    /* PyTorch SGD over flat buffers (optim.h), with Nesterov momentum when nesterov is
+     * nonzero; nothing at all happens when skip is not NULL and *skip (backend memory) is
+     * nonzero: a step the loss scaler rejected */
     void (*sgd_step)(float *params, const float *grads, float *buf, size_t n, float lr,
-                     float momentum, float weight_decay, const int *skip);
+                     float momentum, float weight_decay, int nesterov, const int *skip);
 
     void (*synchronize)(void);      /* wait for queued work (no-op on the CPU) */
     const char *(*describe)(void);

@@ -40,8 +40,8 @@ static void cpu_bn_backward_apply(const float *x, const float *g, float *dx, siz
 }
 
 static void cpu_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                             float *dlogits, float *loss, int *correct) {
-    *loss = softmax_xent(logits, labels, N, K, scale, dlogits, correct);
+                             float smoothing, float *dlogits, float *loss, int *correct) {
+    *loss = softmax_xent(logits, labels, N, K, scale, smoothing, dlogits, correct);
 }
 
 static void cpu_relu_mask_copy(float *restrict g, const float *restrict y, float *restrict out, size_t n) {
@@ -60,10 +60,22 @@ static void cpu_add_inplace(float *restrict d, const float *restrict s, size_t n
 
 /* Same operation order and float rounding as torch.optim.SGD's foreach path, so a comparison
  * after several steps stays within float round-off. With buf zeroed, the first step's
- * mom*0 + d equals PyTorch's buf = d exactly. */
+ * mom*0 + d equals PyTorch's buf = d exactly. Nesterov (PyTorch's nesterov=True) steps along
+ * d + mom*buf instead of buf; its own loop, so the plain step's code is what it always was. */
 static void cpu_sgd_step(float *restrict params, const float *restrict grads, float *restrict buf,
-                         size_t n, float lr, float mom, float wd, const int *skip) {
+                         size_t n, float lr, float mom, float wd, int nesterov, const int *skip) {
     if (skip && *skip) return;
+    if (nesterov) {
+        #pragma omp parallel for simd schedule(static)
+        for (size_t i = 0; i < n; i++) {
+            float d = grads[i] + wd * params[i];
+            float b = mom != 0.0f ? buf[i] * mom + d : d;
+            buf[i] = b;
+            float u = d + mom * b;
+            params[i] = params[i] - lr * u;
+        }
+        return;
+    }
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) {
         float d = grads[i] + wd * params[i];

@@ -10,6 +10,7 @@
 #include <stddef.h>
 
 #include "config.h"
+#include "config_file.h"
 #include "util.h"
 
 typedef enum { T_INT, T_FLOAT, T_BOOL, T_STR, T_CHOICE } OptType;
@@ -127,6 +128,19 @@ int config_set(Config *c, const char *name, const char *value, char *err, size_t
     return parse_value(c, o, value, err, errlen);
 }
 
+int config_option_type(const char *name, ConfigType *type) {
+    const OptDesc *o = find_opt(name, strlen(name));
+    if (!o) return -1;
+    switch (o->type) {
+    case T_INT: *type = CONFIG_INT; break;
+    case T_FLOAT: *type = CONFIG_FLOAT; break;
+    case T_BOOL: *type = CONFIG_BOOL; break;
+    case T_STR: *type = CONFIG_STR; break;
+    case T_CHOICE: *type = CONFIG_CHOICE; break;
+    }
+    return 0;
+}
+
 void config_print_help(FILE *out, const char *progname) {
     fprintf(out, "usage: %s [--option VALUE | --option=VALUE | --flag | --no-flag] ...\n\n", progname);
     fprintf(out, "Trains MiniResNet data-parallel on a sharded HDF5 dataset. Options (default in brackets):\n");
@@ -148,7 +162,29 @@ void config_print_help(FILE *out, const char *progname) {
                  "3 stopped by SIGTERM or --preempt_signal after writing a checkpoint.\n");
 }
 
+/* The FILE of the last --config FILE or --config=FILE in argv, read the way config_parse reads
+ * argv (a value taken by another option is not a flag), or NULL; NULL too when --help or
+ * --version asks for no run. Errors are left to config_parse's own pass. */
+static const char *config_file_arg(int argc, char **argv) {
+    const char *file = NULL;
+    for (int i = 1; i < argc; i++) {
+        const char *a = argv[i];
+        if (!strcmp(a, "--help") || !strcmp(a, "-h") || !strcmp(a, "--version")) return NULL;
+        if (strncmp(a, "--", 2) != 0) continue;
+        const char *name = a + 2;
+        const char *eq = strchr(name, '=');
+        const OptDesc *o = find_opt(name, eq ? (size_t)(eq - name) : strlen(name));
+        if (!o || o->type == T_BOOL) continue;
+        const char *value = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
+        if (value && !strcmp(o->name, "config")) file = value;
+    }
+    return file;
+}
+
 int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen) {
+    /* The file first, wherever --config stands, so that every flag overrides it */
+    const char *file = config_file_arg(argc, argv);
+    if (file && *file && config_file_apply(c, file, err, errlen) != 0) return -1;
     for (int i = 1; i < argc; i++) {
         const char *a = argv[i];
         if (!strcmp(a, "--help") || !strcmp(a, "-h")) return CONFIG_HELP;

@@ -16,6 +16,7 @@
     /* data */ \
     X(data_dir,         STR,    "data/synth", 0, 0,     "directory with train-*.h5 and test-*.h5 shards") \
     X(job_dir,          STR,    "",      0, 0,          "job directory (default: $SLURM_SUBMIT_DIR/runs/$SLURM_JOB_ID under Slurm, else runs/<date>-<time>-<pid>)") \
+    X(config,           STR,    "",      0, 0,          "JSON file of options in the form of a job directory's config.json (its job_dir and resume too); flags on the command line override it wherever they stand") \
     X(num_classes,      INT,    "10",    2, 100000,     "number of classes (must match the dataset)") \
     X(image_size,       INT,    "32",    8, 4096,       "image height and width (must match the dataset)") \
     X(augment,          BOOL,   "true",  0, 0,          "random crop (4-pixel padding) and horizontal flip of training images") \
@@ -32,7 +33,15 @@
     X(lr,               FLOAT,  "0.01",  0, 1e3,        "peak learning rate") \
     X(momentum,         FLOAT,  "0.9",   0, 1,          "SGD momentum") \
     X(weight_decay,     FLOAT,  "1e-4",  0, 1,          "L2 weight decay added to the gradient (PyTorch SGD)") \
-    X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant", 0, "cosine: annealed per epoch; cosine_step: per optimizer step; constant") \
+    X(nesterov,         BOOL,   "false", 0, 0,          "Nesterov momentum, torch.optim.SGD(nesterov=True): the step is lr * (d + momentum * buf) instead of lr * buf (needs --momentum above 0)") \
+    X(no_decay_1d,      BOOL,   "false", 0, 0,          "no weight decay on 1-D parameters (batch-norm weights and biases, the linear layer's bias), as PyTorch's two param groups of decay and no decay") \
+    X(bn_bias_lr_mult,  FLOAT,  "1",     0, 1e3,        "learning rate multiplier of the batch-norm biases (a param group of its own in PyTorch, lr = this * --lr, scheduled alike)") \
+    X(label_smoothing,  FLOAT,  "0",     0, 1,          "label smoothing E of the training loss, nn.CrossEntropyLoss(label_smoothing=E): target (1-E) * one-hot + E / num_classes; below 1 (the test loss stays plain cross-entropy)") \
+    X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant|onecycle", 0, "cosine: annealed per epoch; cosine_step: per optimizer step; constant; onecycle: OneCycleLR(max_lr=--lr, total_steps=the run's optimizer steps, cycle_momentum=False) stepped per optimizer step") \
+    X(onecycle_pct_start, FLOAT, "0.3",  0, 1,          "share of the steps --lr_schedule onecycle rises in (OneCycleLR's pct_start)") \
+    X(onecycle_anneal,  CHOICE, "cos",   "cos|linear", 0, "--lr_schedule onecycle's anneal_strategy") \
+    X(onecycle_div_factor, FLOAT, "25",  1e-6, 1e12,    "--lr_schedule onecycle starts at --lr / this (OneCycleLR's div_factor)") \
+    X(onecycle_final_div_factor, FLOAT, "1e4", 1e-6, 1e12, "--lr_schedule onecycle ends at --lr / onecycle_div_factor / this (OneCycleLR's final_div_factor)") \
     X(min_lr,           FLOAT,  "0",     0, 1e3,        "learning rate at the end of the cosine schedule") \
     X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \

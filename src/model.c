@@ -277,8 +277,8 @@ static void forward_to_loss(Model *m, const float *x, const int *labels, int N, 
     be->avgpool_forward(h, m->pooled, N, last->H_out * last->W_out, m->feat);
     be->linear_forward(m->pooled, m->params + m->fc_w_off, m->params + m->fc_b_off, m->logits, N, m->feat,
                        m->num_classes);
-    be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->dlogits : NULL, m->loss,
-                     m->correct);
+    be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->label_smoothing : 0.0f,
+                     train ? m->dlogits : NULL, m->loss, m->correct);
     if (train && m->grad_scale) be->scale_inplace(m->dlogits, (size_t)N * m->num_classes, m->grad_scale);
 }
 

@@ -81,6 +81,9 @@ typedef struct Model {
     /* Loss scale in backend memory (scaler.h), multiplied into the gradient of the training
      * loss on top of model_forward's loss_scale; NULL: none. */
     const float *grad_scale;
+    /* Label smoothing of the training loss (nn.CrossEntropyLoss(label_smoothing=...)), 0 after
+     * model_init; evaluation's loss is always the plain cross-entropy. */
+    float label_smoothing;
 
     GradReadyFn grad_ready;
     void *grad_ready_ctx;

@@ -991,7 +991,7 @@ void linear_backward(const float *x, const float *w, const float *dy, float *dx,
         }
 }
 
-float softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
+float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing,
                    float *dlogits, int *correct) {
     /* Sequential: N x K is tiny (64 x 10), and a fixed order keeps the loss bitwise stable. */
     double loss = 0.0;
@@ -1007,12 +1007,20 @@ float softmax_xent(const float *logits, const int *labels, int N, int K, float s
         const double zmax = z[arg];
         double se = 0.0;
         for (int k = 0; k < K; k++) se += exp((double)z[k] - zmax);
-        loss += log(se) - ((double)z[lab] - zmax);
+        const double nll = log(se) - ((double)z[lab] - zmax);
+        if (smoothing == 0.0f) {
+            loss += nll;
+        } else {   /* -log p[k] = log(se) - (z[k] - zmax), averaged over the K classes */
+            double sz = 0.0;
+            for (int k = 0; k < K; k++) sz += (double)z[k] - zmax;
+            loss += (1.0 - (double)smoothing) * nll + (double)smoothing * (log(se) - sz / K);
+        }
         if (dlogits) {
             const double f = (double)scale / N;
+            const double off = (double)smoothing / K, on = 1.0 - (double)smoothing + off;
             for (int k = 0; k < K; k++) {
                 const double p = exp((double)z[k] - zmax) / se;
-                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab)));
+                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab ? on : off)));
             }
         }
     }

@@ -105,8 +105,10 @@ void linear_backward(const float *x, const float *w, const float *dy, float *dx,
 
 /* Mean softmax cross-entropy over N rows of K logits. Returns the loss; if dlogits != NULL it
  * receives d(loss * scale)/dlogits. `correct` (may be NULL) gets the number of rows whose argmax
- * equals the label. Labels must be in [0, K). */
-float softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
+ * equals the label. Labels must be in [0, K). With label smoothing E (nn.CrossEntropyLoss's
+ * label_smoothing) a row's loss is (1-E) * (-log p[label]) + E * mean over k of (-log p[k]),
+ * and its gradient p - ((1-E) * onehot + E/K); E = 0 is the plain loss, bit for bit. */
+float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing,
                    float *dlogits, int *correct);
 
 /* A short description of the convolution implementation ("oneDNN 2.6.3 (jit:avx512_core)"). */

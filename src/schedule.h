@@ -3,22 +3,37 @@
 #ifndef DDP_SCHEDULE_H
 #define DDP_SCHEDULE_H
 
-typedef enum { SCHED_COSINE, SCHED_COSINE_STEP, SCHED_CONSTANT } ScheduleKind;
+typedef enum { SCHED_COSINE, SCHED_COSINE_STEP, SCHED_CONSTANT, SCHED_ONECYCLE } ScheduleKind;
+
+/* torch.optim.lr_scheduler.OneCycleLR(max_lr=base_lr, total_steps, pct_start, anneal_strategy,
+ * div_factor, final_div_factor, cycle_momentum=False, three_phase=False), stepped once per
+ * optimizer step. */
+typedef struct {
+    long total_steps;
+    double pct_start, div_factor, final_div_factor;
+    int anneal_linear;      /* anneal_strategy 'linear' (else 'cos') */
+} OneCycle;
 
 typedef struct {
     ScheduleKind kind;
     double base_lr, min_lr;
     long epochs, steps_per_epoch, warmup_steps;
+    OneCycle onecycle;      /* SCHED_ONECYCLE only */
 } Schedule;
 
 /* kind_name: "cosine" (PyTorch CosineAnnealingLR(T_max=epochs) stepped once per epoch, as the
- * article), "cosine_step" (annealed every optimizer step over epochs*steps_per_epoch) or
- * "constant". Returns -1 for an unknown name. */
+ * article), "cosine_step" (annealed every optimizer step over epochs*steps_per_epoch),
+ * "constant" or "onecycle" (OneCycleLR with PyTorch's defaults over epochs*steps_per_epoch
+ * steps; change s->onecycle after this call). Returns -1 for an unknown name. */
 int schedule_init(Schedule *s, const char *kind_name, double base_lr, double min_lr, long epochs,
                   long steps_per_epoch, long warmup_steps);
 
 /* lr for optimizer step `step` (0-based, global) which lies in epoch `epoch` (0-based). Linear
  * warm-up from base_lr/warmup_steps to base_lr over the first warmup_steps steps multiplies it. */
 double schedule_lr(const Schedule *s, long epoch, long step);
+
+/* The reason a one-cycle schedule cannot run (a phase of zero steps, where PyTorch's OneCycleLR
+ * divides by zero), or NULL. */
+const char *schedule_onecycle_problem(const Schedule *s);
 
 #endif

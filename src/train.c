@@ -749,6 +749,19 @@ static void check_job_dir_shared(Run *r, uint64_t token) {
     free(fail);
 }
 
+/* Options that only make sense together, refused as a bad flag is (exit 2), as PyTorch's
+ * constructors refuse them. */
+static void check_recipe(const Config *c) {
+    if (c->nesterov && c->momentum == 0.0)
+        die_code(2, "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
+    if (c->label_smoothing >= 1.0)
+        die_code(2, "--label_smoothing %g: must be below 1", c->label_smoothing);
+    if (!strcmp(c->lr_schedule, "onecycle") && c->warmup_steps > 0)
+        die_code(2, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");
+    if (!strcmp(c->lr_schedule, "onecycle") && c->min_lr != 0.0)
+        die_code(2, "--min_lr: --lr_schedule onecycle ends at --lr / --onecycle_div_factor / --onecycle_final_div_factor");
+}
+
 static void setup(Run *r, int argc, char **argv) {
     char err[4800];
     if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
@@ -760,6 +773,7 @@ static void setup(Run *r, int argc, char **argv) {
     }
     if (r->cfg.straggler_factor > 0.0 && r->cfg.straggler_factor <= 1.0)
         die_code(2, "--straggler_factor %g: must be 0 (off) or above 1", r->cfg.straggler_factor);
+    check_recipe(&r->cfg);
     char job_dir[4096];   /* checked here, before any rank names a file after it */
     if (!r->cfg.job_dir[0] && bootstrap_default_job_dir(NULL, NULL, job_dir, sizeof job_dir, err, sizeof err) < 0) die("%s", err);
     g_die_quiet = 0;
@@ -940,9 +954,16 @@ static void build_model(Run *r) {
     model_init_on(&r->model, r->be, (int)cfg->width, (int)cfg->blocks, (int)cfg->num_classes, (int)cfg->image_size,
                   (int)cfg->batch_size);
     model_init_weights(&r->model, (uint64_t)cfg->seed);
+    r->model.label_smoothing = (float)cfg->label_smoothing;
     log_info(&r->log, "model: MiniResNet width %ld blocks %ld: %zu parameters", cfg->width, cfg->blocks,
              r->model.num_params);
     sgd_init_on(&r->opt, r->be, r->model.num_params, (float)cfg->momentum, (float)cfg->weight_decay);
+    r->opt.nesterov = cfg->nesterov;
+    const int groups = sgd_set_model_groups(&r->opt, &r->model, cfg->no_decay_1d, cfg->bn_bias_lr_mult);
+    if (r->opt.group)
+        log_info(&r->log, "optimizer: %d parameter ranges (%s%s%s)", groups, cfg->no_decay_1d ? "no weight decay on 1-D parameters" : "",
+                 cfg->no_decay_1d && cfg->bn_bias_lr_mult != 1.0 ? ", " : "",
+                 cfg->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "");
     scaler_init(&r->scaler, r->be, r->be->on_device && cfg->use_amp && !strcmp(cfg->amp_dtype, "fp16"),
                 SCALER_INIT_SCALE, SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
     r->model.grad_scale = scaler_scale_ptr(&r->scaler);
@@ -1001,6 +1022,16 @@ static void plan_steps(Run *r) {
                         cfg->warmup_steps) == 0);
     r->total_steps = r->steps_per_epoch * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < r->total_steps) r->total_steps = cfg->max_steps;
+    /* One cycle over the run's optimizer steps, --max_steps included, as OneCycleLR(total_steps) */
+    r->sched.onecycle = (OneCycle){ .total_steps = r->total_steps, .pct_start = cfg->onecycle_pct_start,
+                                    .div_factor = cfg->onecycle_div_factor,
+                                    .final_div_factor = cfg->onecycle_final_div_factor,
+                                    .anneal_linear = !strcmp(cfg->onecycle_anneal, "linear") };
+    const char *why = schedule_onecycle_problem(&r->sched);
+    if (why) {
+        g_die_quiet = r->world.boot.rank != 0;
+        die_code(2, "--lr_schedule onecycle over %ld steps: %s (change --onecycle_pct_start)", r->total_steps, why);
+    }
 }
 
 /* Where training starts: a checkpoint's position, or the beginning. */
@@ -1105,7 +1136,7 @@ static void optimizer_step(Run *r, double lr) {
     double t4 = now_sec();
     trace_event(r->trace, "gradient wait", "comm", -1, 0, t3, t4);
     scaler_unscale(&r->scaler, r->model.grads, r->model.num_params);
-    sgd_step_unless(&r->opt, r->model.params, r->model.grads, (float)lr, scaler_skip_flag(&r->scaler));
+    sgd_step_unless(&r->opt, r->model.params, r->model.grads, lr, scaler_skip_flag(&r->scaler));
     scaler_update(&r->scaler);
     model_params_changed(&r->model);
     trace_event(r->trace, "optimizer", "optim", -1, 0, t4, now_sec());

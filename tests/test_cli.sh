@@ -35,4 +35,7 @@ expect_err "--momentum: 1.5 is out of range" --momentum 1.5
 expect_err "--use_amp: 'maybe' is not a boolean" --use_amp=maybe
 expect_err "--lr_schedule: 'linear' is not one of" --lr_schedule linear
 expect_err "unexpected argument 'train'" train
+expect_err "--nesterov: needs a nonzero --momentum" --nesterov --momentum 0
+expect_err "--label_smoothing 1: must be below 1" --label_smoothing 1
+expect_err "--label_smoothing: -0.1 is out of range" --label_smoothing -0.1
 finish

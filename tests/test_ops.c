@@ -491,7 +491,9 @@ static void test_linear(void) {
     free(dx); free(dw); free(db); free(dw0); free(db0); free(fdx); free(fdw); free(fdb);
 }
 
-typedef struct { int N, K; float *z; const int *lab; } XentCase;
+typedef struct { int N, K; float *z; const int *lab; double eps; } XentCase;
+/* nn.CrossEntropyLoss(label_smoothing=eps) as its documentation writes it: the target
+ * distribution (1-eps) * onehot + eps/K against log-softmax. */
 static double xent_ref(void *p) {
     XentCase *q = p;
     double L = 0.0;
@@ -500,7 +502,10 @@ static double xent_ref(void *p) {
         double m = z[0], s = 0.0;
         for (int k = 1; k < q->K; k++) m = fmax(m, z[k]);
         for (int k = 0; k < q->K; k++) s += exp(z[k] - m);
-        L += log(s) + m - z[q->lab[n]];
+        for (int k = 0; k < q->K; k++) {
+            const double t = (1.0 - q->eps) * (k == q->lab[n]) + q->eps / q->K;
+            L -= t * (z[k] - m - log(s));
+        }
     }
     return L / q->N;
 }
@@ -508,12 +513,12 @@ static double xent_ref(void *p) {
 static void test_softmax_xent(void) {
     const int N = 7, K = 10;
     int lab[7] = { 3, 0, 9, 5, 5, 1, 7 };
-    XentCase q = { N, K, frand((size_t)N * K, 3.0), lab };
+    XentCase q = { N, K, frand((size_t)N * K, 3.0), lab, 0.0 };
     q.z[2 * K + 9] = 10.0f;   /* row 2 predicts its label */
     float *dz = falloc((size_t)N * K);
     int correct = -1;
     const float scale = 2.5f;
-    const float loss = softmax_xent(q.z, lab, N, K, scale, dz, &correct);
+    const float loss = softmax_xent(q.z, lab, N, K, scale, 0.0f, dz, &correct);
     const double want_loss = xent_ref(&q);
     check_f("softmax_xent loss", &loss, &want_loss, 1, 1e-6);
     int want_correct = 0;
@@ -527,9 +532,19 @@ static void test_softmax_xent(void) {
     for (int i = 0; i < N * K; i++) fd[i] = scale * fd_at(q.z, i, 1e-3, xent_ref, &q);
     check_f("softmax_xent dlogits (scaled) vs fd", dz, fd, (size_t)N * K, 1e-4);
 
+    /* label smoothing 0.1: loss and gradient of the smoothed target */
+    q.eps = 0.1;
+    const float sloss = softmax_xent(q.z, lab, N, K, scale, 0.1f, dz, NULL);
+    const double want_sloss = xent_ref(&q);
+    check_f("softmax_xent label smoothing 0.1: loss", &sloss, &want_sloss, 1, 1e-6);
+    check_true("softmax_xent label smoothing 0.1: loss differs from the plain one", fabs(want_sloss - want_loss) > 1e-3);
+    for (int i = 0; i < N * K; i++) fd[i] = scale * fd_at(q.z, i, 1e-3, xent_ref, &q);
+    check_f("softmax_xent label smoothing 0.1: dlogits (scaled) vs fd", dz, fd, (size_t)N * K, 1e-4);
+    q.eps = 0.0;
+
     /* huge logits: no overflow, still the exact loss */
     for (int i = 0; i < N * K; i++) q.z[i] = q.z[i] * 0.01f + 1000.0f;
-    const float big = softmax_xent(q.z, lab, N, K, 1.0f, dz, NULL);
+    const float big = softmax_xent(q.z, lab, N, K, 1.0f, 0.0f, dz, NULL);
     const double want_big = xent_ref(&q);
     check_f("softmax_xent with logits ~1000 (stable)", &big, &want_big, 1, 1e-6);
     free(q.z); free(dz); free(fd);

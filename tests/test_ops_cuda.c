@@ -524,7 +524,7 @@ static void test_scaler_kernels(size_t n) {
         /* SGD honours the flag */
         float p0[4] = {1, 2, 3, 4}, b0[4] = {0, 0, 0, 0}, p1[4];
         float *d_p = up(p0, sizeof p0), *d_b = up(b0, sizeof b0);
-        cuda_sgd_step(d_p, d_g, d_b, 4, 0.1f, 0.9f, 0.0f, d_st + SCALER_FOUND_INF);
+        cuda_sgd_step(d_p, d_g, d_b, 4, 0.1f, 0.9f, 0.0f, 0, d_st + SCALER_FOUND_INF);
         cuda_download(p1, d_p, sizeof p1);
         snprintf(name, sizeof name, "sgd with skip flag %d: parameters %s", st[SCALER_FOUND_INF],
                  st[SCALER_FOUND_INF] ? "unchanged" : "updated");
@@ -731,12 +731,12 @@ static void test_head(int N, int HW, int C, int K) {
     const float scale = 0.75f;
     float *dl = falloc((size_t)N * K);
     int correct = -1;
-    const float loss = softmax_xent(logits, lab, N, K, scale, dl, &correct);
+    const float loss = softmax_xent(logits, lab, N, K, scale, 0.0f, dl, &correct);
     cuda_upload(d_lg, logits, (size_t)N * K * sizeof(float));
     int *d_lab = up(lab, (size_t)N * sizeof(int));
     float *d_dl = cuda_malloc((size_t)N * K * sizeof(float)), *d_loss = cuda_malloc(sizeof(float));
     int *d_cor = cuda_malloc(sizeof(int));
-    cuda_softmax_xent(d_lg, d_lab, N, K, scale, d_dl, d_loss, d_cor);
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, d_dl, d_loss, d_cor);
     float gloss = 0.0f;
     int gcor = -1;
     cuda_download(&gloss, d_loss, sizeof gloss);
@@ -748,11 +748,26 @@ static void test_head(int N, int HW, int C, int K) {
     check_true(name, gcor == correct);
     snprintf(name, sizeof name, "softmax xent N%d K%d: dlogits", N, K);
     check_f(name, gdl, dl, (size_t)N * K, 1e-6);
-    cuda_softmax_xent(d_lg, d_lab, N, K, scale, NULL, d_loss, NULL);   /* evaluation form */
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, NULL, d_loss, NULL);   /* evaluation form */
     float gloss2 = 0.0f;
     cuda_download(&gloss2, d_loss, sizeof gloss2);
     snprintf(name, sizeof name, "softmax xent N%d K%d: loss without gradient, reproducible", N, K);
     check_true(name, gloss2 == gloss);
+    {   /* label smoothing: the same arithmetic as the CPU's */
+        float *dls = falloc((size_t)N * K);
+        const float lls = softmax_xent(logits, lab, N, K, scale, 0.1f, dls, NULL);
+        float *d_dls = cuda_malloc((size_t)N * K * sizeof(float));
+        cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.1f, d_dls, d_loss, NULL);
+        float glls = 0.0f;
+        cuda_download(&glls, d_loss, sizeof glls);
+        float *gdls = down_f(d_dls, (size_t)N * K);
+        snprintf(name, sizeof name, "softmax xent N%d K%d label smoothing 0.1: loss", N, K);
+        check_f(name, &glls, &lls, 1, 1e-6);
+        snprintf(name, sizeof name, "softmax xent N%d K%d label smoothing 0.1: dlogits", N, K);
+        check_f(name, gdls, dls, (size_t)N * K, 1e-6);
+        cuda_free(d_dls);
+        free(dls); free(gdls);
+    }
 
     /* linear backward from the CPU's dlogits */
     float *dw0 = frand((size_t)K * C, 0.1), *db0 = frand((size_t)K, 0.1);
@@ -831,26 +846,28 @@ static void test_elementwise(size_t n) {
     free(h64); free(w64); free(g64);
 }
 
-static void test_sgd(size_t n, float momentum, float wd) {
+static void test_sgd(size_t n, float momentum, float wd, int nesterov) {
     char name[160];
     float *p = frand(n, 1.0);
     float *d_p = up(p, n * sizeof(float)), *d_g = cuda_malloc(n * sizeof(float)), *d_buf = cuda_malloc(n * sizeof(float));
     cuda_memset_zero(d_buf, n * sizeof(float));
     SGD o;
     sgd_init(&o, n, momentum, wd);
+    o.nesterov = nesterov;
     for (int step = 0; step < 3; step++) {
         float *g = frand(n, 1.0);
         const float lr = 0.1f / (float)(step + 1);
         sgd_step(&o, p, g, lr);
         cuda_upload(d_g, g, n * sizeof(float));
-        cuda_sgd_step(d_p, d_g, d_buf, n, lr, momentum, wd, NULL);
+        cuda_sgd_step(d_p, d_g, d_buf, n, lr, momentum, wd, nesterov, NULL);
         free(g);
     }
     float *gp = down_f(d_p, n), *gb = down_f(d_buf, n);
-    snprintf(name, sizeof name, "sgd n=%zu momentum %g wd %g, 3 steps: params", n, (double)momentum, (double)wd);
+    snprintf(name, sizeof name, "sgd n=%zu momentum %g wd %g%s, 3 steps: params", n, (double)momentum, (double)wd,
+             nesterov ? " nesterov" : "");
     check_bits(name, gp, p, n);
-    snprintf(name, sizeof name, "sgd n=%zu momentum %g wd %g, 3 steps: momentum buffer", n, (double)momentum,
-             (double)wd);
+    snprintf(name, sizeof name, "sgd n=%zu momentum %g wd %g%s, 3 steps: momentum buffer", n, (double)momentum,
+             (double)wd, nesterov ? " nesterov" : "");
     check_bits(name, gb, o.buf, n);
     cuda_sync("sgd test");
     cuda_free(d_p); cuda_free(d_g); cuda_free(d_buf);
@@ -1011,8 +1028,9 @@ int main(int argc, char **argv) {
 
     /* Cheapest first, convolutions last: a fatal error in cuDNN ends the program. */
     test_elementwise(1000003);
-    test_sgd(1000003, 0.9f, 5e-4f);
-    test_sgd(4099, 0.0f, 0.0f);
+    test_sgd(1000003, 0.9f, 5e-4f, 0);
+    test_sgd(4099, 0.0f, 0.0f, 0);
+    test_sgd(1000003, 0.9f, 5e-4f, 1);
     test_scaler_kernels(1000003);
     test_bn(8 * 16 * 16, 32);
     test_bn(100003, 16);     /* many row blocks, a partial last one, channels < one warp */

@@ -58,6 +58,25 @@ bitexact() {
 bitexact "1 rank, 12 steps = 6 + resume 6 (stop and end mid-epoch)" 1 6 12
 bitexact "1 rank, 16 steps = 8 + resume 8 (stop and end on epoch boundaries)" 1 8 16
 
+# recipe LABEL FLAGS...: 12 steps straight, keeping the checkpoint of step 6, against a run
+# resumed from that checkpoint (--resume PATH) in another job directory with the same flags
+# (a one-cycle schedule spans the run's steps, --max_steps included, so the first half cannot
+# be a shorter run): the final checkpoints bit for bit.
+recipe() {
+    label=$1; shift
+    s="$TMP/recipe-straight" r="$TMP/recipe-resumed"
+    rm -rf "$s" "$r"
+    if ! train "$s" 1 --max_steps 12 --save_every_steps 6 "$@"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
+    mkdir -p "$TMP/recipe-half" && cp "$(ckpt "$s" 6)" "$TMP/recipe-half/" || { bad "$label: no checkpoint at step 6"; return; }
+    if ! train "$r" 1 --max_steps 12 --save_every_steps 6 --resume "$TMP/recipe-half/$(basename "$(ckpt "$s" 6)")" "$@"; then
+        bad "$label: resumed run failed: $(tail -3 "$r.out")"; return
+    fi
+    grep -q "resume: .*global step 6" "$r.out" || { bad "$label: the resumed run did not say it resumed from step 6"; return; }
+    if out=$("$PY" "$CMP" --all "$(ckpt "$s" 12)" "$(ckpt "$r" 12)" 2>&1); then ok "$label: $out"; else bad "$label: $out"; fi
+}
+recipe "1 rank, onecycle, nesterov, param groups, label smoothing: 6 + resume 6" --lr_schedule onecycle --nesterov \
+    --no_decay_1d --bn_bias_lr_mult 2 --label_smoothing 0.1 --onecycle_anneal linear
+
 HAVE_MPI=0
 if command -v mpirun >/dev/null 2>&1; then
     if timeout -k 5 60 $MPIRUN -np 2 "$DDPTRAIN" $FLAGS --job_dir "$TMP/probe" --max_steps 1 >"$TMP/probe.out" 2>&1; then

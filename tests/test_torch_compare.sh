@@ -5,6 +5,10 @@
 # Gradient accumulation as ddptrain does it (K micro-batches, each forward's loss gradient
 # scaled by 1/K, one SGD step) against PyTorch's K backwards of loss/K: the same measures.
 # A run with one gradient entry perturbed by 1% must be caught, with and without accumulation.
+# The training recipes' options (Nesterov momentum, label smoothing, the parameter groups)
+# against the PyTorch API that has them, and each against PyTorch with the option off or
+# changed, which must not agree.
+# shellcheck disable=SC2086  # $G is a word list
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, h5py, numpy") || { echo "SKIP: no python3 with torch, h5py and numpy"; exit $SKIP; }
 DUMP="$top_builddir/tests/helpers/dump_model"
@@ -19,6 +23,39 @@ check "width 16, 2 blocks, batch 6, 32x32"    --width 16 --blocks 2 --batch 6 --
 check "width 64 (2,777,674 params), batch 4"  --width 64 --blocks 2 --batch 4 --image_size 32 --seed 5
 check "width 8, 2 blocks, batch 4 x accum 3"   --width 8 --blocks 2 --batch 4 --image_size 16 --seed 6 --accum 3
 check "width 16, 1 block, batch 4 x accum 4"   --width 16 --blocks 1 --batch 4 --image_size 16 --seed 7 --accum 4
+check "nesterov, width 8, 2 blocks, batch 8"   --width 8 --blocks 2 --batch 8 --image_size 16 --seed 8 --nesterov 1
+check "nesterov, width 16, batch 4 x accum 2"  --width 16 --blocks 1 --batch 4 --image_size 16 --seed 9 --accum 2 \
+    --nesterov 1
+
+# $1 = label, $2 = what PyTorch is told instead (torch_compare.py --set), rest = dump_model flags:
+# the comparison must fail.
+wrong() {
+    label=$1; set_=$2; shift 2
+    "$DUMP" "$TMP/w.h5" "$@" >/dev/null || { bad "$label: dump_model $*"; return; }
+    if "$PY" "$CMP" "$TMP/w.h5" --set "$set_" >"$TMP/w.out" 2>&1; then
+        bad "$label went unnoticed"; cat "$TMP/w.out"
+    else
+        ok "$label detected: $(grep FAIL "$TMP/w.out" | head -1 | cut -c1-160)"
+    fi
+}
+wrong "nesterov against plain momentum" nesterov=0 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 8 --nesterov 1
+wrong "plain momentum against nesterov" nesterov=1 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 8
+check "label smoothing 0.1, width 8, batch 8"  --width 8 --blocks 2 --batch 8 --image_size 16 --seed 10 --label_smoothing 0.1
+check "label smoothing 0.3, batch 4 x accum 3" --width 8 --blocks 1 --batch 4 --image_size 16 --seed 11 --accum 3 \
+    --label_smoothing 0.3
+wrong "label smoothing 0.1 against none" label_smoothing=0 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 10 \
+    --label_smoothing 0.1
+wrong "label smoothing 0.1 against 0.11" label_smoothing=0.11 --width 8 --blocks 2 --batch 8 --image_size 16 --seed 10 \
+    --label_smoothing 0.1
+# Parameter groups, with a weight decay large enough to show in 3 steps
+G="--width 8 --blocks 2 --batch 8 --image_size 16 --seed 12 --wd 0.05"
+check "no weight decay on 1-D parameters"       $G --no_decay_1d 1
+check "batch-norm biases at 3 x lr"             $G --bn_bias_lr_mult 3
+check "both groups, nesterov, accum 2"          $G --no_decay_1d 1 --bn_bias_lr_mult 0.5 --nesterov 1 --accum 2
+wrong "no_decay_1d against decay everywhere" no_decay_1d=0 $G --no_decay_1d 1
+wrong "decay everywhere against no_decay_1d" no_decay_1d=1 $G
+wrong "bn_bias_lr_mult 3 against 1" bn_bias_lr_mult=1 $G --bn_bias_lr_mult 3
+wrong "bn_bias_lr_mult 1 against 1.1" bn_bias_lr_mult=1.1 $G
 
 for name in layer2.0.conv1.weight layer3.1.bn2.bias fc.weight; do
     "$DUMP" "$TMP/p.h5" --width 8 --blocks 2 --batch 8 --image_size 16 --perturb "$name" >/dev/null

@@ -114,6 +114,17 @@ static void test_schedule(void) {
     schedule_init(&s, "constant", 0.1, 0.0, 10, 100, 10);
     EXPECT(fabs(schedule_lr(&s, 0, 0) - 0.01) < 1e-12 && fabs(schedule_lr(&s, 0, 9) - 0.1) < 1e-12 &&
            fabs(schedule_lr(&s, 3, 300) - 0.1) < 1e-12, "linear warm-up then constant");
+    /* one cycle over 10 x 100 steps: up from lr/25 for 300 steps, down to lr/25/1e4 at step 999 */
+    schedule_init(&s, "onecycle", 0.1, 0.0, 10, 100, 0);
+    EXPECT(s.onecycle.total_steps == 1000 && fabs(schedule_lr(&s, 0, 0) - 0.004) < 1e-15 &&
+           fabs(schedule_lr(&s, 2, 299) - 0.1) < 1e-15 && fabs(schedule_lr(&s, 9, 999) - 0.004 / 1e4) < 1e-15 &&
+           schedule_lr(&s, 1, 150) < schedule_lr(&s, 2, 250) && schedule_lr(&s, 5, 500) > schedule_lr(&s, 6, 600),
+           "onecycle: lr/25 at step 0, lr at pct_start, lr/25/1e4 at the last step");
+    s.onecycle.anneal_linear = 1;
+    EXPECT(fabs(schedule_lr(&s, 1, 149) - (0.004 + (0.1 - 0.004) * 149.0 / 299.0)) < 1e-15, "onecycle linear");
+    s.onecycle.total_steps = 10;
+    s.onecycle.pct_start = 0.1;
+    EXPECT(schedule_onecycle_problem(&s) != NULL, "onecycle with a first phase of no length refused");
 }
 
 static void test_sgd(void) {
@@ -129,6 +140,42 @@ static void test_sgd(void) {
     sgd_step(&o, p, g, 0.1f);
     EXPECT(fabs(p[0] - p0) < 1e-6, "SGD momentum + weight decay matches PyTorch's rule (%.7f vs %.7f)", p[0], p0);
     sgd_free(&o);
+
+    /* Nesterov: the same buffer, the step along d + momentum * buf */
+    sgd_init(&o, 2, 0.9f, 0.1f);
+    o.nesterov = 1;
+    float q[2] = {1.0f, -2.0f};
+    double q0 = 1.0, d0 = 0.5 + 0.1 * 1.0, c0 = d0;
+    q0 -= 0.1 * (d0 + 0.9 * c0);
+    double e1 = 0.5 + 0.1 * q0, c1 = 0.9 * c0 + e1;
+    q0 -= 0.1 * (e1 + 0.9 * c1);
+    sgd_step(&o, q, g, 0.1f);
+    sgd_step(&o, q, g, 0.1f);
+    EXPECT(fabs(q[0] - q0) < 1e-6 && fabs(q0 - p0) > 1e-3, "SGD Nesterov matches PyTorch's rule (%.7f vs %.7f)", q[0], q0);
+    sgd_free(&o);
+
+    /* Parameter groups over a model: none by default (the single-group step of old); with
+     * no_decay_1d / bn_bias_lr_mult, each tensor's settings by its rank and kind */
+    Model m;
+    model_init(&m, 4, 1, 10, 8, 2);
+    sgd_init(&o, m.num_params, 0.9f, 0.1f);
+    EXPECT(sgd_set_model_groups(&o, &m, 0, 1.0) == 1 && o.group == NULL, "default settings: one group, none installed");
+    sgd_free(&o);
+    sgd_init(&o, m.num_params, 0.9f, 0.1f);
+    sgd_set_model_groups(&o, &m, 1, 2.0);
+    int good = o.group != NULL;
+    for (int i = 0; good && i < m.n_param_info; i++) {
+        const TensorInfo *t = &m.param_info[i];
+        const int bn_bias = t->ndim == 1 && strcmp(t->name, "fc.bias") != 0 && strstr(t->name, ".bias") != NULL;
+        for (int k = 0; k < o.n_group; k++) {
+            const SgdGroup *g = &o.group[k];
+            if (t->offset < g->offset || t->offset + t->numel > g->offset + g->n) continue;
+            good &= g->weight_decay == (t->ndim == 1 ? 0.0f : 0.1f) && g->lr_mult == (bn_bias ? 2.0 : 1.0);
+        }
+    }
+    EXPECT(good, "no_decay_1d and bn_bias_lr_mult 2: %d groups, every tensor's decay and lr multiplier right", o.n_group);
+    sgd_free(&o);
+    model_free(&m);
 }
 
 /* GradScaler semantics: unscale, skip on inf/NaN with parameters and momentum untouched,

@@ -176,11 +176,12 @@ void cuda_linear_forward(const float *x, const float *w, const float *b, float *
 /* dw += dy^T x; db += sum_n dy; dx = dy w (overwritten) unless dx == NULL. */
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
                           float *db, int N, int I, int O);
-/* Mean softmax cross-entropy over N rows of K logits into *loss (device float). dlogits (may be
- * NULL) receives d(loss*scale)/dlogits; *correct (device int, may be NULL) the number of rows
- * whose argmax is the label. A label outside [0, K) sets the flag cuda_sync reports. */
+/* Mean softmax cross-entropy over N rows of K logits into *loss (device float), label-smoothed
+ * by `smoothing` as ops_cpu.h's softmax_xent. dlogits (may be NULL) receives
+ * d(loss*scale)/dlogits; *correct (device int, may be NULL) the number of rows whose argmax is
+ * the label. A label outside [0, K) sets the flag cuda_sync reports. */
 void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                       float *dlogits, float *loss, int *correct);
+                       float smoothing, float *dlogits, float *loss, int *correct);
 
 /* ---- elementwise helpers of the model's backward, and the optimizer ---- */
 
@@ -199,10 +200,11 @@ void cuda_div_inplace(void *x, size_t n, int f64, int d, struct CUstream_st *str
 void cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf);
 void cuda_scaler_update(float *scale, int *state, float growth, float backoff, int interval);
 /* SGD with momentum and weight decay over the flat buffers, optim.c's rule and rounding:
- * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf. buf starts zeroed.
+ * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf, or with nesterov
+ * p -= lr*(d + momentum*buf). buf starts zeroed.
  * Nothing changes when skip (a device int, may be NULL) is nonzero as the kernel runs. */
 void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
-                   float momentum, float weight_decay, const int *skip);
+                   float momentum, float weight_decay, int nesterov, const int *skip);
 
 #ifdef __cplusplus
 }

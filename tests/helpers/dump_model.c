@@ -12,7 +12,15 @@
  *                         [--perturb NAME]   (scale one gradient entry by 1.01: the comparison
  *                                             must then fail, proving the test can fail)
  *                         [--device cpu|cuda] (where the model runs: the same initial state,
- *                                             made on the CPU, then float32 with TF32 off) */
+ *                                             made on the CPU, then float32 with TF32 off)
+ *                         [--wd W] [--nesterov 0|1] [--label_smoothing E] [--no_decay_1d 0|1]
+ *                         [--bn_bias_lr_mult M]
+ *                                            (the SGD steps' weight decay, default 1e-4,
+ *                                             Nesterov momentum, the training loss's label
+ *                                             smoothing, the parameter groups of ddptrain's
+ *                                             options of those names; written under /options,
+ *                                             which torch_compare.py reads to set up PyTorch's
+ *                                             side) */
 #include <hdf5.h>
 #include <math.h>
 #include <string.h>
@@ -110,6 +118,8 @@ int main(int argc, char **argv) {
     const char *out = argv[1];
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
     const char *perturb = NULL, *device = "cpu";
+    float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
+    int nesterov = 0, no_decay_1d = 0;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
@@ -119,6 +129,11 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--accum")) accum = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--perturb")) perturb = argv[i + 1];
         else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
+        else if (!strcmp(argv[i], "--wd")) wd = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--nesterov")) nesterov = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--label_smoothing")) smoothing = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--no_decay_1d")) no_decay_1d = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bn_bias_lr_mult")) bn_bias_lr_mult = (float)atof(argv[i + 1]);
         else die_code(2, "unknown option %s", argv[i]);
     }
     /* mask names have 3 digits, and a forward has up to 129 masks */
@@ -154,6 +169,7 @@ int main(int argc, char **argv) {
         die_code(2, "--device %s: cpu or cuda", device);
     }
     const Backend *be = run->be;
+    run->label_smoothing = smoothing;
     Rng r;
     rng_init(&r, (uint64_t)seed, 77, 1);
 
@@ -208,7 +224,9 @@ int main(int argc, char **argv) {
 
     /* 3 SGD steps on the same batch, or micro-batches (the first one uses the gradients above). */
     SGD opt;
-    sgd_init_on(&opt, be, run->num_params, 0.9f, 1e-4f);
+    sgd_init_on(&opt, be, run->num_params, 0.9f, wd);
+    opt.nesterov = nesterov;
+    sgd_set_model_groups(&opt, run, no_decay_1d, bn_bias_lr_mult);
     float lr = 0.05f;
     for (int s = 0; s < 3; s++) {
         if (s > 0) {
@@ -223,6 +241,13 @@ int main(int argc, char **argv) {
     float meta[5] = {(float)width, (float)blocks, lr, 0.9f, (float)accum};
     hsize_t md[1] = {5};
     write_f32(f, "meta", meta, 1, md);
+    write_f32(f, "options/weight_decay", &wd, 1, one);
+    const float nest = (float)nesterov;
+    write_f32(f, "options/nesterov", &nest, 1, one);
+    write_f32(f, "options/label_smoothing", &smoothing, 1, one);
+    const float nd1 = (float)no_decay_1d;
+    write_f32(f, "options/no_decay_1d", &nd1, 1, one);
+    write_f32(f, "options/bn_bias_lr_mult", &bn_bias_lr_mult, 1, one);
     H5Fclose(f);
     printf("dump_model: wrote %s (width %d, blocks %d, batch %d x accum %d, %zu parameters, loss %.6f, %s)\n", out,
            width, blocks, N, accum, m.num_params, loss, be->name);

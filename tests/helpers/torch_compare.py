@@ -4,6 +4,10 @@ logits, loss, every parameter gradient, the BN running statistics after the forw
 parameters after 3 SGD steps. Error measure per tensor: max|ddptrain - torch| / max|torch|.
 A dump made with --accum K holds K micro-batches per step: PyTorch then runs each step as
 K forwards and backwards of loss/K into zeroed gradients and one optimizer step.
+The dump's /options (weight decay, Nesterov momentum, label smoothing, ...) set up PyTorch's
+side through the real APIs (torch.optim.SGD(nesterov=...), nn.CrossEntropyLoss(
+label_smoothing=...)); --set NAME=VALUE replaces one of them on PyTorch's
+side only, so a test can check that a comparison against the wrong semantics fails.
 Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
 import argparse
 import os
@@ -67,10 +71,34 @@ def rel_err(a, b):
     return float(np.max(np.abs(a - b)) / max(np.max(np.abs(b)), 1e-30))
 
 
+def param_groups(model, lr, opts):
+    """model.parameters(), or with no_decay_1d / bn_bias_lr_mult the usual param groups: weight
+    decay on the weights only, and the batch-norm biases at their own learning rate."""
+    if not opts["no_decay_1d"] and opts["bn_bias_lr_mult"] == 1.0:
+        return model.parameters()
+    bn_bias = {f"{n}.bias" for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)}
+    decay, no_decay, biases = [], [], []
+    for name, p in model.named_parameters():
+        if name in bn_bias:
+            biases.append(p)
+        elif opts["no_decay_1d"] and p.ndim == 1:
+            no_decay.append(p)
+        else:
+            decay.append(p)
+    wd = opts["weight_decay"]
+    groups = [{"params": decay},
+              {"params": no_decay, "weight_decay": 0.0},
+              {"params": biases, "weight_decay": 0.0 if opts["no_decay_1d"] else wd,
+               "lr": lr * opts["bn_bias_lr_mult"]}]
+    return [g for g in groups if g["params"]]
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
+                    help="PyTorch's side uses VALUE for option NAME instead of the dump's")
     args = ap.parse_args()
     torch.manual_seed(0)
     torch.set_num_threads(max(1, int(os.environ.get("OMP_NUM_THREADS", "1"))))
@@ -78,6 +106,17 @@ def main():
     meta = [float(v) for v in f["meta"][()]]
     width, blocks, lr, momentum = meta[:4]
     accum = int(meta[4]) if len(meta) > 4 else 1
+    defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0, "no_decay_1d": 0.0,
+                "bn_bias_lr_mult": 1.0}
+    opts = dict(defaults)
+    if "options" in f:
+        opts.update({k: float(f["options"][k][()][0]) for k in f["options"]})
+    for kv in args.set:
+        k, v = kv.split("=", 1)
+        if k not in opts:
+            print(f"FAIL: --set {k}: no such option (have {sorted(opts)})")
+            return 1
+        opts[k] = float(v)
     model = MiniResNet(int(width), int(blocks), 10)
     sd = model.state_dict()
     for name in list(sd.keys()):
@@ -99,6 +138,7 @@ def main():
     x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
     y = torch.from_numpy(np.array(f["labels"])).long()
     xs, ys = x.chunk(accum), y.chunk(accum)
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=opts["label_smoothing"])
 
     def step_gradients(step):
         """Gradient accumulation: the mean loss over the micro-batches, as a sum of loss/K."""
@@ -106,7 +146,7 @@ def main():
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
             out = model(xj)
-            loss = torch.nn.functional.cross_entropy(out, yj)
+            loss = criterion(out, yj)
             (loss / accum).backward()
             logits.append(out.detach())
             losses.append(loss.item())
@@ -125,7 +165,8 @@ def main():
             continue
         results.append(("running " + name, rel_err(f["buffers_after"][name][()], b.numpy())))
 
-    opt = torch.optim.SGD(model.parameters(), lr=lr, momentum=momentum, weight_decay=1e-4)
+    opt = torch.optim.SGD(param_groups(model, lr, opts), lr=lr, momentum=momentum,
+                          weight_decay=opts["weight_decay"], nesterov=bool(opts["nesterov"]))
     opt.step()
     for s in (1, 2):
         opt.zero_grad()
@@ -136,12 +177,16 @@ def main():
 
     bad = [(n, e) for n, e in results if not (e <= args.tol)]
     worst = max(results, key=lambda r: r[1])
+    nondefault = {k: v for k, v in opts.items() if abs(v - defaults[k]) > 1e-6 * abs(defaults[k])}
+    if nondefault:
+        print("options: " + ", ".join(f"{k}={v:g}" for k, v in sorted(nondefault.items())))
     print(f"compared {len(results)} tensors ({len(params)} parameters, {accum} micro-batch(es) per step): worst {worst[0]} rel err {worst[1]:.3e}, tol {args.tol:g}"
           f" ({REPLAY.flips} ReLU mask elements at round-off distance from zero replayed)")
     for n, e in sorted(results, key=lambda r: -r[1])[:5]:
         print(f"  {e:.3e}  {n}")
     if bad:
-        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g}: " + ", ".join(n for n, _ in bad[:8]))
+        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g} (worst {worst[1]:.3e}, {worst[0]}): "
+              + ", ".join(n for n, _ in bad[:8]))
         return 1
     print("PASS")
     return 0

@@ -1,0 +1,305 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* config_file.c - see config_file.h. A reader for one flat JSON object (RFC 8259 strings,
+ * numbers, true and false; no nesting, no null), written for this purpose only. */
+#include "build_config.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "config_file.h"
+#include "util.h"
+
+typedef struct {
+    const char *s;
+    size_t n, i;
+    const char *what;
+    char *err;
+    size_t errlen;
+    const char *key;      /* the key whose value is being read, for messages, or NULL */
+    const char *prev;     /* the last key read in full, or NULL */
+} Reader;
+
+/* "FILE: malformed JSON at line L, column C (key "K"): MSG" */
+static int malformed(Reader *r, const char *msg) {
+    size_t line = 1, col = 1;
+    for (size_t k = 0; k < r->i && k < r->n; k++) {
+        if (r->s[k] == '\n') { line++; col = 1; } else col++;
+    }
+    char at[160] = "";
+    if (r->key) snprintf(at, sizeof at, " (key \"%.100s\")", r->key);
+    else if (r->prev) snprintf(at, sizeof at, " (after key \"%.100s\")", r->prev);
+    snprintf(r->err, r->errlen, "%s: malformed JSON at line %zu, column %zu%s: %s", r->what, line, col, at, msg);
+    return -1;
+}
+
+static void skip_ws(Reader *r) {
+    while (r->i < r->n && (r->s[r->i] == ' ' || r->s[r->i] == '\t' || r->s[r->i] == '\n' || r->s[r->i] == '\r')) r->i++;
+}
+
+static int hex4(Reader *r, unsigned *v) {
+    if (r->n - r->i < 4) return malformed(r, "a \\u escape needs 4 hex digits");
+    unsigned x = 0;
+    for (int k = 0; k < 4; k++) {
+        char ch = r->s[r->i++];
+        x <<= 4;
+        if (ch >= '0' && ch <= '9') x |= (unsigned)(ch - '0');
+        else if (ch >= 'a' && ch <= 'f') x |= (unsigned)(ch - 'a' + 10);
+        else if (ch >= 'A' && ch <= 'F') x |= (unsigned)(ch - 'A' + 10);
+        else return malformed(r, "a \\u escape needs 4 hex digits");
+    }
+    *v = x;
+    return 0;
+}
+
+static void put_utf8(char *out, size_t *o, unsigned cp) {
+    if (cp < 0x80) {
+        out[(*o)++] = (char)cp;
+    } else if (cp < 0x800) {
+        out[(*o)++] = (char)(0xC0 | (cp >> 6));
+        out[(*o)++] = (char)(0x80 | (cp & 0x3F));
+    } else if (cp < 0x10000) {
+        out[(*o)++] = (char)(0xE0 | (cp >> 12));
+        out[(*o)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*o)++] = (char)(0x80 | (cp & 0x3F));
+    } else {
+        out[(*o)++] = (char)(0xF0 | (cp >> 18));
+        out[(*o)++] = (char)(0x80 | ((cp >> 12) & 0x3F));
+        out[(*o)++] = (char)(0x80 | ((cp >> 6) & 0x3F));
+        out[(*o)++] = (char)(0x80 | (cp & 0x3F));
+    }
+}
+
+/* A string at r->i (the opening quote), decoded into a malloc'd NUL-terminated *out. The
+ * decoded text is never longer than the escaped one, so n - i + 1 bytes suffice. */
+static int read_string(Reader *r, char **out) {
+    r->i++;   /* the quote */
+    char *buf = mallocCheck(r->n - r->i + 1);
+    size_t o = 0;
+    for (;;) {
+        if (r->i >= r->n) { free(buf); return malformed(r, "the string does not end"); }
+        unsigned char ch = (unsigned char)r->s[r->i++];
+        if (ch == '"') break;
+        if (ch < 0x20) { free(buf); r->i--; return malformed(r, "a control character inside a string"); }
+        if (ch != '\\') { buf[o++] = (char)ch; continue; }
+        if (r->i >= r->n) { free(buf); return malformed(r, "the string does not end"); }
+        char e = r->s[r->i++];
+        switch (e) {
+        case '"': buf[o++] = '"'; break;
+        case '\\': buf[o++] = '\\'; break;
+        case '/': buf[o++] = '/'; break;
+        case 'b': buf[o++] = '\b'; break;
+        case 'f': buf[o++] = '\f'; break;
+        case 'n': buf[o++] = '\n'; break;
+        case 'r': buf[o++] = '\r'; break;
+        case 't': buf[o++] = '\t'; break;
+        case 'u': {
+            unsigned cp;
+            if (hex4(r, &cp)) { free(buf); return -1; }
+            if (cp >= 0xD800 && cp < 0xDC00) {   /* a surrogate pair: \uD8xx\uDCxx (12 bytes, 4 out) */
+                unsigned lo;
+                if (r->n - r->i < 2 || r->s[r->i] != '\\' || r->s[r->i + 1] != 'u') {
+                    free(buf);
+                    return malformed(r, "a high surrogate without its low one");
+                }
+                r->i += 2;
+                if (hex4(r, &lo)) { free(buf); return -1; }
+                if (lo < 0xDC00 || lo >= 0xE000) { free(buf); return malformed(r, "a high surrogate without its low one"); }
+                cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC00 && cp < 0xE000) {
+                free(buf);
+                return malformed(r, "a low surrogate without its high one");
+            }
+            if (cp == 0) { free(buf); return malformed(r, "\\u0000 inside a string"); }
+            put_utf8(buf, &o, cp);
+            break;
+        }
+        default:
+            free(buf);
+            r->i--;
+            return malformed(r, "an unknown escape in a string");
+        }
+    }
+    buf[o] = '\0';
+    *out = buf;
+    return 0;
+}
+
+/* A JSON number at r->i; *out gets its text as written (malloc'd). */
+static int read_number(Reader *r, char **out) {
+    const size_t b = r->i;
+    if (r->i < r->n && r->s[r->i] == '-') r->i++;
+    if (r->i >= r->n || r->s[r->i] < '0' || r->s[r->i] > '9') return malformed(r, "a number needs a digit");
+    if (r->s[r->i] == '0') r->i++;
+    else while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') r->i++;
+    if (r->i < r->n && r->s[r->i] == '.') {
+        r->i++;
+        if (r->i >= r->n || r->s[r->i] < '0' || r->s[r->i] > '9') return malformed(r, "a digit must follow the decimal point");
+        while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') r->i++;
+    }
+    if (r->i < r->n && (r->s[r->i] == 'e' || r->s[r->i] == 'E')) {
+        r->i++;
+        if (r->i < r->n && (r->s[r->i] == '+' || r->s[r->i] == '-')) r->i++;
+        if (r->i >= r->n || r->s[r->i] < '0' || r->s[r->i] > '9') return malformed(r, "a digit must follow the exponent");
+        while (r->i < r->n && r->s[r->i] >= '0' && r->s[r->i] <= '9') r->i++;
+    }
+    const size_t len = r->i - b;
+    if (len > 64) return malformed(r, "a number of more than 64 characters");
+    char *t = mallocCheck(len + 1);
+    memcpy(t, r->s + b, len);
+    t[len] = '\0';
+    *out = t;
+    return 0;
+}
+
+static int literal(Reader *r, const char *word) {
+    size_t l = strlen(word);
+    if (r->n - r->i < l || memcmp(r->s + r->i, word, l) != 0) return 0;
+    r->i += l;
+    return 1;
+}
+
+typedef enum { V_STRING, V_NUMBER, V_BOOL } ValueKind;
+static const char *const k_kind_name[] = { "a string", "a number", "true or false" };
+
+/* The JSON kind an option's value must have. */
+static ValueKind kind_of(ConfigType t) {
+    switch (t) {
+    case CONFIG_INT: case CONFIG_FLOAT: return V_NUMBER;
+    case CONFIG_BOOL: return V_BOOL;
+    default: return V_STRING;
+    }
+}
+
+int config_json_apply(Config *c, const char *text, size_t len, const char *what, char *err, size_t errlen) {
+    Reader r = { text, len, 0, what, err, errlen, NULL, NULL };
+    char **seen = NULL;   /* keys set so far, for repeats */
+    size_t n_seen = 0;
+    char *key = NULL, *val = NULL;
+    int rc = -1;
+    skip_ws(&r);
+    if (r.i >= r.n || r.s[r.i] != '{') { malformed(&r, "expected '{' (the file must hold one JSON object)"); goto out; }
+    r.i++;
+    skip_ws(&r);
+    if (r.i < r.n && r.s[r.i] == '}') { r.i++; goto end; }
+    for (;;) {
+        r.key = NULL;
+        skip_ws(&r);
+        if (r.i >= r.n || r.s[r.i] != '"') { malformed(&r, "expected a key in double quotes"); goto out; }
+        if (read_string(&r, &key)) goto out;
+        r.key = key;
+        skip_ws(&r);
+        if (r.i >= r.n || r.s[r.i] != ':') { malformed(&r, "expected ':' after the key"); goto out; }
+        r.i++;
+        skip_ws(&r);
+        if (r.i >= r.n) { malformed(&r, "expected a value"); goto out; }
+        ValueKind kind;
+        const char ch = r.s[r.i];
+        if (ch == '"') {
+            if (read_string(&r, &val)) goto out;
+            kind = V_STRING;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            if (read_number(&r, &val)) goto out;
+            kind = V_NUMBER;
+        } else if (literal(&r, "true")) {
+            val = strdup("true");
+            kind = V_BOOL;
+        } else if (literal(&r, "false")) {
+            val = strdup("false");
+            kind = V_BOOL;
+        } else if (ch == '{' || ch == '[') {
+            malformed(&r, "a value must be a string, a number, true or false (the object is flat)");
+            goto out;
+        } else if (literal(&r, "null")) {
+            r.i -= 4;
+            malformed(&r, "a value must be a string, a number, true or false, not null");
+            goto out;
+        } else {
+            malformed(&r, "expected a value (a string, a number, true or false)");
+            goto out;
+        }
+        CHECK(val != NULL);
+        ConfigType type;
+        if (config_option_type(key, &type) != 0) {
+            snprintf(err, errlen, "%s: unknown key \"%.100s\" (not an option of this ddptrain; see --help)", what, key);
+            goto out;
+        }
+        if (kind_of(type) != kind) {
+            snprintf(err, errlen, "%s: key \"%s\": the value must be %s, not %s", what, key, k_kind_name[kind_of(type)],
+                     k_kind_name[kind]);
+            goto out;
+        }
+        for (size_t k = 0; k < n_seen; k++) {
+            if (!strcmp(seen[k], key)) {
+                snprintf(err, errlen, "%s: key \"%s\" appears twice", what, key);
+                goto out;
+            }
+        }
+        char e[600];
+        if (config_set(c, key, val, e, sizeof e) != 0) {
+            snprintf(err, errlen, "%s: key \"%s\": %s", what, key, e);
+            goto out;
+        }
+        char **grown = realloc(seen, (n_seen + 1) * sizeof *seen);
+        CHECK(grown != NULL);
+        seen = grown;
+        seen[n_seen++] = key;
+        r.prev = key;
+        r.key = NULL;
+        key = NULL;
+        free(val);
+        val = NULL;
+        skip_ws(&r);
+        if (r.i < r.n && r.s[r.i] == ',') { r.i++; continue; }
+        if (r.i < r.n && r.s[r.i] == '}') { r.i++; break; }
+        malformed(&r, "expected ',' or '}' after a value");
+        goto out;
+    }
+end:
+    skip_ws(&r);
+    if (r.i != r.n) { malformed(&r, "text after the object"); goto out; }
+    rc = 0;
+out:
+    free(key);
+    free(val);
+    for (size_t k = 0; k < n_seen; k++) free(seen[k]);
+    free(seen);
+    return rc;
+}
+
+int config_file_apply(Config *c, const char *path, char *err, size_t errlen) {
+    /* A regular file only: a FIFO or a terminal would wait for a writer (O_NONBLOCK) */
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0 || fstat(fd, &st) != 0) {
+        snprintf(err, errlen, "%s: %s", path, strerror(errno));
+        if (fd >= 0) close(fd);
+        return -1;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        snprintf(err, errlen, "%s: not a regular file", path);
+        close(fd);
+        return -1;
+    }
+    FILE *f = fdopen(fd, "rb");
+    CHECK(f != NULL);
+    char *buf = mallocCheck(CONFIG_FILE_MAX_BYTES + 1);
+    size_t len = fread(buf, 1, CONFIG_FILE_MAX_BYTES + 1, f);
+    const int bad = ferror(f);
+    fclose(f);
+    int rc;
+    if (bad) {
+        rc = -1;
+        snprintf(err, errlen, "%s: cannot be read", path);
+    } else if (len > CONFIG_FILE_MAX_BYTES) {
+        rc = -1;
+        snprintf(err, errlen, "%s: larger than %u bytes: not a ddptrain configuration", path, CONFIG_FILE_MAX_BYTES);
+    } else {
+        rc = config_json_apply(c, buf, len, path, err, errlen);
+    }
+    free(buf);
+    return rc;
+}

@@ -1,0 +1,101 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# --config FILE: a run repeated from another run's config.json (with a new --job_dir) ends with
+# the same final checkpoint bit for bit (every dataset but /config, every attribute) and the
+# same config.json but for job_dir and config; flags override the file before and after
+# --config alike. An unknown key, a value of the wrong type or out of range, a repeated key, a
+# malformed or missing file: one line on stderr naming the file (and the key), exit 2.
+# shellcheck disable=SC2086  # $FLAGS is a word list
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
+CMP="$top_srcdir/tests/ckpt_compare.py"
+export OMP_NUM_THREADS=1
+make_synth "$TMP/data" --train 128 --test 32 --shards 1
+FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 32 --log_interval 1"
+ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
+# configs_equal A B: the two config.json files agree on every key but job_dir and config
+configs_equal() {
+    "$PY" - "$1" "$2" <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for d in (a, b):
+    d.pop("job_dir"); d.pop("config")
+diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+print("differ in " + ", ".join(diff) if diff else f"{len(a)} keys equal")
+sys.exit(1 if diff else 0)
+PYEOF
+}
+
+# the original: options off their defaults, the recipes' among them
+if timeout -k 5 120 "$DDPTRAIN" $FLAGS --job_dir "$TMP/orig" --epochs 2 --lr 0.05 --momentum 0.8 --nesterov \
+        --label_smoothing 0.1 --no_decay_1d --lr_schedule onecycle --onecycle_anneal linear --seed 7 \
+        --no-augment >"$TMP/orig.out" 2>&1; then
+    ok "original run: $(grep '^.*done:' "$TMP/orig.out" | sed 's/.*done: //')"
+else
+    bad "original run failed: $(tail -3 "$TMP/orig.out")"; finish
+fi
+if timeout -k 5 120 "$DDPTRAIN" --config "$TMP/orig/config.json" --job_dir "$TMP/again" >"$TMP/again.out" 2>&1; then
+    if out=$(configs_equal "$TMP/orig/config.json" "$TMP/again/config.json"); then ok "repeated run's config.json: $out"
+    else bad "repeated run's config.json: $out"; fi
+    if out=$("$PY" "$CMP" --all "$(ckpt "$TMP/orig" 8)" "$(ckpt "$TMP/again" 8)" 2>&1); then
+        ok "--config orig/config.json --job_dir again: final checkpoint $out"
+    else
+        bad "--config orig/config.json: final checkpoints differ: $out"
+    fi
+else
+    bad "--config orig/config.json failed: $(tail -3 "$TMP/again.out")"
+fi
+
+# flags override the file, before --config and after it; --help never reads it
+for order in before after; do
+    if [ $order = before ]; then set -- --lr 0.02 --max_steps 2 --config "$TMP/orig/config.json"
+    else set -- --config "$TMP/orig/config.json" --lr 0.02 --max_steps 2; fi
+    rm -rf "$TMP/over"
+    if timeout -k 5 120 "$DDPTRAIN" "$@" --job_dir "$TMP/over" >"$TMP/over.out" 2>&1 &&
+        grep -q '"lr": 0.02,' "$TMP/over/config.json" && grep -q '"max_steps": 2,' "$TMP/over/config.json" &&
+        grep -q '"momentum": 0.80000000000000004,' "$TMP/over/config.json" && [ -s "$(ckpt "$TMP/over" 2)" ]; then
+        ok "flags $order --config override it (lr 0.02, max_steps 2; momentum 0.8 from the file)"
+    else
+        bad "flags $order --config: $(tail -2 "$TMP/over.out"; grep -E '"(lr|max_steps|momentum)"' "$TMP/over/config.json" 2>&1)"
+    fi
+done
+printf '{"lr": [1]}' >"$TMP/nested.json"
+if "$DDPTRAIN" --config "$TMP/nested.json" --help >/dev/null 2>&1; then ok "--help with --config: the file is not read"
+else bad "--help with a bad --config failed"; fi
+
+# refusals: exactly one line on stderr naming the file (and the key), nothing on stdout, exit 2
+refused() {   # $1 = name, $2 = file content (printf format), $3 = text expected after "FILE: "
+    f="$TMP/$1.json"
+    # shellcheck disable=SC2059  # the content is the format
+    printf "$2" >"$f"
+    "$DDPTRAIN" --config "$f" $FLAGS --job_dir "$TMP/refused" >"$TMP/r.out" 2>"$TMP/r.err"
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/r.err")" -eq 1 ] && [ ! -s "$TMP/r.out" ] &&
+        grep -qF -- "$f: $3" "$TMP/r.err"; then
+        ok "$1 -> exit 2: $(sed "s|$TMP/||" "$TMP/r.err")"
+    else
+        bad "$1 -> rc=$rc: $(cat "$TMP/r.err") (wanted '$f: $3')"
+    fi
+}
+refused unknown_key   '{"lr": 0.1, "learning_rate": 0.1}'  'unknown key "learning_rate"'
+refused wrong_type    '{"epochs": "2"}'                      'key "epochs": the value must be a number, not a string'
+refused bool_type     '{"nesterov": 1}'                      'key "nesterov": the value must be true or false, not a number'
+refused out_of_range  '{"momentum": 1.5}'                    'key "momentum": --momentum: 1.5 is out of range'
+refused not_integer   '{"epochs": 2.5}'                      "key \"epochs\": --epochs: '2.5' is not an integer"
+refused bad_choice    '{"lr_schedule": "step"}'              "key \"lr_schedule\": --lr_schedule: 'step' is not one of"
+refused repeated      '{"lr": 0.1, "lr": 0.2}'               'key "lr" appears twice'
+refused null_value    '{"lr": null}'                         'malformed JSON at line 1, column 8 (key "lr"): a value must be a string, a number, true or false, not null'
+refused nested        '{"lr": {"x": 1}}'                     'malformed JSON at line 1, column 8 (key "lr"): a value must be'
+refused no_comma      '{"lr": 0.1\n "epochs": 2}'            "malformed JSON at line 2, column 2 (after key \"lr\"): expected ',' or '}'"
+refused unterminated  '{"lr": 0.1, "epo'                     'malformed JSON at line 1, column 17 (after key "lr"): the string does not end'
+refused trailing      '{"lr": 0.1} x'                        'malformed JSON at line 1, column 13 (after key "lr"): text after the object'
+refused not_object    '["lr", 0.1]'                          "malformed JSON at line 1, column 1: expected '{'"
+refused empty         ''                                     "malformed JSON at line 1, column 1: expected '{'"
+"$DDPTRAIN" --config "$TMP/missing.json" >"$TMP/r.out" 2>"$TMP/r.err"
+rc=$?
+if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/r.err")" -eq 1 ] && grep -q "missing.json: No such file" "$TMP/r.err"; then
+    ok "missing file -> exit 2: $(sed "s|$TMP/||" "$TMP/r.err")"
+else
+    bad "missing file -> rc=$rc: $(cat "$TMP/r.err")"
+fi
+finish
