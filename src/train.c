@@ -234,6 +234,9 @@ static void choose_backend(Run *r) {
         r->be = g;
         r->gpu = dev;
         r->cuda = cu;
+        /* their kernels are written but have not yet run on a GPU (ops_cuda.h) */
+        if (r->cfg.nesterov) die("--nesterov: not available on the GPU backend yet; pass --device cpu");
+        if (r->cfg.label_smoothing > 0) die("--label_smoothing: not available on the GPU backend yet; pass --device cpu");
         /* before the model exists: each convolution takes its precision at init */
         cu->set_tf32((int)r->cfg.tf32);
         cu->set_conv_benchmark((int)r->cfg.cudnn_benchmark);

@@ -8,7 +8,7 @@
 # shellcheck disable=SC2086  # $FLAGS is a word list
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
-CMP="$top_srcdir/tests/ckpt_compare.py"
+CMP="$top_srcdir/tests/helpers/ckpt_compare.py"
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 128 --test 32 --shards 1
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 32 --log_interval 1"

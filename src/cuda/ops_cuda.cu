@@ -1128,7 +1128,7 @@ extern "C" void cuda_linear_backward(const float *x, const float *w, const float
  * as ops_cpu.c. */
 #define XENT_THREADS 256
 __global__ void k_softmax_xent(const float *__restrict__ logits, const int *__restrict__ labels, int N, int K,
-                               float scale, float smoothing, float *__restrict__ dlogits, float *__restrict__ loss,
+                               float scale, float *__restrict__ dlogits, float *__restrict__ loss,
                                int *__restrict__ correct, int *__restrict__ flags) {
     __shared__ double l_sh[XENT_THREADS];
     __shared__ int c_sh[XENT_THREADS];
@@ -1149,20 +1149,12 @@ __global__ void k_softmax_xent(const float *__restrict__ logits, const int *__re
         const double zmax = z[arg];
         double se = 0.0;
         for (int k = 0; k < K; k++) se += exp((double)z[k] - zmax);
-        const double nll = log(se) - ((double)z[lab] - zmax);
-        if (smoothing == 0.0f) {
-            lsum += nll;
-        } else {
-            double sz = 0.0;
-            for (int k = 0; k < K; k++) sz += (double)z[k] - zmax;
-            lsum += (1.0 - (double)smoothing) * nll + (double)smoothing * (log(se) - sz / K);
-        }
+        lsum += log(se) - ((double)z[lab] - zmax);
         if (dlogits) {
             const double f = (double)scale / N;
-            const double off = (double)smoothing / K, on = 1.0 - (double)smoothing + off;
             for (int k = 0; k < K; k++) {
                 const double p = exp((double)z[k] - zmax) / se;
-                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab ? on : off)));
+                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab)));
             }
         }
     }
@@ -1182,8 +1174,10 @@ extern "C" void cuda_softmax_xent(const float *logits, const int *labels, int N,
                                   float smoothing, float *dlogits, float *loss, int *correct) {
     REQUIRE_ACTIVE();
     CHECK(N > 0 && K > 0 && loss != NULL);
-    k_softmax_xent<<<1, XENT_THREADS, 0, g_cu.stream>>>(logits, labels, N, K, scale, smoothing, dlogits, loss,
-                                                        correct, g_cu.flags);
+    /* Label smoothing has not run on a GPU yet: ddptrain refuses --label_smoothing there. */
+    CHECK(smoothing == 0.0f);
+    k_softmax_xent<<<1, XENT_THREADS, 0, g_cu.stream>>>(logits, labels, N, K, scale, dlogits, loss, correct,
+                                                        g_cu.flags);
     KERNEL_CHECK("k_softmax_xent");
 }
 
@@ -1292,22 +1286,23 @@ extern "C" void cuda_scaler_update(float *scale, int *state, float growth, float
 
 /* optim.c's operation order and float rounding, without contraction into FMAs. */
 __global__ void k_sgd(float *__restrict__ p, const float *__restrict__ g, float *__restrict__ buf, size_t n,
-                      float lr, float mom, float wd, int nesterov, const int *__restrict__ skip) {
+                      float lr, float mom, float wd, const int *__restrict__ skip) {
     if (skip && *skip) return;
     for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n; i += (size_t)gridDim.x * blockDim.x) {
         const float pi = p[i];
         const float d = __fadd_rn(g[i], __fmul_rn(wd, pi));
         const float b = mom != 0.0f ? __fadd_rn(__fmul_rn(buf[i], mom), d) : d;
         buf[i] = b;
-        const float u = nesterov ? __fadd_rn(d, __fmul_rn(mom, b)) : b;
-        p[i] = __fsub_rn(pi, __fmul_rn(lr, u));
+        p[i] = __fsub_rn(pi, __fmul_rn(lr, b));
     }
 }
 
 extern "C" void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
                               float momentum, float weight_decay, int nesterov, const int *skip) {
     REQUIRE_ACTIVE();
+    /* Nesterov momentum has not run on a GPU yet: ddptrain refuses --nesterov there. */
+    CHECK(!nesterov);
     if (!n) return;
-    k_sgd<<<grid_for(n), 256, 0, g_cu.stream>>>(params, grads, buf, n, lr, momentum, weight_decay, nesterov, skip);
+    k_sgd<<<grid_for(n), 256, 0, g_cu.stream>>>(params, grads, buf, n, lr, momentum, weight_decay, skip);
     KERNEL_CHECK("k_sgd");
 }

@@ -176,8 +176,9 @@ void cuda_linear_forward(const float *x, const float *w, const float *b, float *
 /* dw += dy^T x; db += sum_n dy; dx = dy w (overwritten) unless dx == NULL. */
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
                           float *db, int N, int I, int O);
-/* Mean softmax cross-entropy over N rows of K logits into *loss (device float), label-smoothed
- * by `smoothing` as ops_cpu.h's softmax_xent. dlogits (may be NULL) receives
+/* Mean softmax cross-entropy over N rows of K logits into *loss (device float). `smoothing`
+ * must be 0: label smoothing (ops_cpu.h's softmax_xent) is the CPU's only until a kernel for it
+ * has run on a GPU. dlogits (may be NULL) receives
  * d(loss*scale)/dlogits; *correct (device int, may be NULL) the number of rows whose argmax is
  * the label. A label outside [0, K) sets the flag cuda_sync reports. */
 void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
@@ -200,8 +201,8 @@ void cuda_div_inplace(void *x, size_t n, int f64, int d, struct CUstream_st *str
 void cuda_unscale_check(float *g, size_t n, const float *scale, int *found_inf);
 void cuda_scaler_update(float *scale, int *state, float growth, float backoff, int interval);
 /* SGD with momentum and weight decay over the flat buffers, optim.c's rule and rounding:
- * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf, or with nesterov
- * p -= lr*(d + momentum*buf). buf starts zeroed.
+ * d = g + wd*p; buf = momentum ? buf*momentum + d : d; p -= lr*buf. buf starts zeroed.
+ * `nesterov` must be 0: Nesterov momentum is the CPU's only until it has run on a GPU.
  * Nothing changes when skip (a device int, may be NULL) is nonzero as the kernel runs. */
 void cuda_sgd_step(float *params, const float *grads, float *buf, size_t n, float lr,
                    float momentum, float weight_decay, int nesterov, const int *skip);
