@@ -33,10 +33,10 @@
     X(lr,               FLOAT,  "0.01",  0, 1e3,        "peak learning rate") \
     X(momentum,         FLOAT,  "0.9",   0, 1,          "SGD momentum") \
     X(weight_decay,     FLOAT,  "1e-4",  0, 1,          "L2 weight decay added to the gradient (PyTorch SGD)") \
-    X(nesterov,         BOOL,   "false", 0, 0,          "Nesterov momentum, torch.optim.SGD(nesterov=True): the step is lr * (d + momentum * buf) instead of lr * buf (needs --momentum above 0)") \
+    X(nesterov,         BOOL,   "false", 0, 0,          "Nesterov momentum, torch.optim.SGD(nesterov=True): the step is lr * (d + momentum * buf) instead of lr * buf (needs --momentum above 0; CPU backend only for now)") \
     X(no_decay_1d,      BOOL,   "false", 0, 0,          "no weight decay on 1-D parameters (batch-norm weights and biases, the linear layer's bias), as PyTorch's two param groups of decay and no decay") \
     X(bn_bias_lr_mult,  FLOAT,  "1",     0, 1e3,        "learning rate multiplier of the batch-norm biases (a param group of its own in PyTorch, lr = this * --lr, scheduled alike)") \
-    X(label_smoothing,  FLOAT,  "0",     0, 1,          "label smoothing E of the training loss, nn.CrossEntropyLoss(label_smoothing=E): target (1-E) * one-hot + E / num_classes; below 1 (the test loss stays plain cross-entropy)") \
+    X(label_smoothing,  FLOAT,  "0",     0, 1,          "label smoothing E of the training loss, nn.CrossEntropyLoss(label_smoothing=E): target (1-E) * one-hot + E / num_classes; below 1 (the test loss stays plain cross-entropy); CPU backend only for now") \
     X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant|onecycle", 0, "cosine: annealed per epoch; cosine_step: per optimizer step; constant; onecycle: OneCycleLR(max_lr=--lr, total_steps=the run's optimizer steps, cycle_momentum=False) stepped per optimizer step") \
     X(onecycle_pct_start, FLOAT, "0.3",  0, 1,          "share of the steps --lr_schedule onecycle rises in (OneCycleLR's pct_start)") \
     X(onecycle_anneal,  CHOICE, "cos",   "cos|linear", 0, "--lr_schedule onecycle's anneal_strategy") \
