@@ -3,7 +3,8 @@
 # The documents hold together: README.md is a landing page of at most 200 lines that links
 # every page of docs/; every relative link of README.md and docs/*.md names a file that exists,
 # and a #section a heading of that file (GitHub's anchors); every page and picture of docs/ is
-# installed and shipped (dist_docpages_DATA in Makefile.am). Then made to fail on a README
+# installed and shipped (dist_docpages_DATA in Makefile.am); docs/testing.md names every test
+# (a program run by a script of its name counts as that script). Then made to fail on a README
 # link to a missing page and on a link to a missing section.
 . "$top_srcdir/tests/helpers/lib.sh"
 PY=$(find_python json) || { echo "SKIP: no python3"; exit $SKIP; }
@@ -48,6 +49,12 @@ listed = set(m.group(1).replace("\\\n", " ").split()) if m else set()
 for f in sorted(os.listdir(os.path.join(root, "docs"))):
     if f.endswith((".md", ".png")) and "docs/" + f not in listed:
         bad.append("docs/%s is not in dist_docpages_DATA (Makefile.am): not installed or shipped" % f)
+testing = open(os.path.join(root, "docs", "testing.md"), encoding="utf-8").read()
+for f in sorted(os.listdir(os.path.join(root, "tests"))):
+    if f.startswith("test_") and f.endswith((".c", ".sh")):
+        name = f[:-2] if f.endswith(".c") else f
+        if "`%s`" % name not in testing and "`%s.sh`" % name not in testing:
+            bad.append("docs/testing.md does not name tests/%s" % f)
 print("\n".join(bad))
 sys.exit(1 if bad else 0)
 EOF
@@ -65,7 +72,7 @@ mkdir -p "$TMP/copy"
 mkdir -p "$TMP/copy/tests"
 cp -r "$top_srcdir/README.md" "$top_srcdir/Makefile.am" "$top_srcdir/COPYING" "$top_srcdir/ChangeLog" \
     "$top_srcdir/docs" "$top_srcdir/data" "$TMP/copy/"
-cp -r "$top_srcdir/tests/gpu" "$TMP/copy/tests/"
+cp -r "$top_srcdir/tests/gpu" "$top_srcdir"/tests/test_* "$TMP/copy/tests/"
 echo "[gone](docs/no-such-page.md)" >>"$TMP/copy/README.md"
 echo "[gone](running.md#no-such-section)" >>"$TMP/copy/docs/data.md"
 out=$(check_docs "$TMP/copy")
