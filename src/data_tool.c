@@ -691,7 +691,7 @@ static int cmd_import(int argc, char **argv) {
     Flag flags[] = {
         {"in", F_STR, &in, 0, 0},
         {"out", F_STR, &out, 0, 0},
-        {"size", F_COUNT, &size, 1, 4096},
+        {"size", F_COUNT, &size, 8, 4096},
         {"test_fraction", F_STR, &fraction, 0, 0},
         {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
         {"threads", F_COUNT, &threads, 1, 1024},
