@@ -39,6 +39,7 @@ static const char *USAGE_MAIN =
     "commands:\n"
     "  synth    generate the procedural 10-class dataset\n"
     "  cifar10  convert the CIFAR-10 binary batches\n"
+    "  import   convert JPEG/PNG images in class folders (torchvision's ImageFolder layout)\n"
     "  inspect  validate shard files (or directories) and print a summary\n"
     "  reshard  rewrite a dataset into a different number of shards\n"
     "\n"
