@@ -4,6 +4,7 @@
  *
  *   ddptrain-data synth   --out DIR [--train N] [--test N] [--shards S] [--seed X] [--size P]
  *   ddptrain-data cifar10 --in DIR --out DIR [--shards S]
+ *   ddptrain-data cifar100 --in DIR --out DIR [--shards S] [--coarse]
  *   ddptrain-data import  --in DIR --out DIR [--size S] [--test_fraction F] [--shards S] [--threads N]
  *   ddptrain-data inspect FILE|DIR...
  *   ddptrain-data reshard --in DIR --out DIR --shards S
@@ -39,6 +40,7 @@ static const char *USAGE_MAIN =
     "commands:\n"
     "  synth    generate the procedural 10-class dataset\n"
     "  cifar10  convert the CIFAR-10 binary batches\n"
+    "  cifar100 convert the CIFAR-100 binary release (fine or coarse labels)\n"
     "  import   convert JPEG/PNG images in class folders (torchvision's ImageFolder layout)\n"
     "  inspect  validate shard files (or directories) and print a summary\n"
     "  reshard  rewrite a dataset into a different number of shards\n"
@@ -70,6 +72,20 @@ static const char *USAGE_CIFAR =
     "  --in DIR      directory with the .bin files (or its parent holding cifar-10-batches-bin/)\n"
     "  --out DIR     output directory (created if missing)\n"
     "  --shards S    shards per split (default 1)\n"
+    "  --force       replace shards already in --out\n";
+
+static const char *USAGE_CIFAR100 =
+    "usage: ddptrain-data cifar100 --in DIR --out DIR [--shards S] [--coarse] [--force]\n"
+    "\n"
+    "Converts the CIFAR-100 binary version (train.bin, test.bin: records of 1 coarse label byte,\n"
+    "1 fine label byte and 3072 bytes of R, G, B planes) into train and test shards with the 100\n"
+    "fine labels, or the 20 coarse ones, their class names (fine_label_names.txt,\n"
+    "coarse_label_names.txt) and the per-channel mean/std of the training images.\n"
+    "\n"
+    "  --in DIR      directory with the files (or its parent holding cifar-100-binary/)\n"
+    "  --out DIR     output directory (created if missing)\n"
+    "  --shards S    shards per split (default 1)\n"
+    "  --coarse      the 20 coarse labels (superclasses) instead of the 100 fine ones\n"
     "  --force       replace shards already in --out\n";
 
 static const char *USAGE_IMPORT =
@@ -412,6 +428,113 @@ static int cmd_cifar10(int argc, char **argv) {
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
+    return 0;
+}
+
+/* ---- cifar100 ----------------------------------------------------------------------------- */
+
+#define CIFAR100_REC 3074
+
+/* Appends the records of train.bin or test.bin (coarse label byte, fine label byte, 3072 bytes
+ * of R, G, B planes), keeping the fine or the coarse label. */
+static void cifar100_load(Memory *m, const char *dir, const char *file, int coarse) {
+    char path[SHARD_PATH_MAX];
+    snprintf_check(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s (the CIFAR-100 binary version is expected)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
+    if (st.st_size <= 0 || st.st_size % CIFAR100_REC != 0)
+        die("%s: size %lld is not a positive multiple of %d bytes (2 label bytes + 3072 pixel bytes per record)",
+            path, (long long)st.st_size, CIFAR100_REC);
+    size_t recs = (size_t)st.st_size / CIFAR100_REC;
+    m->images = mallocCheck(recs * 3072);
+    m->labels = mallocCheck(recs * sizeof(int32_t));
+    uint8_t rec[CIFAR100_REC];
+    for (size_t r = 0; r < recs; r++) {
+        if (fread(rec, 1, CIFAR100_REC, f) != CIFAR100_REC) die("%s: read failed at record %zu", path, r);
+        if (rec[0] > 19) die("%s: record %zu has coarse label %d but CIFAR-100's are 0..19", path, r, rec[0]);
+        if (rec[1] > 99) die("%s: record %zu has fine label %d but CIFAR-100's are 0..99", path, r, rec[1]);
+        uint8_t *dst = m->images + r * 3072;
+        for (int p = 0; p < 1024; p++)
+            for (int c = 0; c < 3; c++) dst[p * 3 + c] = rec[2 + c * 1024 + p];
+        m->labels[r] = coarse ? rec[0] : rec[1];
+    }
+    fclose(f);
+    m->n = recs;
+}
+
+/* The n class names of a label-names file: one a line, blank lines at the end ignored. */
+static char **cifar100_names(const char *dir, const char *file, int n) {
+    char path[SHARD_PATH_MAX];
+    snprintf_check(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) die("%s: cannot open: %s (the CIFAR-100 binary version is expected)", path, strerror(errno));
+    char **names = callocCheck((size_t)n, sizeof(char *));
+    char line[256];
+    int k = 0;
+    long lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') die("%s: line %ld is too long for a class name", path, lineno);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = '\0';
+        if (!len) continue;
+        if (k == n) die("%s: more than %d class names", path, n);
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+                die("%s: line %ld holds a control character (0x%02x)", path, lineno, (unsigned char)line[i]);
+        names[k] = strdup(line);
+        CHECK(names[k] != NULL);
+        k++;
+    }
+    fclose(f);
+    if (k != n) die("%s: %d class names, but CIFAR-100 has %d", path, k, n);
+    return names;
+}
+
+static int cmd_cifar100(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    long long nshards = 1;
+    int force = 0, coarse = 0;
+    Flag flags[] = {
+        {"in", F_STR, &in, 0, 0},
+        {"out", F_STR, &out, 0, 0},
+        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
+        {"coarse", F_BOOL, &coarse, 0, 0},
+        {"force", F_BOOL, &force, 0, 0},
+    };
+    parse_flags("cifar100", USAGE_CIFAR100, argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), NULL);
+    if (!in) usage_error("cifar100", "--in DIR is required");
+    if (!out) usage_error("cifar100", "--out DIR is required");
+    /* The official archive unpacks to cifar-100-binary/; accept its parent too. */
+    char dir[SHARD_PATH_MAX], probe[SHARD_PATH_MAX];
+    snprintf_check(dir, sizeof dir, "%s", in);
+    snprintf_check(probe, sizeof probe, "%s/train.bin", in);
+    if (access(probe, F_OK) != 0) {
+        snprintf_check(probe, sizeof probe, "%s/cifar-100-binary/train.bin", in);
+        if (access(probe, F_OK) == 0) snprintf_check(dir, sizeof dir, "%s/cifar-100-binary", in);
+    }
+    int nc = coarse ? 20 : 100;
+    char **names = cifar100_names(dir, coarse ? "coarse_label_names.txt" : "fine_label_names.txt", nc);
+    Memory train = {0}, test = {0};
+    cifar100_load(&train, dir, "train.bin", coarse);
+    cifar100_load(&test, dir, "test.bin", coarse);
+    check_split_size(in, "train", train.n, (int)nshards);
+    check_split_size(in, "test", test.n, (int)nshards);
+    ensure_out_dir(out, "train", force);
+    ensure_out_dir(out, "test", force);
+    ShardAttrs attrs = {.num_classes = nc, .class_names = names};
+    PixelStats st = {0};
+    stats_add(&st, train.images, train.n * 1024);
+    stats_finish(&st, &attrs);
+    write_split(out, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
+    write_split(out, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
+           (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
+    free(train.images); free(train.labels); free(test.images); free(test.labels);
+    for (int k = 0; k < nc; k++) free(names[k]);
+    free(names);
     return 0;
 }
 
@@ -1030,8 +1153,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
     if (strcmp(cmd, "cifar10") == 0) return cmd_cifar10(argc - 2, argv + 2);
+    if (strcmp(cmd, "cifar100") == 0) return cmd_cifar100(argc - 2, argv + 2);
     if (strcmp(cmd, "import") == 0) return cmd_import(argc - 2, argv + 2);
     if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
     if (strcmp(cmd, "reshard") == 0) return cmd_reshard(argc - 2, argv + 2);
-    die_code(2, "unknown command '%s' (commands: synth, cifar10, import, inspect, reshard; see ddptrain-data --help)", cmd);
+    die_code(2, "unknown command '%s' (commands: synth, cifar10, cifar100, import, inspect, reshard; see ddptrain-data --help)", cmd);
 }
