@@ -642,7 +642,10 @@ static int read_whole(const char *path, uint8_t **data, size_t *size) {
 static int load_image(const char *path, int S, uint8_t *out, ImageRGB *img, char *err, size_t errlen) {
     uint8_t *data;
     size_t size;
-    if (read_whole(path, &data, &size) != 0) return errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+    if (read_whole(path, &data, &size) != 0) {
+        char ebuf[128];   /* strerror's buffer is shared between threads */
+        return errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
+    }
     char e[512];
     ImageRGB im;
     int rc = image_decode(data, size, IMAGE_MAX_PIXELS, &im, e, sizeof e);
