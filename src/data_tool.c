@@ -841,7 +841,7 @@ static int cmd_import(int argc, char **argv) {
     }
     if (!threads) threads = default_threads();
     if (*image_missing_libs())
-        die("import: this ddptrain-data was built without %s (install it and configure --with-jpeg --with-png)",
+        die("import: this ddptrain-data was built without %s (install the -dev package and configure again, or pass --with-jpeg=DIR --with-png=DIR)",
             image_missing_libs());
     double t0 = now_sec();
 
