@@ -6,12 +6,12 @@
 # --test_fraction; each bad input with its one line, exit 1 and no output; --skip_bad.
 # Skips (77) without python3 with PIL, h5py and numpy, or in a build without libjpeg/libpng.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
-PY=$(find_python "PIL, h5py, numpy") || { echo "SKIP: no python3 with PIL, h5py and numpy"; exit $SKIP; }
-[ -x "$DDPDATA" ] || { echo "SKIP: $DDPDATA is not built"; exit $SKIP; }
+PY=$(find_python "PIL, h5py, numpy") || { echo "SKIP: no python3 with PIL, h5py and numpy"; exit "$SKIP"; }
+[ -x "$DDPDATA" ] || { echo "SKIP: $DDPDATA is not built"; exit "$SKIP"; }
 if "$DDPDATA" import --in "$TMP/none" --out "$TMP/none-out" 2>&1 | grep -q "built without"; then
-    echo "SKIP: ddptrain-data was built without libjpeg or libpng"; exit $SKIP
+    echo "SKIP: ddptrain-data was built without libjpeg or libpng"; exit "$SKIP"
 fi
-TREE="$PY $top_srcdir/tests/helpers/make_image_tree.py"
+tree() { "$PY" "$top_srcdir/tests/helpers/make_image_tree.py" "$@"; }
 
 # expect_fail DESC PATTERN CMD...: exit 1, one line on stderr containing PATTERN, and no file
 # (shard or hidden temporary) in $TMP/fail.
@@ -21,7 +21,7 @@ expect_fail() {
     "$@" >"$TMP/out" 2>"$TMP/err"
     rc=$?
     n=$(wc -l <"$TMP/err")
-    left=$(ls -A "$TMP/fail" 2>/dev/null | wc -l)
+    left=$(find "$TMP/fail" -mindepth 1 2>/dev/null | wc -l)
     if [ "$rc" -eq 1 ] && [ "$n" -eq 1 ] && grep -q -e "$pat" "$TMP/err" && [ "$left" -eq 0 ]; then
         ok "$d: $(cat "$TMP/err")"
     else
@@ -29,13 +29,13 @@ expect_fail() {
     fi
 }
 
-$TREE square "$TMP/sq" && $TREE mixed "$TMP/mx" && $TREE flat "$TMP/fl" || { bad "make_image_tree.py"; finish; }
+if ! { tree square "$TMP/sq" && tree mixed "$TMP/mx" && tree flat "$TMP/fl"; }; then bad "make_image_tree.py"; finish; fi
 
 echo "== same-size images: the size found, every image equal to PIL's"
 if "$DDPDATA" import --in "$TMP/sq" --out "$TMP/sq1" --threads 1 >"$TMP/out" 2>"$TMP/err"; then
     ok "import (1 thread): $(tail -n 1 "$TMP/out")"
 else bad "import of the square tree: $(cat "$TMP/err")"; fi
-if out=$($TREE check "$TMP/sq" "$TMP/sq1" 32); then ok "32x32: $out"; else bad "32x32 against PIL: $out"; fi
+if out=$(tree check "$TMP/sq" "$TMP/sq1" 32); then ok "32x32: $out"; else bad "32x32 against PIL: $out"; fi
 "$DDPDATA" import --in "$TMP/sq" --out "$TMP/sq3" --threads 3 --shards 2 >/dev/null 2>&1
 "$DDPDATA" import --in "$TMP/sq" --out "$TMP/sq8" --threads 8 --shards 2 >/dev/null 2>&1
 "$DDPDATA" import --in "$TMP/sq" --out "$TMP/sq1b" --threads 1 --shards 2 >/dev/null 2>&1
@@ -43,7 +43,7 @@ same=1
 for f in "$TMP"/sq1b/*.h5; do
     cmp -s "$f" "$TMP/sq3/$(basename "$f")" && cmp -s "$f" "$TMP/sq8/$(basename "$f")" || same=0
 done
-if [ "$same" = 1 ] && [ "$(ls "$TMP/sq1b" | wc -l)" -eq 4 ]; then ok "1, 3 and 8 threads: byte-identical shards"
+if [ "$same" = 1 ] && [ "$(find "$TMP/sq1b" -name '*.h5' | wc -l)" -eq 4 ]; then ok "1, 3 and 8 threads: byte-identical shards"
 else bad "the shards depend on --threads"; fi
 if "$DDPDATA" inspect "$TMP/sq3" >"$TMP/out" 2>&1 && grep -q "class_names  Dog bird_2 cat" "$TMP/out"; then
     ok "inspect accepts the dataset; classes in byte order"
@@ -53,14 +53,19 @@ echo "== mixed sizes: Resize(S) + CenterCrop(S)"
 expect_fail "mixed sizes without --size" "is 30x50, not square: pass --size S" "$DDPDATA" import --in "$TMP/mx" --out "$TMP/fail"
 for s in 24 40; do
     if "$DDPDATA" import --in "$TMP/mx" --out "$TMP/mx$s" --size $s >"$TMP/out" 2>"$TMP/err" &&
-       out=$($TREE check "$TMP/mx" "$TMP/mx$s" $s); then ok "--size $s: $out"
+       out=$(tree check "$TMP/mx" "$TMP/mx$s" $s); then ok "--size $s: $out"
     else bad "--size $s: $(cat "$TMP/err") $out"; fi
 done
+
+cp -r "$TMP/sq" "$TMP/sq24"
+"$PY" -c "from PIL import Image; Image.new('RGB', (24, 24), (1, 2, 3)).save('$TMP/sq24/test/cat/small.png')"
+expect_fail "square images of two sizes without --size" "sq24/train/Dog/a.jpg is 32x32 but .*sq24/test/cat/small.png is 24x24: pass --size S" \
+    "$DDPDATA" import --in "$TMP/sq24" --out "$TMP/fail"
 
 echo "== --test_fraction"
 if "$DDPDATA" import --in "$TMP/fl" --out "$TMP/fl1" --test_fraction 0.25 >"$TMP/out" 2>"$TMP/err" &&
    grep -q "imported 27 train and 9 test images of 3 classes" "$TMP/out" &&
-   out=$($TREE check "$TMP/fl" "$TMP/fl1" 32 0.25); then ok "--test_fraction 0.25: 27 + 9, $out"
+   out=$(tree check "$TMP/fl" "$TMP/fl1" 32 0.25); then ok "--test_fraction 0.25: 27 + 9, $out"
 else bad "--test_fraction: $(cat "$TMP/out" "$TMP/err") $out"; fi
 expect_fail "--test_fraction on a train/ test/ tree" "holds a train/ folder" \
     "$DDPDATA" import --in "$TMP/sq" --out "$TMP/fail" --test_fraction 0.5
@@ -112,8 +117,10 @@ else bad "--skip_bad: $(cat "$TMP/out" "$TMP/err")"; fi
 echo "== command line"
 if "$DDPDATA" import --help | grep -q "usage: ddptrain-data import"; then ok "import --help"; else bad "import --help"; fi
 "$DDPDATA" import --in "$TMP/sq" >/dev/null 2>"$TMP/err"
-[ $? -eq 2 ] && grep -q "out DIR is required" "$TMP/err" && ok "missing --out: exit 2" || bad "missing --out: $(cat "$TMP/err")"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "out DIR is required" "$TMP/err"; then ok "missing --out: exit 2"; else bad "missing --out: $(cat "$TMP/err")"; fi
 "$DDPDATA" import --in "$TMP/fl" --out "$TMP/x" --test_fraction 1.5 >/dev/null 2>"$TMP/err"
-[ $? -eq 2 ] && grep -q "test_fraction: '1.5' is not a number between 0 and 1" "$TMP/err" && ok "--test_fraction 1.5: exit 2" ||
-    bad "--test_fraction 1.5: $(cat "$TMP/err")"
+rc=$?
+if [ $rc -eq 2 ] && grep -q "test_fraction: '1.5' is not a number between 0 and 1" "$TMP/err"; then ok "--test_fraction 1.5: exit 2"
+else bad "--test_fraction 1.5: $(cat "$TMP/err")"; fi
 finish
