@@ -30,6 +30,7 @@
 #include "util.h"
 
 #define CHUNK 1024   /* samples per write: bounded memory for any dataset size */
+#define CHUNK_BYTES ((size_t)64 << 20)   /* ... and for any image size */
 
 static const char *USAGE_MAIN =
     "usage: ddptrain-data COMMAND [flags]\n"
@@ -226,8 +227,10 @@ static void write_split(const char *dir, const char *split, size_t total, int ns
                         const ShardAttrs *attrs, ProduceFn produce, void *ctx) {
     check_split_size(dir, split, total, nshards);
     size_t per = (size_t)image_size * (size_t)image_size * 3;
-    uint8_t *img = mallocCheck(CHUNK * per);
-    int32_t *lab = mallocCheck(CHUNK * sizeof(int32_t));
+    /* Large images (import --size): fewer per write, so that a chunk stays within 64 MiB. */
+    size_t chunk = CHUNK * per <= CHUNK_BYTES ? CHUNK : CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
+    uint8_t *img = mallocCheck(chunk * per);
+    int32_t *lab = mallocCheck(chunk * sizeof(int32_t));
     char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX], name[64];
     for (int k = 0; k < nshards; k++) {
         size_t a = total * (size_t)k / (size_t)nshards, b = total * (size_t)(k + 1) / (size_t)nshards;
@@ -235,8 +238,8 @@ static void write_split(const char *dir, const char *split, size_t total, int ns
         snprintf_check(path, sizeof path, "%s/%s", dir, name);
         ShardWriter w;
         if (shard_writer_open(&w, path, b - a, image_size, attrs, err, sizeof err) != 0) die("%s", err);
-        for (size_t s = a; s < b; s += CHUNK) {
-            size_t n = b - s < CHUNK ? b - s : CHUNK;
+        for (size_t s = a; s < b; s += chunk) {
+            size_t n = b - s < chunk ? b - s : chunk;
             if (produce(ctx, s, n, img, lab, err, sizeof err) != 0) {
                 shard_writer_abort(&w);
                 die("%s", err);
