@@ -4,6 +4,8 @@
  *
  *   ddptrain-data synth   --out DIR [--train N] [--test N] [--shards S] [--seed X] [--size P]
  *   ddptrain-data cifar10 --in DIR --out DIR [--shards S]
+ *   ddptrain-data cifar100 --in DIR --out DIR [--shards S] [--coarse]
+ *   ddptrain-data import  --in DIR --out DIR [--size S] [--test_fraction F] [--shards S] [--threads N]
  *   ddptrain-data inspect FILE|DIR...
  *   ddptrain-data reshard --in DIR --out DIR --shards S
  *
@@ -12,6 +14,9 @@
 #include <errno.h>
 #include <limits.h>
 #include <math.h>
+#include <pthread.h>
+#include <sched.h>
+#include <stdatomic.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -19,11 +24,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "image.h"
 #include "shards.h"
 #include "synth.h"
 #include "util.h"
 
 #define CHUNK 1024   /* samples per write: bounded memory for any dataset size */
+#define CHUNK_BYTES ((size_t)64 << 20)   /* ... and for any image size */
 
 static const char *USAGE_MAIN =
     "usage: ddptrain-data COMMAND [flags]\n"
@@ -34,6 +41,8 @@ static const char *USAGE_MAIN =
     "commands:\n"
     "  synth    generate the procedural 10-class dataset\n"
     "  cifar10  convert the CIFAR-10 binary batches\n"
+    "  cifar100 convert the CIFAR-100 binary release (fine or coarse labels)\n"
+    "  import   convert JPEG/PNG images in class folders (torchvision's ImageFolder layout)\n"
     "  inspect  validate shard files (or directories) and print a summary\n"
     "  reshard  rewrite a dataset into a different number of shards\n"
     "\n"
@@ -65,6 +74,44 @@ static const char *USAGE_CIFAR =
     "  --out DIR     output directory (created if missing)\n"
     "  --shards S    shards per split (default 1)\n"
     "  --force       replace shards already in --out\n";
+
+static const char *USAGE_CIFAR100 =
+    "usage: ddptrain-data cifar100 --in DIR --out DIR [--shards S] [--coarse] [--force]\n"
+    "\n"
+    "Converts the CIFAR-100 binary version (train.bin, test.bin: records of 1 coarse label byte,\n"
+    "1 fine label byte and 3072 bytes of R, G, B planes) into train and test shards with the 100\n"
+    "fine labels, or the 20 coarse ones, their class names (fine_label_names.txt,\n"
+    "coarse_label_names.txt) and the per-channel mean/std of the training images.\n"
+    "\n"
+    "  --in DIR      directory with the files (or its parent holding cifar-100-binary/)\n"
+    "  --out DIR     output directory (created if missing)\n"
+    "  --shards S    shards per split (default 1)\n"
+    "  --coarse      the 20 coarse labels (superclasses) instead of the 100 fine ones\n"
+    "  --force       replace shards already in --out\n";
+
+static const char *USAGE_IMPORT =
+    "usage: ddptrain-data import --in DIR --out DIR [--size S] [--test_fraction F] [--shards S]\n"
+    "                            [--threads N] [--skip_bad] [--force]\n"
+    "\n"
+    "Converts JPEG and PNG images in torchvision's ImageFolder layout, DIR/train/<class>/* and\n"
+    "DIR/test/<class>/* (or one tree DIR/<class>/* with --test_fraction), into train and test\n"
+    "shards. Classes are numbered in the byte order of the folder names and their names stored;\n"
+    "files are taken in sorted order; mean/std come from the training images. Every image\n"
+    "becomes RGB (grey replicated, palettes looked up, alpha dropped, 16-bit PNG samples keep\n"
+    "their high byte), its shorter side is resized to S and the centre S x S cropped, as\n"
+    "torchvision's Resize(S) + CenterCrop(S) do on a PIL image. The output does not depend on\n"
+    "--threads.\n"
+    "\n"
+    "  --in DIR            the image tree\n"
+    "  --out DIR           output directory (created if missing)\n"
+    "  --size S            image size S x S (default: that of the images, when all are the\n"
+    "                      same square size)\n"
+    "  --test_fraction F   split one tree DIR/<class>/* (0 < F < 1): of each class's sorted\n"
+    "                      files, file k is a test image when floor((k+1)F) > floor(kF)\n"
+    "  --shards S          shards per split (default 1)\n"
+    "  --threads N         decoding threads (default: the cores this process may use)\n"
+    "  --skip_bad          skip unreadable images (counted in the summary) instead of failing\n"
+    "  --force             replace shards already in --out\n";
 
 static const char *USAGE_INSPECT =
     "usage: ddptrain-data inspect FILE|DIR...\n"
@@ -180,8 +227,10 @@ static void write_split(const char *dir, const char *split, size_t total, int ns
                         const ShardAttrs *attrs, ProduceFn produce, void *ctx) {
     check_split_size(dir, split, total, nshards);
     size_t per = (size_t)image_size * (size_t)image_size * 3;
-    uint8_t *img = mallocCheck(CHUNK * per);
-    int32_t *lab = mallocCheck(CHUNK * sizeof(int32_t));
+    /* Large images (import --size): fewer per write, so that a chunk stays within 64 MiB. */
+    size_t chunk = CHUNK * per <= CHUNK_BYTES ? CHUNK : CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
+    uint8_t *img = mallocCheck(chunk * per);
+    int32_t *lab = mallocCheck(chunk * sizeof(int32_t));
     char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX], name[64];
     for (int k = 0; k < nshards; k++) {
         size_t a = total * (size_t)k / (size_t)nshards, b = total * (size_t)(k + 1) / (size_t)nshards;
@@ -189,8 +238,8 @@ static void write_split(const char *dir, const char *split, size_t total, int ns
         snprintf_check(path, sizeof path, "%s/%s", dir, name);
         ShardWriter w;
         if (shard_writer_open(&w, path, b - a, image_size, attrs, err, sizeof err) != 0) die("%s", err);
-        for (size_t s = a; s < b; s += CHUNK) {
-            size_t n = b - s < CHUNK ? b - s : CHUNK;
+        for (size_t s = a; s < b; s += chunk) {
+            size_t n = b - s < chunk ? b - s : chunk;
             if (produce(ctx, s, n, img, lab, err, sizeof err) != 0) {
                 shard_writer_abort(&w);
                 die("%s", err);
@@ -382,6 +431,538 @@ static int cmd_cifar10(int argc, char **argv) {
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
+    return 0;
+}
+
+/* ---- cifar100 ----------------------------------------------------------------------------- */
+
+#define CIFAR100_REC 3074
+
+/* Appends the records of train.bin or test.bin (coarse label byte, fine label byte, 3072 bytes
+ * of R, G, B planes), keeping the fine or the coarse label. */
+static void cifar100_load(Memory *m, const char *dir, const char *file, int coarse) {
+    char path[SHARD_PATH_MAX];
+    snprintf_check(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "rb");
+    if (!f) die("%s: cannot open: %s (the CIFAR-100 binary version is expected)", path, strerror(errno));
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
+    if (st.st_size <= 0 || st.st_size % CIFAR100_REC != 0)
+        die("%s: size %lld is not a positive multiple of %d bytes (2 label bytes + 3072 pixel bytes per record)",
+            path, (long long)st.st_size, CIFAR100_REC);
+    size_t recs = (size_t)st.st_size / CIFAR100_REC;
+    m->images = mallocCheck(recs * 3072);
+    m->labels = mallocCheck(recs * sizeof(int32_t));
+    uint8_t rec[CIFAR100_REC];
+    for (size_t r = 0; r < recs; r++) {
+        if (fread(rec, 1, CIFAR100_REC, f) != CIFAR100_REC) die("%s: read failed at record %zu", path, r);
+        if (rec[0] > 19) die("%s: record %zu has coarse label %d but CIFAR-100's are 0..19", path, r, rec[0]);
+        if (rec[1] > 99) die("%s: record %zu has fine label %d but CIFAR-100's are 0..99", path, r, rec[1]);
+        uint8_t *dst = m->images + r * 3072;
+        for (int p = 0; p < 1024; p++)
+            for (int c = 0; c < 3; c++) dst[p * 3 + c] = rec[2 + c * 1024 + p];
+        m->labels[r] = coarse ? rec[0] : rec[1];
+    }
+    fclose(f);
+    m->n = recs;
+}
+
+/* The n class names of a label-names file: one a line, blank lines at the end ignored. */
+static char **cifar100_names(const char *dir, const char *file, int n) {
+    char path[SHARD_PATH_MAX];
+    snprintf_check(path, sizeof path, "%s/%s", dir, file);
+    FILE *f = fopen(path, "r");
+    if (!f) die("%s: cannot open: %s (the CIFAR-100 binary version is expected)", path, strerror(errno));
+    char **names = callocCheck((size_t)n, sizeof(char *));
+    char line[256];
+    int k = 0;
+    long lineno = 0;
+    while (fgets(line, sizeof line, f)) {
+        lineno++;
+        size_t len = strlen(line);
+        if (len == sizeof line - 1 && line[len - 1] != '\n') die("%s: line %ld is too long for a class name", path, lineno);
+        while (len && (line[len - 1] == '\n' || line[len - 1] == '\r' || line[len - 1] == ' ')) line[--len] = '\0';
+        if (!len) continue;
+        if (k == n) die("%s: more than %d class names", path, n);
+        for (size_t i = 0; i < len; i++)
+            if ((unsigned char)line[i] < 0x20 || line[i] == 0x7f)
+                die("%s: line %ld holds a control character (0x%02x)", path, lineno, (unsigned char)line[i]);
+        names[k] = strdup(line);
+        CHECK(names[k] != NULL);
+        k++;
+    }
+    fclose(f);
+    if (k != n) die("%s: %d class names, but CIFAR-100 has %d", path, k, n);
+    return names;
+}
+
+static int cmd_cifar100(int argc, char **argv) {
+    const char *in = NULL, *out = NULL;
+    long long nshards = 1;
+    int force = 0, coarse = 0;
+    Flag flags[] = {
+        {"in", F_STR, &in, 0, 0},
+        {"out", F_STR, &out, 0, 0},
+        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
+        {"coarse", F_BOOL, &coarse, 0, 0},
+        {"force", F_BOOL, &force, 0, 0},
+    };
+    parse_flags("cifar100", USAGE_CIFAR100, argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), NULL);
+    if (!in) usage_error("cifar100", "--in DIR is required");
+    if (!out) usage_error("cifar100", "--out DIR is required");
+    /* The official archive unpacks to cifar-100-binary/; accept its parent too. */
+    char dir[SHARD_PATH_MAX], probe[SHARD_PATH_MAX];
+    snprintf_check(dir, sizeof dir, "%s", in);
+    snprintf_check(probe, sizeof probe, "%s/train.bin", in);
+    if (access(probe, F_OK) != 0) {
+        snprintf_check(probe, sizeof probe, "%s/cifar-100-binary/train.bin", in);
+        if (access(probe, F_OK) == 0) snprintf_check(dir, sizeof dir, "%s/cifar-100-binary", in);
+    }
+    int nc = coarse ? 20 : 100;
+    char **names = cifar100_names(dir, coarse ? "coarse_label_names.txt" : "fine_label_names.txt", nc);
+    Memory train = {0}, test = {0};
+    cifar100_load(&train, dir, "train.bin", coarse);
+    cifar100_load(&test, dir, "test.bin", coarse);
+    check_split_size(in, "train", train.n, (int)nshards);
+    check_split_size(in, "test", test.n, (int)nshards);
+    ensure_out_dir(out, "train", force);
+    ensure_out_dir(out, "test", force);
+    ShardAttrs attrs = {.num_classes = nc, .class_names = names};
+    PixelStats st = {0};
+    stats_add(&st, train.images, train.n * 1024);
+    stats_finish(&st, &attrs);
+    write_split(out, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
+    write_split(out, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
+           (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
+    free(train.images); free(train.labels); free(test.images); free(test.labels);
+    for (int k = 0; k < nc; k++) free(names[k]);
+    free(names);
+    return 0;
+}
+
+/* ---- import ------------------------------------------------------------------------------- */
+
+typedef struct { char *path; int32_t label; } ImgFile;
+typedef struct { ImgFile *v; size_t n, cap; } ImgList;
+
+static void imglist_push(ImgList *l, char *path, int32_t label) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 1024;
+        ImgFile *v = realloc(l->v, l->cap * sizeof *v);
+        CHECK(v != NULL);
+        l->v = v;
+    }
+    l->v[l->n++] = (ImgFile){path, label};
+}
+
+static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
+
+/* The entries of dir that are folders (want_dirs) or not, without hidden names, in byte order. */
+static char **list_entries(const char *dir, int want_dirs, int *count) {
+    DIR *d = opendir(dir);
+    if (!d) die("%s: cannot list: %s", dir, strerror(errno));
+    char **names = NULL;
+    int n = 0, cap = 0;
+    struct dirent *e;
+    char path[SHARD_PATH_MAX];
+    while ((e = readdir(d)) != NULL) {
+        if (e->d_name[0] == '.') continue;
+        snprintf_check(path, sizeof path, "%s/%s", dir, e->d_name);
+        struct stat st;
+        if (stat(path, &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
+        if ((S_ISDIR(st.st_mode) != 0) != want_dirs) {
+            if (!want_dirs && S_ISDIR(st.st_mode))
+                die("%s: a folder inside a class folder (only the files directly in a class folder are read)", path);
+            continue;
+        }
+        if (n == cap) {
+            cap = cap ? 2 * cap : 256;
+            char **v = realloc(names, (size_t)cap * sizeof *v);
+            CHECK(v != NULL);
+            names = v;
+        }
+        names[n] = strdup(e->d_name);
+        CHECK(names[n] != NULL);
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(names, (size_t)n, sizeof *names, cmp_name);
+    *count = n;
+    return names;
+}
+
+static void free_names(char **names, int n) {
+    for (int i = 0; i < n; i++) free(names[i]);
+    free(names);
+}
+
+/* A class name ddptrain's reader accepts: no C0/C1 control character, valid as a string. */
+static void check_class_name(const char *dir, const char *name) {
+    for (const unsigned char *p = (const unsigned char *)name; *p; p++)
+        if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
+            die("%s: the class folder name holds a control character (0x%02x at byte %ld); rename it",
+                dir, p[0] == 0xc2 ? p[1] : p[0], (long)(p - (const unsigned char *)name));
+}
+
+/* Appends the files of class folder dir (sorted) with the label; the test split's files go to
+ * test when ppm > 0 (see --test_fraction). */
+static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *test, long long ppm) {
+    int n;
+    char **files = list_entries(dir, 0, &n);
+    if (n == 0) die("%s: an empty class folder (every class needs at least one image)", dir);
+    for (int k = 0; k < n; k++) {
+        char path[SHARD_PATH_MAX];
+        snprintf_check(path, sizeof path, "%s/%s", dir, files[k]);
+        char *p = strdup(path);
+        CHECK(p != NULL);
+        int to_test = test && ppm > 0 && ((long long)(k + 1) * ppm) / 1000000 > ((long long)k * ppm) / 1000000;
+        imglist_push(to_test ? test : train, p, label);
+    }
+    free_names(files, n);
+}
+
+/* A file's bytes; 0, or -1 with errno. */
+static int read_whole(const char *path, uint8_t **data, size_t *size) {
+    FILE *f = fopen(path, "rb");
+    if (!f) return -1;
+    struct stat st;
+    if (fstat(fileno(f), &st) != 0) { int e = errno; fclose(f); errno = e; return -1; }
+    size_t n = (size_t)st.st_size;
+    uint8_t *buf = malloc(n ? n : 1);
+    CHECK(buf != NULL);
+    size_t got = n ? fread(buf, 1, n, f) : 0;
+    int e = ferror(f) ? EIO : 0;
+    fclose(f);
+    if (got != n) { free(buf); errno = e ? e : EIO; return -1; }
+    *data = buf;
+    *size = n;
+    return 0;
+}
+
+/* Reads, decodes and (S > 0) resizes/crops one file into out (S*S*3 bytes); 0, or -1 with err
+ * naming the file. S == 0: the decoded image is returned in *img (the caller frees img->rgb). */
+static int load_image(const char *path, int S, uint8_t *out, ImageRGB *img, char *err, size_t errlen) {
+    uint8_t *data;
+    size_t size;
+    if (read_whole(path, &data, &size) != 0) {
+        char ebuf[128];   /* strerror's buffer is shared between threads */
+        return errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
+    }
+    char e[512];
+    ImageRGB im;
+    int rc = image_decode(data, size, IMAGE_MAX_PIXELS, &im, e, sizeof e);
+    free(data);
+    if (rc != 0) return errf(err, errlen, "%s: %s", path, e);
+    if (S > 0) {
+        image_resize_crop(&im, S, out);
+        free(im.rgb);
+    } else {
+        *img = im;
+    }
+    return 0;
+}
+
+/* A progress bar on a terminal (stdout), nothing otherwise: the passes print a line each. */
+typedef struct {
+    int tty;
+    size_t total;
+    atomic_size_t done;
+    double t0, last;
+    pthread_mutex_t mu;
+} Progress;
+
+static void progress_show(Progress *p, const char *what, int final) {
+    if (!p->tty) return;
+    if (final) pthread_mutex_lock(&p->mu);
+    else if (pthread_mutex_trylock(&p->mu) != 0) return;   /* another thread is printing */
+    double t = now_sec();
+    if (final || t - p->last >= 0.1) {
+        p->last = t;
+        size_t d = atomic_load(&p->done);
+        double frac = p->total ? (double)d / (double)p->total : 1.0, rate = d / (t - p->t0 + 1e-9);
+        char bar[33];
+        int fill = (int)(frac * 30 + 0.5);
+        bar[0] = '[';
+        for (int i = 0; i < 30; i++) bar[1 + i] = i < fill ? '#' : '-';
+        bar[31] = ']';
+        bar[32] = '\0';
+        printf("\r%-6s %s %3.0f%% %zu/%zu %.0f img/s ", what, bar, 100.0 * frac, d, p->total, rate);
+        g_console_line_open = 1;
+        if (final) {
+            printf("\n");
+            g_console_line_open = 0;
+        }
+        fflush(stdout);
+    }
+    pthread_mutex_unlock(&p->mu);
+}
+
+/* One parallel pass over files [0, n): decode (and resize to S when S > 0); per file, its size
+ * (w/h, when given), its error (errs, when given; else the first error in file order is kept
+ * in err), the exact sums of its pixels (when sums is given, for files with train set). */
+typedef struct {
+    const ImgFile *files;
+    size_t n;
+    int S, threads;
+    uint8_t *out;                 /* [n][S][S][3], or NULL: scratch per thread */
+    int *w, *h;                   /* [n] or NULL */
+    char **errs;                  /* [n] or NULL */
+    uint64_t *sums;               /* [threads][6]: sum and sum of squares per channel, or NULL */
+    atomic_size_t next;
+    size_t first_bad;             /* the lowest index that failed (when errs is NULL) */
+    char err[2 * SHARD_PATH_MAX];
+    pthread_mutex_t mu;
+    Progress *prog;
+    const char *what;
+} Pass;
+
+typedef struct { Pass *p; int id; } Worker;
+
+static void *pass_worker(void *arg) {
+    Worker *wk = arg;
+    Pass *p = wk->p;
+    uint8_t *scratch = (p->out || p->S == 0) ? NULL : mallocCheck((size_t)p->S * (size_t)p->S * 3);
+    uint64_t acc[6] = {0};
+    for (;;) {
+        size_t i = atomic_fetch_add(&p->next, 1);
+        if (i >= p->n) break;
+        char err[2 * SHARD_PATH_MAX];
+        ImageRGB im = {0, 0, NULL};
+        uint8_t *dst = p->out ? p->out + i * (size_t)p->S * (size_t)p->S * 3 : scratch;
+        if (load_image(p->files[i].path, p->S, dst, &im, err, sizeof err) != 0) {
+            if (p->errs) {
+                p->errs[i] = strdup(err);
+                CHECK(p->errs[i] != NULL);
+            } else {
+                pthread_mutex_lock(&p->mu);
+                if (i < p->first_bad) {
+                    p->first_bad = i;
+                    snprintf(p->err, sizeof p->err, "%s", err);
+                }
+                pthread_mutex_unlock(&p->mu);
+            }
+        } else {
+            const uint8_t *px = p->S > 0 ? dst : im.rgb;
+            size_t npx = p->S > 0 ? (size_t)p->S * (size_t)p->S : (size_t)im.w * (size_t)im.h;
+            if (p->w) {
+                p->w[i] = p->S > 0 ? p->S : im.w;
+                p->h[i] = p->S > 0 ? p->S : im.h;
+            }
+            if (p->sums && p->files[i].label >= 0)
+                for (size_t q = 0; q < npx; q++)
+                    for (int c = 0; c < 3; c++) {
+                        uint64_t v = px[q * 3 + (size_t)c];
+                        acc[c] += v;
+                        acc[3 + c] += v * v;
+                    }
+            free(im.rgb);
+        }
+        if (p->prog) {
+            atomic_fetch_add(&p->prog->done, 1);
+            progress_show(p->prog, p->what, 0);
+        }
+    }
+    if (p->sums) memcpy(p->sums + 6 * (size_t)wk->id, acc, sizeof acc);
+    free(scratch);
+    return NULL;
+}
+
+static void run_pass(Pass *p) {
+    atomic_init(&p->next, 0);
+    p->first_bad = (size_t)-1;
+    p->err[0] = '\0';
+    pthread_mutex_init(&p->mu, NULL);
+    int nt = p->threads < 1 ? 1 : p->threads;
+    if ((size_t)nt > p->n && p->n > 0) nt = (int)p->n;
+    pthread_t *th = mallocCheck((size_t)nt * sizeof *th);
+    Worker *wk = mallocCheck((size_t)nt * sizeof *wk);
+    for (int t = 0; t < nt; t++) {
+        wk[t] = (Worker){p, t};
+        CHECK(helper_thread_create(&th[t], pass_worker, &wk[t]) == 0);
+    }
+    for (int t = 0; t < nt; t++) CHECK(pthread_join(th[t], NULL) == 0);
+    free(th);
+    free(wk);
+    pthread_mutex_destroy(&p->mu);
+}
+
+typedef struct { const ImgList *list; int S, threads; Progress *prog; } ImportCtx;
+
+static int import_produce(void *vctx, size_t start, size_t count, uint8_t *images, int32_t *labels,
+                          char *err, size_t errlen) {
+    const ImportCtx *c = vctx;
+    Pass p = {.files = c->list->v + start, .n = count, .S = c->S, .threads = c->threads, .out = images,
+              .prog = c->prog, .what = "write"};
+    run_pass(&p);
+    if (p.first_bad != (size_t)-1) {   /* the file changed since it was checked */
+        snprintf(err, errlen, "%s", p.err);
+        return -1;
+    }
+    for (size_t i = 0; i < count; i++) labels[i] = c->list->v[start + i].label;
+    if (c->prog->tty && start + count == c->list->n) {   /* write_split's line comes next */
+        printf("\r\033[K");
+        g_console_line_open = 0;
+    }
+    return 0;
+}
+
+static int default_threads(void) {
+    cpu_set_t set;
+    if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
+    long n = sysconf(_SC_NPROCESSORS_ONLN);
+    return n > 0 ? (int)n : 1;
+}
+
+static int cmd_import(int argc, char **argv) {
+    const char *in = NULL, *out = NULL, *fraction = NULL;
+    long long nshards = 1, size = 0, threads = 0;
+    int skip_bad = 0, force = 0;
+    Flag flags[] = {
+        {"in", F_STR, &in, 0, 0},
+        {"out", F_STR, &out, 0, 0},
+        {"size", F_COUNT, &size, 8, 4096},
+        {"test_fraction", F_STR, &fraction, 0, 0},
+        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
+        {"threads", F_COUNT, &threads, 1, 1024},
+        {"skip_bad", F_BOOL, &skip_bad, 0, 0},
+        {"force", F_BOOL, &force, 0, 0},
+    };
+    parse_flags("import", USAGE_IMPORT, argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), NULL);
+    if (!in) usage_error("import", "--in DIR is required");
+    if (!out) usage_error("import", "--out DIR is required");
+    long long ppm = 0;
+    if (fraction) {
+        char *end;
+        errno = 0;
+        double f = strtod(fraction, &end);
+        if (*end || errno || !(f > 0.0 && f < 1.0))
+            usage_error("import", "flag --test_fraction: '%s' is not a number between 0 and 1", fraction);
+        ppm = llround(f * 1e6);
+        if (ppm < 1 || ppm > 999999)
+            usage_error("import", "flag --test_fraction: %s is too close to 0 or 1 (steps of 0.000001)", fraction);
+    }
+    if (!threads) threads = default_threads();
+    if (*image_missing_libs())
+        die("import: this ddptrain-data was built without %s (install the -dev package and configure again, or pass --with-jpeg=DIR --with-png=DIR)",
+            image_missing_libs());
+    double t0 = now_sec();
+
+    /* The file lists, every folder checked before any image is read. */
+    char train_dir[SHARD_PATH_MAX], test_dir[SHARD_PATH_MAX], path[SHARD_PATH_MAX];
+    struct stat st;
+    if (stat(in, &st) != 0 || !S_ISDIR(st.st_mode))
+        die("%s: cannot open the image tree: %s", in, stat(in, &st) != 0 ? strerror(errno) : "not a folder");
+    snprintf_check(train_dir, sizeof train_dir, "%s/train", in);
+    snprintf_check(test_dir, sizeof test_dir, "%s/test", in);
+    int has_train = stat(train_dir, &st) == 0 && S_ISDIR(st.st_mode);
+    if (fraction && has_train)
+        die("%s: holds a train/ folder: --test_fraction splits one tree of class folders (drop it to use train/ and test/)", in);
+    if (!fraction && !has_train)
+        die("%s: no train/ folder (DIR/train/<class>/* and DIR/test/<class>/* are expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+    if (!fraction && !(stat(test_dir, &st) == 0 && S_ISDIR(st.st_mode)))
+        die("%s: no test/ folder beside train/ (DIR/test/<class>/* is expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+    const char *class_root = fraction ? in : train_dir;
+    int ncls;
+    char **classes = list_entries(class_root, 1, &ncls);
+    if (ncls == 0) die("%s: no class folders (<class>/ folders holding the images are expected)", class_root);
+    if (ncls > SHARD_MAX_CLASSES) die("%s: %d class folders, more than the %d supported", class_root, ncls, SHARD_MAX_CLASSES);
+    ImgList train = {0}, test = {0};
+    for (int c = 0; c < ncls; c++) {
+        snprintf_check(path, sizeof path, "%s/%s", class_root, classes[c]);
+        check_class_name(path, classes[c]);
+        add_class(path, c, &train, fraction ? &test : NULL, ppm);
+    }
+    if (!fraction) {
+        int ntc;
+        char **tcls = list_entries(test_dir, 1, &ntc);
+        for (int c = 0; c < ncls || c < ntc; c++)
+            if (c >= ntc || c >= ncls || strcmp(classes[c], tcls[c]) != 0) {
+                int in_train = c < ncls && (c >= ntc || strcmp(classes[c], tcls[c]) < 0);
+                die("%s: the class folders differ from train/'s (class '%s' is in %s only): both splits need the same classes",
+                    test_dir, in_train ? classes[c] : tcls[c], in_train ? "train/" : "test/");
+            }
+        for (int c = 0; c < ncls; c++) {
+            snprintf_check(path, sizeof path, "%s/%s", test_dir, classes[c]);
+            add_class(path, c, &test, NULL, 0);
+        }
+        free_names(tcls, ntc);
+    }
+
+    /* Pass 1: every image decoded (and resized when --size is given), the bad ones found, the
+     * training images' exact pixel sums taken. Nothing is written before it succeeds. */
+    size_t all = train.n + test.n;
+    ImgFile *files = mallocCheck(all * sizeof *files);
+    memcpy(files, train.v, train.n * sizeof *files);
+    for (size_t i = 0; i < test.n; i++) files[train.n + i] = (ImgFile){test.v[i].path, -1};   /* -1: no sums */
+    Progress prog = {.tty = isatty(fileno(stdout)), .total = train.n + all, .t0 = t0};
+    atomic_init(&prog.done, 0);
+    pthread_mutex_init(&prog.mu, NULL);
+    Pass p1 = {.files = files, .n = all, .S = (int)size, .threads = (int)threads,
+               .w = mallocCheck(all * sizeof(int)), .h = mallocCheck(all * sizeof(int)),
+               .errs = callocCheck(all, sizeof(char *)), .sums = callocCheck((size_t)threads * 6, sizeof(uint64_t)),
+               .prog = &prog, .what = "check"};
+    run_pass(&p1);
+    size_t nbad = 0;
+    for (size_t i = 0; i < all; i++) {
+        if (!p1.errs[i]) continue;
+        if (!skip_bad) die("%s (--skip_bad skips unreadable images)", p1.errs[i]);
+        fflush(stdout);
+        fprintf(stderr, "%s: skipped %s\n", g_progname, p1.errs[i]);
+        nbad++;
+    }
+    /* The kept files, and the image size. */
+    ImgList keep[2] = {{0}, {0}};
+    size_t first = (size_t)-1;
+    for (size_t i = 0; i < all; i++) {
+        if (p1.errs[i]) continue;
+        if (first == (size_t)-1) first = i;
+        if (!size && p1.w[i] != p1.h[i])
+            die("%s is %dx%d, not square: pass --size S (the shorter side is resized to S, then the centre S x S is cropped)",
+                files[i].path, p1.w[i], p1.h[i]);
+        if (!size && p1.w[i] != p1.w[first])
+            die("%s is %dx%d but %s is %dx%d: pass --size S (the shorter side is resized to S, then the centre S x S is cropped)",
+                files[first].path, p1.w[first], p1.h[first], files[i].path, p1.w[i], p1.h[i]);
+        imglist_push(&keep[i >= train.n], files[i].path, i < train.n ? files[i].label : test.v[i - train.n].label);
+    }
+    if (first == (size_t)-1) die("%s: no readable image", in);
+    int S = size ? (int)size : p1.w[first];
+    if (S < 8) die("%s: the images are %dx%d, smaller than 8x8: pass --size S", in, S, S);
+    check_split_size(in, "train", keep[0].n, (int)nshards);
+    check_split_size(in, "test", keep[1].n, (int)nshards);
+    uint64_t tot[6] = {0};
+    for (int t = 0; t < threads; t++)
+        for (int k = 0; k < 6; k++) tot[k] += p1.sums[6 * (size_t)t + (size_t)k];
+    ShardAttrs attrs = {.num_classes = ncls, .class_names = classes, .has_norm = 1};
+    double npx = (double)keep[0].n * S * S;
+    for (int c = 0; c < 3; c++) {
+        double m = (double)tot[c] / 255.0 / npx, var = (double)tot[3 + c] / (255.0 * 255.0) / npx - m * m;
+        attrs.mean[c] = (float)m;
+        attrs.std[c] = (float)sqrt(var > 1e-6 ? var : 1e-6);
+    }
+    if (!prog.tty)
+        printf("checked %zu images (%zu train, %zu test) in %.1f s\n", all, train.n, test.n, now_sec() - t0);
+
+    /* Pass 2: decoded again, a chunk at a time, into the shards. */
+    ensure_out_dir(out, "train", force);
+    ensure_out_dir(out, "test", force);
+    prog.total = all + keep[0].n + keep[1].n;   /* pass 1's files, then pass 2's */
+    ImportCtx c0 = {&keep[0], S, (int)threads, &prog}, c1 = {&keep[1], S, (int)threads, &prog};
+    write_split(out, "train", keep[0].n, (int)nshards, S, &attrs, import_produce, &c0);
+    write_split(out, "test", keep[1].n, (int)nshards, S, &attrs, import_produce, &c1);
+    progress_show(&prog, "done", 1);
+    double dt = now_sec() - t0;
+    printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
+           (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
+    printf("imported %zu train and %zu test images of %d classes at %dx%d, %zu bad file%s skipped, in %.1f s (%.0f images/s, %lld thread%s)\n",
+           keep[0].n, keep[1].n, ncls, S, S, nbad, nbad == 1 ? "" : "s", dt, (double)(keep[0].n + keep[1].n) / dt,
+           threads, threads == 1 ? "" : "s");
+    for (size_t i = 0; i < all; i++) free(p1.errs[i]);
+    free(p1.errs); free(p1.w); free(p1.h); free(p1.sums);
+    for (size_t i = 0; i < train.n; i++) free(train.v[i].path);
+    for (size_t i = 0; i < test.n; i++) free(test.v[i].path);
+    free(train.v); free(test.v); free(keep[0].v); free(keep[1].v); free(files);
+    free_names(classes, ncls);
     return 0;
 }
 
@@ -578,7 +1159,9 @@ int main(int argc, char **argv) {
     }
     if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);
     if (strcmp(cmd, "cifar10") == 0) return cmd_cifar10(argc - 2, argv + 2);
+    if (strcmp(cmd, "cifar100") == 0) return cmd_cifar100(argc - 2, argv + 2);
+    if (strcmp(cmd, "import") == 0) return cmd_import(argc - 2, argv + 2);
     if (strcmp(cmd, "inspect") == 0) return cmd_inspect(argc - 2, argv + 2);
     if (strcmp(cmd, "reshard") == 0) return cmd_reshard(argc - 2, argv + 2);
-    die_code(2, "unknown command '%s' (commands: synth, cifar10, inspect, reshard; see ddptrain-data --help)", cmd);
+    die_code(2, "unknown command '%s' (commands: synth, cifar10, cifar100, import, inspect, reshard; see ddptrain-data --help)", cmd);
 }

@@ -1,7 +1,7 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # test_data_tool.sh - ddptrain-data: synth determinism, inspect, reshard, cifar10 conversion,
-# command-line errors and bad files. Exit 0 pass, 1 fail, 77 skip (tool not built).
+# cifar100 conversion, command-line errors and bad files. Exit 0 pass, 1 fail, 77 skip (tool not built).
 set -u
 top_builddir=${top_builddir:-.}
 top_srcdir=${top_srcdir:-.}
@@ -134,8 +134,49 @@ expect_fail "cifar10 wrongly sized batch" 1 "test_batch.bin: size 9220 is not a 
     "$TOOL" cifar10 --in "$tmp/cifar/cifar-10-batches-bin" --out "$tmp/CF2"
 if [ -e "$tmp/CF2" ] && ls "$tmp/CF2" | grep -q h5; then bad "cifar10 wrote shards before failing"; else ok "no shards written on error"; fi
 
+echo "== cifar100"
+# Fake release: train.bin 4 records, test.bin 2; record r of a file has coarse label r+1 and
+# fine label 10*r+3 (test: 50+r), constant planes R=10 G=20 B=30.
+c100=$tmp/c100/cifar-100-binary
+mkdir -p "$c100"
+rec100() { printf "\\$(printf %03o "$1")\\$(printf %03o "$2")"; plane '\012'; plane '\024'; plane '\036'; }
+: >"$c100/train.bin"; for r in 0 1 2 3; do rec100 $((r + 1)) $((10 * r + 3)) >>"$c100/train.bin"; done
+: >"$c100/test.bin"; for r in 0 1; do rec100 $((r + 1)) $((50 + r)) >>"$c100/test.bin"; done
+seq -f 'fine%02g' 0 99 >"$c100/fine_label_names.txt"
+seq -f 'coarse%02g' 0 19 >"$c100/coarse_label_names.txt"
+expect "cifar100 conversion (parent of cifar-100-binary)" "$TOOL" cifar100 --in "$tmp/c100" --out "$tmp/C1"
+expect "inspect cifar100" "$TOOL" inspect "$tmp/C1"
+if contains "train split: 1 shard, 4 samples" && contains "num_classes *100" && contains "fine00 fine01" &&
+   contains " 3:1 4:0" && contains " 33:1 " && contains "mean *0.0392 0.0784 0.1176"; then
+    ok "cifar100: counts, 100 fine classes and their names, labels, HWC pixels"
+else bad "cifar100 output"; cat "$tmp/out"; fi
+expect "cifar100 --coarse" "$TOOL" cifar100 --in "$c100" --out "$tmp/C2" --coarse
+expect "inspect cifar100 --coarse" "$TOOL" inspect "$tmp/C2"
+if contains "train split: 1 shard, 4 samples" && contains "num_classes *20" && contains "coarse00 coarse01" &&
+   contains "0:0 1:1 2:1 3:1 4:1 5:0"; then ok "cifar100 --coarse: 20 classes, coarse labels"
+else bad "cifar100 --coarse output"; cat "$tmp/out"; fi
+if [ -n "$PY" ]; then
+    if "$PY" -c "
+import h5py, sys
+f = h5py.File(sys.argv[1], 'r'); x = f['images'][:]
+assert x.shape == (2, 32, 32, 3) and (x[..., 0] == 10).all() and (x[..., 1] == 20).all() and (x[..., 2] == 30).all()
+assert list(f['labels'][:]) == [50, 51]
+" "$tmp/C1/test-00000-of-00001.h5"; then ok "h5py: cifar100 fine labels and NHWC pixels"; else bad "h5py: cifar100 test split"; fi
+fi
+printf '\001\144' >"$tmp/badrec"; head -c 3072 /dev/zero >>"$tmp/badrec"
+cp "$c100/test.bin" "$tmp/test.bin.ok"; cat "$tmp/badrec" >>"$c100/test.bin"
+expect_fail "cifar100 fine label 100" 1 "test.bin: record 2 has fine label 100" "$TOOL" cifar100 --in "$c100" --out "$tmp/C3"
+cp "$tmp/test.bin.ok" "$c100/test.bin"; printf 'x' >>"$c100/test.bin"
+expect_fail "cifar100 wrongly sized file" 1 "test.bin: size 6149 is not a positive multiple of 3074" "$TOOL" cifar100 --in "$c100" --out "$tmp/C3"
+cp "$tmp/test.bin.ok" "$c100/test.bin"
+sed -i '$d' "$c100/coarse_label_names.txt"
+expect_fail "cifar100 19 coarse names" 1 "coarse_label_names.txt: 19 class names, but CIFAR-100 has 20" "$TOOL" cifar100 --in "$c100" --out "$tmp/C3" --coarse
+rm "$c100/fine_label_names.txt"
+expect_fail "cifar100 without fine_label_names.txt" 1 "fine_label_names.txt: cannot open" "$TOOL" cifar100 --in "$c100" --out "$tmp/C3"
+if [ -e "$tmp/C3" ] && ls "$tmp/C3" | grep -q h5; then bad "cifar100 wrote shards before failing"; else ok "cifar100: no shards written on error"; fi
+
 echo "== command line"
-for c in synth cifar10 inspect reshard; do
+for c in synth cifar10 cifar100 import inspect reshard; do
     if "$TOOL" "$c" --help 2>&1 | grep -q "usage: ddptrain-data $c"; then ok "$c --help"; else bad "$c --help"; fi
 done
 expect_fail "unknown flag" 2 "unknown flag '--bogus'" "$TOOL" synth --out "$tmp/X" --bogus

@@ -13,6 +13,9 @@ built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
   cli/         argument lists, NUL-separated
   env/         launcher environments, NAME=VALUE lines
   rendezvous/  rendezvous files of key fuzz.0, 4 ranks, 128 bytes, and broken ones
+  image/       small JPEG and PNG files (colour, grey, progressive, CMYK, palette with tRNS,
+               1-bit, RGBA, 16-bit, interlaced) and broken ones (truncated, a bad CRC, text);
+               needs PIL
 """
 import json
 import os
@@ -174,6 +177,47 @@ def rendezvous_seeds():
     out("rendezvous", "other_world", rdv(world=8))
     out("rendezvous", "bad_magic", rdv(magic=b"ddptrain-rdv-0"))
     out("rendezvous", "short", rdv()[:100])
+
+
+def image_seeds():
+    import io
+    import zlib
+    from PIL import Image
+    rgb = np.array([[[(x * 37 + y * 11) % 256, (x * 5 + y * 70) % 256, (x * y * 9) % 256]
+                     for x in range(6)] for y in range(5)], np.uint8)
+    im = Image.fromarray(rgb)
+
+    def save(name, img, fmt, **kw):
+        b = io.BytesIO()
+        img.save(b, fmt, **kw)
+        out("image", name, b.getvalue())
+        return b.getvalue()
+
+    jpg = save("jpeg_rgb", im, "JPEG", quality=75)
+    save("jpeg_grey", im.convert("L"), "JPEG")
+    save("jpeg_progressive", im, "JPEG", progressive=True, subsampling=0)
+    save("jpeg_cmyk", im.convert("CMYK"), "JPEG")
+    out("image", "jpeg_truncated", jpg[:len(jpg) * 2 // 3])
+    png = save("png_rgb", im, "PNG")
+    save("png_palette_trns", im.convert("P", palette=Image.ADAPTIVE, colors=8), "PNG", transparency=2)
+    save("png_1bit", im.convert("1"), "PNG")
+    save("png_rgba", im.convert("RGBA"), "PNG")
+    out("image", "png_truncated", png[:len(png) - 20])
+    bad_crc = bytearray(png)
+    bad_crc[29] ^= 0xff   # IHDR's CRC
+    out("image", "png_bad_crc", bytes(bad_crc))
+
+    def chunk(t, d):
+        return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+
+    def png_raw(w, h, depth, ctype, interlace, raw):
+        return (b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, ctype, 0, 0, interlace))
+                + chunk(b"IDAT", zlib.compress(raw)) + chunk(b"IEND", b""))
+    out("image", "png16_rgb", png_raw(2, 2, 16, 2, 0, b"".join(b"\0" + bytes(range(y * 12, y * 12 + 12)) for y in range(2))))
+    # 2x2 interlaced: Adam7 passes 1 (pixel 0,0), 6 (pixel 1,0) and 7 (row 1).
+    out("image", "png_interlaced", png_raw(2, 2, 8, 2, 1, b"\0" + b"\x10\x20\x30" + b"\0" + b"\x40\x50\x60"
+                                                    + b"\0" + b"\x70\x80\x90\xa0\xb0\xc0"))
+    out("image", "text", b"this is text, not a picture\n")
 
 
 def main():

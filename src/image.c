@@ -1,0 +1,355 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* image.c - JPEG (libjpeg API: libjpeg-turbo) and PNG (libpng) decoding to RGB, and PIL's
+ * BILINEAR resize + centre crop. The rules are in image.h. */
+#include "image.h"
+
+#include <math.h>
+#include <setjmp.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "build_config.h"
+#include "util.h"
+
+#ifdef HAVE_JPEG
+#include <jerror.h>
+#include <jpeglib.h>
+#endif
+#ifdef HAVE_PNG
+#include <png.h>
+#endif
+
+#ifdef HAVE_JPEG
+int image_have_jpeg(void) { return 1; }
+#else
+int image_have_jpeg(void) { return 0; }
+#endif
+#ifdef HAVE_PNG
+int image_have_png(void) { return 1; }
+#else
+int image_have_png(void) { return 0; }
+#endif
+
+const char *image_missing_libs(void) {
+    if (!image_have_jpeg() && !image_have_png()) return "libjpeg (libjpeg-turbo) and libpng";
+    if (!image_have_jpeg()) return "libjpeg (libjpeg-turbo)";
+    if (!image_have_png()) return "libpng";
+    return "";
+}
+
+static int fail(char *err, size_t errlen, const char *fmt, const char *arg) {
+    snprintf(err, errlen, fmt, arg);
+    return -1;
+}
+
+static int too_big(long long w, long long h, long long max_pixels, char *err, size_t errlen) {
+    if (w <= 0 || h <= 0) {
+        snprintf(err, errlen, "an image of %lldx%lld pixels (damaged file?)", w, h);
+        return 1;
+    }
+    if (w * h > max_pixels) {
+        snprintf(err, errlen, "an image of %lldx%lld pixels, more than the %lld supported", w, h, max_pixels);
+        return 1;
+    }
+    return 0;
+}
+
+/* ---- JPEG --------------------------------------------------------------------------------- */
+#ifdef HAVE_JPEG
+typedef struct {
+    struct jpeg_error_mgr pub;
+    jmp_buf jb;
+    char msg[JMSG_LENGTH_MAX + 64];
+} JpegErr;
+
+static void jpeg_fail(j_common_ptr c) {
+    JpegErr *e = (JpegErr *)c->err;
+    char m[JMSG_LENGTH_MAX];
+    c->err->format_message(c, m);
+    snprintf(e->msg, sizeof e->msg, "not a readable JPEG file (%s)", m);
+    longjmp(e->jb, 1);
+}
+
+/* Warnings are ignored as PIL ignores them, except the end of the data before the image's end,
+ * where libjpeg would pad with grey: PIL refuses a truncated file. */
+static void jpeg_message(j_common_ptr c, int level) {
+    JpegErr *e = (JpegErr *)c->err;
+    if (level < 0 && c->err->msg_code == JWRN_JPEG_EOF) {
+        snprintf(e->msg, sizeof e->msg, "a truncated JPEG file (the data ends before the image does)");
+        longjmp(e->jb, 1);
+    }
+}
+
+static int decode_jpeg(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
+                       char *err, size_t errlen) {
+    struct jpeg_decompress_struct cinfo;
+    JpegErr jerr;
+    uint8_t *volatile buf = NULL;
+    cinfo.err = jpeg_std_error(&jerr.pub);
+    jerr.pub.error_exit = jpeg_fail;
+    jerr.pub.emit_message = jpeg_message;
+    if (setjmp(jerr.jb)) {
+        jpeg_destroy_decompress(&cinfo);
+        free(buf);
+        return fail(err, errlen, "%s", jerr.msg);
+    }
+    jpeg_create_decompress(&cinfo);
+    jpeg_mem_src(&cinfo, (unsigned char *)data, (unsigned long)size);
+    jpeg_read_header(&cinfo, TRUE);
+    if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
+        jpeg_destroy_decompress(&cinfo);
+        return fail(err, errlen, "a CMYK JPEG: not supported (convert it to RGB first)%s", "");
+    }
+    if (too_big(cinfo.image_width, cinfo.image_height, max_pixels, err, errlen)) {
+        jpeg_destroy_decompress(&cinfo);
+        return -1;
+    }
+    cinfo.out_color_space = JCS_RGB;
+    jpeg_start_decompress(&cinfo);
+    if (cinfo.output_components != 3) {
+        jpeg_destroy_decompress(&cinfo);
+        return fail(err, errlen, "a JPEG of an unsupported colour space%s", "");
+    }
+    size_t w = cinfo.output_width, h = cinfo.output_height;
+    buf = mallocCheck(w * h * 3);
+    while (cinfo.output_scanline < cinfo.output_height) {
+        JSAMPROW row = buf + (size_t)cinfo.output_scanline * w * 3;
+        jpeg_read_scanlines(&cinfo, &row, 1);
+    }
+    jpeg_finish_decompress(&cinfo);
+    jpeg_destroy_decompress(&cinfo);
+    out->w = (int)w;
+    out->h = (int)h;
+    out->rgb = buf;
+    return 0;
+}
+#endif
+
+/* ---- PNG ---------------------------------------------------------------------------------- */
+#ifdef HAVE_PNG
+typedef struct {
+    const uint8_t *p;
+    size_t n, off;
+    char msg[256];
+} PngSrc;
+
+static void png_fail(png_structp png, png_const_charp m) {
+    PngSrc *s = png_get_error_ptr(png);
+    if (!s->msg[0]) snprintf(s->msg, sizeof s->msg, "not a readable PNG file (%s)", m);
+    png_longjmp(png, 1);
+}
+
+static void png_warn(png_structp png, png_const_charp m) { (void)png; (void)m; }
+
+static void png_read_mem(png_structp png, png_bytep dst, size_t len) {
+    PngSrc *s = png_get_io_ptr(png);
+    if (len > s->n - s->off) {
+        snprintf(s->msg, sizeof s->msg, "a truncated PNG file (the data ends before the image does)");
+        png_error(png, "truncated");
+    }
+    memcpy(dst, s->p + s->off, len);
+    s->off += len;
+}
+
+static int decode_png(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
+                      char *err, size_t errlen) {
+    PngSrc src = {data, size, 0, ""};
+    png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_warn);
+    if (!png) return fail(err, errlen, "out of memory%s", "");
+    png_infop info = png_create_info_struct(png);
+    uint8_t *volatile buf = NULL;
+    png_bytep *volatile rows = NULL;
+    if (!info || setjmp(png_jmpbuf(png))) {
+        png_destroy_read_struct(&png, info ? &info : NULL, NULL);
+        free(buf);
+        free(rows);
+        return fail(err, errlen, "%s", src.msg[0] ? src.msg : "not a readable PNG file");
+    }
+    png_set_read_fn(png, &src, png_read_mem);
+    png_read_info(png, info);
+    png_uint_32 w, h;
+    int depth, ctype, interlace;
+    png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
+    if (too_big(w, h, max_pixels, src.msg, sizeof src.msg)) png_error(png, "too big");
+    if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);   /* tRNS: alpha, dropped below */
+    if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
+    if (depth == 16) png_set_strip_16(png);                            /* the high byte */
+    png_set_strip_alpha(png);
+    if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
+    png_set_interlace_handling(png);
+    png_read_update_info(png, info);
+    if (png_get_channels(png, info) != 3 || png_get_rowbytes(png, info) != (size_t)w * 3) {
+        snprintf(src.msg, sizeof src.msg, "a PNG of an unsupported layout (%d channels, %zu bytes a row)",
+                 png_get_channels(png, info), (size_t)png_get_rowbytes(png, info));
+        png_error(png, "layout");
+    }
+    buf = mallocCheck((size_t)w * h * 3);
+    rows = mallocCheck(h * sizeof(png_bytep));
+    for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * w * 3;
+    png_read_image(png, rows);
+    /* The chunks after the image data (up to IEND) are not read: PIL does not need them. */
+    png_destroy_read_struct(&png, &info, NULL);
+    free(rows);
+    out->w = (int)w;
+    out->h = (int)h;
+    out->rgb = buf;
+    return 0;
+}
+#endif
+
+int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
+                 char *err, size_t errlen) {
+    out->w = out->h = 0;
+    out->rgb = NULL;
+    static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    if (size == 0) return fail(err, errlen, "an empty file (0 bytes)%s", "");
+    if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
+#ifdef HAVE_JPEG
+        return decode_jpeg(data, size, max_pixels, out, err, errlen);
+#else
+        return fail(err, errlen, "a JPEG file, but ddptrain-data was built without %s", "libjpeg");
+#endif
+    }
+    if (size >= 8 && memcmp(data, png_sig, 8) == 0) {
+#ifdef HAVE_PNG
+        return decode_png(data, size, max_pixels, out, err, errlen);
+#else
+        return fail(err, errlen, "a PNG file, but ddptrain-data was built without %s", "libpng");
+#endif
+    }
+    char hex[3 * 8 + 1] = "";
+    for (size_t i = 0, o = 0; i < size && i < 8; i++) o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "", data[i]);
+    return fail(err, errlen, "neither a JPEG nor a PNG file (it starts with the bytes %s)", hex);
+}
+
+/* ---- resize + crop ------------------------------------------------------------------------ */
+
+#define PRECISION_BITS (32 - 8 - 2)
+
+/* PIL's precompute_coeffs for the bilinear (triangle) filter over the box [0, in_size), then
+ * normalize_coeffs_8bpc. bounds: [out_size][2] (first input index, count); kk: [out_size][ksize]. */
+static int coeffs(int in_size, int out_size, int **bounds_out, int32_t **kk_out) {
+    double scale = (double)in_size / out_size;
+    double filterscale = scale < 1.0 ? 1.0 : scale;
+    double support = 1.0 * filterscale;
+    int ksize = (int)ceil(support) * 2 + 1;
+    int *bounds = mallocCheck((size_t)out_size * 2 * sizeof(int));
+    int32_t *kk = mallocCheck((size_t)out_size * (size_t)ksize * sizeof(int32_t));
+    double *k = mallocCheck((size_t)ksize * sizeof(double));
+    for (int xx = 0; xx < out_size; xx++) {
+        double center = (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+        int xmin = (int)(center - support + 0.5);
+        if (xmin < 0) xmin = 0;
+        int xmax = (int)(center + support + 0.5);
+        if (xmax > in_size) xmax = in_size;
+        xmax -= xmin;
+        int x;
+        for (x = 0; x < xmax; x++) {
+            double t = fabs((x + xmin - center + 0.5) * ss);
+            double wgt = t < 1.0 ? 1.0 - t : 0.0;
+            k[x] = wgt;
+            ww += wgt;
+        }
+        for (x = 0; x < xmax; x++)
+            if (ww != 0.0) k[x] /= ww;
+        for (; x < ksize; x++) k[x] = 0;
+        for (x = 0; x < ksize; x++)
+            kk[(size_t)xx * (size_t)ksize + (size_t)x] = k[x] < 0 ? (int32_t)(-0.5 + k[x] * (1 << PRECISION_BITS))
+                                                                 : (int32_t)(0.5 + k[x] * (1 << PRECISION_BITS));
+        bounds[xx * 2] = xmin;
+        bounds[xx * 2 + 1] = xmax;
+    }
+    free(k);
+    *bounds_out = bounds;
+    *kk_out = kk;
+    return ksize;
+}
+
+static inline uint8_t clip8(int32_t v) {
+    v >>= PRECISION_BITS;
+    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
+}
+
+/* Python's int(round(x / 2.0)) for an integer x >= 0: half to even. */
+static int half_round_even(int x) {
+    int q = x / 2;
+    return (x % 2 == 0 || q % 2 == 0) ? q : q + 1;
+}
+
+void image_resize_crop(const ImageRGB *in, int S, uint8_t *out) {
+    int w = in->w, h = in->h, nw, nh;
+    if (w <= h) {
+        nw = S;
+        nh = (int)((long long)S * h / w);
+    } else {
+        nh = S;
+        nw = (int)((long long)S * w / h);
+    }
+    int left = half_round_even(nw - S), top = half_round_even(nh - S);
+    if (nw == w && nh == h) {   /* no resampling: PIL's resize returns a copy */
+        for (int y = 0; y < S; y++)
+            memcpy(out + (size_t)y * S * 3, in->rgb + ((size_t)(y + top) * w + left) * 3, (size_t)S * 3);
+        return;
+    }
+    /* Horizontal pass (only the S output columns kept), into tmp [h][S]; PIL resizes the whole
+     * width, but every output pixel depends only on its own coefficients. */
+    const uint8_t *src = in->rgb;
+    int src_w = w;
+    uint8_t *tmp = NULL;
+    int cols_off = 0;   /* the column of src that output column 0 is */
+    if (nw != w) {
+        int *b;
+        int32_t *kk;
+        int ks = coeffs(w, nw, &b, &kk);
+        tmp = mallocCheck((size_t)h * S * 3);
+        for (int y = 0; y < h; y++) {
+            const uint8_t *row = in->rgb + (size_t)y * w * 3;
+            for (int xo = 0; xo < S; xo++) {
+                int xx = xo + left, xmin = b[xx * 2], xmax = b[xx * 2 + 1];
+                const int32_t *k = kk + (size_t)xx * ks;
+                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+                for (int x = 0; x < xmax; x++) {
+                    const uint8_t *p = row + (size_t)(x + xmin) * 3;
+                    s0 += p[0] * k[x];
+                    s1 += p[1] * k[x];
+                    s2 += p[2] * k[x];
+                }
+                uint8_t *o = tmp + ((size_t)y * S + xo) * 3;
+                o[0] = clip8(s0); o[1] = clip8(s1); o[2] = clip8(s2);
+            }
+        }
+        free(b);
+        free(kk);
+        src = tmp;
+        src_w = S;
+    } else {
+        cols_off = left;
+    }
+    if (nh != h) {
+        int *b;
+        int32_t *kk;
+        int ks = coeffs(h, nh, &b, &kk);
+        for (int yo = 0; yo < S; yo++) {
+            int yy = yo + top, ymin = b[yy * 2], ymax = b[yy * 2 + 1];
+            const int32_t *k = kk + (size_t)yy * ks;
+            for (int xo = 0; xo < S; xo++) {
+                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+                for (int y = 0; y < ymax; y++) {
+                    const uint8_t *p = src + ((size_t)(y + ymin) * src_w + xo + cols_off) * 3;
+                    s0 += p[0] * k[y];
+                    s1 += p[1] * k[y];
+                    s2 += p[2] * k[y];
+                }
+                uint8_t *o = out + ((size_t)yo * S + xo) * 3;
+                o[0] = clip8(s0); o[1] = clip8(s1); o[2] = clip8(s2);
+            }
+        }
+        free(b);
+        free(kk);
+    } else {
+        for (int y = 0; y < S; y++)
+            memcpy(out + (size_t)y * S * 3, src + ((size_t)(y + top) * src_w + cols_off) * 3, (size_t)S * 3);
+    }
+    free(tmp);
+}

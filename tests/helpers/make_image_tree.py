@@ -1,0 +1,195 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""Image trees for tests/test_import.sh, and the check of an imported dataset against PIL.
+
+  make_image_tree.py square DIR     train/ and test/ of 3 classes, every image 32x32: JPEG
+                                    (colour, grey, progressive), PNG (RGB, grey, 1-bit, palette
+                                    with and without tRNS, RGBA, grey+alpha, 16-bit colour and
+                                    grey), some with misleading file names
+  make_image_tree.py mixed DIR      the same modes at sizes from 16x20 to 120x17
+  make_image_tree.py flat DIR       one tree DIR/<class>/* (for --test_fraction)
+  make_image_tree.py check TREE OUT S [FRACTION]
+                                    every image of OUT's shards against PIL's decode of TREE's
+                                    file + torchvision's Resize(S) + CenterCrop(S); prints the
+                                    largest difference per kind and exits 1 past the tolerance
+"""
+import glob
+import io
+import os
+import struct
+import sys
+import zlib
+
+import h5py
+import numpy as np
+from PIL import Image
+
+
+def rng_image(seed, w, h):
+    r = np.random.RandomState(seed)
+    # Smooth gradients plus noise: JPEG-like content, and something a resize can get wrong.
+    y, x = np.mgrid[0:h, 0:w]
+    base = np.stack([(x * 255 // max(w - 1, 1)), (y * 255 // max(h - 1, 1)), ((x + y) * 127 // max(w + h - 2, 1))], -1)
+    return np.clip(base + r.randint(-40, 41, size=(h, w, 3)), 0, 255).astype(np.uint8)
+
+
+def png_chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+
+
+def png16(arr, color_type):
+    """A 16-bit PNG (PIL cannot write 16-bit colour): arr uint16 [h, w, c]."""
+    h, w = arr.shape[:2]
+    raw = b"".join(b"\x00" + arr[y].astype(">u2").tobytes() for y in range(h))
+    return (b"\x89PNG\r\n\x1a\n" + png_chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, 16, color_type, 0, 0, 0))
+            + png_chunk(b"IDAT", zlib.compress(raw)) + png_chunk(b"IEND", b""))
+
+
+def write_kind(path, kind, seed, w, h):
+    rgb = rng_image(seed, w, h)
+    im = Image.fromarray(rgb)
+    b = io.BytesIO()
+    if kind == "jpeg":
+        im.save(b, "JPEG", quality=90)
+    elif kind == "jpeg_grey":
+        im.convert("L").save(b, "JPEG", quality=85)
+    elif kind == "jpeg_progressive":
+        im.save(b, "JPEG", quality=75, progressive=True, subsampling=0)
+    elif kind == "png":
+        im.save(b, "PNG")
+    elif kind == "png_grey":
+        im.convert("L").save(b, "PNG")
+    elif kind == "png_1bit":
+        im.convert("1").save(b, "PNG")
+    elif kind == "png_palette":
+        im.convert("P", palette=Image.ADAPTIVE, colors=40).save(b, "PNG")
+    elif kind == "png_palette_trns":
+        p = im.convert("P", palette=Image.ADAPTIVE, colors=16)
+        p.save(b, "PNG", transparency=3)
+    elif kind == "png_rgba":
+        a = np.random.RandomState(seed + 1).randint(0, 256, size=(h, w, 1)).astype(np.uint8)
+        Image.fromarray(np.concatenate([rgb, a], -1), "RGBA").save(b, "PNG")
+    elif kind == "png_la":
+        a = np.random.RandomState(seed + 2).randint(0, 256, size=(h, w)).astype(np.uint8)
+        Image.merge("LA", [im.convert("L"), Image.fromarray(a)]).save(b, "PNG")
+    elif kind == "png16":
+        v = rgb.astype(np.uint16) * 257 + np.random.RandomState(seed + 3).randint(0, 257, size=rgb.shape).astype(np.uint16)
+        b.write(png16(v, 2))
+    elif kind == "png16_grey":
+        g = np.asarray(im.convert("L")).astype(np.uint16) * 256 + 200
+        b.write(png16(g[..., None], 0))
+    else:
+        raise SystemExit("unknown kind " + kind)
+    with open(path, "wb") as f:
+        f.write(b.getvalue())
+
+
+KINDS = ["jpeg", "jpeg_grey", "jpeg_progressive", "png", "png_grey", "png_1bit", "png_palette",
+         "png_palette_trns", "png_rgba", "png_la", "png16", "png16_grey"]
+# Names that do not tell the format (the content does).
+NAMES = {"jpeg": "a.jpg", "jpeg_grey": "b.JPEG", "jpeg_progressive": "c.png", "png": "d.png",
+         "png_grey": "e", "png_1bit": "f.png", "png_palette": "g.gif", "png_palette_trns": "h.png",
+         "png_rgba": "i.png", "png_la": "j.png", "png16": "k.png", "png16_grey": "l.jpg"}
+CLASSES = ["cat", "Dog", "bird_2"]   # byte order: Dog, bird_2, cat
+MIXED_SIZES = [(40, 30), (30, 50), (64, 64), (33, 47), (24, 24), (120, 17), (16, 20), (25, 24)]
+
+
+def make(root, mode):
+    seed = 0
+    splits = ["train", "test"] if mode != "flat" else [""]
+    for split in splits:
+        for ci, c in enumerate(CLASSES):
+            d = os.path.join(root, split, c)
+            os.makedirs(d, exist_ok=True)
+            kinds = KINDS if split != "test" else KINDS[ci::3]
+            for ki, k in enumerate(kinds):
+                seed += 1
+                w, h = (32, 32) if mode != "mixed" else MIXED_SIZES[(ki + ci) % len(MIXED_SIZES)]
+                write_kind(os.path.join(d, NAMES[k]), k, seed, w, h)
+
+
+def kind_of(path):
+    name = os.path.basename(path)
+    return [k for k, n in NAMES.items() if n == name][0]
+
+
+def pil_rgb(path):
+    im = Image.open(path)
+    if im.mode in ("I;16", "I;16B", "I"):   # 16-bit grey: the high byte (PIL's convert clips)
+        g = (np.asarray(im).astype(np.uint32) >> 8).astype(np.uint8)
+        return Image.fromarray(np.stack([g, g, g], -1))
+    return im.convert("RGB")
+
+
+def resize_crop(im, s):
+    """torchvision's Resize(s) + CenterCrop(s) on a PIL image."""
+    w, h = im.size
+    short, long = (w, h) if w <= h else (h, w)
+    new_short, new_long = s, int(s * long / short)
+    nw, nh = (new_short, new_long) if w <= h else (new_long, new_short)
+    if (nw, nh) != (w, h):
+        im = im.resize((nw, nh), Image.BILINEAR)
+    top, left = int(round((nh - s) / 2.0)), int(round((nw - s) / 2.0))
+    return np.asarray(im.crop((left, top, left + s, top + s)))
+
+
+def samples(tree, fraction):
+    if fraction is None:
+        classes = sorted(os.listdir(os.path.join(tree, "train")))
+        out = {}
+        for split in ("train", "test"):
+            out[split] = [(os.path.join(tree, split, c, f), i) for i, c in enumerate(classes)
+                          for f in sorted(os.listdir(os.path.join(tree, split, c)))]
+        return classes, out
+    classes = sorted(os.listdir(tree))
+    ppm = round(float(fraction) * 1e6)
+    out = {"train": [], "test": []}
+    for i, c in enumerate(classes):
+        for k, f in enumerate(sorted(os.listdir(os.path.join(tree, c)))):
+            t = (k + 1) * ppm // 1000000 > k * ppm // 1000000
+            out["test" if t else "train"].append((os.path.join(tree, c, f), i))
+    return classes, out
+
+
+def check(tree, out, s, fraction=None):
+    classes, want = samples(tree, fraction)
+    worst = {}
+    bad = 0
+    for split in ("train", "test"):
+        fs = [h5py.File(p, "r") for p in sorted(glob.glob(os.path.join(out, split + "-*.h5")))]
+        x = np.concatenate([f["images"][:] for f in fs])
+        y = np.concatenate([f["labels"][:] for f in fs])
+        names = [n.decode() if isinstance(n, bytes) else n for n in fs[0].attrs["class_names"]]
+        if names != classes or int(fs[0].attrs["num_classes"]) != len(classes):
+            print("class names %s, want %s" % (names, classes)); bad += 1
+        if len(x) != len(want[split]) or list(y) != [l for _, l in want[split]]:
+            print("%s: %d samples, labels %s; want %d, %s" % (split, len(x), list(y), len(want[split]),
+                                                              [l for _, l in want[split]])); bad += 1
+            continue
+        if split == "train":
+            m = x.reshape(-1, 3).astype(np.float64) / 255
+            mean, std = m.mean(0), m.std(0)
+            if np.abs(mean - fs[0].attrs["mean"]).max() > 1e-5 or np.abs(std - fs[0].attrs["std"]).max() > 1e-5:
+                print("mean/std %s %s, want %s %s" % (fs[0].attrs["mean"], fs[0].attrs["std"], mean, std)); bad += 1
+        for (path, _), img in zip(want[split], x):
+            src = pil_rgb(path)
+            resized = src.size != (s, s)
+            ref = resize_crop(src, s)
+            d = int(np.abs(ref.astype(int) - img.astype(int)).max())
+            key = ("jpeg" if kind_of(path).startswith("jpeg") else "png") + (" resized" if resized else " copied")
+            worst[key] = max(worst.get(key, 0), d)
+            tol = 1 if key != "png copied" else 0
+            if d > tol:
+                print("%s: differs from PIL by up to %d (tolerance %d)" % (path, d, tol)); bad += 1
+    print("largest difference from PIL: " + ", ".join("%s %d" % kv for kv in sorted(worst.items())))
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    a = sys.argv[1:]
+    if a and a[0] in ("square", "mixed", "flat") and len(a) == 2:
+        make(a[1], a[0])
+    elif a and a[0] == "check" and len(a) in (4, 5):
+        sys.exit(check(a[1], a[2], int(a[3]), a[4] if len(a) == 5 else None))
+    else:
+        sys.exit(__doc__)
