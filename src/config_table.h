@@ -42,6 +42,8 @@
     X(onecycle_anneal,  CHOICE, "cos",   "cos|linear", 0, "--lr_schedule onecycle's anneal_strategy") \
     X(onecycle_div_factor, FLOAT, "25",  1e-6, 1e12,    "--lr_schedule onecycle starts at --lr / this (OneCycleLR's div_factor)") \
     X(onecycle_final_div_factor, FLOAT, "1e4", 1e-6, 1e12, "--lr_schedule onecycle ends at --lr / onecycle_div_factor / this (OneCycleLR's final_div_factor)") \
+    X(ema_decay,        FLOAT,  "0",     0, 1,          "exponential moving average of the weights and batch-norm buffers, AveragedModel(use_buffers=True) with ema = D * ema + (1-D) * p, evaluated and checkpointed instead of the trained weights (0: off; below 1)") \
+    X(ema_every,        INT,    "1",     1, 1000000000, "update the --ema_decay average every N optimizer steps (at global steps N, 2N, ...)") \
     X(min_lr,           FLOAT,  "0",     0, 1e3,        "learning rate at the end of the cosine schedule") \
     X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \

@@ -28,6 +28,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
+#include "ema.h"
 #include "flight.h"
 #include "gpu_choice.h"
 #include "host_mirror.h"
@@ -115,6 +116,8 @@ typedef struct {
     DataLoader *train_dl, *test_dl;
     Model model;
     SGD opt;
+    Ema ema;                 /* --ema_decay's average (ema.h); ema.be is NULL when off */
+    CkptEma ema_host;        /* its host copy for checkpoints and resumes */
     GradScaler scaler;       /* fp16 loss scaling; disabled otherwise */
     Schedule sched;
     Reducer reducer;
@@ -462,8 +465,15 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
         HostMirror h;
         host_mirror_open(&h, &r->model, &r->opt);
         host_mirror_pull(&h, &r->model, &r->opt);
-        if (checkpoint_writer_submit_ranks(&r->writer, path, h.model, h.opt, &ts, rank_buffers, r->config_json, err,
-                                           sizeof err) != 0)
+        const CkptEma *ema = NULL;
+        if (r->ema.be && r->ema.n_averaged > 0) {
+            ema_download(&r->ema, r->ema_host.params, r->ema_host.buffers, r->ema_host.nbt);
+            r->ema_host.n_averaged = r->ema.n_averaged;
+            r->ema_host.decay = r->ema.decay;
+            ema = &r->ema_host;
+        }
+        if (checkpoint_writer_submit_ema(&r->writer, path, h.model, h.opt, &ts, rank_buffers, ema, r->config_json, err,
+                                         sizeof err) != 0)
             log_warn(&r->log, "checkpoint: previous write failed: %s", err);
         host_mirror_close(&h);
         log_info(&r->log, "checkpoint: %s (epoch %ld, step %ld; training paused %.1f ms)", path, epoch + 1,
@@ -509,9 +519,30 @@ static int maybe_resume(Run *r, TrainState *ts) {
     HostMirror h;
     host_mirror_open(&h, &r->model, &r->opt);
     int own = 0;
-    if (checkpoint_load_rank(path, h.model, h.opt, ts, r->world.boot.rank, r->world.boot.world_size, &own, err,
-                             sizeof err) != 0)
+    /* the file's /ema is read (and checked) whether this run averages or not */
+    CkptEma fe = {0};
+    if (!r->ema.be) {
+        fe.params = mallocCheck(r->model.num_params * sizeof(float));
+        fe.buffers = mallocCheck(r->model.num_buffers * sizeof(float));
+        fe.nbt = callocCheck((size_t)model_bn_count(&r->model), sizeof(int64_t));
+    }
+    CkptEma *fema = r->ema.be ? &r->ema_host : &fe;
+    if (checkpoint_load_ema(path, h.model, h.opt, ts, r->world.boot.rank, r->world.boot.world_size, &own, fema, err,
+                            sizeof err) != 0)
         die("%s", err);
+    if (r->ema.be && fema->n_averaged > 0) {
+        ema_upload(&r->ema, fema->params, fema->buffers, fema->nbt, fema->n_averaged);
+        log_info(&r->log, "resume: EMA: the average of %ld update%s (decay %g%s)", fema->n_averaged,
+                 fema->n_averaged == 1 ? "" : "s", fema->decay,
+                 fema->decay == r->cfg.ema_decay ? "" : "; it goes on with this run's --ema_decay");
+    } else if (r->ema.be) {
+        log_info(&r->log, "resume: EMA: the checkpoint holds no average; it starts as a copy of the model at the next update");
+    } else if (fema->n_averaged > 0) {
+        log_info(&r->log, "resume: the checkpoint's EMA (/ema) is not used by this run (--ema_decay 0) and is not kept");
+    }
+    free(fe.params);
+    free(fe.buffers);
+    free(fe.nbt);
     host_mirror_push(&h, &r->model, &r->opt);
     host_mirror_close(&h);
     TrainState now = *ts;
@@ -757,6 +788,8 @@ static void check_job_dir_shared(Run *r, uint64_t token) {
 static void check_recipe(const Config *c) {
     if (c->nesterov && c->momentum == 0.0)
         die_code(2, "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
+    if (c->ema_decay >= 1.0)
+        die_code(2, "--ema_decay %g: must be below 1 (0: off)", c->ema_decay);
     if (c->label_smoothing >= 1.0)
         die_code(2, "--label_smoothing %g: must be below 1", c->label_smoothing);
     if (!strcmp(c->lr_schedule, "onecycle") && c->warmup_steps > 0)
@@ -967,6 +1000,15 @@ static void build_model(Run *r) {
         log_info(&r->log, "optimizer: %d parameter ranges (%s%s%s)", groups, cfg->no_decay_1d ? "no weight decay on 1-D parameters" : "",
                  cfg->no_decay_1d && cfg->bn_bias_lr_mult != 1.0 ? ", " : "",
                  cfg->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "");
+    if (cfg->ema_decay > 0.0) {
+        ema_init(&r->ema, &r->model, cfg->ema_decay);
+        r->ema_host.params = mallocCheck(r->model.num_params * sizeof(float));
+        r->ema_host.buffers = mallocCheck(r->model.num_buffers * sizeof(float));
+        r->ema_host.nbt = callocCheck((size_t)model_bn_count(&r->model), sizeof(int64_t));
+        log_info(&r->log, "EMA: weights and batch-norm buffers averaged with decay %g every %ld step%s (%s); evaluation "
+                 "and checkpoints use the average", cfg->ema_decay, cfg->ema_every, cfg->ema_every == 1 ? "" : "s",
+                 world > 1 ? "buffers averaged over the ranks first" : "one rank");
+    }
     scaler_init(&r->scaler, r->be, r->be->on_device && cfg->use_amp && !strcmp(cfg->amp_dtype, "fp16"),
                 SCALER_INIT_SCALE, SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
     r->model.grad_scale = scaler_scale_ptr(&r->scaler);
@@ -1149,6 +1191,18 @@ static void optimizer_step(Run *r, double lr) {
     r->win.step_time += now_sec() - t_begin;
 }
 
+/* AveragedModel.update_parameters after an optimizer step. The parameters are the same on
+ * every rank; the buffers are the ranks' running statistics averaged as evaluation averages
+ * them (buffers_average), so the average is the same on every rank too. */
+static void ema_step(Run *r) {
+    if (r->world.boot.world_size > 1) {
+        reducer_drain(&r->reducer);
+        buffers_average(r);
+    }
+    ema_update(&r->ema, &r->model);
+    buffers_restore(r);
+}
+
 /* Every rank's times in the steps since the last progress line, one collective; rank 0 names a
  * straggler and its recovery (straggler.h) in the log and in metrics.jsonl. */
 static void check_stragglers(Run *r) {
@@ -1231,17 +1285,26 @@ static void log_progress(Run *r, long epoch, double lr) {
 static void evaluate_and_log(Run *r, long epoch) {
     timeacct_enter(&r->time, TIME_EVAL);
     double t0 = now_sec(), test_loss;
-    buffers_average(r);
+    /* The average when there is one: the same on every rank, buffers included (ema_step). */
+    const int ema = r->ema.be && r->ema.n_averaged > 0;
+    if (ema) {
+        reducer_drain(&r->reducer);
+        ema_swap_in(&r->ema, &r->model);
+    } else {
+        buffers_average(r);
+    }
     r->last_acc = evaluate(r, &test_loss);
-    buffers_restore(r);
+    if (ema) ema_swap_out(&r->ema, &r->model);
+    else buffers_restore(r);
     if (r->last_acc > r->best_acc) r->best_acc = r->last_acc;
-    log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f (%.1f s)", epoch + 1, r->step, r->last_acc,
-             test_loss, now_sec() - t0);
+    const char *which = !r->ema.be ? "" : ema ? " (EMA)" : " (EMA not updated yet: the trained weights)";
+    log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f%s (%.1f s)", epoch + 1, r->step, r->last_acc,
+             test_loss, which, now_sec() - t0);
     char line[512];
     snprintf_check(line, sizeof line,
-                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, \"time\": %.3f}",
+                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, %s\"time\": %.3f}",
                    epoch + 1, r->step, schedule_lr(&r->sched, epoch, r->step > 0 ? r->step - 1 : 0), r->last_acc,
-                   test_loss, now_sec() - r->t_train0);
+                   test_loss, ema ? "\"ema\": true, " : "", now_sec() - r->t_train0);
     logger_metrics(&r->log, line);
     back_to_training(r);
 }
@@ -1281,6 +1344,7 @@ static int train(Run *r) {
             }
             const double lr = schedule_lr(&r->sched, epoch, r->step);
             optimizer_step(r, lr);
+            if (r->ema.be && r->step % cfg->ema_every == 0) ema_step(r);
             timeacct_step(&r->time, r->step);
             s_done = s + 1;
             if (r->step % cfg->log_interval == 0 || r->step == r->total_steps) log_progress(r, epoch, lr);
@@ -1356,6 +1420,10 @@ static void teardown(Run *r) {
     if (r->own_buffers) r->be->release(r->own_buffers);
     reducer_free(&r->reducer);
     sgd_free(&r->opt);
+    ema_free(&r->ema);
+    free(r->ema_host.params);
+    free(r->ema_host.buffers);
+    free(r->ema_host.nbt);
     scaler_free(&r->scaler);
     model_free(&r->model);
     teardown_setup(r);

@@ -8,6 +8,11 @@ The dump's /options (weight decay, Nesterov momentum, label smoothing, ...) set 
 side through the real APIs (torch.optim.SGD(nesterov=...), nn.CrossEntropyLoss(
 label_smoothing=...)); --set NAME=VALUE replaces one of them on PyTorch's
 side only, so a test can check that a comparison against the wrong semantics fails.
+A dump with options/ema_decay > 0 also holds the moving average of the weights and buffers
+after the steps: PyTorch keeps it with torch.optim.swa_utils.AveragedModel(model,
+use_buffers=True) and the EMA average (get_ema_multi_avg_fn(D) where PyTorch has it, else
+avg_fn = D * e + (1 - D) * p), update_parameters after every ema_every-th step, and every
+tensor of the average, num_batches_tracked included, must agree to --ema_tol.
 Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
 import argparse
 import os
@@ -97,6 +102,7 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--ema_tol", type=float, default=1e-5)
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="PyTorch's side uses VALUE for option NAME instead of the dump's")
     args = ap.parse_args()
@@ -107,7 +113,7 @@ def main():
     width, blocks, lr, momentum = meta[:4]
     accum = int(meta[4]) if len(meta) > 4 else 1
     defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0, "no_decay_1d": 0.0,
-                "bn_bias_lr_mult": 1.0}
+                "bn_bias_lr_mult": 1.0, "steps": 3.0, "ema_decay": 0.0, "ema_every": 1.0}
     opts = dict(defaults)
     if "options" in f:
         opts.update({k: float(f["options"][k][()][0]) for k in f["options"]})
@@ -167,15 +173,46 @@ def main():
 
     opt = torch.optim.SGD(param_groups(model, lr, opts), lr=lr, momentum=momentum,
                           weight_decay=opts["weight_decay"], nesterov=bool(opts["nesterov"]))
+    ema = None
+    if opts["ema_decay"] > 0:
+        from torch.optim import swa_utils
+        decay = opts["ema_decay"]
+        if hasattr(swa_utils, "get_ema_multi_avg_fn"):
+            ema = swa_utils.AveragedModel(model, multi_avg_fn=swa_utils.get_ema_multi_avg_fn(decay), use_buffers=True)
+        else:   # PyTorch < 2.1: the EMA as its documentation writes it
+            ema = swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: decay * e + (1 - decay) * p, use_buffers=True)
+    every = int(opts["ema_every"])
     opt.step()
-    for s in (1, 2):
+    if ema is not None and 1 % every == 0:
+        ema.update_parameters(model)
+    for s in range(1, int(opts["steps"])):
         opt.zero_grad()
         step_gradients(s)
         opt.step()
+        if ema is not None and (s + 1) % every == 0:
+            ema.update_parameters(model)
     for name, p in params.items():
         results.append(("after 3 steps " + name, rel_err(f["params_after3"][name][()], p.detach().numpy())))
 
     bad = [(n, e) for n, e in results if not (e <= args.tol)]
+    if ema is not None:
+        ema_results = []
+        if int(f["ema_n_averaged"][0]) != int(ema.n_averaged):
+            ema_results.append(("ema n_averaged", float("inf")))
+        for name, p in ema.module.named_parameters():
+            ema_results.append(("ema " + name, rel_err(f["ema_params"][name][()], p.detach().numpy())))
+        nbt = []
+        for name, b in ema.module.named_buffers():
+            if name.endswith("num_batches_tracked"):
+                nbt.append(float(b))
+            else:
+                ema_results.append(("ema " + name, rel_err(f["ema_buffers"][name][()], b.numpy())))
+        ema_results.append(("ema num_batches_tracked", rel_err(f["ema_nbt"][()], nbt)))
+        eworst = max(ema_results, key=lambda r: r[1])
+        print(f"EMA: compared {len(ema_results)} tensors of the average of {int(ema.n_averaged)} updates "
+              f"(decay {opts['ema_decay']:g}, every {every}): worst {eworst[0]} rel err {eworst[1]:.3e}, tol {args.ema_tol:g}")
+        bad += [(n, e) for n, e in ema_results if not (e <= args.ema_tol)]
+        results += ema_results
     worst = max(results, key=lambda r: r[1])
     nondefault = {k: v for k, v in opts.items() if abs(v - defaults[k]) > 1e-6 * abs(defaults[k])}
     if nondefault:
@@ -185,7 +222,7 @@ def main():
     for n, e in sorted(results, key=lambda r: -r[1])[:5]:
         print(f"  {e:.3e}  {n}")
     if bad:
-        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g} (worst {worst[1]:.3e}, {worst[0]}): "
+        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g}{f' (the average: {args.ema_tol:g})' if ema is not None else ''} (worst {worst[1]:.3e}, {worst[0]}): "
               + ", ".join(n for n, _ in bad[:8]))
         return 1
     print("PASS")
