@@ -56,6 +56,7 @@
     X(threads,          INT,    "0",     0, 4096,       "CPU threads per rank (0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the cores shared among the ranks of the node)") \
     /* evaluation, logging, checkpoints */ \
     X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \
+    X(tta,              CHOICE, "none",  "none|flip|flip_shift", 0, "test-time augmentation of the evaluation (CPU): logits averaged over the image and its mirror image (flip), and over those of the image shifted by one pixel each way with reflection (flip_shift, 6 views, airbench's)") \
     X(eval_every,       INT,    "1",     0, 100000,     "evaluate test accuracy every N epochs (0: only at the end)") \
     X(log_interval,     INT,    "10",    1, 1000000000, "log training loss every N optimizer steps") \
     X(save_every,       INT,    "1",     0, 100000,     "checkpoint every N epochs (0: off)") \

@@ -46,6 +46,7 @@
 #include "signals.h"
 #include "straggler.h"
 #include "timeacct.h"
+#include "tta.h"
 #include "trace.h"
 #include "util.h"
 #include "version.h"
@@ -133,6 +134,7 @@ typedef struct {
     float *x;                /* host batch from the data loader */
     int *y;
     float *dev_x;            /* the same on the device (device backends only) */
+    float *tta_x, *tta_logits;   /* --tta's views of a chunk and their averaged logits (host) */
     int *dev_y;
 #ifdef HAVE_CUDA_BACKEND
     const CudaPlugin *cuda;           /* the CUDA backend module, when this rank trains on a GPU */
@@ -240,6 +242,8 @@ static void choose_backend(Run *r) {
         /* their kernels are written but have not yet run on a GPU (ops_cuda.h) */
         if (r->cfg.nesterov) die("--nesterov: not available on the GPU backend yet; pass --device cpu");
         if (r->cfg.label_smoothing > 0) die("--label_smoothing: not available on the GPU backend yet; pass --device cpu");
+        /* the views are made from host batches; a GPU holds its test split on the device */
+        if (strcmp(r->cfg.tta, "none") != 0) die("--tta %s: not available on the GPU backend yet; pass --device cpu", r->cfg.tta);
         /* before the model exists: each convolution takes its precision at init */
         cu->set_tf32((int)r->cfg.tf32);
         cu->set_conv_benchmark((int)r->cfg.cudnn_benchmark);
@@ -634,7 +638,9 @@ static double evaluate(Run *r, double *loss_out) {
         /* an evaluation batch larger than the training batch goes through in chunks */
         long c;
         double loss_sum;
-        model_evaluate(&r->model, x, y, n, &c, &loss_sum);
+        const int tta = tta_parse(r->cfg.tta);
+        if (tta != TTA_NONE) tta_evaluate(&r->model, tta, x, y, n, r->tta_x, r->tta_logits, &c, &loss_sum);
+        else model_evaluate(&r->model, x, y, n, &c, &loss_sum);
         sums[0] += (double)c;
         sums[1] += n;
         sums[2] += loss_sum;
@@ -1119,6 +1125,10 @@ static void alloc_batches(Run *r) {
     const size_t img = (size_t)cfg->image_size * cfg->image_size * 3;
     r->x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
     r->y = mallocCheck((size_t)max_batch * sizeof(int));
+    if (strcmp(cfg->tta, "none") != 0) {   /* the model's forwards take at most batch_size images */
+        r->tta_x = alignedAllocCheck((size_t)cfg->batch_size * img * sizeof(float));
+        r->tta_logits = mallocCheck((size_t)cfg->batch_size * cfg->num_classes * sizeof(float));
+    }
     if (!r->be->on_device) return;
     r->dev_x = r->be->alloc((size_t)max_batch * img * sizeof(float));
     r->dev_y = r->be->alloc((size_t)max_batch * sizeof(int));
@@ -1298,13 +1308,16 @@ static void evaluate_and_log(Run *r, long epoch) {
     else buffers_restore(r);
     if (r->last_acc > r->best_acc) r->best_acc = r->last_acc;
     const char *which = !r->ema.be ? "" : ema ? " (EMA)" : " (EMA not updated yet: the trained weights)";
-    log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f%s (%.1f s)", epoch + 1, r->step, r->last_acc,
-             test_loss, which, now_sec() - t0);
+    const int tta = strcmp(r->cfg.tta, "none") != 0;
+    log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f%s%s%s%s (%.1f s)", epoch + 1, r->step, r->last_acc,
+             test_loss, which, tta ? " (TTA " : "", tta ? r->cfg.tta : "", tta ? ")" : "", now_sec() - t0);
+    char tta_json[64] = "";
+    if (tta) snprintf_check(tta_json, sizeof tta_json, "\"tta\": \"%s\", ", r->cfg.tta);
     char line[512];
     snprintf_check(line, sizeof line,
-                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, %s\"time\": %.3f}",
+                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, %s%s\"time\": %.3f}",
                    epoch + 1, r->step, schedule_lr(&r->sched, epoch, r->step > 0 ? r->step - 1 : 0), r->last_acc,
-                   test_loss, ema ? "\"ema\": true, " : "", now_sec() - r->t_train0);
+                   test_loss, ema ? "\"ema\": true, " : "", tta_json, now_sec() - r->t_train0);
     logger_metrics(&r->log, line);
     back_to_training(r);
 }
@@ -1409,6 +1422,8 @@ static void teardown(Run *r) {
     checkpoint_writer_free(&r->writer);
     free(r->x);
     free(r->y);
+    free(r->tta_x);
+    free(r->tta_logits);
     if (r->be->on_device) {
 #ifdef HAVE_CUDA_BACKEND
         r->cuda->device_data_free(r->train_dd);

@@ -1,7 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # A short training run end to end: exit 0, the job directory (config.json, per-rank log,
-# metrics.jsonl with loss/lr lines and test_acc on eval lines), --max_steps, and learning.
+# metrics.jsonl with loss/lr lines and test_acc on eval lines), --max_steps, and learning;
+# an evaluation with --tta and --ema_decay says so in its log line and record.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 make_synth "$TMP/data" --train 1024 --test 256 --shards 2
 
@@ -29,4 +30,11 @@ last=$(grep '"loss"' "$TMP/job2/metrics.jsonl" | tail -1 | sed 's/.*"step": \([0
 "$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/job3" --width 4 --blocks 1 --batch_size 16 \
     --grad_accum_steps 4 --max_steps 3 --log_interval 1 >"$TMP/out3" 2>&1 || bad "--grad_accum_steps run failed"
 grep -q "batch 16 x accum 4" "$TMP/out3" && ok "gradient accumulation run" || bad "grad accum: $(cat "$TMP/out3")"
+
+# --tta: the evaluation line and record say which; an evaluation batch larger than the
+# training batch goes through in chunks.
+"$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/job4" --width 4 --blocks 1 --batch_size 16 --eval_batch_size 100 \
+    --max_steps 3 --tta flip_shift --ema_decay 0.5 >"$TMP/out4" 2>&1 || bad "--tta run failed: $(tail -3 "$TMP/out4")"
+grep -q "step 3 test_acc .* (EMA) (TTA flip_shift)" "$TMP/out4" && grep '"test_acc"' "$TMP/job4/metrics.jsonl" | grep -q '"ema": true, "tta": "flip_shift"' &&
+    ok "--tta flip_shift with --ema_decay: $(grep 'test_acc' "$TMP/out4" | head -1)" || bad "--tta: $(grep test_acc "$TMP/out4" "$TMP/job4/metrics.jsonl")"
 finish

@@ -25,7 +25,11 @@
  *                                            (S SGD steps instead of 3, params_after3 then holding
  *                                             the parameters after S; the moving average of
  *                                             --ema_decay updated after every K-th step, written
- *                                             under ema_params, ema_buffers and ema_nbt) */
+ *                                             under ema_params, ema_buffers and ema_nbt)
+ *                         [--tta flip|flip_shift] (the evaluation's averaged logits of the whole
+ *                                             batch under that test-time augmentation, with the
+ *                                             initial weights, before any step: tta_logits,
+ *                                             tta_correct, tta_loss_sum; CPU only) */
 #include <hdf5.h>
 #include <math.h>
 #include <string.h>
@@ -37,6 +41,7 @@
 #include "plugin.h"
 #endif
 #include "optim.h"
+#include "tta.h"
 #include "util.h"
 #include "model_testutil.h"
 
@@ -127,6 +132,7 @@ int main(int argc, char **argv) {
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
     int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1;
     double ema_decay = 0.0;
+    int tta = TTA_NONE;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
@@ -144,6 +150,10 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--ema_decay")) ema_decay = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--ema_every")) ema_every = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tta")) {
+            tta = tta_parse(argv[i + 1]);
+            if (tta <= TTA_NONE) die_code(2, "--tta %s: flip or flip_shift", argv[i + 1]);
+        }
         else die_code(2, "unknown option %s", argv[i]);
     }
     /* mask names have 3 digits, and a forward has up to 129 masks */
@@ -212,6 +222,23 @@ int main(int argc, char **argv) {
     hsize_t yd[1] = {(hsize_t)NT};
     write_f32(f, "labels", yf, 1, yd);
 
+    if (tta != TTA_NONE) {
+        if (be->on_device) die_code(77, "--tta: CPU only");
+        float *scratch = mallocCheck((size_t)N * S * S * 3 * sizeof(float));
+        float *tl = mallocCheck((size_t)NT * K * sizeof(float));
+        long correct;
+        double loss_sum;
+        tta_logits(run, tta, x, y, NT, scratch, tl);
+        hsize_t td[2] = {(hsize_t)NT, (hsize_t)K};
+        write_f32(f, "tta_logits", tl, 2, td);
+        tta_evaluate(run, tta, x, y, NT, scratch, tl, &correct, &loss_sum);
+        const float fc = (float)correct, fl = (float)loss_sum;
+        hsize_t o1[1] = {1};
+        write_f32(f, "tta_correct", &fc, 1, o1);
+        write_f32(f, "tta_loss_sum", &fl, 1, o1);
+        free(scratch);
+        free(tl);
+    }
     float *logits = mallocCheck((size_t)NT * K * sizeof(float));
     const float loss = step_gradients(f, run, 0, xb, yb, N, accum, logits);
     hsize_t ld[2] = {(hsize_t)NT, (hsize_t)K};
@@ -289,6 +316,8 @@ int main(int argc, char **argv) {
         H5Dclose(ds); H5Sclose(space);
     }
     write_f32(f, "options/ema_every", &fevery, 1, one);
+    const float ftta = (float)tta;
+    write_f32(f, "options/tta", &ftta, 1, one);
     H5Fclose(f);
     printf("dump_model: wrote %s (width %d, blocks %d, batch %d x accum %d, %zu parameters, loss %.6f, %s)\n", out,
            width, blocks, N, accum, m.num_params, loss, be->name);

@@ -13,6 +13,12 @@ after the steps: PyTorch keeps it with torch.optim.swa_utils.AveragedModel(model
 use_buffers=True) and the EMA average (get_ema_multi_avg_fn(D) where PyTorch has it, else
 avg_fn = D * e + (1 - D) * p), update_parameters after every ema_every-th step, and every
 tensor of the average, num_batches_tracked included, must agree to --ema_tol.
+A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
+logits of the batch with the initial weights: PyTorch computes them as airbench's evaluation
+does (0.5 * f(x) + 0.5 * f(x.flip(-1)); with flip_shift that averaged with the mean of the same
+on F.pad(x, (1,) * 4, mode="reflect")[:, :, 0:H, 0:W] and [:, :, 2:H+2, 2:W+2]), and the logits
+must agree to --ema_tol, the count of correct predictions exactly and the summed cross-entropy
+to --ema_tol. (tta_pad_zero=1: zero padding instead of reflection, for a check that must fail.)
 Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
 import argparse
 import os
@@ -98,6 +104,41 @@ def param_groups(model, lr, opts):
     return [g for g in groups if g["params"]]
 
 
+def tta_logits(model, x, level, pad_mode="reflect"):
+    """airbench's infer(model, loader, tta_level) on one batch."""
+    def mirror(v):
+        return 0.5 * model(v) + 0.5 * model(v.flip(-1))
+    logits = mirror(x)
+    if level == 1:
+        return logits
+    h, w = x.shape[2], x.shape[3]
+    p = torch.nn.functional.pad(x, (1,) * 4, mode=pad_mode)
+    shifted = [mirror(p[:, :, 0:h, 0:w]), mirror(p[:, :, 2:h + 2, 2:w + 2])]
+    return 0.5 * logits + 0.5 * torch.stack(shifted).mean(0)
+
+
+def compare_tta(f, model, opts):
+    """The dump's test-time augmented evaluation against PyTorch's on the initial weights."""
+    model.eval()
+    x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
+    y = torch.from_numpy(np.array(f["labels"])).long()
+    level = int(opts["tta"])
+    with torch.no_grad():
+        if level == 0:
+            z = model(x)
+        else:
+            z = tta_logits(model, x, level, "constant" if opts["tta_pad_zero"] else "reflect")
+        loss_sum = float(torch.nn.functional.cross_entropy(z.double(), y, reduction="sum"))
+    correct = int((z.argmax(1) == y).sum())
+    got_correct = int(f["tta_correct"][0])
+    res = [("tta logits", rel_err(f["tta_logits"][()], z.numpy())),
+           ("tta loss sum", rel_err(f["tta_loss_sum"][()], [loss_sum])),
+           ("tta correct", 0.0 if got_correct == correct else float("inf"))]
+    print(f"TTA level {level}: {correct}/{len(y)} correct in PyTorch, {got_correct} in ddptrain; "
+          f"logits rel err {res[0][1]:.3e}, loss sum rel err {res[1][1]:.3e}")
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
@@ -113,7 +154,8 @@ def main():
     width, blocks, lr, momentum = meta[:4]
     accum = int(meta[4]) if len(meta) > 4 else 1
     defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0, "no_decay_1d": 0.0,
-                "bn_bias_lr_mult": 1.0, "steps": 3.0, "ema_decay": 0.0, "ema_every": 1.0}
+                "bn_bias_lr_mult": 1.0, "steps": 3.0, "ema_decay": 0.0, "ema_every": 1.0,
+                "tta": 0.0, "tta_pad_zero": 0.0}
     opts = dict(defaults)
     if "options" in f:
         opts.update({k: float(f["options"][k][()][0]) for k in f["options"]})
@@ -140,6 +182,9 @@ def main():
               "only torch:", sorted(names_t - names_c)[:5])
         return 1
     model.load_state_dict(sd)
+    tta_results = []
+    if "tta_logits" in f:
+        tta_results = compare_tta(f, model, opts)
     model.train()
     x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
     y = torch.from_numpy(np.array(f["labels"])).long()
@@ -195,6 +240,9 @@ def main():
         results.append(("after 3 steps " + name, rel_err(f["params_after3"][name][()], p.detach().numpy())))
 
     bad = [(n, e) for n, e in results if not (e <= args.tol)]
+    if tta_results:
+        bad += [(n, e) for n, e in tta_results if not (e <= args.ema_tol)]
+        results += tta_results
     if ema is not None:
         ema_results = []
         if int(f["ema_n_averaged"][0]) != int(ema.n_averaged):
@@ -222,7 +270,7 @@ def main():
     for n, e in sorted(results, key=lambda r: -r[1])[:5]:
         print(f"  {e:.3e}  {n}")
     if bad:
-        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g}{f' (the average: {args.ema_tol:g})' if ema is not None else ''} (worst {worst[1]:.3e}, {worst[0]}): "
+        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g}{f' (the average, TTA: {args.ema_tol:g})' if ema is not None or tta_results else ''} (worst {worst[1]:.3e}, {worst[0]}): "
               + ", ".join(n for n, _ in bad[:8]))
         return 1
     print("PASS")
