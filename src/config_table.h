@@ -57,6 +57,8 @@
     /* evaluation, logging, checkpoints */ \
     X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \
     X(tta,              CHOICE, "none",  "none|flip|flip_shift", 0, "test-time augmentation of the evaluation (CPU): logits averaged over the image and its mirror image (flip), and over those of the image shifted by one pixel each way with reflection (flip_shift, 6 views, airbench's)") \
+    X(target_accuracy,  FLOAT,  "0",     0, 1,          "stop at the first evaluation whose test accuracy reaches this fraction (MLPerf's rule), evaluating every epoch at least, and report the time to train; a run that ends below it exits with status 5 (0: off)") \
+    X(eval_every_steps, INT,    "0",     0, 1000000000, "also evaluate every N optimizer steps (0: off)") \
     X(eval_every,       INT,    "1",     0, 100000,     "evaluate test accuracy every N epochs (0: only at the end)") \
     X(log_interval,     INT,    "10",    1, 1000000000, "log training loss every N optimizer steps") \
     X(save_every,       INT,    "1",     0, 100000,     "checkpoint every N epochs (0: off)") \

@@ -57,6 +57,8 @@
 #define EXIT_PREEMPTED 3
 /* Exit status of --preflight when a rank or a link is below half the median rate (linktest.h). */
 #define EXIT_PREFLIGHT_SLOW 4
+/* Exit status of a run with --target_accuracy that ended without reaching it. */
+#define EXIT_TARGET_MISSED 5
 /* Steps between preemption checks of several ranks on GPUs (each check is a host round trip). */
 #define PREEMPT_CHECK_STEPS_GPU 10
 /* --comm_allreduce ring: all-reduces of at least this many bytes go round the ring */
@@ -146,7 +148,12 @@ typedef struct {
     long step, step_first;   /* global step now, and where this invocation began */
     long start_epoch, start_step;
     double t_train0;
+    double t_proc0;          /* the process's start: start-up is t_train0 - t_proc0 */
     double last_acc, best_acc;
+    long eval_step;          /* the global step of the last evaluation, -1 before any */
+    int target_reached;      /* --target_accuracy: an evaluation reached it */
+    double target_time;      /* seconds from t_train0 to the end of that evaluation */
+    long target_step, target_epoch;
     struct {                 /* what the next progress line averages over */
         double t_start, data_wait, step_time;
         long images, steps;
@@ -1319,6 +1326,17 @@ static void evaluate_and_log(Run *r, long epoch) {
                    epoch + 1, r->step, schedule_lr(&r->sched, epoch, r->step > 0 ? r->step - 1 : 0), r->last_acc,
                    test_loss, ema ? "\"ema\": true, " : "", tta_json, now_sec() - r->t_train0);
     logger_metrics(&r->log, line);
+    r->eval_step = r->step;
+    /* MLPerf's rule: the time to train ends with the evaluation that reaches the target (every
+     * rank sees the same accuracy, so every rank stops at the same step) */
+    if (r->cfg.target_accuracy > 0.0 && !r->target_reached && r->last_acc >= r->cfg.target_accuracy) {
+        r->target_reached = 1;
+        r->target_time = now_sec() - r->t_train0;
+        r->target_step = r->step;
+        r->target_epoch = epoch + 1;
+        log_info(&r->log, "target_accuracy %g reached: test_acc %.4f at step %ld (epoch %ld), %.1f s after the start "
+                 "of training; stopping", r->cfg.target_accuracy, r->last_acc, r->step, epoch + 1, r->target_time);
+    }
     back_to_training(r);
 }
 
@@ -1328,9 +1346,12 @@ static void evaluate_and_log(Run *r, long epoch) {
 static void end_epoch(Run *r, long epoch, long steps_done_in_epoch, int done) {
     const Config *cfg = &r->cfg;
     const int last_epoch = done || epoch + 1 == cfg->epochs;
-    if ((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch) evaluate_and_log(r, epoch);
+    /* --target_accuracy evaluates every epoch; nothing twice at the same step */
+    if (((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch || cfg->target_accuracy > 0.0) &&
+        r->eval_step != r->step)
+        evaluate_and_log(r, epoch);
     const int mid = steps_done_in_epoch < r->steps_per_epoch;
-    if (last_epoch || (cfg->save_every > 0 && (epoch + 1) % cfg->save_every == 0))
+    if (last_epoch || r->target_reached || (cfg->save_every > 0 && (epoch + 1) % cfg->save_every == 0))
         save_checkpoint(r, mid ? epoch : epoch + 1, mid ? steps_done_in_epoch : 0, r->step, 0);
 }
 
@@ -1340,8 +1361,9 @@ static int train(Run *r) {
     const Config *cfg = &r->cfg;
     int done = r->step >= r->total_steps;
     r->t_train0 = now_sec();
+    r->eval_step = -1;
     back_to_training(r);
-    for (long epoch = r->start_epoch; epoch < cfg->epochs && !done; epoch++) {
+    for (long epoch = r->start_epoch; epoch < cfg->epochs && !done && !r->target_reached; epoch++) {
         const long s0 = epoch == r->start_epoch ? r->start_step : 0;
         dataloader_start_epoch(r->train_dl, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
         model_take_loss_sum(&r->model);   /* a log window does not span epochs */
@@ -1361,7 +1383,11 @@ static int train(Run *r) {
             timeacct_step(&r->time, r->step);
             s_done = s + 1;
             if (r->step % cfg->log_interval == 0 || r->step == r->total_steps) log_progress(r, epoch, lr);
-            done = r->step >= r->total_steps;
+            if (cfg->eval_every_steps > 0 && r->step % cfg->eval_every_steps == 0) {
+                reducer_drain(&r->reducer);
+                evaluate_and_log(r, epoch);
+            }
+            done = r->step >= r->total_steps || r->target_reached;
             if (cfg->save_every_steps > 0 && r->step % cfg->save_every_steps == 0 && !done && s + 1 < r->steps_per_epoch)
                 save_checkpoint(r, epoch, s + 1, r->step, 0);
             if (done) break;
@@ -1370,6 +1396,30 @@ static int train(Run *r) {
         end_epoch(r, epoch, s_done, done);
     }
     return 0;
+}
+
+/* --target_accuracy's outcome: the run's last line and a metrics.jsonl event record. */
+static void report_target(Run *r) {
+    const double startup = r->t_train0 - r->t_proc0;
+    char line[512];
+    if (r->target_reached) {
+        log_info(&r->log, "time to train: %.3f s to test_acc %.4f >= target_accuracy %g at step %ld (epoch %ld); "
+                 "start-up %.3f s apart", r->target_time, r->last_acc, r->cfg.target_accuracy, r->target_step,
+                 r->target_epoch, startup);
+        snprintf_check(line, sizeof line,
+                       "{\"event\": \"target_accuracy\", \"reached\": true, \"target\": %.6g, \"accuracy\": %.6f, "
+                       "\"step\": %ld, \"epoch\": %ld, \"time_to_train\": %.3f, \"startup\": %.3f}",
+                       r->cfg.target_accuracy, r->last_acc, r->target_step, r->target_epoch, r->target_time, startup);
+    } else {
+        log_info(&r->log, "target_accuracy %g not reached: best test_acc %.4f in %ld steps (%.3f s of training; start-up "
+                 "%.3f s apart); exit status %d", r->cfg.target_accuracy, r->best_acc, r->step,
+                 now_sec() - r->t_train0, startup, EXIT_TARGET_MISSED);
+        snprintf_check(line, sizeof line,
+                       "{\"event\": \"target_accuracy\", \"reached\": false, \"target\": %.6g, \"best_accuracy\": %.6f, "
+                       "\"step\": %ld, \"train_time\": %.3f, \"startup\": %.3f}",
+                       r->cfg.target_accuracy, r->best_acc, r->step, now_sec() - r->t_train0, startup);
+    }
+    logger_metrics(&r->log, line);
 }
 
 /* The last checkpoint on disk, the closing line, and, after a preemption, every rank waiting
@@ -1401,6 +1451,7 @@ static void finish(Run *r, int preempted) {
         timeacct_summary(&r->time, line, sizeof line);
         log_info(&r->log, "%s", line);
     }
+    if (!preempted && r->cfg.target_accuracy > 0.0) report_target(r);
 }
 
 /* What setup made, in the reverse order; the world last (communicator, MPI, PMIx). */
@@ -1448,6 +1499,7 @@ int main(int argc, char **argv) {
     static Run run;
     Run *r = &run;
     timeacct_init(&r->time);   /* the run's wall time starts here */
+    r->t_proc0 = now_sec();
     install_signal_handlers();
     /* Job directories, logs and checkpoints follow the user's umask but are never
      * world-writable, whatever the umask. */
@@ -1465,6 +1517,7 @@ int main(int argc, char **argv) {
     alloc_batches(r);
     const int preempted = train(r);
     finish(r, preempted);
+    const int missed = !preempted && r->cfg.target_accuracy > 0.0 && !r->target_reached;
     teardown(r);
-    return preempted ? EXIT_PREEMPTED : 0;
+    return preempted ? EXIT_PREEMPTED : missed ? EXIT_TARGET_MISSED : 0;
 }
