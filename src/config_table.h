@@ -31,6 +31,7 @@
     X(max_steps,        INT,    "0",     0, 1000000000, "stop after this many optimizer steps (0: off)") \
     X(grad_accum_steps, INT,    "1",     1, 4096,       "micro-steps per optimizer step") \
     X(lr,               FLOAT,  "0.01",  0, 1e3,        "peak learning rate") \
+    X(lr_ref_batch,     INT,    "0",     0, 1000000000, "the global batch (batch_size x grad_accum_steps x ranks) --lr and --min_lr are given for: at another global batch both are scaled by global / this (the linear scaling rule; 0: used as given at any global batch)") \
     X(momentum,         FLOAT,  "0.9",   0, 1,          "SGD momentum") \
     X(weight_decay,     FLOAT,  "1e-4",  0, 1,          "L2 weight decay added to the gradient (PyTorch SGD)") \
     X(nesterov,         BOOL,   "false", 0, 0,          "Nesterov momentum, torch.optim.SGD(nesterov=True): the step is lr * (d + momentum * buf) instead of lr * buf (needs --momentum above 0)") \

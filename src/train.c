@@ -1076,7 +1076,17 @@ static void plan_steps(Run *r) {
     r->steps_per_epoch = allreduce_min_long(r->comm, mine);
     if (r->steps_per_epoch < mine)
         log_info(&r->log, "data: this rank could fill %ld steps per epoch; all ranks take %ld", mine, r->steps_per_epoch);
-    CHECK(schedule_init(&r->sched, cfg->lr_schedule, cfg->lr, cfg->min_lr, cfg->epochs, r->steps_per_epoch,
+    /* --lr_ref_batch: the linear scaling rule (lr as given when the global batch is the reference) */
+    const long global = cfg->batch_size * cfg->grad_accum_steps * r->world.boot.world_size;
+    double lr = cfg->lr, min_lr = cfg->min_lr;
+    if (cfg->lr_ref_batch > 0 && global != cfg->lr_ref_batch) {
+        const double k = (double)global / (double)cfg->lr_ref_batch;
+        lr *= k;
+        min_lr *= k;
+        log_info(&r->log, "lr: %g (--lr %g for a global batch of %ld, scaled linearly to this run's %ld)", lr, cfg->lr,
+                 cfg->lr_ref_batch, global);
+    }
+    CHECK(schedule_init(&r->sched, cfg->lr_schedule, lr, min_lr, cfg->epochs, r->steps_per_epoch,
                         cfg->warmup_steps) == 0);
     r->total_steps = r->steps_per_epoch * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < r->total_steps) r->total_steps = cfg->max_steps;
