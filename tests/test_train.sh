@@ -37,8 +37,12 @@ grep -q "batch 16 x accum 4" "$TMP/out3" && ok "gradient accumulation run" || ba
 # training batch goes through in chunks.
 "$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/job4" --width 4 --blocks 1 --batch_size 16 --eval_batch_size 100 \
     --max_steps 3 --tta flip_shift --ema_decay 0.5 >"$TMP/out4" 2>&1 || bad "--tta run failed: $(tail -3 "$TMP/out4")"
-grep -q "step 3 test_acc .* (EMA) (TTA flip_shift)" "$TMP/out4" && grep '"test_acc"' "$TMP/job4/metrics.jsonl" | grep -q '"ema": true, "tta": "flip_shift"' &&
-    ok "--tta flip_shift with --ema_decay: $(grep 'test_acc' "$TMP/out4" | head -1)" || bad "--tta: $(grep test_acc "$TMP/out4" "$TMP/job4/metrics.jsonl")"
+if grep -q "step 3 test_acc .* (EMA) (TTA flip_shift)" "$TMP/out4" &&
+   grep '"test_acc"' "$TMP/job4/metrics.jsonl" | grep -q '"ema": true, "tta": "flip_shift"'; then
+    ok "--tta flip_shift with --ema_decay: $(grep 'test_acc' "$TMP/out4" | head -1)"
+else
+    bad "--tta: $(grep test_acc "$TMP/out4" "$TMP/job4/metrics.jsonl")"
+fi
 # --target_accuracy reached: evaluations every 8 steps (and every epoch, --eval_every 0
 # notwithstanding), the run stops at the first one at or above the target.
 "$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/job5" --width 8 --blocks 1 --batch_size 32 --epochs 10 \
