@@ -3,10 +3,12 @@
 """Load a ddptrain checkpoint into the PyTorch MiniResNet, optionally evaluate it on a dataset
 directory of shards and/or save a plain PyTorch state_dict.
 
-    ddptrain_to_torch.py CKPT.h5 [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
+    ddptrain_to_torch.py CKPT.h5 [--ema] [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
 
 The checkpoint's /model group holds one dataset per state_dict name, so loading is a
-dictionary copy; see the checkpoint layout in the README. Needs torch, h5py and numpy."""
+dictionary copy; see the checkpoint layout in the README. By default the trained weights
+(/model) are loaded; --ema loads the moving average of a run with --ema_decay (/ema), the
+weights its test_acc was measured on. Needs torch, h5py and numpy."""
 import argparse
 import glob
 import os
@@ -31,8 +33,9 @@ def _str(v):
     return v.decode() if isinstance(v, (bytes, np.bytes_)) else str(v)
 
 
-def read_checkpoint(path):
-    """Returns (meta, state_dict): meta has the root attributes and the train state."""
+def read_checkpoint(path, group="model"):
+    """Returns (meta, state_dict): meta has the root attributes and the train state (and
+    has_ema, ema_n_averaged); the state_dict is /model's, or /ema's with group="ema"."""
     try:
         f = h5py.File(path, "r")
     except OSError as e:
@@ -46,18 +49,24 @@ def read_checkpoint(path):
         if "train_state" in f:
             for k, v in f["train_state"].items():
                 meta[k] = v[()].tolist()
+        meta["has_ema"] = "ema" in f
+        if meta["has_ema"]:
+            meta["ema_n_averaged"] = int(f["ema/n_averaged"][()])
+        if group not in f:
+            raise ValueError(f"{path}: no /{group} group (the run had no --ema_decay, or had not updated the average yet)")
         sd = {}
-        f["model"].visititems(lambda n, o: sd.__setitem__(n, torch.from_numpy(np.array(o[()])))
+        f[group].visititems(lambda n, o: sd.__setitem__(n, torch.from_numpy(np.array(o[()])))
                               if isinstance(o, h5py.Dataset) else None)
+    sd.pop("n_averaged", None)
     for k in list(sd):
         if k.endswith("num_batches_tracked"):
             sd[k] = sd[k].to(torch.int64).reshape(())
     return meta, sd
 
 
-def load_model(path):
-    """The checkpoint's MiniResNet in eval mode, and its meta data."""
-    meta, sd = read_checkpoint(path)
+def load_model(path, ema=False):
+    """The checkpoint's MiniResNet in eval mode (its moving average with ema=True), and its meta data."""
+    meta, sd = read_checkpoint(path, "ema" if ema else "model")
     model = MiniResNet(meta["width"], meta["blocks"], meta["num_classes"])
     model.load_state_dict(sd, strict=True)
     model.eval()
@@ -96,20 +105,25 @@ def evaluate(model, data_dir, split="test", batch_size=256):
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("checkpoint")
+    ap.add_argument("--ema", action="store_true",
+                    help="load the moving average of the weights and buffers (/ema: what the run evaluated) "
+                         "instead of the trained weights (/model)")
     ap.add_argument("--data", help="dataset directory to evaluate on (shards <split>-NNNNN-of-MMMMM.h5)")
     ap.add_argument("--split", default="test")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--save", metavar="OUT.pt", help="also write the state_dict with torch.save")
     args = ap.parse_args()
     try:
-        model, meta = load_model(args.checkpoint)
+        model, meta = load_model(args.checkpoint, args.ema)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
         print(f"ddptrain_to_torch: error: {e}", file=sys.stderr)
         return 1
     nparams = sum(p.numel() for p in model.parameters())
     print(f"{args.checkpoint}: MiniResNet width {meta['width']} blocks {meta['blocks']} "
           f"classes {meta['num_classes']}: {nparams:,} parameters "
-          f"(epoch {meta.get('epoch', '?')}, global step {meta.get('global_step', '?')})")
+          f"(epoch {meta.get('epoch', '?')}, global step {meta.get('global_step', '?')})"
+          + (f": the EMA of {meta['ema_n_averaged']} updates" if args.ema else
+             ": the trained weights (the run evaluated its EMA: --ema loads it)" if meta["has_ema"] else ""))
     if args.save:
         torch.save(model.state_dict(), args.save)
         print(f"saved state_dict to {args.save}")

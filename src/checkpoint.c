@@ -86,33 +86,9 @@ typedef struct {
     int n_bn;
     TrainState ts;
     const float *rank_buffers;          /* ts.world_size rows of num_buffers; NULL: not written */
+    const CkptEma *ema;                 /* NULL, or n_averaged 0: no /ema group */
     const char *config_json;
 } CkptState;
-
-/* Batch-norm layers in state_dict order. */
-static int bn_count(const Model *m) {
-    int n = 1;
-    for (int i = 0; i < m->n_block; i++) n += m->block[i].has_shortcut ? 3 : 2;
-    return n;
-}
-
-static const ConvBN *bn_at(const Model *m, int k) {
-    if (k == 0) return &m->stem;
-    k--;
-    for (int i = 0; i < m->n_block; i++) {
-        const BasicBlock *b = &m->block[i];
-        if (k == 0) return &b->c1;
-        if (k == 1) return &b->c2;
-        if (b->has_shortcut) {
-            if (k == 2) return &b->sc;
-            k -= 3;
-        } else {
-            k -= 2;
-        }
-    }
-    CHECK(!"batch-norm index out of range");
-    return NULL;
-}
 
 /* "<prefix>.num_batches_tracked" for a BN layer, from its running_mean buffer's name. */
 static void bn_name(const Model *m, const ConvBN *c, char *buf, size_t len) {
@@ -144,9 +120,9 @@ static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const
         s->weight_decay = opt->weight_decay;
         s->sgd_steps = opt->steps;
     }
-    s->n_bn = bn_count(m);
+    s->n_bn = model_bn_count(m);
     for (int k = 0; k < s->n_bn; k++) {
-        const ConvBN *c = bn_at(m, k);
+        const ConvBN *c = model_bn_at(m, k);
         bn_name(m, c, bn[k].name, sizeof bn[k].name);
         bn[k].value = c->num_batches_tracked;
     }
@@ -274,6 +250,10 @@ static int w_attr_f32(Writer *w, const char *obj, const char *name, float v) {
     return w_attr(w, obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &v);
 }
 
+static int w_attr_f64(Writer *w, const char *obj, const char *name, double v) {
+    return w_attr(w, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
 static int w_attr_str(Writer *w, const char *obj, const char *name, const char *s) {
     hid_t t = string_type(strlen(s));
     int rc = w_attr(w, obj, name, t, t, s);
@@ -332,6 +312,19 @@ static int write_contents(Writer *w, const CkptState *s) {
         CHECK(s->ts.world_size >= 1);
         hsize_t d[2] = {(hsize_t)s->ts.world_size, (hsize_t)s->num_buffers};
         rc = w_dataset(w, "/train_state/rank_buffers", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, s->rank_buffers, 1);
+    }
+    if (s->ema && s->ema->n_averaged > 0 && !rc) {
+        const CkptEma *e = s->ema;
+        rc = w_group(w, "/ema");
+        rc = rc ? rc : w_attr_f64(w, "/ema", "decay", e->decay);
+        rc = rc ? rc : w_i64(w, "/ema/n_averaged", e->n_averaged);
+        for (int i = 0; i < s->n_pinfo && !rc; i++) rc = w_tensor(w, "/ema", &s->pinfo[i], e->params + s->pinfo[i].offset);
+        for (int i = 0; i < s->n_binfo && !rc; i++) rc = w_tensor(w, "/ema", &s->binfo[i], e->buffers + s->binfo[i].offset);
+        for (int k = 0; k < s->n_bn && !rc; k++) {
+            char name[160];
+            snprintf_check(name, sizeof name, "/ema/%s", s->bn[k].name);
+            rc = w_i64(w, name, e->nbt[k]);
+        }
     }
     return rc;
 }
@@ -395,7 +388,7 @@ static int write_file(const char *path, const CkptState *s, char *err, size_t er
 int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
                           const float *rank_buffers, const char *config_json, char *err, size_t errlen) {
     CHECK(!rank_buffers || (ts && ts->world_size >= 1));
-    BnCount *bn = callocCheck((size_t)bn_count(m), sizeof *bn);
+    BnCount *bn = callocCheck((size_t)model_bn_count(m), sizeof *bn);
     CkptState s;
     state_from_model(&s, m, opt, ts, config_json, bn);
     s.rank_buffers = rank_buffers;
@@ -421,10 +414,11 @@ typedef struct {
 /* Where everything is read before it replaces anything in the caller's model. */
 typedef struct {
     float *params, *buffers, *momentum;
-    int64_t *nbt;           /* per BN layer, bn_at order */
+    int64_t *nbt;           /* per BN layer, model_bn_at order */
     long sgd_steps;
     TrainState ts;
     float *rank_buffers;    /* ts.world_size rows of num_buffers, when the file has them; else NULL */
+    CkptEma ema;            /* /ema, when the file has it (ema.n_averaged > 0); else n_averaged 0 */
 } Scratch;
 
 static int r_fail(Reader *r, const char *what) {
@@ -652,6 +646,45 @@ static int r_rank_buffers(Reader *r, const Model *m, Scratch *s) {
     return rc;
 }
 
+/* /ema into s->ema: the moving average of the weights and buffers, as /model holds them. */
+static int r_ema(Reader *r, const Model *m, Scratch *s) {
+    const int n_bn = model_bn_count(m);
+    if (r_check_group_size(r, "/ema", 1 + m->n_param_info + m->n_buffer_info + n_bn)) return -1;
+    CkptEma *e = &s->ema;
+    e->params = mallocCheck(m->num_params * sizeof(float));
+    e->buffers = mallocCheck(m->num_buffers * sizeof(float));
+    e->nbt = callocCheck((size_t)n_bn, sizeof(int64_t));
+    long n = 0;
+    if (r_long(r, "/ema/n_averaged", &n)) return -1;
+    for (int i = 0; i < m->n_param_info; i++)
+        if (r_tensor(r, "/ema", &m->param_info[i], e->params + m->param_info[i].offset)) return -1;
+    for (int i = 0; i < m->n_buffer_info; i++)
+        if (r_tensor(r, "/ema", &m->buffer_info[i], e->buffers + m->buffer_info[i].offset)) return -1;
+    for (int k = 0; k < n_bn; k++) {
+        char bn[80], name[160];
+        bn_name(m, model_bn_at(m, k), bn, sizeof bn);
+        snprintf_check(name, sizeof name, "/ema/%s", bn);
+        if (r_i64(r, name, &e->nbt[k])) return -1;
+        if (e->nbt[k] < 0) n = -1;
+    }
+    /* the decay, informational: 0 when absent or unreadable */
+    double d = 0.0;
+    if (H5Aexists_by_name(r->file, "/ema", "decay", H5P_DEFAULT) > 0) {
+        hid_t at = H5Aopen_by_name(r->file, "/ema", "decay", H5P_DEFAULT, H5P_DEFAULT);
+        if (at >= 0) {
+            hid_t t = H5Aget_type(at);
+            if (t >= 0 && H5Tget_class(t) == H5T_FLOAT && H5Aread(at, H5T_NATIVE_DOUBLE, &d) < 0) d = 0.0;
+            if (t >= 0) H5Tclose(t);
+            H5Aclose(at);
+        }
+    }
+    if (n < 1 || n > CKPT_MAX_STEP)
+        return errf(r->err, r->errlen, "%s: /ema holds a value out of range (damaged or not written by ddptrain)", r->path);
+    e->n_averaged = n;
+    e->decay = d;
+    return 0;
+}
+
 /* Everything in the file into s, checked against m. Under hdf5_lock(). */
 static int r_all(Reader *r, const Model *m, Scratch *s) {
     if (r_header(r)) return -1;
@@ -669,7 +702,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
     if (np != (long)m->num_params)
         return errf(r->err, r->errlen, "%s: checkpoint has %ld parameters but this model has %zu", r->path, np, m->num_params);
 
-    int n_bn = bn_count(m);
+    int n_bn = model_bn_count(m);
     if (r_check_group_size(r, "/model", m->n_param_info + m->n_buffer_info + n_bn)) return -1;
     for (int i = 0; i < m->n_param_info; i++)
         if (r_tensor(r, "/model", &m->param_info[i], s->params + m->param_info[i].offset)) return -1;
@@ -677,7 +710,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         if (r_tensor(r, "/model", &m->buffer_info[i], s->buffers + m->buffer_info[i].offset)) return -1;
     for (int k = 0; k < n_bn; k++) {
         char bn[80], name[160];
-        bn_name(m, bn_at(m, k), bn, sizeof bn);
+        bn_name(m, model_bn_at(m, k), bn, sizeof bn);
         snprintf_check(name, sizeof name, "/model/%s", bn);
         if (r_i64(r, name, &s->nbt[k])) return -1;
     }
@@ -739,6 +772,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         ts->has_amp = 1;
     }
     if (H5Lexists(r->file, "/train_state/rank_buffers", H5P_DEFAULT) > 0 && r_rank_buffers(r, m, s)) return -1;
+    if (H5Lexists(r->file, "/ema", H5P_DEFAULT) > 0 && r_ema(r, m, s)) return -1;
     return 0;
 }
 
@@ -747,11 +781,12 @@ static void scratch_init(Scratch *s, const Model *m) {
     s->params = mallocCheck(m->num_params * sizeof(float));
     s->buffers = mallocCheck(m->num_buffers * sizeof(float));
     s->momentum = mallocCheck(m->num_params * sizeof(float));
-    s->nbt = callocCheck((size_t)bn_count(m), sizeof(int64_t));
+    s->nbt = callocCheck((size_t)model_bn_count(m), sizeof(int64_t));
 }
 
 static void scratch_free(Scratch *s) {
     free(s->params); free(s->buffers); free(s->momentum); free(s->nbt); free(s->rank_buffers);
+    free(s->ema.params); free(s->ema.buffers); free(s->ema.nbt);
     memset(s, 0, sizeof *s);
 }
 
@@ -773,8 +808,8 @@ int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen
     return rc;
 }
 
-int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
-                         int *own, char *err, size_t errlen) {
+int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+                        int *own, CkptEma *ema, char *err, size_t errlen) {
     if (opt) CHECK(opt->n == m->num_params);
     CHECK(world_size >= 1 && rank >= 0 && rank < world_size);
     Scratch s;
@@ -787,16 +822,30 @@ int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, i
         memcpy(m->buffers, mine ? s.rank_buffers + (size_t)rank * m->num_buffers : s.buffers,
                m->num_buffers * sizeof(float));
         if (mine) *own = 1;
-        for (int k = 0; k < bn_count(m); k++) ((ConvBN *)bn_at(m, k))->num_batches_tracked = s.nbt[k];
+        for (int k = 0; k < model_bn_count(m); k++) model_bn_at(m, k)->num_batches_tracked = s.nbt[k];
         if (opt) {
             memcpy(opt->buf, s.momentum, m->num_params * sizeof(float));
             opt->steps = s.sgd_steps;
         }
         if (ts) *ts = s.ts;
+        if (ema) {
+            ema->n_averaged = s.ema.n_averaged;
+            if (s.ema.n_averaged > 0) {
+                ema->decay = s.ema.decay;
+                memcpy(ema->params, s.ema.params, m->num_params * sizeof(float));
+                memcpy(ema->buffers, s.ema.buffers, m->num_buffers * sizeof(float));
+                memcpy(ema->nbt, s.ema.nbt, (size_t)model_bn_count(m) * sizeof(int64_t));
+            }
+        }
         model_params_changed(m);
     }
     scratch_free(&s);
     return rc;
+}
+
+int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+                         int *own, char *err, size_t errlen) {
+    return checkpoint_load_ema(path, m, opt, ts, rank, world_size, own, NULL, err, errlen);
 }
 
 int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen) {
@@ -1075,6 +1124,7 @@ typedef struct {
     float *params, *buffers, *momentum;
     float *rank_buffers;            /* every rank's running statistics, when submitted */
     size_t rank_buffers_n;          /* floats allocated there */
+    CkptEma ema;                    /* copy of the moving average, when submitted */
     size_t num_params, num_buffers;
     TensorInfo *pinfo, *binfo;
     BnCount *bn;
@@ -1083,12 +1133,13 @@ typedef struct {
 
 static void snapshot_free(Snapshot *s) {
     free(s->params); free(s->buffers); free(s->momentum); free(s->rank_buffers);
+    free(s->ema.params); free(s->ema.buffers); free(s->ema.nbt);
     free(s->pinfo); free(s->binfo); free(s->bn); free(s->config);
     memset(s, 0, sizeof *s);
 }
 
 static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const TrainState *ts, const float *rank_buffers,
-                          const char *config_json) {
+                          const CkptEma *ema, const char *config_json) {
     if (s->num_params != m->num_params || s->num_buffers != m->num_buffers) {
         snapshot_free(s);
         s->num_params = m->num_params;
@@ -1098,7 +1149,10 @@ static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const Tra
         s->buffers = mallocCheck(m->num_buffers * sizeof(float));
         s->pinfo = mallocCheck((size_t)m->n_param_info * sizeof *s->pinfo);
         s->binfo = mallocCheck((size_t)m->n_buffer_info * sizeof *s->binfo);
-        s->bn = mallocCheck((size_t)bn_count(m) * sizeof *s->bn);
+        s->bn = mallocCheck((size_t)model_bn_count(m) * sizeof *s->bn);
+        s->ema.params = mallocCheck(m->num_params * sizeof(float));
+        s->ema.buffers = mallocCheck(m->num_buffers * sizeof(float));
+        s->ema.nbt = mallocCheck((size_t)model_bn_count(m) * sizeof(int64_t));
     }
     state_from_model(&s->st, m, opt, ts, NULL, s->bn);   /* fills s->bn from the live model */
     memcpy(s->params, m->params, m->num_params * sizeof(float));
@@ -1123,6 +1177,14 @@ static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const Tra
         }
         memcpy(s->rank_buffers, rank_buffers, n * sizeof(float));
         s->st.rank_buffers = s->rank_buffers;
+    }
+    if (ema && ema->n_averaged > 0) {
+        s->ema.n_averaged = ema->n_averaged;
+        s->ema.decay = ema->decay;
+        memcpy(s->ema.params, ema->params, m->num_params * sizeof(float));
+        memcpy(s->ema.buffers, ema->buffers, m->num_buffers * sizeof(float));
+        memcpy(s->ema.nbt, ema->nbt, (size_t)model_bn_count(m) * sizeof(int64_t));
+        s->st.ema = &s->ema;
     }
     free(s->config);
     s->config = NULL;
@@ -1161,20 +1223,26 @@ int checkpoint_writer_wait(CheckpointWriter *w, char *err, size_t errlen) {
     return w->status;
 }
 
-int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
-                                   const TrainState *ts, const float *rank_buffers, const char *config_json,
-                                   char *err, size_t errlen) {
+int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                                 const TrainState *ts, const float *rank_buffers, const CkptEma *ema,
+                                 const char *config_json, char *err, size_t errlen) {
     int prev = checkpoint_writer_wait(w, err, errlen);
     double t0 = now_sec();
     if (strlen(path) >= sizeof w->path) fail_at(__FILE__, __LINE__, "checkpoint path too long", path);
     snprintf(w->path, sizeof w->path, "%s", path);
-    snapshot_take(w->snap, m, opt, ts, rank_buffers, config_json);
+    snapshot_take(w->snap, m, opt, ts, rank_buffers, ema, config_json);
     w->status = 0;
     w->err[0] = '\0';
     CHECK(helper_thread_create(&w->thread, writer_main, w) == 0);
     w->pending = 1;
     w->last_submit_sec = now_sec() - t0;
     return prev;
+}
+
+int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                                   const TrainState *ts, const float *rank_buffers, const char *config_json,
+                                   char *err, size_t errlen) {
+    return checkpoint_writer_submit_ema(w, path, m, opt, ts, rank_buffers, NULL, config_json, err, errlen);
 }
 
 int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,

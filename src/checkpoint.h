@@ -40,6 +40,16 @@
  *                                  holds the average over the ranks. A resume on as many ranks
  *                                  gives every rank its own row back; any other reader, PyTorch
  *                                  included, needs only /model.
+ *   /ema                           only from a run with --ema_decay, once the average exists:
+ *                                  the exponential moving average of the weights and buffers
+ *                                  (torch.optim.swa_utils.AveragedModel(use_buffers=True)),
+ *                                  the model that the run's test_acc and test_loss are of
+ *                                  (attribute decay, float64: informational only)
+ *   /ema/n_averaged                int64 scalar >= 1: the average's updates (AveragedModel's
+ *                                  n_averaged)
+ *   /ema/<name>                    float32, every tensor of /model under its name and shape,
+ *                                  and an int64 scalar /ema/<bn>.num_batches_tracked per
+ *                                  batch-norm layer: a state_dict PyTorch loads as /model's
  *
  * The file uses the HDF5 1.10 format (readable by HDF5 >= 1.10, hence any recent h5py), whose
  * metadata is checksummed; every float tensor is one chunk with the Fletcher-32 checksum
@@ -96,6 +106,16 @@ typedef struct {
     uint64_t data_id;                 /* dataloader_shard_list_hash */
 } TrainState;
 
+/* The moving average of the weights and buffers (ema.h), as the /ema group holds it, in host
+ * memory: n_averaged 0 means none (nothing written, or the file has none). */
+typedef struct {
+    long n_averaged;
+    double decay;
+    float *params;        /* num_params floats, /model's layout */
+    float *buffers;       /* num_buffers floats */
+    int64_t *nbt;         /* num_batches_tracked per batch-norm layer (model_bn_at order) */
+} CkptEma;
+
 /* Writes the checkpoint file `path` atomically (see above). opt may be NULL (no optimizer
  * state is then written: /optimizer/steps 0 and zero momentum). config_json may be NULL. */
 int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
@@ -122,6 +142,12 @@ int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, cons
  * rows are read and checked whether used or not, as checkpoint_verify does. */
 int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
                          int *own, char *err, size_t errlen);
+
+/* checkpoint_load_rank that also gives the file's /ema, when ema is not NULL: ema->n_averaged
+ * is set (0 when the file has none) and, when above 0, decay and the arrays (allocated by the
+ * caller: num_params, num_buffers and model_bn_count(m) elements) are filled. */
+int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+                        int *own, CkptEma *ema, char *err, size_t errlen);
 
 /* The same checks as checkpoint_load, reading every tensor, without changing anything. */
 int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen);
@@ -187,6 +213,11 @@ int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model 
 int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
                                    const TrainState *ts, const float *rank_buffers, const char *config_json,
                                    char *err, size_t errlen);
+
+/* checkpoint_writer_submit_ranks with the moving average (may be NULL; copied as the rest). */
+int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                                 const TrainState *ts, const float *rank_buffers, const CkptEma *ema,
+                                 const char *config_json, char *err, size_t errlen);
 
 /* Blocks until the pending write (if any) is done; returns its status (0 when nothing was
  * pending), with its one-line error in err. */

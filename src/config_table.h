@@ -31,6 +31,7 @@
     X(max_steps,        INT,    "0",     0, 1000000000, "stop after this many optimizer steps (0: off)") \
     X(grad_accum_steps, INT,    "1",     1, 4096,       "micro-steps per optimizer step") \
     X(lr,               FLOAT,  "0.01",  0, 1e3,        "peak learning rate") \
+    X(lr_ref_batch,     INT,    "0",     0, 1000000000, "the global batch (batch_size x grad_accum_steps x ranks) --lr and --min_lr are given for: at another global batch both are scaled by global / this (the linear scaling rule; 0: used as given at any global batch)") \
     X(momentum,         FLOAT,  "0.9",   0, 1,          "SGD momentum") \
     X(weight_decay,     FLOAT,  "1e-4",  0, 1,          "L2 weight decay added to the gradient (PyTorch SGD)") \
     X(nesterov,         BOOL,   "false", 0, 0,          "Nesterov momentum, torch.optim.SGD(nesterov=True): the step is lr * (d + momentum * buf) instead of lr * buf (needs --momentum above 0; CPU backend only for now)") \
@@ -42,6 +43,8 @@
     X(onecycle_anneal,  CHOICE, "cos",   "cos|linear", 0, "--lr_schedule onecycle's anneal_strategy") \
     X(onecycle_div_factor, FLOAT, "25",  1e-6, 1e12,    "--lr_schedule onecycle starts at --lr / this (OneCycleLR's div_factor)") \
     X(onecycle_final_div_factor, FLOAT, "1e4", 1e-6, 1e12, "--lr_schedule onecycle ends at --lr / onecycle_div_factor / this (OneCycleLR's final_div_factor)") \
+    X(ema_decay,        FLOAT,  "0",     0, 1,          "exponential moving average of the weights and batch-norm buffers, AveragedModel(use_buffers=True) with ema = D * ema + (1-D) * p, evaluated and checkpointed instead of the trained weights (0: off; below 1)") \
+    X(ema_every,        INT,    "1",     1, 1000000000, "update the --ema_decay average every N optimizer steps (at global steps N, 2N, ...)") \
     X(min_lr,           FLOAT,  "0",     0, 1e3,        "learning rate at the end of the cosine schedule") \
     X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \
@@ -54,6 +57,9 @@
     X(threads,          INT,    "0",     0, 4096,       "CPU threads per rank (0: OMP_NUM_THREADS, else SLURM_CPUS_PER_TASK, else the cores shared among the ranks of the node)") \
     /* evaluation, logging, checkpoints */ \
     X(eval_batch_size,  INT,    "256",   1, 65536,      "images per evaluation batch") \
+    X(tta,              CHOICE, "none",  "none|flip|flip_shift", 0, "test-time augmentation of the evaluation (CPU): logits averaged over the image and its mirror image (flip), and over those of the image shifted by one pixel each way with reflection (flip_shift, 6 views, airbench's)") \
+    X(target_accuracy,  FLOAT,  "0",     0, 1,          "stop at the first evaluation whose test accuracy reaches this fraction (MLPerf's rule), evaluating every epoch at least, and report the time to train; a run that ends below it exits with status 5 (0: off)") \
+    X(eval_every_steps, INT,    "0",     0, 1000000000, "also evaluate every N optimizer steps (0: off)") \
     X(eval_every,       INT,    "1",     0, 100000,     "evaluate test accuracy every N epochs (0: only at the end)") \
     X(log_interval,     INT,    "10",    1, 1000000000, "log training loss every N optimizer steps") \
     X(save_every,       INT,    "1",     0, 100000,     "checkpoint every N epochs (0: off)") \

@@ -230,6 +230,30 @@ long model_find_buffer(const Model *m, const char *name) {
     return -1;
 }
 
+int model_bn_count(const Model *m) {
+    int n = 1;
+    for (int i = 0; i < m->n_block; i++) n += m->block[i].has_shortcut ? 3 : 2;
+    return n;
+}
+
+ConvBN *model_bn_at(const Model *m, int k) {
+    if (k == 0) return (ConvBN *)&m->stem;
+    k--;
+    for (int i = 0; i < m->n_block; i++) {
+        BasicBlock *b = &m->block[i];
+        if (k == 0) return &b->c1;
+        if (k == 1) return &b->c2;
+        if (b->has_shortcut) {
+            if (k == 2) return &b->sc;
+            k -= 3;
+        } else {
+            k -= 2;
+        }
+    }
+    CHECK(!"batch-norm index out of range");
+    return NULL;
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
 /* conv, then BN (batch or running statistics), optional residual add, optional ReLU. */

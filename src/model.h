@@ -147,4 +147,9 @@ double model_train_flops_per_image(const Model *m);
 long model_find_param(const Model *m, const char *name);
 long model_find_buffer(const Model *m, const char *name);
 
+/* The batch-norm layers in state_dict order (stem, then per block bn1, bn2 and the shortcut's):
+ * how many, and the k-th. */
+int model_bn_count(const Model *m);
+ConvBN *model_bn_at(const Model *m, int k);
+
 #endif

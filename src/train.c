@@ -28,6 +28,7 @@
 #include "comm.h"
 #include "config.h"
 #include "dataloader.h"
+#include "ema.h"
 #include "flight.h"
 #include "gpu_choice.h"
 #include "host_mirror.h"
@@ -45,6 +46,7 @@
 #include "signals.h"
 #include "straggler.h"
 #include "timeacct.h"
+#include "tta.h"
 #include "trace.h"
 #include "util.h"
 #include "version.h"
@@ -55,6 +57,8 @@
 #define EXIT_PREEMPTED 3
 /* Exit status of --preflight when a rank or a link is below half the median rate (linktest.h). */
 #define EXIT_PREFLIGHT_SLOW 4
+/* Exit status of a run with --target_accuracy that ended without reaching it. */
+#define EXIT_TARGET_MISSED 5
 /* Steps between preemption checks of several ranks on GPUs (each check is a host round trip). */
 #define PREEMPT_CHECK_STEPS_GPU 10
 /* --comm_allreduce ring: all-reduces of at least this many bytes go round the ring */
@@ -115,6 +119,8 @@ typedef struct {
     DataLoader *train_dl, *test_dl;
     Model model;
     SGD opt;
+    Ema ema;                 /* --ema_decay's average (ema.h); ema.be is NULL when off */
+    CkptEma ema_host;        /* its host copy for checkpoints and resumes */
     GradScaler scaler;       /* fp16 loss scaling; disabled otherwise */
     Schedule sched;
     Reducer reducer;
@@ -130,6 +136,7 @@ typedef struct {
     float *x;                /* host batch from the data loader */
     int *y;
     float *dev_x;            /* the same on the device (device backends only) */
+    float *tta_x, *tta_logits;   /* --tta's views of a chunk and their averaged logits (host) */
     int *dev_y;
 #ifdef HAVE_CUDA_BACKEND
     const CudaPlugin *cuda;           /* the CUDA backend module, when this rank trains on a GPU */
@@ -141,7 +148,12 @@ typedef struct {
     long step, step_first;   /* global step now, and where this invocation began */
     long start_epoch, start_step;
     double t_train0;
+    double t_proc0;          /* the process's start: start-up is t_train0 - t_proc0 */
     double last_acc, best_acc;
+    long eval_step;          /* the global step of the last evaluation, -1 before any */
+    int target_reached;      /* --target_accuracy: an evaluation reached it */
+    double target_time;      /* seconds from t_train0 to the end of that evaluation */
+    long target_step, target_epoch;
     struct {                 /* what the next progress line averages over */
         double t_start, data_wait, step_time;
         long images, steps;
@@ -237,6 +249,8 @@ static void choose_backend(Run *r) {
         /* their kernels are written but have not yet run on a GPU (ops_cuda.h) */
         if (r->cfg.nesterov) die("--nesterov: not available on the GPU backend yet; pass --device cpu");
         if (r->cfg.label_smoothing > 0) die("--label_smoothing: not available on the GPU backend yet; pass --device cpu");
+        /* the views are made from host batches; a GPU holds its test split on the device */
+        if (strcmp(r->cfg.tta, "none") != 0) die("--tta %s: not available on the GPU backend yet; pass --device cpu", r->cfg.tta);
         /* before the model exists: each convolution takes its precision at init */
         cu->set_tf32((int)r->cfg.tf32);
         cu->set_conv_benchmark((int)r->cfg.cudnn_benchmark);
@@ -462,8 +476,15 @@ static void save_checkpoint(Run *r, long epoch, long step_in_epoch, long global_
         HostMirror h;
         host_mirror_open(&h, &r->model, &r->opt);
         host_mirror_pull(&h, &r->model, &r->opt);
-        if (checkpoint_writer_submit_ranks(&r->writer, path, h.model, h.opt, &ts, rank_buffers, r->config_json, err,
-                                           sizeof err) != 0)
+        const CkptEma *ema = NULL;
+        if (r->ema.be && r->ema.n_averaged > 0) {
+            ema_download(&r->ema, r->ema_host.params, r->ema_host.buffers, r->ema_host.nbt);
+            r->ema_host.n_averaged = r->ema.n_averaged;
+            r->ema_host.decay = r->ema.decay;
+            ema = &r->ema_host;
+        }
+        if (checkpoint_writer_submit_ema(&r->writer, path, h.model, h.opt, &ts, rank_buffers, ema, r->config_json, err,
+                                         sizeof err) != 0)
             log_warn(&r->log, "checkpoint: previous write failed: %s", err);
         host_mirror_close(&h);
         log_info(&r->log, "checkpoint: %s (epoch %ld, step %ld; training paused %.1f ms)", path, epoch + 1,
@@ -509,9 +530,30 @@ static int maybe_resume(Run *r, TrainState *ts) {
     HostMirror h;
     host_mirror_open(&h, &r->model, &r->opt);
     int own = 0;
-    if (checkpoint_load_rank(path, h.model, h.opt, ts, r->world.boot.rank, r->world.boot.world_size, &own, err,
-                             sizeof err) != 0)
+    /* the file's /ema is read (and checked) whether this run averages or not */
+    CkptEma fe = {0};
+    if (!r->ema.be) {
+        fe.params = mallocCheck(r->model.num_params * sizeof(float));
+        fe.buffers = mallocCheck(r->model.num_buffers * sizeof(float));
+        fe.nbt = callocCheck((size_t)model_bn_count(&r->model), sizeof(int64_t));
+    }
+    CkptEma *fema = r->ema.be ? &r->ema_host : &fe;
+    if (checkpoint_load_ema(path, h.model, h.opt, ts, r->world.boot.rank, r->world.boot.world_size, &own, fema, err,
+                            sizeof err) != 0)
         die("%s", err);
+    if (r->ema.be && fema->n_averaged > 0) {
+        ema_upload(&r->ema, fema->params, fema->buffers, fema->nbt, fema->n_averaged);
+        log_info(&r->log, "resume: EMA: the average of %ld update%s (decay %g%s)", fema->n_averaged,
+                 fema->n_averaged == 1 ? "" : "s", fema->decay,
+                 fema->decay == r->cfg.ema_decay ? "" : "; it goes on with this run's --ema_decay");
+    } else if (r->ema.be) {
+        log_info(&r->log, "resume: EMA: the checkpoint holds no average; it starts as a copy of the model at the next update");
+    } else if (fema->n_averaged > 0) {
+        log_info(&r->log, "resume: the checkpoint's EMA (/ema) is not used by this run (--ema_decay 0) and is not kept");
+    }
+    free(fe.params);
+    free(fe.buffers);
+    free(fe.nbt);
     host_mirror_push(&h, &r->model, &r->opt);
     host_mirror_close(&h);
     TrainState now = *ts;
@@ -603,7 +645,9 @@ static double evaluate(Run *r, double *loss_out) {
         /* an evaluation batch larger than the training batch goes through in chunks */
         long c;
         double loss_sum;
-        model_evaluate(&r->model, x, y, n, &c, &loss_sum);
+        const int tta = tta_parse(r->cfg.tta);
+        if (tta != TTA_NONE) tta_evaluate(&r->model, tta, x, y, n, r->tta_x, r->tta_logits, &c, &loss_sum);
+        else model_evaluate(&r->model, x, y, n, &c, &loss_sum);
         sums[0] += (double)c;
         sums[1] += n;
         sums[2] += loss_sum;
@@ -757,6 +801,8 @@ static void check_job_dir_shared(Run *r, uint64_t token) {
 static void check_recipe(const Config *c) {
     if (c->nesterov && c->momentum == 0.0)
         die_code(2, "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
+    if (c->ema_decay >= 1.0)
+        die_code(2, "--ema_decay %g: must be below 1 (0: off)", c->ema_decay);
     if (c->label_smoothing >= 1.0)
         die_code(2, "--label_smoothing %g: must be below 1", c->label_smoothing);
     if (!strcmp(c->lr_schedule, "onecycle") && c->warmup_steps > 0)
@@ -967,6 +1013,15 @@ static void build_model(Run *r) {
         log_info(&r->log, "optimizer: %d parameter ranges (%s%s%s)", groups, cfg->no_decay_1d ? "no weight decay on 1-D parameters" : "",
                  cfg->no_decay_1d && cfg->bn_bias_lr_mult != 1.0 ? ", " : "",
                  cfg->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "");
+    if (cfg->ema_decay > 0.0) {
+        ema_init(&r->ema, &r->model, cfg->ema_decay);
+        r->ema_host.params = mallocCheck(r->model.num_params * sizeof(float));
+        r->ema_host.buffers = mallocCheck(r->model.num_buffers * sizeof(float));
+        r->ema_host.nbt = callocCheck((size_t)model_bn_count(&r->model), sizeof(int64_t));
+        log_info(&r->log, "EMA: weights and batch-norm buffers averaged with decay %g every %ld step%s (%s); evaluation "
+                 "and checkpoints use the average", cfg->ema_decay, cfg->ema_every, cfg->ema_every == 1 ? "" : "s",
+                 world > 1 ? "buffers averaged over the ranks first" : "one rank");
+    }
     scaler_init(&r->scaler, r->be, r->be->on_device && cfg->use_amp && !strcmp(cfg->amp_dtype, "fp16"),
                 SCALER_INIT_SCALE, SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
     r->model.grad_scale = scaler_scale_ptr(&r->scaler);
@@ -1021,7 +1076,17 @@ static void plan_steps(Run *r) {
     r->steps_per_epoch = allreduce_min_long(r->comm, mine);
     if (r->steps_per_epoch < mine)
         log_info(&r->log, "data: this rank could fill %ld steps per epoch; all ranks take %ld", mine, r->steps_per_epoch);
-    CHECK(schedule_init(&r->sched, cfg->lr_schedule, cfg->lr, cfg->min_lr, cfg->epochs, r->steps_per_epoch,
+    /* --lr_ref_batch: the linear scaling rule (lr as given when the global batch is the reference) */
+    const long global = cfg->batch_size * cfg->grad_accum_steps * r->world.boot.world_size;
+    double lr = cfg->lr, min_lr = cfg->min_lr;
+    if (cfg->lr_ref_batch > 0 && global != cfg->lr_ref_batch) {
+        const double k = (double)global / (double)cfg->lr_ref_batch;
+        lr *= k;
+        min_lr *= k;
+        log_info(&r->log, "lr: %g (--lr %g for a global batch of %ld, scaled linearly to this run's %ld)", lr, cfg->lr,
+                 cfg->lr_ref_batch, global);
+    }
+    CHECK(schedule_init(&r->sched, cfg->lr_schedule, lr, min_lr, cfg->epochs, r->steps_per_epoch,
                         cfg->warmup_steps) == 0);
     r->total_steps = r->steps_per_epoch * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < r->total_steps) r->total_steps = cfg->max_steps;
@@ -1077,6 +1142,10 @@ static void alloc_batches(Run *r) {
     const size_t img = (size_t)cfg->image_size * cfg->image_size * 3;
     r->x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
     r->y = mallocCheck((size_t)max_batch * sizeof(int));
+    if (strcmp(cfg->tta, "none") != 0) {   /* the model's forwards take at most batch_size images */
+        r->tta_x = alignedAllocCheck((size_t)cfg->batch_size * img * sizeof(float));
+        r->tta_logits = mallocCheck((size_t)cfg->batch_size * cfg->num_classes * sizeof(float));
+    }
     if (!r->be->on_device) return;
     r->dev_x = r->be->alloc((size_t)max_batch * img * sizeof(float));
     r->dev_y = r->be->alloc((size_t)max_batch * sizeof(int));
@@ -1147,6 +1216,18 @@ static void optimizer_step(Run *r, double lr) {
     r->win.steps++;
     r->win.data_wait += dataloader_take_wait_time(r->train_dl);
     r->win.step_time += now_sec() - t_begin;
+}
+
+/* AveragedModel.update_parameters after an optimizer step. The parameters are the same on
+ * every rank; the buffers are the ranks' running statistics averaged as evaluation averages
+ * them (buffers_average), so the average is the same on every rank too. */
+static void ema_step(Run *r) {
+    if (r->world.boot.world_size > 1) {
+        reducer_drain(&r->reducer);
+        buffers_average(r);
+    }
+    ema_update(&r->ema, &r->model);
+    buffers_restore(r);
 }
 
 /* Every rank's times in the steps since the last progress line, one collective; rank 0 names a
@@ -1231,18 +1312,41 @@ static void log_progress(Run *r, long epoch, double lr) {
 static void evaluate_and_log(Run *r, long epoch) {
     timeacct_enter(&r->time, TIME_EVAL);
     double t0 = now_sec(), test_loss;
-    buffers_average(r);
+    /* The average when there is one: the same on every rank, buffers included (ema_step). */
+    const int ema = r->ema.be && r->ema.n_averaged > 0;
+    if (ema) {
+        reducer_drain(&r->reducer);
+        ema_swap_in(&r->ema, &r->model);
+    } else {
+        buffers_average(r);
+    }
     r->last_acc = evaluate(r, &test_loss);
-    buffers_restore(r);
+    if (ema) ema_swap_out(&r->ema, &r->model);
+    else buffers_restore(r);
     if (r->last_acc > r->best_acc) r->best_acc = r->last_acc;
-    log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f (%.1f s)", epoch + 1, r->step, r->last_acc,
-             test_loss, now_sec() - t0);
+    const char *which = !r->ema.be ? "" : ema ? " (EMA)" : " (EMA not updated yet: the trained weights)";
+    const int tta = strcmp(r->cfg.tta, "none") != 0;
+    log_info(&r->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f%s%s%s%s (%.1f s)", epoch + 1, r->step, r->last_acc,
+             test_loss, which, tta ? " (TTA " : "", tta ? r->cfg.tta : "", tta ? ")" : "", now_sec() - t0);
+    char tta_json[64] = "";
+    if (tta) snprintf_check(tta_json, sizeof tta_json, "\"tta\": \"%s\", ", r->cfg.tta);
     char line[512];
     snprintf_check(line, sizeof line,
-                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, \"time\": %.3f}",
+                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, %s%s\"time\": %.3f}",
                    epoch + 1, r->step, schedule_lr(&r->sched, epoch, r->step > 0 ? r->step - 1 : 0), r->last_acc,
-                   test_loss, now_sec() - r->t_train0);
+                   test_loss, ema ? "\"ema\": true, " : "", tta_json, now_sec() - r->t_train0);
     logger_metrics(&r->log, line);
+    r->eval_step = r->step;
+    /* MLPerf's rule: the time to train ends with the evaluation that reaches the target (every
+     * rank sees the same accuracy, so every rank stops at the same step) */
+    if (r->cfg.target_accuracy > 0.0 && !r->target_reached && r->last_acc >= r->cfg.target_accuracy) {
+        r->target_reached = 1;
+        r->target_time = now_sec() - r->t_train0;
+        r->target_step = r->step;
+        r->target_epoch = epoch + 1;
+        log_info(&r->log, "target_accuracy %g reached: test_acc %.4f at step %ld (epoch %ld), %.1f s after the start "
+                 "of training; stopping", r->cfg.target_accuracy, r->last_acc, r->step, epoch + 1, r->target_time);
+    }
     back_to_training(r);
 }
 
@@ -1252,9 +1356,12 @@ static void evaluate_and_log(Run *r, long epoch) {
 static void end_epoch(Run *r, long epoch, long steps_done_in_epoch, int done) {
     const Config *cfg = &r->cfg;
     const int last_epoch = done || epoch + 1 == cfg->epochs;
-    if ((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch) evaluate_and_log(r, epoch);
+    /* --target_accuracy evaluates every epoch; nothing twice at the same step */
+    if (((cfg->eval_every > 0 && (epoch + 1) % cfg->eval_every == 0) || last_epoch || cfg->target_accuracy > 0.0) &&
+        r->eval_step != r->step)
+        evaluate_and_log(r, epoch);
     const int mid = steps_done_in_epoch < r->steps_per_epoch;
-    if (last_epoch || (cfg->save_every > 0 && (epoch + 1) % cfg->save_every == 0))
+    if (last_epoch || r->target_reached || (cfg->save_every > 0 && (epoch + 1) % cfg->save_every == 0))
         save_checkpoint(r, mid ? epoch : epoch + 1, mid ? steps_done_in_epoch : 0, r->step, 0);
 }
 
@@ -1264,8 +1371,9 @@ static int train(Run *r) {
     const Config *cfg = &r->cfg;
     int done = r->step >= r->total_steps;
     r->t_train0 = now_sec();
+    r->eval_step = -1;
     back_to_training(r);
-    for (long epoch = r->start_epoch; epoch < cfg->epochs && !done; epoch++) {
+    for (long epoch = r->start_epoch; epoch < cfg->epochs && !done && !r->target_reached; epoch++) {
         const long s0 = epoch == r->start_epoch ? r->start_step : 0;
         dataloader_start_epoch(r->train_dl, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
         model_take_loss_sum(&r->model);   /* a log window does not span epochs */
@@ -1281,10 +1389,15 @@ static int train(Run *r) {
             }
             const double lr = schedule_lr(&r->sched, epoch, r->step);
             optimizer_step(r, lr);
+            if (r->ema.be && r->step % cfg->ema_every == 0) ema_step(r);
             timeacct_step(&r->time, r->step);
             s_done = s + 1;
             if (r->step % cfg->log_interval == 0 || r->step == r->total_steps) log_progress(r, epoch, lr);
-            done = r->step >= r->total_steps;
+            if (cfg->eval_every_steps > 0 && r->step % cfg->eval_every_steps == 0) {
+                reducer_drain(&r->reducer);
+                evaluate_and_log(r, epoch);
+            }
+            done = r->step >= r->total_steps || r->target_reached;
             if (cfg->save_every_steps > 0 && r->step % cfg->save_every_steps == 0 && !done && s + 1 < r->steps_per_epoch)
                 save_checkpoint(r, epoch, s + 1, r->step, 0);
             if (done) break;
@@ -1293,6 +1406,30 @@ static int train(Run *r) {
         end_epoch(r, epoch, s_done, done);
     }
     return 0;
+}
+
+/* --target_accuracy's outcome: the run's last line and a metrics.jsonl event record. */
+static void report_target(Run *r) {
+    const double startup = r->t_train0 - r->t_proc0;
+    char line[512];
+    if (r->target_reached) {
+        log_info(&r->log, "time to train: %.3f s to test_acc %.4f >= target_accuracy %g at step %ld (epoch %ld); "
+                 "start-up %.3f s apart", r->target_time, r->last_acc, r->cfg.target_accuracy, r->target_step,
+                 r->target_epoch, startup);
+        snprintf_check(line, sizeof line,
+                       "{\"event\": \"target_accuracy\", \"reached\": true, \"target\": %.6g, \"accuracy\": %.6f, "
+                       "\"step\": %ld, \"epoch\": %ld, \"time_to_train\": %.3f, \"startup\": %.3f}",
+                       r->cfg.target_accuracy, r->last_acc, r->target_step, r->target_epoch, r->target_time, startup);
+    } else {
+        log_info(&r->log, "target_accuracy %g not reached: best test_acc %.4f in %ld steps (%.3f s of training; start-up "
+                 "%.3f s apart); exit status %d", r->cfg.target_accuracy, r->best_acc, r->step,
+                 now_sec() - r->t_train0, startup, EXIT_TARGET_MISSED);
+        snprintf_check(line, sizeof line,
+                       "{\"event\": \"target_accuracy\", \"reached\": false, \"target\": %.6g, \"best_accuracy\": %.6f, "
+                       "\"step\": %ld, \"train_time\": %.3f, \"startup\": %.3f}",
+                       r->cfg.target_accuracy, r->best_acc, r->step, now_sec() - r->t_train0, startup);
+    }
+    logger_metrics(&r->log, line);
 }
 
 /* The last checkpoint on disk, the closing line, and, after a preemption, every rank waiting
@@ -1324,6 +1461,7 @@ static void finish(Run *r, int preempted) {
         timeacct_summary(&r->time, line, sizeof line);
         log_info(&r->log, "%s", line);
     }
+    if (!preempted && r->cfg.target_accuracy > 0.0) report_target(r);
 }
 
 /* What setup made, in the reverse order; the world last (communicator, MPI, PMIx). */
@@ -1345,6 +1483,8 @@ static void teardown(Run *r) {
     checkpoint_writer_free(&r->writer);
     free(r->x);
     free(r->y);
+    free(r->tta_x);
+    free(r->tta_logits);
     if (r->be->on_device) {
 #ifdef HAVE_CUDA_BACKEND
         r->cuda->device_data_free(r->train_dd);
@@ -1356,6 +1496,10 @@ static void teardown(Run *r) {
     if (r->own_buffers) r->be->release(r->own_buffers);
     reducer_free(&r->reducer);
     sgd_free(&r->opt);
+    ema_free(&r->ema);
+    free(r->ema_host.params);
+    free(r->ema_host.buffers);
+    free(r->ema_host.nbt);
     scaler_free(&r->scaler);
     model_free(&r->model);
     teardown_setup(r);
@@ -1365,6 +1509,7 @@ int main(int argc, char **argv) {
     static Run run;
     Run *r = &run;
     timeacct_init(&r->time);   /* the run's wall time starts here */
+    r->t_proc0 = now_sec();
     install_signal_handlers();
     /* Job directories, logs and checkpoints follow the user's umask but are never
      * world-writable, whatever the umask. */
@@ -1382,6 +1527,7 @@ int main(int argc, char **argv) {
     alloc_batches(r);
     const int preempted = train(r);
     finish(r, preempted);
+    const int missed = !preempted && r->cfg.target_accuracy > 0.0 && !r->target_reached;
     teardown(r);
-    return preempted ? EXIT_PREEMPTED : 0;
+    return preempted ? EXIT_PREEMPTED : missed ? EXIT_TARGET_MISSED : 0;
 }

@@ -3,7 +3,8 @@
 # A ddptrain checkpoint is a PyTorch state_dict in HDF5: scripts/ddptrain_to_torch.py loads it
 # into the PyTorch MiniResNet (strict names and shapes) and reproduces ddptrain's eval-mode
 # logits within 1e-4 relative and its test accuracy; the HDF5 tools open it; a perturbed
-# filter is caught (the comparison can fail).
+# filter is caught (the comparison can fail). With --ema it loads a run's moving average
+# (/ema), which gives the run's own final test accuracy; a checkpoint without one is refused.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, h5py, numpy") || { echo "SKIP: no python3 with torch, h5py and numpy"; exit $SKIP; }
 DUMP="$top_builddir/tests/helpers/ckpt_dump"
@@ -36,6 +37,33 @@ if "$PY" "$CONVERT" "$TMP/c.h5" --data "$TMP/data" --save "$TMP/c.pt" >"$TMP/con
     fi
 else
     bad "ddptrain_to_torch.py failed"; cat "$TMP/conv.out"
+fi
+
+# A run with --ema_decay: --ema reproduces its last evaluation (of the average), image for image.
+make_synth "$TMP/sdata" --train 512 --test 128 --shards 1
+if "$DDPTRAIN" --data_dir "$TMP/sdata" --job_dir "$TMP/ema" --width 8 --blocks 1 --threads 1 --batch_size 32 \
+       --epochs 3 --lr 0.05 --ema_decay 0.8 >"$TMP/ema.out" 2>&1; then
+    f=$TMP/ema/checkpoints/ckpt-000000048.h5
+    want=$(grep '"test_acc"' "$TMP/ema/metrics.jsonl" | tail -1 | sed 's/.*"test_acc": \([0-9.]*\).*/\1/')
+    "$PY" "$CONVERT" "$f" --ema --data "$TMP/sdata" >"$TMP/conv.out" 2>&1
+    got=$(sed -n 's/.*accuracy: .* (\([0-9]*\)\/\([0-9]*\)).*/\1 \2/p' "$TMP/conv.out")
+    if grep -q "the EMA of 48 updates" "$TMP/conv.out" && awk -v g="$got" -v w="$want" 'BEGIN{split(g, a, " "); exit !(a[2] > 0 && a[1] / a[2] - w < 1e-6 && w - a[1] / a[2] < 1e-6)}'; then
+        ok "ddptrain_to_torch.py --ema: $got correct, ddptrain's test_acc $want"
+    else
+        bad "ddptrain_to_torch.py --ema: '$got', ddptrain's test_acc $want: $(cat "$TMP/conv.out")"
+    fi
+    if "$PY" "$CONVERT" "$f" >"$TMP/conv.out" 2>&1 && grep -q "the run evaluated its EMA: --ema loads it" "$TMP/conv.out"; then
+        ok "without --ema: the trained weights, and a note"
+    else
+        bad "without --ema: $(cat "$TMP/conv.out")"
+    fi
+else
+    bad "ddptrain --ema_decay 0.8 failed: $(tail -3 "$TMP/ema.out")"
+fi
+if "$PY" "$CONVERT" "$TMP/c.h5" --ema >"$TMP/conv.out" 2>&1; then
+    bad "--ema on a checkpoint without /ema went through"
+else
+    ok "--ema on a checkpoint without /ema refused: $(head -1 "$TMP/conv.out")"
 fi
 
 if command -v h5ls >/dev/null 2>&1; then

@@ -61,14 +61,15 @@ bitexact "1 rank, 16 steps = 8 + resume 8 (stop and end on epoch boundaries)" 1 
 # recipe LABEL FLAGS...: 12 steps straight, keeping the checkpoint of step 6, against a run
 # resumed from that checkpoint (--resume PATH) in another job directory with the same flags
 # (a one-cycle schedule spans the run's steps, --max_steps included, so the first half cannot
-# be a shorter run): the final checkpoints bit for bit.
+# be a shorter run): the final checkpoints bit for bit. On $NP ranks (default 1).
+NP=1
 recipe() {
     label=$1; shift
     s="$TMP/recipe-straight" r="$TMP/recipe-resumed"
     rm -rf "$s" "$r"
-    if ! train "$s" 1 --max_steps 12 --save_every_steps 6 "$@"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
+    if ! train "$s" "$NP" --max_steps 12 --save_every_steps 6 "$@"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
     mkdir -p "$TMP/recipe-half" && cp "$(ckpt "$s" 6)" "$TMP/recipe-half/" || { bad "$label: no checkpoint at step 6"; return; }
-    if ! train "$r" 1 --max_steps 12 --save_every_steps 6 --resume "$TMP/recipe-half/$(basename "$(ckpt "$s" 6)")" "$@"; then
+    if ! train "$r" "$NP" --max_steps 12 --save_every_steps 6 --resume "$TMP/recipe-half/$(basename "$(ckpt "$s" 6)")" "$@"; then
         bad "$label: resumed run failed: $(tail -3 "$r.out")"; return
     fi
     grep -q "resume: .*global step 6" "$r.out" || { bad "$label: the resumed run did not say it resumed from step 6"; return; }
@@ -76,6 +77,39 @@ recipe() {
 }
 recipe "1 rank, onecycle, nesterov, param groups, label smoothing: 6 + resume 6" --lr_schedule onecycle --nesterov \
     --no_decay_1d --bn_bias_lr_mult 2 --label_smoothing 0.1 --onecycle_anneal linear
+# The EMA (/ema, n_averaged 12/K) resumes bit for bit too, with K = 1 and with an update every
+# 4 steps, the checkpoint at step 6 falling between two updates.
+# ema_checked LABEL CKPT N: the checkpoint holds /ema with n_averaged N, and it differs from /model.
+ema_checked() {
+    if out=$("$PY" - "$2" "$3" 2>&1 <<'EOF'
+import sys
+
+import h5py
+import numpy as np
+
+with h5py.File(sys.argv[1], "r") as f:
+    n = int(f["ema/n_averaged"][()])
+    if n != int(sys.argv[2]):
+        sys.exit(f"/ema/n_averaged is {n}, expected {sys.argv[2]}")
+    if set(f["ema"]) != set(f["model"]) | {"n_averaged"}:
+        sys.exit("/ema does not hold /model's names")
+    if np.array_equal(f["ema/fc.weight"][()], f["model/fc.weight"][()]):
+        sys.exit("/ema/fc.weight equals /model/fc.weight")
+print(f"/ema: n_averaged {n}, every tensor of /model, not equal to it")
+EOF
+    ); then ok "$1: $out"; else bad "$1: $out"; fi
+}
+recipe "1 rank, EMA decay 0.9: 6 + resume 6" --ema_decay 0.9
+ema_checked "1 rank, EMA decay 0.9" "$(ckpt "$TMP/recipe-straight" 12)" 12
+if grep -q "resume: EMA: the average of 6 updates (decay 0.9)" "$TMP/recipe-resumed.out" &&
+   grep -q "test_acc .* (EMA)" "$TMP/recipe-resumed.out"; then
+    ok "the resumed run says it continues the average of 6 updates, and evaluates it"
+else
+    bad "EMA resume lines: $(grep -i ema "$TMP/recipe-resumed.out" | head -3)"
+fi
+recipe "1 rank, EMA decay 0.99 every 4 steps, nesterov, onecycle: 6 + resume 6" --ema_decay 0.99 --ema_every 4 \
+    --nesterov --lr_schedule onecycle
+ema_checked "1 rank, EMA every 4" "$(ckpt "$TMP/recipe-straight" 12)" 3
 
 HAVE_MPI=0
 if command -v mpirun >/dev/null 2>&1; then
@@ -100,6 +134,11 @@ if [ $HAVE_MPI = 1 ]; then
         bad "2 ranks: no 'continues from its own running statistics' line: $(grep '^resume' "$TMP/resumed-2-6-12.out")"
     fi
     bitexact "3 ranks, 7 steps = 3 + resume 4 (stop and end mid-epoch)" 3 3 7
+    # The EMA on 2 ranks: of the parameters and of the running statistics averaged over the ranks
+    NP=2
+    recipe "2 ranks, EMA decay 0.9 every 2 steps: 6 + resume 6" --ema_decay 0.9 --ema_every 2
+    NP=1
+    ema_checked "2 ranks, EMA every 2" "$(ckpt "$TMP/recipe-straight" 12)" 6
 
     # /train_state/rank_buffers: [ranks, buffer values], each row a rank's own statistics in
     # state_dict order; they differ between ranks, and /model holds their average: (a + b) / 2

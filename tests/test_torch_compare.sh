@@ -8,6 +8,12 @@
 # The training recipes' options (Nesterov momentum, label smoothing, the parameter groups)
 # against the PyTorch API that has them, and each against PyTorch with the option off or
 # changed, which must not agree.
+# The moving average of the weights and buffers (--ema_decay, --ema_every) after 6 or 7 steps
+# against torch.optim.swa_utils.AveragedModel(use_buffers=True) within 1e-5 relative, and
+# against another decay or another update interval, which must not agree.
+# Test-time augmentation (--tta flip, flip_shift): the evaluation's averaged logits of a batch
+# against airbench's evaluation in PyTorch to 1e-5 relative, the correct count exactly; against
+# fewer views or zero padding instead of reflection, which must not agree.
 # shellcheck disable=SC2086  # $G is a word list
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, h5py, numpy") || { echo "SKIP: no python3 with torch, h5py and numpy"; exit $SKIP; }
@@ -56,6 +62,22 @@ wrong "no_decay_1d against decay everywhere" no_decay_1d=0 $G --no_decay_1d 1
 wrong "decay everywhere against no_decay_1d" no_decay_1d=1 $G
 wrong "bn_bias_lr_mult 3 against 1" bn_bias_lr_mult=1 $G --bn_bias_lr_mult 3
 wrong "bn_bias_lr_mult 1 against 1.1" bn_bias_lr_mult=1.1 $G
+
+E="--width 8 --blocks 2 --batch 8 --image_size 16 --seed 13"
+check "EMA decay 0.9 over 6 steps"                 $E --ema_decay 0.9 --steps 6
+check "EMA decay 0.99 every 2 of 7 steps, accum 2" $E --ema_decay 0.99 --ema_every 2 --steps 7 --accum 2
+check "EMA decay 0.5, nesterov, label smoothing"   $E --ema_decay 0.5 --steps 6 --nesterov 1 --label_smoothing 0.1
+wrong "EMA decay 0.9 against 0.899" ema_decay=0.899 $E --ema_decay 0.9 --steps 6
+wrong "EMA decay 0.9 against 0.91"  ema_decay=0.91  $E --ema_decay 0.9 --steps 6
+wrong "EMA every step against every 2" ema_every=2  $E --ema_decay 0.9 --steps 6
+
+T="--width 8 --blocks 2 --batch 8 --image_size 16 --seed 21"
+check "TTA flip, 16x16, 16 images in 2 forwards"  $T --tta flip --accum 2
+check "TTA flip_shift, 16x16, 16 images"          $T --tta flip_shift --accum 2
+check "TTA flip_shift, width 16, 32x32"           --width 16 --blocks 1 --batch 6 --image_size 32 --seed 22 --tta flip_shift
+wrong "TTA flip against none"                     tta=0 $T --tta flip
+wrong "TTA flip_shift against flip"               tta=1 $T --tta flip_shift
+wrong "TTA flip_shift against zero padding"       tta_pad_zero=1 $T --tta flip_shift
 
 for name in layer2.0.conv1.weight layer3.1.bn2.bias fc.weight; do
     "$DUMP" "$TMP/p.h5" --width 8 --blocks 2 --batch 8 --image_size 16 --perturb "$name" >/dev/null

@@ -20,17 +20,28 @@
  *                                             smoothing, the parameter groups of ddptrain's
  *                                             options of those names; written under /options,
  *                                             which torch_compare.py reads to set up PyTorch's
- *                                             side) */
+ *                                             side)
+ *                         [--steps S] [--ema_decay D] [--ema_every K]
+ *                                            (S SGD steps instead of 3, params_after3 then holding
+ *                                             the parameters after S; the moving average of
+ *                                             --ema_decay updated after every K-th step, written
+ *                                             under ema_params, ema_buffers and ema_nbt)
+ *                         [--tta flip|flip_shift] (the evaluation's averaged logits of the whole
+ *                                             batch under that test-time augmentation, with the
+ *                                             initial weights, before any step: tta_logits,
+ *                                             tta_correct, tta_loss_sum; CPU only) */
 #include <hdf5.h>
 #include <math.h>
 #include <string.h>
 
 #include "build_config.h"
+#include "ema.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
 #include "plugin.h"
 #endif
 #include "optim.h"
+#include "tta.h"
 #include "util.h"
 #include "model_testutil.h"
 
@@ -119,7 +130,9 @@ int main(int argc, char **argv) {
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
     const char *perturb = NULL, *device = "cpu";
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
-    int nesterov = 0, no_decay_1d = 0;
+    int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1;
+    double ema_decay = 0.0;
+    int tta = TTA_NONE;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
@@ -134,10 +147,19 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--label_smoothing")) smoothing = (float)atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--no_decay_1d")) no_decay_1d = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bn_bias_lr_mult")) bn_bias_lr_mult = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ema_decay")) ema_decay = atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--ema_every")) ema_every = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--tta")) {
+            tta = tta_parse(argv[i + 1]);
+            if (tta <= TTA_NONE) die_code(2, "--tta %s: flip or flip_shift", argv[i + 1]);
+        }
         else die_code(2, "unknown option %s", argv[i]);
     }
     /* mask names have 3 digits, and a forward has up to 129 masks */
     if (accum < 1 || accum > 7) die_code(2, "--accum %d: 1 to 7", accum);
+    if (steps < 1 || steps > 100) die_code(2, "--steps %d: 1 to 100", steps);
+    if (ema_decay < 0.0 || ema_decay >= 1.0 || ema_every < 1) die_code(2, "--ema_decay in [0, 1), --ema_every >= 1");
     Model m;
     model_init(&m, width, blocks, K, S, N);
     model_init_weights(&m, (uint64_t)seed);
@@ -200,6 +222,23 @@ int main(int argc, char **argv) {
     hsize_t yd[1] = {(hsize_t)NT};
     write_f32(f, "labels", yf, 1, yd);
 
+    if (tta != TTA_NONE) {
+        if (be->on_device) die_code(77, "--tta: CPU only");
+        float *scratch = mallocCheck((size_t)N * S * S * 3 * sizeof(float));
+        float *tl = mallocCheck((size_t)NT * K * sizeof(float));
+        long correct;
+        double loss_sum;
+        tta_logits(run, tta, x, y, NT, scratch, tl);
+        hsize_t td[2] = {(hsize_t)NT, (hsize_t)K};
+        write_f32(f, "tta_logits", tl, 2, td);
+        tta_evaluate(run, tta, x, y, NT, scratch, tl, &correct, &loss_sum);
+        const float fc = (float)correct, fl = (float)loss_sum;
+        hsize_t o1[1] = {1};
+        write_f32(f, "tta_correct", &fc, 1, o1);
+        write_f32(f, "tta_loss_sum", &fl, 1, o1);
+        free(scratch);
+        free(tl);
+    }
     float *logits = mallocCheck((size_t)NT * K * sizeof(float));
     const float loss = step_gradients(f, run, 0, xb, yb, N, accum, logits);
     hsize_t ld[2] = {(hsize_t)NT, (hsize_t)K};
@@ -228,12 +267,31 @@ int main(int argc, char **argv) {
     opt.nesterov = nesterov;
     sgd_set_model_groups(&opt, run, no_decay_1d, bn_bias_lr_mult);
     float lr = 0.05f;
-    for (int s = 0; s < 3; s++) {
+    Ema ema;
+    if (ema_decay > 0.0) ema_init(&ema, run, ema_decay);
+    for (int s = 0; s < steps; s++) {
         if (s > 0) {
             step_gradients(f, run, s, xb, yb, N, accum, NULL);
         }
         sgd_step(&opt, run->params, run->grads, lr);
         model_params_changed(run);
+        if (ema_decay > 0.0 && (s + 1) % ema_every == 0) ema_update(&ema, run);
+    }
+    if (ema_decay > 0.0) {
+        float *ep = mallocCheck(run->num_params * sizeof(float)), *eb = mallocCheck(run->num_buffers * sizeof(float));
+        int64_t *en = mallocCheck((size_t)model_bn_count(run) * sizeof(int64_t));
+        ema_download(&ema, ep, eb, en);
+        write_tensors(f, "ema_params", run->param_info, run->n_param_info, ep);
+        write_tensors(f, "ema_buffers", run->buffer_info, run->n_buffer_info, eb);
+        /* num_batches_tracked per batch-norm layer, in state_dict order, as floats */
+        float *enf = mallocCheck((size_t)model_bn_count(run) * sizeof(float));
+        for (int k = 0; k < model_bn_count(run); k++) enf[k] = (float)en[k];
+        hsize_t nd[1] = {(hsize_t)model_bn_count(run)};
+        write_f32(f, "ema_nbt", enf, 1, nd);
+        const float na = (float)ema.n_averaged;
+        write_f32(f, "ema_n_averaged", &na, 1, one);
+        free(ep); free(eb); free(en); free(enf);
+        ema_free(&ema);
     }
     h = host_copy(run, run->params, run->num_params);
     write_tensors(f, "params_after3", run->param_info, run->n_param_info, h);
@@ -248,6 +306,18 @@ int main(int argc, char **argv) {
     const float nd1 = (float)no_decay_1d;
     write_f32(f, "options/no_decay_1d", &nd1, 1, one);
     write_f32(f, "options/bn_bias_lr_mult", &bn_bias_lr_mult, 1, one);
+    const float fsteps = (float)steps, fevery = (float)ema_every;
+    write_f32(f, "options/steps", &fsteps, 1, one);
+    {   /* the decay as given (double), as PyTorch takes it */
+        hid_t space = H5Screate_simple(1, one, NULL);
+        hid_t ds = H5Dcreate2(f, "options/ema_decay", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(ds >= 0);
+        CHECK(H5Dwrite(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, &ema_decay) >= 0);
+        H5Dclose(ds); H5Sclose(space);
+    }
+    write_f32(f, "options/ema_every", &fevery, 1, one);
+    const float ftta = (float)tta;
+    write_f32(f, "options/tta", &ftta, 1, one);
     H5Fclose(f);
     printf("dump_model: wrote %s (width %d, blocks %d, batch %d x accum %d, %zu parameters, loss %.6f, %s)\n", out,
            width, blocks, N, accum, m.num_params, loss, be->name);

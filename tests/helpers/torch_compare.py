@@ -8,6 +8,17 @@ The dump's /options (weight decay, Nesterov momentum, label smoothing, ...) set 
 side through the real APIs (torch.optim.SGD(nesterov=...), nn.CrossEntropyLoss(
 label_smoothing=...)); --set NAME=VALUE replaces one of them on PyTorch's
 side only, so a test can check that a comparison against the wrong semantics fails.
+A dump with options/ema_decay > 0 also holds the moving average of the weights and buffers
+after the steps: PyTorch keeps it with torch.optim.swa_utils.AveragedModel(model,
+use_buffers=True) and the EMA average (get_ema_multi_avg_fn(D) where PyTorch has it, else
+avg_fn = D * e + (1 - D) * p), update_parameters after every ema_every-th step, and every
+tensor of the average, num_batches_tracked included, must agree to --ema_tol.
+A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
+logits of the batch with the initial weights: PyTorch computes them as airbench's evaluation
+does (0.5 * f(x) + 0.5 * f(x.flip(-1)); with flip_shift that averaged with the mean of the same
+on F.pad(x, (1,) * 4, mode="reflect")[:, :, 0:H, 0:W] and [:, :, 2:H+2, 2:W+2]), and the logits
+must agree to --ema_tol, the count of correct predictions exactly and the summed cross-entropy
+to --ema_tol. (tta_pad_zero=1: zero padding instead of reflection, for a check that must fail.)
 Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
 import argparse
 import os
@@ -93,10 +104,46 @@ def param_groups(model, lr, opts):
     return [g for g in groups if g["params"]]
 
 
+def tta_logits(model, x, level, pad_mode="reflect"):
+    """airbench's infer(model, loader, tta_level) on one batch."""
+    def mirror(v):
+        return 0.5 * model(v) + 0.5 * model(v.flip(-1))
+    logits = mirror(x)
+    if level == 1:
+        return logits
+    h, w = x.shape[2], x.shape[3]
+    p = torch.nn.functional.pad(x, (1,) * 4, mode=pad_mode)
+    shifted = [mirror(p[:, :, 0:h, 0:w]), mirror(p[:, :, 2:h + 2, 2:w + 2])]
+    return 0.5 * logits + 0.5 * torch.stack(shifted).mean(0)
+
+
+def compare_tta(f, model, opts):
+    """The dump's test-time augmented evaluation against PyTorch's on the initial weights."""
+    model.eval()
+    x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
+    y = torch.from_numpy(np.array(f["labels"])).long()
+    level = int(opts["tta"])
+    with torch.no_grad():
+        if level == 0:
+            z = model(x)
+        else:
+            z = tta_logits(model, x, level, "constant" if opts["tta_pad_zero"] else "reflect")
+        loss_sum = float(torch.nn.functional.cross_entropy(z.double(), y, reduction="sum"))
+    correct = int((z.argmax(1) == y).sum())
+    got_correct = int(f["tta_correct"][0])
+    res = [("tta logits", rel_err(f["tta_logits"][()], z.numpy())),
+           ("tta loss sum", rel_err(f["tta_loss_sum"][()], [loss_sum])),
+           ("tta correct", 0.0 if got_correct == correct else float("inf"))]
+    print(f"TTA level {level}: {correct}/{len(y)} correct in PyTorch, {got_correct} in ddptrain; "
+          f"logits rel err {res[0][1]:.3e}, loss sum rel err {res[1][1]:.3e}")
+    return res
+
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("dump")
     ap.add_argument("--tol", type=float, default=1e-4)
+    ap.add_argument("--ema_tol", type=float, default=1e-5)
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="PyTorch's side uses VALUE for option NAME instead of the dump's")
     args = ap.parse_args()
@@ -107,7 +154,8 @@ def main():
     width, blocks, lr, momentum = meta[:4]
     accum = int(meta[4]) if len(meta) > 4 else 1
     defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0, "no_decay_1d": 0.0,
-                "bn_bias_lr_mult": 1.0}
+                "bn_bias_lr_mult": 1.0, "steps": 3.0, "ema_decay": 0.0, "ema_every": 1.0,
+                "tta": 0.0, "tta_pad_zero": 0.0}
     opts = dict(defaults)
     if "options" in f:
         opts.update({k: float(f["options"][k][()][0]) for k in f["options"]})
@@ -134,6 +182,9 @@ def main():
               "only torch:", sorted(names_t - names_c)[:5])
         return 1
     model.load_state_dict(sd)
+    tta_results = []
+    if "tta_logits" in f:
+        tta_results = compare_tta(f, model, opts)
     model.train()
     x = torch.from_numpy(np.array(f["input_nhwc"])).permute(0, 3, 1, 2).contiguous()
     y = torch.from_numpy(np.array(f["labels"])).long()
@@ -167,15 +218,49 @@ def main():
 
     opt = torch.optim.SGD(param_groups(model, lr, opts), lr=lr, momentum=momentum,
                           weight_decay=opts["weight_decay"], nesterov=bool(opts["nesterov"]))
+    ema = None
+    if opts["ema_decay"] > 0:
+        from torch.optim import swa_utils
+        decay = opts["ema_decay"]
+        if hasattr(swa_utils, "get_ema_multi_avg_fn"):
+            ema = swa_utils.AveragedModel(model, multi_avg_fn=swa_utils.get_ema_multi_avg_fn(decay), use_buffers=True)
+        else:   # PyTorch < 2.1: the EMA as its documentation writes it
+            ema = swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: decay * e + (1 - decay) * p, use_buffers=True)
+    every = int(opts["ema_every"])
     opt.step()
-    for s in (1, 2):
+    if ema is not None and 1 % every == 0:
+        ema.update_parameters(model)
+    for s in range(1, int(opts["steps"])):
         opt.zero_grad()
         step_gradients(s)
         opt.step()
+        if ema is not None and (s + 1) % every == 0:
+            ema.update_parameters(model)
     for name, p in params.items():
         results.append(("after 3 steps " + name, rel_err(f["params_after3"][name][()], p.detach().numpy())))
 
     bad = [(n, e) for n, e in results if not (e <= args.tol)]
+    if tta_results:
+        bad += [(n, e) for n, e in tta_results if not (e <= args.ema_tol)]
+        results += tta_results
+    if ema is not None:
+        ema_results = []
+        if int(f["ema_n_averaged"][0]) != int(ema.n_averaged):
+            ema_results.append(("ema n_averaged", float("inf")))
+        for name, p in ema.module.named_parameters():
+            ema_results.append(("ema " + name, rel_err(f["ema_params"][name][()], p.detach().numpy())))
+        nbt = []
+        for name, b in ema.module.named_buffers():
+            if name.endswith("num_batches_tracked"):
+                nbt.append(float(b))
+            else:
+                ema_results.append(("ema " + name, rel_err(f["ema_buffers"][name][()], b.numpy())))
+        ema_results.append(("ema num_batches_tracked", rel_err(f["ema_nbt"][()], nbt)))
+        eworst = max(ema_results, key=lambda r: r[1])
+        print(f"EMA: compared {len(ema_results)} tensors of the average of {int(ema.n_averaged)} updates "
+              f"(decay {opts['ema_decay']:g}, every {every}): worst {eworst[0]} rel err {eworst[1]:.3e}, tol {args.ema_tol:g}")
+        bad += [(n, e) for n, e in ema_results if not (e <= args.ema_tol)]
+        results += ema_results
     worst = max(results, key=lambda r: r[1])
     nondefault = {k: v for k, v in opts.items() if abs(v - defaults[k]) > 1e-6 * abs(defaults[k])}
     if nondefault:
@@ -185,7 +270,7 @@ def main():
     for n, e in sorted(results, key=lambda r: -r[1])[:5]:
         print(f"  {e:.3e}  {n}")
     if bad:
-        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g} (worst {worst[1]:.3e}, {worst[0]}): "
+        print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g}{f' (the average, TTA: {args.ema_tol:g})' if ema is not None or tta_results else ''} (worst {worst[1]:.3e}, {worst[0]}): "
               + ", ".join(n for n, _ in bad[:8]))
         return 1
     print("PASS")

@@ -1,0 +1,246 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: BSD-3-Clause
+"""A ddptrain recipe (a --config JSON file such as recipes/cifar10-fast.json) trained in PyTorch on
+the same HDF5 shards, printing the test accuracy after every epoch: for measuring ddptrain
+against PyTorch on real data (e.g. CIFAR-10 made by ddptrain-data).
+
+usage: torch_recipe.py RECIPE.json --data DIR [--ranks R] [--set NAME=VALUE ...]
+                       [--epochs E] [--threads T] [--device cpu|cuda] [--seed S]
+
+One process, no DDP: each optimizer step takes the global batch of R ranks (batch_size x
+grad_accum_steps x R images, one forward), so batch norm sees the global batch, as ddptrain
+does with --sync_bn (without it each ddptrain rank normalises over its own batch). The recipe's
+options map onto PyTorch as docs/recipes.md says: SGD(momentum, weight_decay, nesterov) with the
+param groups of no_decay_1d and bn_bias_lr_mult, CrossEntropyLoss(label_smoothing), the lr
+scaled by lr_ref_batch, the schedule (cosine per epoch as CosineAnnealingLR(T_max=epochs),
+cosine_step, constant, onecycle as OneCycleLR, with the linear warm-up), AveragedModel(
+use_buffers=True) for ema_decay every ema_every steps, and airbench's test-time augmentation for
+tta. Training batches as data/README.md describes ddptrain's: every epoch a random order (from
+numpy, not ddptrain's generator: the same distribution, other samples), 4 pixels of zero
+padding before normalisation, a random 32x32 crop and a horizontal flip with probability 0.5,
+the last partial batch dropped. The weights are PyTorch's default initialisation (ddptrain draws
+the same distributions from its own generator). Options that do not change the arithmetic
+(threads, checkpoints, logging, communication) are ignored; an option this script does not
+know is refused. Needs torch, h5py and numpy."""
+import argparse
+import glob
+import json
+import math
+import os
+import sys
+import time
+
+import h5py
+import numpy as np
+import torch
+import torch.nn.functional as F
+
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
+from miniresnet_torch import MiniResNet  # noqa: E402
+
+# ddptrain's defaults for the options that change what is computed (src/config_table.h)
+DEFAULTS = {
+    "width": 64, "blocks": 2, "augment": True, "shuffle": True, "batch_size": 64, "grad_accum_steps": 1,
+    "epochs": 10, "max_steps": 0, "lr": 0.01, "lr_ref_batch": 0, "momentum": 0.9, "weight_decay": 1e-4,
+    "nesterov": False, "no_decay_1d": False, "bn_bias_lr_mult": 1.0, "label_smoothing": 0.0,
+    "lr_schedule": "cosine", "onecycle_pct_start": 0.3, "onecycle_anneal": "cos", "onecycle_div_factor": 25.0,
+    "onecycle_final_div_factor": 1e4, "min_lr": 0.0, "warmup_steps": 0, "seed": 42, "ema_decay": 0.0,
+    "ema_every": 1, "tta": "none", "eval_batch_size": 256, "num_classes": 10, "image_size": 32,
+}
+# options that change nothing here (how ddptrain runs, not what it computes)
+IGNORED = {"data_dir", "job_dir", "config", "prefetch", "use_amp", "amp_dtype", "amp_activations", "device",
+           "tf32", "cudnn_benchmark", "threads", "eval_every", "eval_every_steps", "log_interval", "save_every",
+           "save_every_steps", "keep_checkpoints", "resume", "resume_data_change", "preempt_signal", "trace",
+           "sync_bn", "bucket_cap_mb", "first_bucket_mb", "comm_progress_us", "comm_allreduce", "comm_dtype",
+           "comm_timeout", "straggler_factor", "preflight", "target_accuracy"}
+
+
+def load_split(data_dir, split):
+    paths = sorted(glob.glob(os.path.join(data_dir, f"{split}-*-of-*.h5")))
+    if not paths:
+        sys.exit(f"torch_recipe: {data_dir}: no {split}-*-of-*.h5 shards")
+    images, labels = [], []
+    for p in paths:
+        with h5py.File(p, "r") as f:
+            images.append(np.asarray(f["images"]))
+            labels.append(np.asarray(f["labels"]).astype(np.int64))
+            mean = np.asarray(f.attrs.get("mean", [0.5] * 3), dtype=np.float32)
+            std = np.asarray(f.attrs.get("std", [0.25] * 3), dtype=np.float32)
+    return np.concatenate(images), np.concatenate(labels), mean, std
+
+
+def normalise(images, mean, std):
+    """uint8 NHWC -> float32 NCHW, (pixel/255 - mean) / std, as ddptrain."""
+    x = (images.astype(np.float32) / np.float32(255.0) - mean) / std
+    return torch.from_numpy(np.ascontiguousarray(x)).permute(0, 3, 1, 2).contiguous()
+
+
+def augment(images, rng):
+    """Zero padding of 4 (before normalisation), a random crop, a flip with probability 0.5."""
+    n, s = images.shape[0], images.shape[1]
+    padded = np.zeros((n, s + 8, s + 8, 3), dtype=np.uint8)
+    padded[:, 4:4 + s, 4:4 + s] = images
+    out = np.empty_like(images)
+    for i in range(n):
+        dx, dy, flip = rng.integers(0, 9), rng.integers(0, 9), rng.random() < 0.5
+        crop = padded[i, dy:dy + s, dx:dx + s]
+        out[i] = crop[:, ::-1] if flip else crop
+    return out
+
+
+def param_groups(model, lr, c):
+    if not c["no_decay_1d"] and c["bn_bias_lr_mult"] == 1.0:
+        return model.parameters()
+    bn_bias = {f"{n}.bias" for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)}
+    decay, no_decay, biases = [], [], []
+    for name, p in model.named_parameters():
+        (biases if name in bn_bias else no_decay if c["no_decay_1d"] and p.ndim == 1 else decay).append(p)
+    groups = [{"params": decay}, {"params": no_decay, "weight_decay": 0.0},
+              {"params": biases, "weight_decay": 0.0 if c["no_decay_1d"] else c["weight_decay"],
+               "lr": lr * c["bn_bias_lr_mult"]}]
+    return [g for g in groups if g["params"]]
+
+
+def lr_factor(c, epoch, step, total, steps_per_epoch, lr, min_lr):
+    """The learning rate of a step as a factor of lr (so that the bias group scales alike)."""
+    kind = c["lr_schedule"]
+    if kind == "onecycle":
+        return None   # OneCycleLR
+    t = {"cosine": epoch / c["epochs"], "cosine_step": step / (c["epochs"] * steps_per_epoch),
+         "constant": -1.0}[kind]
+    v = lr
+    if t >= 0.0:
+        v = min_lr + (lr - min_lr) * 0.5 * (1.0 + math.cos(math.pi * min(t, 1.0)))
+    if c["warmup_steps"] > 0 and step < c["warmup_steps"]:
+        v *= (step + 1) / c["warmup_steps"]
+    return v / lr
+
+
+def tta_logits(model, x, level):
+    """airbench's infer(tta_level): docs/recipes.md, --tta."""
+    def mirror(v):
+        return 0.5 * model(v) + 0.5 * model(v.flip(-1))
+    if level == 0:
+        return model(x)
+    logits = mirror(x)
+    if level == 1:
+        return logits
+    h, w = x.shape[2], x.shape[3]
+    p = F.pad(x, (1,) * 4, mode="reflect")
+    return 0.5 * logits + 0.5 * torch.stack([mirror(p[:, :, 0:h, 0:w]), mirror(p[:, :, 2:h + 2, 2:w + 2])]).mean(0)
+
+
+@torch.no_grad()
+def evaluate(model, images, labels, mean, std, c, device):
+    model.eval()
+    level = {"none": 0, "flip": 1, "flip_shift": 2}[c["tta"]]
+    correct, loss = 0, 0.0
+    for i in range(0, len(labels), c["eval_batch_size"]):
+        x = normalise(images[i:i + c["eval_batch_size"]], mean, std).to(device)
+        y = torch.from_numpy(labels[i:i + c["eval_batch_size"]]).to(device)
+        z = tta_logits(model, x, level)
+        correct += int((z.argmax(1) == y).sum())
+        loss += float(F.cross_entropy(z.double(), y, reduction="sum"))
+    return correct / len(labels), loss / len(labels)
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("recipe")
+    ap.add_argument("--data", required=True, help="dataset directory (train-*.h5 and test-*.h5 shards)")
+    ap.add_argument("--ranks", type=int, default=1, help="the world size whose global batch one step takes")
+    ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE", help="override an option")
+    ap.add_argument("--epochs", type=int, help="override the recipe's epochs")
+    ap.add_argument("--seed", type=int, help="override the recipe's seed")
+    ap.add_argument("--threads", type=int, default=0)
+    ap.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    a = ap.parse_args()
+    with open(a.recipe) as f:
+        recipe = json.load(f)
+    c = dict(DEFAULTS)
+    for k, v in recipe.items():
+        if k not in DEFAULTS and k not in IGNORED:
+            sys.exit(f"torch_recipe: {a.recipe}: option {k!r} is not known to this script")
+        c[k] = v
+    for kv in a.set:
+        k, v = kv.split("=", 1)
+        if k not in DEFAULTS:
+            sys.exit(f"torch_recipe: --set {k}: not an option this script uses")
+        c[k] = type(DEFAULTS[k])(json.loads(v)) if not isinstance(DEFAULTS[k], str) else v
+    if a.epochs:
+        c["epochs"] = a.epochs
+    if a.seed is not None:
+        c["seed"] = a.seed
+    if a.threads > 0:
+        torch.set_num_threads(a.threads)
+    torch.manual_seed(c["seed"])
+    rng = np.random.default_rng(c["seed"])
+    device = torch.device(a.device)
+
+    xtr, ytr, mean, std = load_split(a.data, "train")
+    xte, yte, tmean, tstd = load_split(a.data, "test")
+    global_batch = c["batch_size"] * c["grad_accum_steps"] * a.ranks
+    steps_per_epoch = len(ytr) // global_batch
+    total = steps_per_epoch * c["epochs"]
+    if c["max_steps"] > 0:
+        total = min(total, c["max_steps"])
+    lr, min_lr = float(c["lr"]), float(c["min_lr"])
+    if c["lr_ref_batch"] > 0 and global_batch != c["lr_ref_batch"]:
+        lr *= global_batch / c["lr_ref_batch"]
+        min_lr *= global_batch / c["lr_ref_batch"]
+    print(f"{a.recipe}: MiniResNet width {c['width']} blocks {c['blocks']}, global batch {global_batch} "
+          f"({a.ranks} x {c['batch_size']} x {c['grad_accum_steps']}), lr {lr:g}, {steps_per_epoch} steps per epoch, "
+          f"{total} steps, on {device}", flush=True)
+
+    model = MiniResNet(c["width"], c["blocks"], c["num_classes"]).to(device)
+    opt = torch.optim.SGD(param_groups(model, lr, c), lr=lr, momentum=c["momentum"],
+                          weight_decay=c["weight_decay"], nesterov=bool(c["nesterov"]))
+    base = [g["lr"] for g in opt.param_groups]
+    sched = None
+    if c["lr_schedule"] == "onecycle":
+        sched = torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=base, total_steps=total, pct_start=c["onecycle_pct_start"],
+            anneal_strategy=c["onecycle_anneal"], div_factor=c["onecycle_div_factor"],
+            final_div_factor=c["onecycle_final_div_factor"], cycle_momentum=False)
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=c["label_smoothing"])
+    ema = None
+    if c["ema_decay"] > 0:
+        d = c["ema_decay"]
+        ema = torch.optim.swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: d * e + (1 - d) * p, use_buffers=True)
+
+    step, t0 = 0, time.time()
+    for epoch in range(c["epochs"]):
+        if step >= total:
+            break
+        model.train()
+        order = rng.permutation(len(ytr)) if c["shuffle"] else np.arange(len(ytr))
+        for s in range(steps_per_epoch):
+            if step >= total:
+                break
+            if sched is None:
+                k = lr_factor(c, epoch, step, total, steps_per_epoch, lr, min_lr)
+                for g, b in zip(opt.param_groups, base):
+                    g["lr"] = b * k
+            idx = order[s * global_batch:(s + 1) * global_batch]
+            imgs = augment(xtr[idx], rng) if c["augment"] else xtr[idx]
+            x = normalise(imgs, mean, std).to(device)
+            y = torch.from_numpy(ytr[idx]).to(device)
+            opt.zero_grad(set_to_none=True)
+            loss = criterion(model(x), y)
+            loss.backward()
+            opt.step()
+            if sched is not None:
+                sched.step()
+            step += 1
+            if ema is not None and step % c["ema_every"] == 0:
+                ema.update_parameters(model)
+        net = ema.module if ema is not None and int(ema.n_averaged) > 0 else model
+        acc, test_loss = evaluate(net, xte, yte, tmean, tstd, c, device)
+        print(f"epoch {epoch + 1} step {step} test_acc {acc:.4f} test_loss {test_loss:.4f}"
+              f"{' (EMA)' if net is not model else ''}{' (TTA ' + c['tta'] + ')' if c['tta'] != 'none' else ''} "
+              f"({time.time() - t0:.1f} s)", flush=True)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -1,0 +1,66 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# The recipe files of recipes/ (--config FILE): seed.json is the defaults, so a run with it ends
+# with the same checkpoint, bit for bit (every dataset but /config, every attribute), and the
+# same config.json but for job_dir and config, as a plain run; cifar10-fast.json runs (at width
+# 8 here, for time), its lr scaled from its stated global batch of 512 to this run's 128, with
+# its EMA and flip TTA on the evaluation line; --lr_ref_batch scales --lr and --min_lr linearly
+# and leaves them alone at the reference batch.
+# shellcheck disable=SC2086  # $FLAGS is a word list
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit "$SKIP"; }
+CMP="$top_srcdir/tests/helpers/ckpt_compare.py"
+R="$top_srcdir/recipes"
+export OMP_NUM_THREADS=2
+make_synth "$TMP/data" --train 512 --test 32 --shards 1
+ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
+
+# seed.json against the defaults: 2 steps at the defaults' width 64, batch 64
+if timeout -k 5 300 "$DDPTRAIN" --config "$R/seed.json" --data_dir "$TMP/data" --job_dir "$TMP/seed" --max_steps 2 \
+       >"$TMP/seed.out" 2>&1 &&
+   timeout -k 5 300 "$DDPTRAIN" --data_dir "$TMP/data" --job_dir "$TMP/plain" --max_steps 2 >"$TMP/plain.out" 2>&1; then
+    if out=$("$PY" "$CMP" --all "$(ckpt "$TMP/seed" 2)" "$(ckpt "$TMP/plain" 2)" 2>&1); then
+        ok "recipes/seed.json: the same checkpoint as the defaults: $out"
+    else
+        bad "recipes/seed.json against the defaults: $out"
+    fi
+    if out=$("$PY" - "$TMP/seed/config.json" "$TMP/plain/config.json" 2>&1 <<'PYEOF'
+import json, sys
+a, b = (json.load(open(p)) for p in sys.argv[1:3])
+for d in (a, b):
+    d.pop("job_dir"); d.pop("config")
+diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
+print("differ in " + ", ".join(diff) if diff else f"{len(a)} keys equal")
+sys.exit(1 if diff else 0)
+PYEOF
+    ); then ok "recipes/seed.json: config.json as the defaults': $out"; else bad "recipes/seed.json: config.json $out"; fi
+else
+    bad "seed.json or plain run failed: $(tail -3 "$TMP/seed.out" "$TMP/plain.out")"
+fi
+
+# cifar10-fast.json: 5 steps; 4 steps per epoch, so an evaluation before the first EMA update
+# (step 4) and one after it (step 5)
+if timeout -k 5 300 "$DDPTRAIN" --config "$R/cifar10-fast.json" --data_dir "$TMP/data" --job_dir "$TMP/fast" \
+       --width 8 --max_steps 5 >"$TMP/fast.out" 2>&1; then
+    if grep -q "^lr: 0.1 (--lr 0.4 for a global batch of 512, scaled linearly to this run's 128)" "$TMP/fast.out" &&
+       grep -q "step 5 test_acc .* (EMA) (TTA flip)" "$TMP/fast.out" &&
+       grep -q "averaged with decay 0.98 every 5 steps" "$TMP/fast.out" && [ -s "$(ckpt "$TMP/fast" 5)" ]; then
+        ok "recipes/cifar10-fast.json --max_steps 5: $(grep '^lr:' "$TMP/fast.out"); $(grep 'step 5 test_acc' "$TMP/fast.out")"
+    else
+        bad "recipes/cifar10-fast.json: $(grep -i 'lr:\|test_acc\|EMA' "$TMP/fast.out" | head -5)"
+    fi
+else
+    bad "recipes/cifar10-fast.json --max_steps 5 failed: $(tail -3 "$TMP/fast.out")"
+fi
+
+# --lr_ref_batch: the constant schedule's lr at a global batch of 32 given for 128, and at 32
+FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --batch_size 32 --max_steps 1 --log_interval 1 --lr_schedule constant"
+for spec in "128:0.0125" "32:0.05" "0:0.05"; do
+    ref=${spec%:*} want=${spec#*:}
+    "$DDPTRAIN" $FLAGS --job_dir "$TMP/ref$ref" --lr 0.05 --lr_ref_batch "$ref" >"$TMP/ref.out" 2>&1 ||
+        { bad "--lr_ref_batch $ref failed: $(tail -2 "$TMP/ref.out")"; continue; }
+    lr=$(grep '"loss"' "$TMP/ref$ref/metrics.jsonl" | head -1 | sed 's/.*"lr": \([0-9.e-]*\).*/\1/')
+    if [ "$lr" = "$want" ]; then ok "--lr 0.05 --lr_ref_batch $ref at a global batch of 32: lr $lr"
+    else bad "--lr_ref_batch $ref: lr $lr, expected $want"; fi
+done
+finish
