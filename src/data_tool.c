@@ -390,6 +390,19 @@ static void cifar_load(Memory *m, const char *dir, const char *file) {
     m->n += recs;
 }
 
+/* The folder of a binary release: IN when it holds FIRST, else IN/SUB when that does (the
+ * official archives unpack into SUB; users name either). A missing file is reported later,
+ * by the reader, with its full path. */
+static void release_dir(char *dir, size_t n, const char *in, const char *sub, const char *first) {
+    char probe[SHARD_PATH_MAX];
+    snprintf_check(dir, n, "%s", in);
+    snprintf_check(probe, sizeof probe, "%s/%s", in, first);
+    if (access(probe, F_OK) != 0) {
+        snprintf_check(probe, sizeof probe, "%s/%s/%s", in, sub, first);
+        if (access(probe, F_OK) == 0) snprintf_check(dir, n, "%s/%s", in, sub);
+    }
+}
+
 static int cmd_cifar10(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
     long long nshards = 1;
@@ -403,14 +416,8 @@ static int cmd_cifar10(int argc, char **argv) {
     parse_flags("cifar10", USAGE_CIFAR, argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), NULL);
     if (!in) usage_error("cifar10", "--in DIR is required");
     if (!out) usage_error("cifar10", "--out DIR is required");
-    /* The official archive unpacks to cifar-10-batches-bin/; accept its parent too. */
-    char dir[SHARD_PATH_MAX], probe[SHARD_PATH_MAX];
-    snprintf_check(dir, sizeof dir, "%s", in);
-    snprintf_check(probe, sizeof probe, "%s/data_batch_1.bin", in);
-    if (access(probe, F_OK) != 0) {
-        snprintf_check(probe, sizeof probe, "%s/cifar-10-batches-bin/data_batch_1.bin", in);
-        if (access(probe, F_OK) == 0) snprintf_check(dir, sizeof dir, "%s/cifar-10-batches-bin", in);
-    }
+    char dir[SHARD_PATH_MAX];
+    release_dir(dir, sizeof dir, in, "cifar-10-batches-bin", "data_batch_1.bin");
     Memory train = {0}, test = {0};
     char file[32];
     for (int b = 1; b <= 5; b++) {
@@ -510,14 +517,8 @@ static int cmd_cifar100(int argc, char **argv) {
     parse_flags("cifar100", USAGE_CIFAR100, argc, argv, flags, (int)(sizeof flags / sizeof flags[0]), NULL);
     if (!in) usage_error("cifar100", "--in DIR is required");
     if (!out) usage_error("cifar100", "--out DIR is required");
-    /* The official archive unpacks to cifar-100-binary/; accept its parent too. */
-    char dir[SHARD_PATH_MAX], probe[SHARD_PATH_MAX];
-    snprintf_check(dir, sizeof dir, "%s", in);
-    snprintf_check(probe, sizeof probe, "%s/train.bin", in);
-    if (access(probe, F_OK) != 0) {
-        snprintf_check(probe, sizeof probe, "%s/cifar-100-binary/train.bin", in);
-        if (access(probe, F_OK) == 0) snprintf_check(dir, sizeof dir, "%s/cifar-100-binary", in);
-    }
+    char dir[SHARD_PATH_MAX];
+    release_dir(dir, sizeof dir, in, "cifar-100-binary", "train.bin");
     int nc = coarse ? 20 : 100;
     char **names = cifar100_names(dir, coarse ? "coarse_label_names.txt" : "fine_label_names.txt", nc);
     Memory train = {0}, test = {0};

@@ -271,6 +271,21 @@ static inline uint8_t clip8(int32_t v) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
+/* One RGB pixel of a separable pass, PIL's fixed-point arithmetic: the n taps k over the
+ * pixels p, p + step, p + 2*step... (step in bytes: 3 along a row, a row's bytes down a
+ * column). */
+static void filter_px(const uint8_t *p, size_t step, const int32_t *k, int n, uint8_t *o) {
+    int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
+    for (int i = 0; i < n; i++, p += step) {
+        s0 += p[0] * k[i];
+        s1 += p[1] * k[i];
+        s2 += p[2] * k[i];
+    }
+    o[0] = clip8(s0);
+    o[1] = clip8(s1);
+    o[2] = clip8(s2);
+}
+
 /* Python's int(round(x / 2.0)) for an integer x >= 0: half to even. */
 static int half_round_even(int x) {
     int q = x / 2;
@@ -307,16 +322,7 @@ void image_resize_crop(const ImageRGB *in, int S, uint8_t *out) {
             const uint8_t *row = in->rgb + (size_t)y * w * 3;
             for (int xo = 0; xo < S; xo++) {
                 int xx = xo + left, xmin = b[xx * 2], xmax = b[xx * 2 + 1];
-                const int32_t *k = kk + (size_t)xx * ks;
-                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-                for (int x = 0; x < xmax; x++) {
-                    const uint8_t *p = row + (size_t)(x + xmin) * 3;
-                    s0 += p[0] * k[x];
-                    s1 += p[1] * k[x];
-                    s2 += p[2] * k[x];
-                }
-                uint8_t *o = tmp + ((size_t)y * S + xo) * 3;
-                o[0] = clip8(s0); o[1] = clip8(s1); o[2] = clip8(s2);
+                filter_px(row + (size_t)xmin * 3, 3, kk + (size_t)xx * ks, xmax, tmp + ((size_t)y * S + xo) * 3);
             }
         }
         free(b);
@@ -333,17 +339,9 @@ void image_resize_crop(const ImageRGB *in, int S, uint8_t *out) {
         for (int yo = 0; yo < S; yo++) {
             int yy = yo + top, ymin = b[yy * 2], ymax = b[yy * 2 + 1];
             const int32_t *k = kk + (size_t)yy * ks;
-            for (int xo = 0; xo < S; xo++) {
-                int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-                for (int y = 0; y < ymax; y++) {
-                    const uint8_t *p = src + ((size_t)(y + ymin) * src_w + xo + cols_off) * 3;
-                    s0 += p[0] * k[y];
-                    s1 += p[1] * k[y];
-                    s2 += p[2] * k[y];
-                }
-                uint8_t *o = out + ((size_t)yo * S + xo) * 3;
-                o[0] = clip8(s0); o[1] = clip8(s1); o[2] = clip8(s2);
-            }
+            for (int xo = 0; xo < S; xo++)
+                filter_px(src + ((size_t)ymin * src_w + xo + cols_off) * 3, (size_t)src_w * 3, k, ymax,
+                          out + ((size_t)yo * S + xo) * 3);
         }
         free(b);
         free(kk);

@@ -14,17 +14,7 @@ make_synth "$TMP/data" --train 128 --test 32 --shards 1
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 32 --log_interval 1"
 ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 # configs_equal A B: the two config.json files agree on every key but job_dir and config
-configs_equal() {
-    "$PY" - "$1" "$2" <<'PYEOF'
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-for d in (a, b):
-    d.pop("job_dir"); d.pop("config")
-diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-print("differ in " + ", ".join(diff) if diff else f"{len(a)} keys equal")
-sys.exit(1 if diff else 0)
-PYEOF
-}
+configs_equal() { "$PY" "$top_srcdir/tests/helpers/configs_equal.py" "$1" "$2"; }
 
 # the original: options off their defaults, the recipes' among them
 if timeout -k 5 120 "$DDPTRAIN" $FLAGS --job_dir "$TMP/orig" --epochs 2 --lr 0.05 --momentum 0.8 --nesterov \

@@ -24,16 +24,11 @@ if timeout -k 5 300 "$DDPTRAIN" --config "$R/seed.json" --data_dir "$TMP/data" -
     else
         bad "recipes/seed.json against the defaults: $out"
     fi
-    if out=$("$PY" - "$TMP/seed/config.json" "$TMP/plain/config.json" 2>&1 <<'PYEOF'
-import json, sys
-a, b = (json.load(open(p)) for p in sys.argv[1:3])
-for d in (a, b):
-    d.pop("job_dir"); d.pop("config")
-diff = sorted(k for k in set(a) | set(b) if a.get(k) != b.get(k))
-print("differ in " + ", ".join(diff) if diff else f"{len(a)} keys equal")
-sys.exit(1 if diff else 0)
-PYEOF
-    ); then ok "recipes/seed.json: config.json as the defaults': $out"; else bad "recipes/seed.json: config.json $out"; fi
+    if out=$("$PY" "$top_srcdir/tests/helpers/configs_equal.py" "$TMP/seed/config.json" "$TMP/plain/config.json" 2>&1); then
+        ok "recipes/seed.json: config.json as the defaults': $out"
+    else
+        bad "recipes/seed.json: config.json $out"
+    fi
 else
     bad "seed.json or plain run failed: $(tail -3 "$TMP/seed.out" "$TMP/plain.out")"
 fi
