@@ -221,16 +221,26 @@ def image_seeds():
 
 
 def main():
+    if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
+        sys.stdout.write(__doc__)
+        return 0
     if len(sys.argv) != 2:
         sys.stderr.write(__doc__)
         return 2
-    for t in ("shard", "checkpoint", "cli", "env", "rendezvous"):
-        shutil.rmtree(os.path.join(HERE, t), ignore_errors=True)
+    # Nothing is removed before BUILDDIR is known to hold the programs the seeds need.
+    build = os.path.abspath(sys.argv[1])
+    for prog in ("ddptrain", "ddptrain-data"):
+        if not os.access(os.path.join(build, prog), os.X_OK):
+            sys.stderr.write("make_seeds.py: %s: no %s built there (BUILDDIR is a build directory)\n" % (build, prog))
+            return 2
+    # Seeds are written over their old files; nothing else in the corpora is removed, since the
+    # inputs a fuzzer found (crashes once) are kept there too. config_file/ is written by hand.
     shard_seeds()
-    checkpoint_seeds(os.path.abspath(sys.argv[1]))
+    checkpoint_seeds(build)
     cli_seeds()
     env_seeds()
     rendezvous_seeds()
+    image_seeds()
     return 0
 
 
