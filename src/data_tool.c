@@ -347,7 +347,6 @@ static int cmd_synth(int argc, char **argv) {
 
 /* ---- cifar10 ------------------------------------------------------------------------------ */
 
-#define CIFAR_REC 3073
 static char *cifar_names[10] = {"airplane", "automobile", "bird", "cat", "deer",
                                 "dog", "frog", "horse", "ship", "truck"};
 
@@ -362,29 +361,47 @@ static int memory_produce(void *vctx, size_t start, size_t count, uint8_t *image
     return 0;
 }
 
-/* Appends the records of one CIFAR-10 batch file to m, converting planar RGB to HWC. */
-static void cifar_load(Memory *m, const char *dir, const char *file) {
+/* A CIFAR binary release: records of nlabels label bytes (label byte k below max[k], called
+ * what[k]), then 3072 bytes of R, G and B planes of 32x32. */
+typedef struct {
+    const char *name;      /* "CIFAR-10" */
+    int nlabels;
+    int max[2];
+    const char *what[2];   /* "", or "coarse " and "fine " */
+} CifarFormat;
+
+static const CifarFormat k_cifar10 = {"CIFAR-10", 1, {10, 0}, {"", ""}};
+static const CifarFormat k_cifar100 = {"CIFAR-100", 2, {20, 100}, {"coarse ", "fine "}};
+
+/* Appends the records of one file of `fmt` to m, planar RGB turned into HWC, with label byte
+ * `keep` as the label. */
+static void cifar_load(Memory *m, const char *dir, const char *file, const CifarFormat *fmt, int keep) {
+    const int rec_size = fmt->nlabels + 3072;
     char path[SHARD_PATH_MAX];
     snprintf_check(path, sizeof path, "%s/%s", dir, file);
     FILE *f = fopen(path, "rb");
-    if (!f) die("%s: cannot open: %s (the CIFAR-10 binary version is expected)", path, strerror(errno));
+    if (!f) die("%s: cannot open: %s (the %s binary version is expected)", path, strerror(errno), fmt->name);
     struct stat st;
     if (fstat(fileno(f), &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
-    if (st.st_size <= 0 || st.st_size % CIFAR_REC != 0)
-        die("%s: size %lld is not a positive multiple of %d bytes (1 label byte + 3072 pixel bytes per record)",
-            path, (long long)st.st_size, CIFAR_REC);
-    size_t recs = (size_t)st.st_size / CIFAR_REC;
+    if (st.st_size <= 0 || st.st_size % rec_size != 0)
+        die("%s: size %lld is not a positive multiple of %d bytes (%d label byte%s + 3072 pixel bytes per record)",
+            path, (long long)st.st_size, rec_size, fmt->nlabels, fmt->nlabels > 1 ? "s" : "");
+    size_t recs = (size_t)st.st_size / (size_t)rec_size;
     m->images = realloc(m->images, (m->n + recs) * 3072);
     m->labels = realloc(m->labels, (m->n + recs) * sizeof(int32_t));
     CHECK(m->images != NULL && m->labels != NULL);
-    uint8_t rec[CIFAR_REC];
+    uint8_t rec[2 + 3072];
     for (size_t r = 0; r < recs; r++) {
-        if (fread(rec, 1, CIFAR_REC, f) != CIFAR_REC) die("%s: read failed at record %zu", path, r);
-        if (rec[0] > 9) die("%s: record %zu has label %d but CIFAR-10 labels are 0..9", path, r, rec[0]);
+        if (fread(rec, 1, (size_t)rec_size, f) != (size_t)rec_size) die("%s: read failed at record %zu", path, r);
+        for (int k = 0; k < fmt->nlabels; k++)
+            if (rec[k] >= fmt->max[k])
+                die("%s: record %zu has %slabel %d but %s's %slabels are 0..%d", path, r, fmt->what[k], rec[k],
+                    fmt->name, fmt->what[k], fmt->max[k] - 1);
+        const uint8_t *planes = rec + fmt->nlabels;
         uint8_t *dst = m->images + (m->n + r) * 3072;
         for (int p = 0; p < 1024; p++)
-            for (int c = 0; c < 3; c++) dst[p * 3 + c] = rec[1 + c * 1024 + p];
-        m->labels[m->n + r] = rec[0];
+            for (int c = 0; c < 3; c++) dst[p * 3 + c] = planes[c * 1024 + p];
+        m->labels[m->n + r] = rec[keep];
     }
     fclose(f);
     m->n += recs;
@@ -422,9 +439,9 @@ static int cmd_cifar10(int argc, char **argv) {
     char file[32];
     for (int b = 1; b <= 5; b++) {
         snprintf_check(file, sizeof file, "data_batch_%d.bin", b);
-        cifar_load(&train, dir, file);
+        cifar_load(&train, dir, file, &k_cifar10, 0);
     }
-    cifar_load(&test, dir, "test_batch.bin");
+    cifar_load(&test, dir, "test_batch.bin", &k_cifar10, 0);
     check_split_size(in, "train", train.n, (int)nshards);
     check_split_size(in, "test", test.n, (int)nshards);
     ensure_out_dir(out, "train", force);
@@ -442,37 +459,6 @@ static int cmd_cifar10(int argc, char **argv) {
 }
 
 /* ---- cifar100 ----------------------------------------------------------------------------- */
-
-#define CIFAR100_REC 3074
-
-/* Appends the records of train.bin or test.bin (coarse label byte, fine label byte, 3072 bytes
- * of R, G, B planes), keeping the fine or the coarse label. */
-static void cifar100_load(Memory *m, const char *dir, const char *file, int coarse) {
-    char path[SHARD_PATH_MAX];
-    snprintf_check(path, sizeof path, "%s/%s", dir, file);
-    FILE *f = fopen(path, "rb");
-    if (!f) die("%s: cannot open: %s (the CIFAR-100 binary version is expected)", path, strerror(errno));
-    struct stat st;
-    if (fstat(fileno(f), &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
-    if (st.st_size <= 0 || st.st_size % CIFAR100_REC != 0)
-        die("%s: size %lld is not a positive multiple of %d bytes (2 label bytes + 3072 pixel bytes per record)",
-            path, (long long)st.st_size, CIFAR100_REC);
-    size_t recs = (size_t)st.st_size / CIFAR100_REC;
-    m->images = mallocCheck(recs * 3072);
-    m->labels = mallocCheck(recs * sizeof(int32_t));
-    uint8_t rec[CIFAR100_REC];
-    for (size_t r = 0; r < recs; r++) {
-        if (fread(rec, 1, CIFAR100_REC, f) != CIFAR100_REC) die("%s: read failed at record %zu", path, r);
-        if (rec[0] > 19) die("%s: record %zu has coarse label %d but CIFAR-100's are 0..19", path, r, rec[0]);
-        if (rec[1] > 99) die("%s: record %zu has fine label %d but CIFAR-100's are 0..99", path, r, rec[1]);
-        uint8_t *dst = m->images + r * 3072;
-        for (int p = 0; p < 1024; p++)
-            for (int c = 0; c < 3; c++) dst[p * 3 + c] = rec[2 + c * 1024 + p];
-        m->labels[r] = coarse ? rec[0] : rec[1];
-    }
-    fclose(f);
-    m->n = recs;
-}
 
 /* The n class names of a label-names file: one a line, blank lines at the end ignored. */
 static char **cifar100_names(const char *dir, const char *file, int n) {
@@ -522,8 +508,8 @@ static int cmd_cifar100(int argc, char **argv) {
     int nc = coarse ? 20 : 100;
     char **names = cifar100_names(dir, coarse ? "coarse_label_names.txt" : "fine_label_names.txt", nc);
     Memory train = {0}, test = {0};
-    cifar100_load(&train, dir, "train.bin", coarse);
-    cifar100_load(&test, dir, "test.bin", coarse);
+    cifar_load(&train, dir, "train.bin", &k_cifar100, coarse ? 0 : 1);
+    cifar_load(&test, dir, "test.bin", &k_cifar100, coarse ? 0 : 1);
     check_split_size(in, "train", train.n, (int)nshards);
     check_split_size(in, "test", test.n, (int)nshards);
     ensure_out_dir(out, "train", force);
