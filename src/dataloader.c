@@ -4,8 +4,16 @@
  * Storage choice: dataloader_open reads this rank's whole assignment (uint8 images + int32
  * labels) into memory, once. For CIFAR-sized data that is 150 MiB for the full training set
  * and less per rank; after open nothing touches HDF5 again, so the prefetch thread never
- * competes for the process-wide HDF5 lock (hdf5_lock.h) with the checkpoint writer. Datasets
- * whose per-rank share does not fit in memory need more ranks.
+ * competes for the process-wide HDF5 lock (hdf5_lock.h) with the checkpoint writer.
+ *
+ * Streaming (in_memory DL_MEMORY_NO, or AUTO over the budget): only the labels are read at open.
+ * The share, in assignment order, is cut into chunks of chunk_images; an epoch's order is the
+ * chunks permuted from rng(seed ^ CHUNK_SALT, epoch, rank), grouped into windows of
+ * window_chunks consecutive chunks of that permutation, and each window's samples shuffled from
+ * rng(seed ^ WINDOW_SALT, epoch << 32 | rank, window). The order is still a permutation of
+ * 0..n-1 in `order`, so the plans and everything after them are the in-memory loader's. Making
+ * batch b first reads the chunks of the windows its samples lie in (in the prefetch thread when
+ * there is one) and frees the chunks of windows outside them.
  *
  * Determinism: the batch contents depend only on (seed, epoch, rank, batch index): the order
  * from rng(seed, epoch, rank), the augmentation of batch b from its own stream
@@ -29,6 +37,14 @@
 #define AUG_SALT 0x6175676d656e7431ULL   /* "augment1": separates the augmentation streams */
 #define CROP_PAD 4
 #define READ_PIECE 4096   /* samples per HDF5 read at open (12 MiB at 32x32) */
+#define CHUNK_SALT 0x6368756e6b733031ULL    /* "chunks01": the epoch's order of chunks */
+#define WINDOW_SALT 0x77696e646f773031ULL   /* "window01": the shuffle within a window */
+
+typedef struct {
+    char *path;                      /* shard file */
+    size_t begin, count;             /* samples [begin, begin+count) of the shard */
+    size_t off;                      /* where they start in assignment order */
+} Slice;
 
 struct DataLoader {
     DataLoaderOptions opt;
@@ -43,6 +59,18 @@ struct DataLoader {
     float lut[3][256];               /* normalised value of each pixel value, per channel */
     char describe[1024];
     uint64_t shard_list_hash;        /* see dataloader_shard_list_hash */
+    char memory_note[256];
+
+    /* streaming (NULL/0 otherwise) */
+    int streaming;
+    size_t C, W, num_chunks, num_windows;
+    Slice *slices;
+    int num_slices;
+    uint32_t *chunk_perm;            /* [num_chunks] this epoch's order of chunks */
+    uint32_t *chunk_win;             /* [num_chunks] the window chunk c is in this epoch */
+    size_t *win_start;               /* [num_windows + 1] first position of each window */
+    uint8_t **chunk_data;            /* [num_chunks] the chunk's images, or NULL when not held */
+    size_t held, peak;               /* bytes in chunk_data (atomic: read by the caller) */
 
     /* epoch state: written only by dataloader_start_epoch while the worker is idle */
     int started, epoch;
@@ -96,7 +124,14 @@ void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, 
     for (int i = 0; i < n; i++) {
         const SamplePlan *p = &plan[i];
         CHECK(p->index >= 0 && (size_t)p->index < dl->n);
-        const uint8_t *src = dl->images + (size_t)p->index * dl->per;
+        const uint8_t *src;
+        if (dl->streaming) {
+            const uint8_t *chunk = dl->chunk_data[(size_t)p->index / dl->C];
+            CHECK(chunk != NULL);   /* the plan's batch was made last (dataloader.h) */
+            src = chunk + ((size_t)p->index % dl->C) * dl->per;
+        } else {
+            src = dl->images + (size_t)p->index * dl->per;
+        }
         float *dst = x + (size_t)i * plane;
         if (p->ox == 0 && p->oy == 0 && !p->flip) {   /* the whole image: no bounds to test */
             for (size_t q = 0; q < (size_t)S * (size_t)S; q++)
@@ -121,9 +156,60 @@ void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, 
     }
 }
 
+/* The window holding position p of this epoch's order. */
+static size_t window_of(const DataLoader *dl, size_t p) {
+    size_t lo = 0, hi = dl->num_windows;   /* win_start[lo] <= p < win_start[hi] */
+    while (hi - lo > 1) {
+        size_t mid = lo + (hi - lo) / 2;
+        if (dl->win_start[mid] <= p) lo = mid; else hi = mid;
+    }
+    return lo;
+}
+
+static void add_held(DataLoader *dl, size_t bytes, int sign) {
+    size_t h = __atomic_load_n(&dl->held, __ATOMIC_RELAXED);
+    h = sign > 0 ? h + bytes : h - bytes;
+    __atomic_store_n(&dl->held, h, __ATOMIC_RELAXED);
+    if (h > __atomic_load_n(&dl->peak, __ATOMIC_RELAXED)) __atomic_store_n(&dl->peak, h, __ATOMIC_RELAXED);
+}
+
+/* Streaming: makes the chunks of the windows batch b's samples lie in resident, and frees every
+ * other chunk. A chunk that cannot be read ends the process naming the file: the epoch cannot
+ * go on without it. */
+static void stream_batch(DataLoader *dl, size_t b) {
+    size_t B = (size_t)dl->opt.batch_size, start = b * B;
+    size_t end = start + B < dl->n ? start + B : dl->n;
+    size_t wf = window_of(dl, start), wl = window_of(dl, end - 1);
+    for (size_t c = 0; c < dl->num_chunks; c++)
+        if (dl->chunk_data[c] && (dl->chunk_win[c] < wf || dl->chunk_win[c] > wl)) {
+            free(dl->chunk_data[c]);
+            dl->chunk_data[c] = NULL;
+            add_held(dl, dl->C * dl->per, -1);
+        }
+    size_t j1 = (wl + 1) * dl->W < dl->num_chunks ? (wl + 1) * dl->W : dl->num_chunks;
+    for (size_t j = wf * dl->W; j < j1; j++) {
+        size_t c = dl->chunk_perm[j];
+        if (dl->chunk_data[c]) continue;
+        uint8_t *buf = mallocCheck(dl->C * dl->per);
+        size_t a = c * dl->C, z = a + dl->C < dl->n ? a + dl->C : dl->n;
+        for (int k = 0; k < dl->num_slices; k++) {
+            const Slice *s = &dl->slices[k];
+            size_t sa = s->off > a ? s->off : a, sz = s->off + s->count < z ? s->off + s->count : z;
+            if (sa >= sz) continue;
+            char err[512];
+            if (shard_read_range(s->path, s->begin + (sa - s->off), sz - sa, dl->S, buf + (sa - a) * dl->per,
+                                 NULL, err, sizeof err) != 0)
+                die("%s", err);
+        }
+        dl->chunk_data[c] = buf;
+        add_held(dl, dl->C * dl->per, +1);
+    }
+}
+
 /* Fills x/labels with batch b of the current epoch; returns its size. `plan` is scratch of
  * batch_size entries owned by the calling thread. */
-static int produce(const DataLoader *dl, size_t b, SamplePlan *plan, float *x, int *labels) {
+static int produce(DataLoader *dl, size_t b, SamplePlan *plan, float *x, int *labels) {
+    if (dl->streaming) stream_batch(dl, b);
     int n = make_plan(dl, b, plan, labels);
     dataloader_apply_plan(dl, plan, n, x);
     return n;
@@ -211,13 +297,47 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
                          dl->data_dir, dl->split, total, nsh, opt->world_size, opt->rank);
     }
     CHECK(dl->n < UINT32_MAX);
-    dl->images = malloc(dl->n * dl->per);
+    const double share_mib = (double)(dl->n * dl->per) / 1048576.0;
+    dl->streaming = opt->in_memory == DL_MEMORY_NO ||
+                    (opt->in_memory == DL_MEMORY_AUTO && opt->memory_budget && dl->n * dl->per > opt->memory_budget);
+    if (opt->in_memory == DL_MEMORY_AUTO && opt->memory_budget)
+        snprintf(dl->memory_note, sizeof dl->memory_note, "%s: the %s share is %.1f MiB, %s the budget of %.1f MiB",
+                 dl->streaming ? "streamed" : "in memory", dl->split, share_mib, dl->streaming ? "over" : "within",
+                 (double)opt->memory_budget / 1048576.0);
+    else
+        snprintf(dl->memory_note, sizeof dl->memory_note, "%s: the %s share is %.1f MiB%s", dl->streaming ? "streamed" : "in memory",
+                 dl->split, share_mib, opt->in_memory == DL_MEMORY_AUTO ? " (no budget given)" : "");
+    if (dl->streaming) {
+        dl->C = opt->chunk_images > 0 ? (size_t)opt->chunk_images : DL_CHUNK_IMAGES;
+        dl->W = opt->window_chunks > 0 ? (size_t)opt->window_chunks : DL_WINDOW_CHUNKS;
+        dl->num_chunks = (dl->n + dl->C - 1) / dl->C;
+        dl->num_windows = (dl->num_chunks + dl->W - 1) / dl->W;
+        size_t len = strlen(dl->memory_note);
+        snprintf(dl->memory_note + len, sizeof dl->memory_note - len, " (%zu chunks of %zu images, windows of %zu chunks)",
+                 dl->num_chunks, dl->C, dl->W);
+        dl->chunk_perm = mallocCheck(dl->num_chunks * sizeof(uint32_t));
+        dl->chunk_win = mallocCheck(dl->num_chunks * sizeof(uint32_t));
+        dl->win_start = mallocCheck((dl->num_windows + 1) * sizeof(size_t));
+        dl->chunk_data = callocCheck(dl->num_chunks, sizeof(uint8_t *));
+        dl->slices = callocCheck((size_t)ns, sizeof(Slice));
+        dl->num_slices = ns;
+        size_t o = 0;
+        for (int k = 0; k < ns; k++) {
+            dl->slices[k].path = strdup(set.shards[sl[k].shard].path);
+            CHECK(dl->slices[k].path);
+            dl->slices[k].begin = sl[k].begin;
+            dl->slices[k].count = sl[k].end - sl[k].begin;
+            dl->slices[k].off = o;
+            o += dl->slices[k].count;
+        }
+    }
+    dl->images = dl->streaming ? NULL : malloc(dl->n * dl->per);
     dl->labels = malloc(dl->n * sizeof(int32_t));
     dl->order = malloc(dl->n * sizeof(uint32_t));
-    if (!dl->images || !dl->labels || !dl->order) {
+    if ((!dl->streaming && !dl->images) || !dl->labels || !dl->order) {
         free(sl);
         shardset_free(&set);
-        return open_fail(dl, err, errlen, "%s: rank %d's share of the %s split (%zu samples, %.2f GiB) does not fit in memory; use more ranks",
+        return open_fail(dl, err, errlen, "%s: rank %d's share of the %s split (%zu samples, %.2f GiB) does not fit in memory; use more ranks or --data_in_memory no",
                          dl->data_dir, opt->rank, dl->split, dl->n, (double)(dl->n * dl->per) / (1u << 30));
     }
 
@@ -231,7 +351,7 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
          * written in the background also needs. */
         for (size_t p = 0; p < cnt; p += READ_PIECE) {
             size_t m = cnt - p < READ_PIECE ? cnt - p : READ_PIECE;
-            if (shard_read_range(s->path, sl[k].begin + p, m, dl->S, dl->images + (off + p) * dl->per,
+            if (shard_read_range(s->path, sl[k].begin + p, m, dl->S, dl->streaming ? NULL : dl->images + (off + p) * dl->per,
                                  dl->labels + off + p, err, errlen) != 0) {
                 free(sl);
                 shardset_free(&set);
@@ -294,6 +414,14 @@ int dataloader_image_size(const DataLoader *dl) { return dl->S; }
 int dataloader_batch_size(const DataLoader *dl) { return dl->opt.batch_size; }
 const uint8_t *dataloader_images(const DataLoader *dl) { return dl->images; }
 const float *dataloader_lut(const DataLoader *dl) { return &dl->lut[0][0]; }
+int dataloader_streaming(const DataLoader *dl) { return dl->streaming; }
+const char *dataloader_memory_note(const DataLoader *dl) { return dl->memory_note; }
+size_t dataloader_bytes_held(const DataLoader *dl) {
+    return dl->streaming ? __atomic_load_n(&dl->held, __ATOMIC_RELAXED) : dl->n * dl->per;
+}
+size_t dataloader_peak_bytes_held(const DataLoader *dl) {
+    return dl->streaming ? __atomic_load_n(&dl->peak, __ATOMIC_RELAXED) : dl->n * dl->per;
+}
 
 const char *dataloader_class_name(const DataLoader *dl, int k) {
     if (!dl->attrs.class_names || k < 0 || k >= dl->attrs.num_classes) return NULL;
@@ -316,8 +444,34 @@ void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch) {
         dl->ready = 0;
     }
     dl->epoch = epoch;
-    for (uint32_t i = 0; i < (uint32_t)dl->n; i++) dl->order[i] = i;
-    if (dl->opt.shuffle) {
+    if (dl->streaming) {
+        for (uint32_t c = 0; c < (uint32_t)dl->num_chunks; c++) dl->chunk_perm[c] = c;
+        Rng r;
+        if (dl->opt.shuffle) {
+            rng_init(&r, dl->opt.seed ^ CHUNK_SALT, (uint64_t)(uint32_t)epoch, (uint64_t)(uint32_t)dl->opt.rank);
+            rng_shuffle_u32(&r, dl->chunk_perm, (uint32_t)dl->num_chunks);
+        }
+        size_t pos = 0;
+        for (size_t w = 0; w < dl->num_windows; w++) {
+            dl->win_start[w] = pos;
+            size_t j1 = (w + 1) * dl->W < dl->num_chunks ? (w + 1) * dl->W : dl->num_chunks;
+            for (size_t j = w * dl->W; j < j1; j++) {
+                size_t c = dl->chunk_perm[j];
+                dl->chunk_win[c] = (uint32_t)w;
+                size_t a = c * dl->C, z = a + dl->C < dl->n ? a + dl->C : dl->n;
+                for (size_t i = a; i < z; i++) dl->order[pos++] = (uint32_t)i;
+            }
+            if (dl->opt.shuffle) {
+                rng_init(&r, dl->opt.seed ^ WINDOW_SALT, ((uint64_t)(uint32_t)epoch << 32) | (uint32_t)dl->opt.rank, (uint64_t)w);
+                rng_shuffle_u32(&r, dl->order + dl->win_start[w], (uint32_t)(pos - dl->win_start[w]));
+            }
+        }
+        CHECK(pos == dl->n);
+        dl->win_start[dl->num_windows] = pos;
+    } else {
+        for (uint32_t i = 0; i < (uint32_t)dl->n; i++) dl->order[i] = i;
+    }
+    if (dl->opt.shuffle && !dl->streaming) {
         Rng r;
         rng_init(&r, dl->opt.seed, (uint64_t)(uint32_t)epoch, (uint64_t)(uint32_t)dl->opt.rank);
         rng_shuffle_u32(&r, dl->order, (uint32_t)dl->n);
@@ -380,6 +534,7 @@ int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels) {
     if (!dl->started) dataloader_start_epoch(dl, 0, 0);
     if (dl->next_batch >= dl->num_batches) return 0;
     double t0 = now_sec();
+    if (dl->streaming) stream_batch(dl, dl->next_batch);
     int n = make_plan(dl, dl->next_batch, plan, labels);
     dl->wait += now_sec() - t0;
     dl->next_batch++;
@@ -400,6 +555,13 @@ void dataloader_free(DataLoader *dl) {
     free(dl->labels);
     free(dl->order);
     free(dl->plan);
+    for (size_t c = 0; dl->chunk_data && c < dl->num_chunks; c++) free(dl->chunk_data[c]);
+    free(dl->chunk_data);
+    for (int k = 0; dl->slices && k < dl->num_slices; k++) free(dl->slices[k].path);
+    free(dl->slices);
+    free(dl->chunk_perm);
+    free(dl->chunk_win);
+    free(dl->win_start);
     free(dl->data_dir);
     free(dl->split);
     free(dl);

@@ -44,7 +44,20 @@ typedef struct {
     int num_classes;          /* expected: a label >= num_classes is an error naming the file */
     int image_size;           /* expected H == W */
     int prefetch;             /* background thread on/off (off is for tests and debugging) */
+    /* Where the images are held (data/README.md, "Streaming"): DL_MEMORY_YES reads the whole
+     * share at open; DL_MEMORY_NO streams it from the shards in chunks of chunk_images, a window
+     * of window_chunks chunks at a time; DL_MEMORY_AUTO holds it in memory when it takes at
+     * most memory_budget bytes (0: no limit) and streams otherwise. Zero-initialised options
+     * mean DL_MEMORY_YES. */
+    int in_memory;
+    size_t memory_budget;
+    int chunk_images;         /* 0: DL_CHUNK_IMAGES */
+    int window_chunks;        /* 0: DL_WINDOW_CHUNKS */
 } DataLoaderOptions;
+
+enum { DL_MEMORY_YES = 0, DL_MEMORY_NO = 1, DL_MEMORY_AUTO = 2 };
+#define DL_CHUNK_IMAGES 1024
+#define DL_WINDOW_CHUNKS 8
 
 /* Opens and validates this rank's shards. On any problem returns NULL and writes one line
  * into err naming the file and the problem ("data/train-00000-of-00002.h5: dataset 'images'
@@ -67,6 +80,15 @@ const char *dataloader_describe(const DataLoader *dl);
  * of the directory's name: nodes may mount the data elsewhere). Equal on every rank of a job. */
 uint64_t dataloader_shard_list_hash(const DataLoader *dl);
 
+/* 1 when the loader streams its share from the shards (then dataloader_images is NULL);
+ * dataloader_memory_note says which storage was chosen and why, for the log. */
+int dataloader_streaming(const DataLoader *dl);
+const char *dataloader_memory_note(const DataLoader *dl);
+/* Bytes of image data the loader holds now (the whole share, or the chunks in its cache),
+ * and the most it has held since open. */
+size_t dataloader_bytes_held(const DataLoader *dl);
+size_t dataloader_peak_bytes_held(const DataLoader *dl);
+
 /* Start epoch `epoch`, beginning at batch `start_batch` (resume mid-epoch). Restarts prefetch. */
 void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch);
 
@@ -81,14 +103,15 @@ int dataloader_next(DataLoader *dl, float *x, int *labels);
  * would never be taken (a later dataloader_next makes its batch in the caller's thread). */
 int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels);
 /* Applies n plans to the loaded images: x receives NHWC float32 [n, S, S, 3], exactly the
- * batch dataloader_next gives for the same plans. */
+ * batch dataloader_next gives for the same plans. A streaming loader holds the images of the
+ * last plan made only: apply a plan before making the next. */
 void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, float *x);
 /* The batch size of the options (the most samples a plan or batch has). */
 int dataloader_batch_size(const DataLoader *dl);
 /* For applying plans elsewhere: this rank's images, uint8 [n, S, S, 3] in assignment order
  * (SamplePlan.index indexes it, n = dataloader_num_samples), and the normalisation table,
  * float [3][256]: lut[c * 256 + v] is the normalised value of pixel value v in channel c.
- * Both stay valid and unchanged until dataloader_free. */
+ * Both stay valid and unchanged until dataloader_free. The images are NULL when streaming. */
 const uint8_t *dataloader_images(const DataLoader *dl);
 const float *dataloader_lut(const DataLoader *dl);
 

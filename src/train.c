@@ -185,8 +185,25 @@ static void share_job_dir(Run *r) {
     snprintf_check(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", r->job_dir);
 }
 
+/* --data_in_memory auto's budget per rank: half of the node's MemAvailable shared among the
+ * node's ranks (the other half is for the model, the batches and whatever else runs there).
+ * 0 when /proc/meminfo cannot be read (then the share is held in memory, as with yes). */
+static size_t memory_budget(const Run *r, double *avail_mib) {
+    FILE *f = fopen("/proc/meminfo", "r");
+    unsigned long long kb = 0;
+    char line[256];
+    while (f && fgets(line, sizeof line, f))
+        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
+    if (f) fclose(f);
+    *avail_mib = (double)kb / 1024.0;
+    int local = r->world.boot.local_size > 0 ? r->world.boot.local_size : 1;
+    return (size_t)(kb * 1024ULL / 2 / (unsigned long long)local);
+}
+
 static DataLoader *open_split(const Run *r, const char *split, int train, char *err, size_t n) {
     const Config *c = &r->cfg;
+    double avail_mib = 0.0;
+    size_t budget = !strcmp(c->data_in_memory, "auto") ? memory_budget(r, &avail_mib) : 0;
     DataLoaderOptions o = {
         .data_dir = c->data_dir, .split = split, .rank = r->world.boot.rank, .world_size = r->world.boot.world_size,
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
@@ -195,6 +212,9 @@ static DataLoader *open_split(const Run *r, const char *split, int train, char *
         .image_size = (int)c->image_size,
         /* on a GPU the batches are made there (device_data.h) from the loader's plans */
         .prefetch = c->prefetch && !r->be->on_device,
+        .in_memory = !strcmp(c->data_in_memory, "no") ? DL_MEMORY_NO : !strcmp(c->data_in_memory, "yes") ? DL_MEMORY_YES : DL_MEMORY_AUTO,
+        .memory_budget = budget,
+        .chunk_images = (int)c->data_chunk_images, .window_chunks = (int)c->data_window_chunks,
     };
     return dataloader_open(&o, err, n);
 }
@@ -911,6 +931,18 @@ static void setup(Run *r, int argc, char **argv) {
              dataloader_num_samples(r->train_dl), dataloader_global_samples(r->train_dl),
              dataloader_describe(r->train_dl), dataloader_num_samples(r->test_dl),
              dataloader_global_samples(r->test_dl));
+    {
+        char why[160] = "";
+        if (!strcmp(r->cfg.data_in_memory, "auto")) {
+            double avail_mib;
+            size_t budget = memory_budget(r, &avail_mib);
+            snprintf(why, sizeof why, "; --data_in_memory auto: budget %.1f MiB = half of MemAvailable %.1f MiB / %d ranks on this node",
+                     (double)budget / 1048576.0, avail_mib, r->world.boot.local_size > 0 ? r->world.boot.local_size : 1);
+        } else {
+            snprintf(why, sizeof why, "; --data_in_memory %s", r->cfg.data_in_memory);
+        }
+        log_info(&r->log, "data: train %s; test %s%s", dataloader_memory_note(r->train_dl), dataloader_memory_note(r->test_dl), why);
+    }
     if (r->world.boot.rank == 0 && r->world.boot.world_size > 1)
         for (int q = 0; q < r->world.boot.world_size; q++) {
             char line[512];
@@ -1152,9 +1184,18 @@ static void alloc_batches(Run *r) {
 #ifdef HAVE_CUDA_BACKEND
     /* After the model's allocations, so the free-memory check sees what training needs. */
     char derr[512];
-    r->train_dd = r->cuda->device_data_open(r->train_dl, max_batch, derr, sizeof derr);
+    /* A streamed split is never whole on the host: its batches are made there and uploaded,
+     * as those of a split too large for the GPU. */
+    if (dataloader_streaming(r->train_dl)) {
+        r->train_dd = NULL;
+        snprintf(derr, sizeof derr, "the training split is streamed from the shards (--data_in_memory)");
+    } else {
+        r->train_dd = r->cuda->device_data_open(r->train_dl, max_batch, derr, sizeof derr);
+    }
     if (!r->train_dd) log_warn(&r->log, "data: training images stay on the host (uploaded per batch): %s", derr);
-    r->test_dd = r->train_dd ? r->cuda->device_data_open(r->test_dl, max_batch, derr, sizeof derr) : NULL;
+    if (r->train_dd && dataloader_streaming(r->test_dl))
+        snprintf(derr, sizeof derr, "the test split is streamed from the shards (--data_in_memory)");
+    r->test_dd = r->train_dd && !dataloader_streaming(r->test_dl) ? r->cuda->device_data_open(r->test_dl, max_batch, derr, sizeof derr) : NULL;
     if (r->train_dd && !r->test_dd) log_warn(&r->log, "data: test images stay on the host: %s", derr);
     if (r->train_dd)
         log_info(&r->log, "data: held on GPU %d (%.1f MiB%s); batches cropped, flipped and normalised there", r->gpu,

@@ -550,6 +550,120 @@ int main(void) {
         printf("   %s\n", err);
     }
 
+    section("streaming (in_memory NO): chunks of 5 images across shard boundaries, windows of 3 chunks");
+    {
+        DataLoaderOptions o = base_opts(d3);
+        o.shuffle = 1;
+        o.in_memory = DL_MEMORY_NO;
+        o.chunk_images = 5;
+        o.window_chunks = 3;
+        DataLoader *a = must_open(&o);
+        float mean[3], std[3];
+        dataloader_norm(a, mean, std);
+        EXPECT(dataloader_streaming(a) && dataloader_images(a) == NULL && dataloader_num_samples(a) == total &&
+               dataloader_bytes_held(a) == 0, "streaming loader at open: %s", dataloader_memory_note(a));
+        printf("   %s\n", dataloader_memory_note(a));
+        size_t *pos = malloc(total * sizeof(size_t)), *first = malloc(total * sizeof(size_t));
+        int *seen = calloc(total, sizeof(int));
+        for (int epoch = 0; epoch < 3; epoch++) {
+            memset(seen, 0, total * sizeof(int));
+            size_t n = run_epoch(a, epoch, 0, xa, la), bad = 0, spread = 0;
+            for (size_t i = 0; i < n; i++) {
+                size_t id = sample_id(xa + i * PLANE, mean, std);
+                if (id >= total || seen[id]++ || la[i] != (int)(id % 10)) bad++;
+                else pos[id] = i;
+                if (epoch == 0) first[i] = id;
+            }
+            /* Samples of one chunk lie within one window: less than 3 chunks apart. */
+            for (size_t id = 0; id < total && !bad; id++)
+                for (size_t j = id - id % 5; j < id; j++) {
+                    size_t d = pos[id] > pos[j] ? pos[id] - pos[j] : pos[j] - pos[id];
+                    if (d >= 15) spread++;
+                }
+            EXPECT(n == total && bad == 0, "epoch %d: %zu samples, %zu missing, repeated or mislabelled", epoch, n, bad);
+            EXPECT(spread == 0, "epoch %d: %zu pairs of a chunk's samples 3 chunks or more apart", epoch, spread);
+            if (epoch > 0) {
+                size_t same = 0;
+                for (size_t i = 0; i < n; i++) same += sample_id(xa + i * PLANE, mean, std) == first[i];
+                EXPECT(same < total / 2, "epoch %d repeats epoch 0's order (%zu of %zu in place)", epoch, same, total);
+            }
+        }
+        size_t in_place = 0;
+        for (size_t i = 0; i < total; i++) in_place += first[i] == i;
+        EXPECT(in_place < total / 2, "epoch 0 is nearly the stored order (%zu of %zu in place)", in_place, total);
+        size_t peak = dataloader_peak_bytes_held(a), share = total * PLANE;
+        EXPECT(peak > 0 && peak <= 2 * 3 * 5 * PLANE, "peak %zu bytes held, more than two windows (%d)", peak, 2 * 3 * 5 * PLANE);
+        printf("   every sample once per epoch, a chunk's samples within a window; peak %zu bytes held of a %zu-byte share\n", peak, share);
+        dataloader_free(a);
+
+        /* The same batches with augmentation, again, with prefetch, through plans, and from batch 5 on. */
+        o.augment = 1;
+        a = must_open(&o);
+        size_t na = run_epoch(a, 2, 0, xa, la);
+        dataloader_free(a);
+        o.prefetch = 1;
+        a = must_open(&o);
+        size_t nb = run_epoch(a, 2, 0, xb, lb);
+        EXPECT(na == nb && memcmp(xa, xb, na * PLANE * sizeof(float)) == 0 && memcmp(la, lb, na * sizeof(int)) == 0,
+               "prefetch changes the streamed batches");
+        nb = run_epoch(a, 2, 5, xb, lb);
+        EXPECT(nb == na - 40 && memcmp(xa + 40 * PLANE, xb, nb * PLANE * sizeof(float)) == 0, "resuming at batch 5 differs");
+        dataloader_free(a);
+        o.prefetch = 0;
+        a = must_open(&o);
+        SamplePlan *plans = malloc(total * sizeof(SamplePlan));
+        nb = run_epoch_plans(a, 2, 0, xb, lb, plans);
+        EXPECT(na == nb && memcmp(xa, xb, na * PLANE * sizeof(float)) == 0, "plans change the streamed batches");
+        free(plans);
+        dataloader_free(a);
+        printf("   augmented epoch identical again, with prefetch, through plans, and resumed at batch 5\n");
+
+        /* Evaluation: stored order, the in-memory loader's batches; and rank 1 of 2 with drop_last. */
+        DataLoaderOptions e = base_opts(d3);
+        e.batch_size = 10;
+        DataLoader *m = must_open(&e);
+        na = run_epoch(m, 0, 0, xa, la);
+        dataloader_free(m);
+        e.in_memory = DL_MEMORY_NO;
+        e.chunk_images = 7;
+        e.window_chunks = 2;
+        m = must_open(&e);
+        nb = run_epoch(m, 0, 0, xb, lb);
+        EXPECT(na == nb && memcmp(xa, xb, na * PLANE * sizeof(float)) == 0, "streamed evaluation differs from in memory");
+        dataloader_free(m);
+        o = base_opts(d3);
+        o.rank = 1;
+        o.world_size = 2;
+        o.drop_last = 1;
+        o.shuffle = 1;
+        o.in_memory = DL_MEMORY_NO;
+        o.chunk_images = 4;
+        DataLoader *r1 = must_open(&o);
+        o.in_memory = DL_MEMORY_YES;
+        DataLoader *r1m = must_open(&o);
+        EXPECT(dataloader_num_batches(r1) == dataloader_num_batches(r1m) && run_epoch(r1, 1, 0, xa, la) == dataloader_num_batches(r1m) * 8,
+               "rank 1 of 2: batches %zu streamed, %zu in memory", dataloader_num_batches(r1), dataloader_num_batches(r1m));
+        dataloader_free(r1);
+        dataloader_free(r1m);
+
+        /* auto: in memory within the budget, streamed over it. */
+        o = base_opts(d3);
+        o.in_memory = DL_MEMORY_AUTO;
+        o.memory_budget = total * PLANE;
+        m = must_open(&o);
+        EXPECT(!dataloader_streaming(m) && strstr(dataloader_memory_note(m), "within"), "%s", dataloader_memory_note(m));
+        printf("   %s\n", dataloader_memory_note(m));
+        dataloader_free(m);
+        o.memory_budget = total * PLANE - 1;
+        m = must_open(&o);
+        EXPECT(dataloader_streaming(m) && strstr(dataloader_memory_note(m), "over"), "%s", dataloader_memory_note(m));
+        printf("   %s\n", dataloader_memory_note(m));
+        dataloader_free(m);
+        free(pos);
+        free(first);
+        free(seen);
+    }
+
     free(xa); free(xb); free(la); free(lb);
     test_rm_tree(g_tmp);
     if (g_failures) {

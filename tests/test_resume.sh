@@ -5,7 +5,8 @@
 # never stopped: every dataset but /config (parameters, batch-norm buffers and counters,
 # momentum, optimizer steps, the train state with the per-rank running statistics) and every
 # attribute (tests/helpers/ckpt_compare.py --all); on 1 rank (stop mid-epoch, end mid-epoch; stop at
-# an epoch boundary, end at one), on 2 ranks and on 3 (mpirun). On several ranks the checkpoint's
+# an epoch boundary, end at one), on 2 ranks and on 3 (mpirun), and streamed from the shards
+# (--data_in_memory no) on 1 rank and on 2. On several ranks the checkpoint's
 # /model running statistics are the average of the ranks' own, which /train_state/rank_buffers
 # holds (and which differ: no rank's were overwritten by an average), and PyTorch loads it
 # (when installed). A 2-rank checkpoint resumes on 1 and on 3 ranks, from the averaged
@@ -35,11 +36,12 @@ train() {
 }
 ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 
-# bitexact LABEL NRANKS HALF FULL: FULL steps straight vs HALF + resume, every dataset but
-# /config and every attribute of the final checkpoints bit for bit.
+# bitexact LABEL NRANKS HALF FULL [TAG]: FULL steps straight vs HALF + resume, every dataset but
+# /config and every attribute of the final checkpoints bit for bit (TAG keeps the job
+# directories of another set of $FLAGS apart).
 bitexact() {
-    label=$1 np=$2 half=$3 full=$4
-    s="$TMP/straight-$np-$full" r="$TMP/resumed-$np-$half-$full"
+    label=$1 np=$2 half=$3 full=$4 tag=${5:-}
+    s="$TMP/straight$tag-$np-$full" r="$TMP/resumed$tag-$np-$half-$full"
     if ! train "$s" "$np" --max_steps "$full"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
     if ! train "$r" "$np" --max_steps "$half"; then bad "$label: first half failed: $(tail -3 "$r.out")"; return; fi
     [ -s "$(ckpt "$r" "$half")" ] || { bad "$label: no checkpoint at step $half"; return; }
@@ -57,6 +59,12 @@ bitexact() {
 
 bitexact "1 rank, 12 steps = 6 + resume 6 (stop and end mid-epoch)" 1 6 12
 bitexact "1 rank, 16 steps = 8 + resume 8 (stop and end on epoch boundaries)" 1 8 16
+# Streamed from the shards: 16 chunks of 16 images, windows of 3 chunks, the order recomputed
+# and skipped to the step on resume.
+FLAGS_MEM=$FLAGS
+FLAGS="$FLAGS --data_in_memory no --data_chunk_images 16 --data_window_chunks 3"
+bitexact "1 rank, --data_in_memory no, 20 steps = 11 + resume 9 (stop and end mid-epoch)" 1 11 20 -stream
+FLAGS=$FLAGS_MEM
 
 # recipe LABEL FLAGS...: 12 steps straight, keeping the checkpoint of step 6, against a run
 # resumed from that checkpoint (--resume PATH) in another job directory with the same flags
@@ -134,6 +142,9 @@ if [ $HAVE_MPI = 1 ]; then
         bad "2 ranks: no 'continues from its own running statistics' line: $(grep '^resume' "$TMP/resumed-2-6-12.out")"
     fi
     bitexact "3 ranks, 7 steps = 3 + resume 4 (stop and end mid-epoch)" 3 3 7
+    FLAGS="$FLAGS_MEM --data_in_memory no --data_chunk_images 16 --data_window_chunks 3"
+    bitexact "2 ranks, --data_in_memory no, 7 steps = 3 + resume 4 (stop and end mid-epoch)" 2 3 7 -stream
+    FLAGS=$FLAGS_MEM
     # The EMA on 2 ranks: of the parameters and of the running statistics averaged over the ranks
     NP=2
     recipe "2 ranks, EMA decay 0.9 every 2 steps: 6 + resume 6" --ema_decay 0.9 --ema_every 2

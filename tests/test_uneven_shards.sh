@@ -3,7 +3,8 @@
 # Uneven data never hangs a job: 3 train shards of 1000/1000/700 images on 2 ranks (whole shards,
 # round robin: 1700 and 1000 images) and 2 shards of 500/300 on 3 ranks (contiguous slices of
 # the 800) train to the end. Every rank takes the same number of steps per epoch (the fewest any
-# rank can fill), logs its share, and the run ends with its evaluation and 'done:' lines.
+# rank can fill), logs its share, and the run ends with its evaluation and 'done:' lines; the
+# same with both splits streamed from the shards (--data_in_memory no).
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 mpi_leak_checks_off   # ranks started by mpirun/srun (see tests/helpers/lib.sh)
 PY=$(find_python h5py) || { echo "SKIP: no python3 with h5py"; exit "$SKIP"; }
@@ -16,14 +17,16 @@ make_synth "$TMP/src" --train 2700 --test 128 --shards 1
 "$PY" "$TOOLS" uneven "$TMP/src" "$TMP/s3" 1000 1000 700 || { bad "making 3 uneven shards"; finish; }
 "$PY" "$TOOLS" uneven "$TMP/src" "$TMP/s2" 500 300 || { bad "making 2 uneven shards"; finish; }
 
-# train NAME NP DATA: one epoch on NP ranks, exit status in $rc, output in $TMP/NAME.out
+# train NAME NP DATA [FLAGS...]: one epoch on NP ranks, exit status in $rc, output in $TMP/NAME.out
 train() {
+    name=$1 np=$2 data=$3
+    shift 3
     t0=$(date +%s)
-    OMP_NUM_THREADS=1 timeout -k 5 $LIMIT mpirun --allow-run-as-root --oversubscribe -np "$2" \
-        "$DDPTRAIN" --data_dir "$3" --job_dir "$TMP/$1" --width 4 --blocks 1 --epochs 1 \
-        --batch_size $BATCH --threads 1 --log_interval 5 >"$TMP/$1.out" 2>&1
+    OMP_NUM_THREADS=1 timeout -k 5 $LIMIT mpirun --allow-run-as-root --oversubscribe -np "$np" \
+        "$DDPTRAIN" --data_dir "$data" --job_dir "$TMP/$name" --width 4 --blocks 1 --epochs 1 \
+        --batch_size $BATCH --threads 1 --log_interval 5 "$@" >"$TMP/$name.out" 2>&1
     rc=$?
-    echo "   $1: $2 ranks, exit $rc after $(($(date +%s) - t0)) s"
+    echo "   $name: $np ranks, exit $rc after $(($(date +%s) - t0)) s"
 }
 
 # check_run NAME NP SHARE... : each rank's share of the 'train' split, then the common steps
@@ -75,4 +78,13 @@ train two_on_three 3 "$TMP/s2"
 check_run two_on_three 3 266 267 267
 grep -q "train-00000-of-00002.h5.*train-00001-of-00002.h5" "$TMP/two_on_three/logs/rank-00001.log" &&
     ok "two_on_three: rank 1's slice spans both shards" || bad "two_on_three: rank 1's slice: $(grep 'data: ' "$TMP/two_on_three/logs/rank-00001.log")"
+
+# Streamed in chunks of 50 images, windows of 2 chunks (rank 1's chunk 4 spans both shards)
+train streamed 3 "$TMP/s2" --data_in_memory no --data_chunk_images 50 --data_window_chunks 2
+check_run streamed 3 266 267 267
+if grep -q "data: train streamed: .*test streamed: " "$TMP/streamed/logs/rank-00002.log"; then
+    ok "streamed: rank 2 says both splits are streamed"
+else
+    bad "streamed: rank 2's data lines: $(grep 'data: ' "$TMP/streamed/logs/rank-00002.log")"
+fi
 finish
