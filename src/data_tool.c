@@ -25,6 +25,7 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "rng.h"
 #include "shards.h"
 #include "synth.h"
 #include "util.h"
@@ -91,12 +92,14 @@ static const char *USAGE_CIFAR100 =
 
 static const char *USAGE_IMPORT =
     "usage: ddptrain-data import --in DIR --out DIR [--size S] [--test_fraction F] [--shards S]\n"
-    "                            [--threads N] [--skip_bad] [--force]\n"
+    "                            [--seed N] [--threads N] [--skip_bad] [--force]\n"
     "\n"
     "Converts JPEG and PNG images in torchvision's ImageFolder layout, DIR/train/<class>/* and\n"
     "DIR/test/<class>/* (or one tree DIR/<class>/* with --test_fraction), into train and test\n"
     "shards. Classes are numbered in the byte order of the folder names and their names stored;\n"
-    "files are taken in sorted order; mean/std come from the training images. Every image\n"
+    "files are taken in sorted order, then each split is shuffled from --seed, so that every\n"
+    "shard (and every rank's share) holds every class; mean/std come from the training images.\n"
+    "Every image\n"
     "becomes RGB (grey replicated, palettes looked up, alpha dropped, 16-bit PNG samples keep\n"
     "their high byte), its shorter side is resized to S and the centre S x S cropped, as\n"
     "torchvision's Resize(S) + CenterCrop(S) do on a PIL image. The output does not depend on\n"
@@ -109,6 +112,7 @@ static const char *USAGE_IMPORT =
     "  --test_fraction F   split one tree DIR/<class>/* (0 < F < 1): of each class's sorted\n"
     "                      files, file k is a test image when floor((k+1)F) > floor(kF)\n"
     "  --shards S          shards per split (default 1)\n"
+    "  --seed N            the order of the images in the shards (default 1)\n"
     "  --threads N         decoding threads (default: the cores this process may use)\n"
     "  --skip_bad          skip unreadable images (counted in the summary) instead of failing\n"
     "  --force             replace shards already in --out\n";
@@ -543,6 +547,18 @@ static void imglist_push(ImgList *l, char *path, int32_t label) {
     l->v[l->n++] = (ImgFile){path, label};
 }
 
+/* A fixed permutation of the list from (seed, split): Fisher-Yates with rng.h's generator. */
+static void imglist_shuffle(ImgList *l, uint64_t seed, uint64_t split) {
+    Rng r;
+    rng_init(&r, seed, split, 0x696d706f7274ULL);   /* "import" */
+    for (size_t i = l->n; i > 1; i--) {
+        size_t j = (size_t)(((unsigned __int128)rng_u64(&r) * i) >> 64);   /* below i */
+        ImgFile tmp = l->v[i - 1];
+        l->v[i - 1] = l->v[j];
+        l->v[j] = tmp;
+    }
+}
+
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
 /* The entries of dir that are folders (want_dirs) or not, without hidden names, in byte order. */
@@ -804,10 +820,12 @@ static int default_threads(void) {
 static int cmd_import(int argc, char **argv) {
     const char *in = NULL, *out = NULL, *fraction = NULL;
     long long nshards = 1, size = 0, threads = 0;
+    uint64_t seed = 1;
     int skip_bad = 0, force = 0;
     Flag flags[] = {
         {"in", F_STR, &in, 0, 0},
         {"out", F_STR, &out, 0, 0},
+        {"seed", F_U64, &seed, 0, 0},
         {"size", F_COUNT, &size, 8, 4096},
         {"test_fraction", F_STR, &fraction, 0, 0},
         {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
@@ -929,6 +947,12 @@ static int cmd_import(int argc, char **argv) {
     }
     if (!prog.tty)
         printf("checked %zu images (%zu train, %zu test) in %.1f s\n", all, train.n, test.n, now_sec() - t0);
+
+    /* Class folders are read one after the other: in that order a shard, a rank's share of the
+     * shards and a streamed chunk would each hold a few classes only (each rank's batch-norm
+     * statistics then of its classes alone). Shuffled, each holds all of them. */
+    imglist_shuffle(&keep[0], seed, 0);
+    imglist_shuffle(&keep[1], seed, 1);
 
     /* Pass 2: decoded again, a chunk at a time, into the shards. */
     ensure_out_dir(out, "train", force);
