@@ -261,6 +261,21 @@ static int w_attr_str(Writer *w, const char *obj, const char *name, const char *
     return rc;
 }
 
+/* A model's state under `group` (/model, /ema): every parameter and buffer tensor, and each
+ * batch norm's num_batches_tracked, from nbt, or from the state's own counters when NULL. */
+static int w_state(Writer *w, const CkptState *s, const char *group, const float *params, const float *buffers,
+                   const int64_t *nbt) {
+    int rc = 0;
+    for (int i = 0; i < s->n_pinfo && !rc; i++) rc = w_tensor(w, group, &s->pinfo[i], params + s->pinfo[i].offset);
+    for (int i = 0; i < s->n_binfo && !rc; i++) rc = w_tensor(w, group, &s->binfo[i], buffers + s->binfo[i].offset);
+    for (int k = 0; k < s->n_bn && !rc; k++) {
+        char name[160];
+        snprintf_check(name, sizeof name, "%s/%s", group, s->bn[k].name);
+        rc = w_i64(w, name, nbt ? nbt[k] : s->bn[k].value);
+    }
+    return rc;
+}
+
 /* Everything but the file's creation and closing; stops at the first failure. */
 static int write_contents(Writer *w, const CkptState *s) {
     int rc = 0;
@@ -275,13 +290,7 @@ static int write_contents(Writer *w, const CkptState *s) {
     rc = rc ? rc : w_string(w, "/config", s->config_json ? s->config_json : "{}");
 
     rc = rc ? rc : w_group(w, "/model");
-    for (int i = 0; i < s->n_pinfo && !rc; i++) rc = w_tensor(w, "/model", &s->pinfo[i], s->params + s->pinfo[i].offset);
-    for (int i = 0; i < s->n_binfo && !rc; i++) rc = w_tensor(w, "/model", &s->binfo[i], s->buffers + s->binfo[i].offset);
-    for (int k = 0; k < s->n_bn && !rc; k++) {
-        char name[160];
-        snprintf_check(name, sizeof name, "/model/%s", s->bn[k].name);
-        rc = w_i64(w, name, s->bn[k].value);
-    }
+    rc = rc ? rc : w_state(w, s, "/model", s->params, s->buffers, NULL);
 
     rc = rc ? rc : w_group(w, "/optimizer");
     rc = rc ? rc : w_attr_f32(w, "/optimizer", "momentum", s->momentum_coef);
@@ -318,13 +327,7 @@ static int write_contents(Writer *w, const CkptState *s) {
         rc = w_group(w, "/ema");
         rc = rc ? rc : w_attr_f64(w, "/ema", "decay", e->decay);
         rc = rc ? rc : w_i64(w, "/ema/n_averaged", e->n_averaged);
-        for (int i = 0; i < s->n_pinfo && !rc; i++) rc = w_tensor(w, "/ema", &s->pinfo[i], e->params + s->pinfo[i].offset);
-        for (int i = 0; i < s->n_binfo && !rc; i++) rc = w_tensor(w, "/ema", &s->binfo[i], e->buffers + s->binfo[i].offset);
-        for (int k = 0; k < s->n_bn && !rc; k++) {
-            char name[160];
-            snprintf_check(name, sizeof name, "/ema/%s", s->bn[k].name);
-            rc = w_i64(w, name, e->nbt[k]);
-        }
+        rc = rc ? rc : w_state(w, s, "/ema", e->params, e->buffers, e->nbt);
     }
     return rc;
 }
@@ -647,6 +650,22 @@ static int r_rank_buffers(Reader *r, const Model *m, Scratch *s) {
 }
 
 /* /ema into s->ema: the moving average of the weights and buffers, as /model holds them. */
+/* A model's state under `group` (/model, /ema): every parameter and buffer tensor, and each
+ * batch norm's num_batches_tracked into nbt. */
+static int r_state(Reader *r, const Model *m, const char *group, float *params, float *buffers, int64_t *nbt) {
+    for (int i = 0; i < m->n_param_info; i++)
+        if (r_tensor(r, group, &m->param_info[i], params + m->param_info[i].offset)) return -1;
+    for (int i = 0; i < m->n_buffer_info; i++)
+        if (r_tensor(r, group, &m->buffer_info[i], buffers + m->buffer_info[i].offset)) return -1;
+    for (int k = 0; k < model_bn_count(m); k++) {
+        char bn[80], name[160];
+        bn_name(m, model_bn_at(m, k), bn, sizeof bn);
+        snprintf_check(name, sizeof name, "%s/%s", group, bn);
+        if (r_i64(r, name, &nbt[k])) return -1;
+    }
+    return 0;
+}
+
 static int r_ema(Reader *r, const Model *m, Scratch *s) {
     const int n_bn = model_bn_count(m);
     if (r_check_group_size(r, "/ema", 1 + m->n_param_info + m->n_buffer_info + n_bn)) return -1;
@@ -656,17 +675,9 @@ static int r_ema(Reader *r, const Model *m, Scratch *s) {
     e->nbt = callocCheck((size_t)n_bn, sizeof(int64_t));
     long n = 0;
     if (r_long(r, "/ema/n_averaged", &n)) return -1;
-    for (int i = 0; i < m->n_param_info; i++)
-        if (r_tensor(r, "/ema", &m->param_info[i], e->params + m->param_info[i].offset)) return -1;
-    for (int i = 0; i < m->n_buffer_info; i++)
-        if (r_tensor(r, "/ema", &m->buffer_info[i], e->buffers + m->buffer_info[i].offset)) return -1;
-    for (int k = 0; k < n_bn; k++) {
-        char bn[80], name[160];
-        bn_name(m, model_bn_at(m, k), bn, sizeof bn);
-        snprintf_check(name, sizeof name, "/ema/%s", bn);
-        if (r_i64(r, name, &e->nbt[k])) return -1;
+    if (r_state(r, m, "/ema", e->params, e->buffers, e->nbt)) return -1;
+    for (int k = 0; k < n_bn; k++)
         if (e->nbt[k] < 0) n = -1;
-    }
     /* the decay, informational: 0 when absent or unreadable */
     double d = 0.0;
     if (H5Aexists_by_name(r->file, "/ema", "decay", H5P_DEFAULT) > 0) {
@@ -704,16 +715,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
 
     int n_bn = model_bn_count(m);
     if (r_check_group_size(r, "/model", m->n_param_info + m->n_buffer_info + n_bn)) return -1;
-    for (int i = 0; i < m->n_param_info; i++)
-        if (r_tensor(r, "/model", &m->param_info[i], s->params + m->param_info[i].offset)) return -1;
-    for (int i = 0; i < m->n_buffer_info; i++)
-        if (r_tensor(r, "/model", &m->buffer_info[i], s->buffers + m->buffer_info[i].offset)) return -1;
-    for (int k = 0; k < n_bn; k++) {
-        char bn[80], name[160];
-        bn_name(m, model_bn_at(m, k), bn, sizeof bn);
-        snprintf_check(name, sizeof name, "/model/%s", bn);
-        if (r_i64(r, name, &s->nbt[k])) return -1;
-    }
+    if (r_state(r, m, "/model", s->params, s->buffers, s->nbt)) return -1;
 
     if (r_long(r, "/optimizer/steps", &s->sgd_steps)) return -1;
     if (r_check_group_size(r, "/optimizer/momentum", m->n_param_info)) return -1;
