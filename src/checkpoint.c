@@ -313,6 +313,10 @@ static int write_contents(Writer *w, const CkptState *s) {
         rc = rc ? rc : w_i64(w, "/train_state/data_shards", s->ts.data_shards);
         rc = rc ? rc : w_i64(w, "/train_state/data_id", (int64_t)s->ts.data_id);
     }
+    if (s->ts.has_data_order) {
+        rc = rc ? rc : w_i64(w, "/train_state/data_chunk_images", s->ts.data_chunk_images);
+        rc = rc ? rc : w_i64(w, "/train_state/data_window_chunks", s->ts.data_window_chunks);
+    }
     if (s->ts.has_amp && !rc) {
         hsize_t n = AMP_STATE_N;
         rc = w_dataset(w, "/train_state/amp", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &n, s->ts.amp, 0);
@@ -753,6 +757,17 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         if (ts->batch_size < 1 || ts->grad_accum_steps < 1 || ts->data_samples < 1 || ts->data_shards < 1)
             return errf(r->err, r->errlen, "%s: /train_state/batch_size etc. hold a value out of range (damaged or not "
                         "written by ddptrain)", r->path);
+    }
+    if (H5Lexists(r->file, "/train_state/data_chunk_images", H5P_DEFAULT) > 0) {
+        if (r_long(r, "/train_state/data_chunk_images", &ts->data_chunk_images) ||
+            r_long(r, "/train_state/data_window_chunks", &ts->data_window_chunks))
+            return -1;
+        /* both 0 (in memory) or both positive (streamed) */
+        if (ts->data_chunk_images < 0 || ts->data_chunk_images > CKPT_MAX_STEP || ts->data_window_chunks < 0 ||
+            ts->data_window_chunks > CKPT_MAX_STEP || (ts->data_chunk_images == 0) != (ts->data_window_chunks == 0))
+            return errf(r->err, r->errlen, "%s: /train_state/data_chunk_images and data_window_chunks hold values out of "
+                        "range (damaged or not written by ddptrain)", r->path);
+        ts->has_data_order = 1;
     }
     if (H5Lexists(r->file, "/train_state/amp", H5P_DEFAULT) > 0) {
         hsize_t d[4];

@@ -28,6 +28,7 @@
  *   /train_state/world_size        int64 scalar: ranks of the run that wrote it
  *   /train_state/seed              int64 scalar
  *   /train_state/batch_size, grad_accum_steps, data_samples, data_shards, data_id
+ *   /train_state/data_chunk_images, data_window_chunks   int64 (0 and 0: held in memory)
  *                                  int64 scalars (data_id: the split's hash as a bit pattern):
  *                                  what the data position depends on (resume.h); absent in
  *                                  older files, when a resume does not check them
@@ -104,6 +105,12 @@ typedef struct {
     long batch_size, grad_accum_steps;
     long data_samples, data_shards;   /* of the training split */
     uint64_t data_id;                 /* dataloader_shard_list_hash */
+    /* How the training split was held, which sets the sample order (dataloader.h): streamed
+     * in chunks of data_chunk_images, shuffled in windows of data_window_chunks, or held in
+     * memory and shuffled whole (both 0). has_data_order is 0 in checkpoints written before
+     * it was recorded. */
+    int has_data_order;
+    long data_chunk_images, data_window_chunks;
 } TrainState;
 
 /* The moving average of the weights and buffers (ema.h), as the /ema group holds it, in host

@@ -415,6 +415,10 @@ int dataloader_batch_size(const DataLoader *dl) { return dl->opt.batch_size; }
 const uint8_t *dataloader_images(const DataLoader *dl) { return dl->images; }
 const float *dataloader_lut(const DataLoader *dl) { return &dl->lut[0][0]; }
 int dataloader_streaming(const DataLoader *dl) { return dl->streaming; }
+void dataloader_order_shape(const DataLoader *dl, long *chunk_images, long *window_chunks) {
+    *chunk_images = dl->streaming ? (long)dl->C : 0;
+    *window_chunks = dl->streaming ? (long)dl->W : 0;
+}
 const char *dataloader_memory_note(const DataLoader *dl) { return dl->memory_note; }
 size_t dataloader_bytes_held(const DataLoader *dl) {
     return dl->streaming ? __atomic_load_n(&dl->held, __ATOMIC_RELAXED) : dl->n * dl->per;

@@ -83,6 +83,9 @@ uint64_t dataloader_shard_list_hash(const DataLoader *dl);
 /* 1 when the loader streams its share from the shards (then dataloader_images is NULL);
  * dataloader_memory_note says which storage was chosen and why, for the log. */
 int dataloader_streaming(const DataLoader *dl);
+/* The streamed order's shape: images per chunk and chunks per window; 0 and 0 when the share
+ * is held in memory (then an epoch is one permutation of the whole share). */
+void dataloader_order_shape(const DataLoader *dl, long *chunk_images, long *window_chunks);
 const char *dataloader_memory_note(const DataLoader *dl);
 /* Bytes of image data the loader holds now (the whole share, or the chunks in its cache),
  * and the most it has held since open. */

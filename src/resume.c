@@ -10,6 +10,15 @@ void resume_stamp(TrainState *ts, long batch_size, long grad_accum_steps, long s
     ts->data_samples = (long)dataloader_global_samples(train);
     ts->data_shards = dataloader_num_shards(train);
     ts->data_id = dataloader_shard_list_hash(train);
+    ts->has_data_order = 1;
+    dataloader_order_shape(train, &ts->data_chunk_images, &ts->data_window_chunks);
+}
+
+/* "held in memory" or "streamed in chunks of C images, windows of W chunks" */
+static const char *order_text(const TrainState *ts, char *buf, size_t n) {
+    if (ts->data_chunk_images == 0) snprintf(buf, n, "held in memory");
+    else snprintf(buf, n, "streamed in chunks of %ld images, windows of %ld chunks", ts->data_chunk_images, ts->data_window_chunks);
+    return buf;
 }
 
 int resume_check(const TrainState *saved, const TrainState *now, const char *data_dir, char *err, size_t errlen) {
@@ -31,6 +40,14 @@ int resume_check(const TrainState *saved, const TrainState *now, const char *dat
     if (saved->data_id != now->data_id)
         return errf(err, errlen, "--data_dir %s: the training shards' names or sizes differ from the checkpoint's: %s",
                     data_dir, tail);
+    if (saved->has_data_order && (saved->data_chunk_images != now->data_chunk_images ||
+                                  saved->data_window_chunks != now->data_window_chunks)) {
+        char a[96], b[96];
+        const char *flag = (saved->data_chunk_images == 0) != (now->data_chunk_images == 0) ? "--data_in_memory"
+                         : saved->data_chunk_images != now->data_chunk_images ? "--data_chunk_images" : "--data_window_chunks";
+        return errf(err, errlen, "%s: the training split is %s, but the checkpoint was written with it %s: %s", flag,
+                    order_text(now, a, sizeof a), order_text(saved, b, sizeof b), tail);
+    }
     return 0;
 }
 

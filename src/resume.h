@@ -2,8 +2,9 @@
 /* resume.h - may a checkpoint be resumed with this run's settings?
  *
  * Where a resumed run takes up the data is computed, not stored: the epoch's sample order
- * comes from the seed, the epoch, the world size and the training split (which shards, how
- * many samples), and the step within the epoch counts batches of batch_size x
+ * comes from the seed, the epoch, the world size, the training split (which shards, how
+ * many samples) and how it is held (in memory, or streamed in chunks and windows of a
+ * size), and the step within the epoch counts batches of batch_size x
  * grad_accum_steps. Resuming with any of these changed would continue at another position in
  * another order: samples seen twice or never, silently. So a resume compares them with what
  * the checkpoint recorded and refuses a change with one line that names the flag.

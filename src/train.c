@@ -195,15 +195,23 @@ static size_t memory_budget(const Run *r, double *avail_mib) {
     while (f && fgets(line, sizeof line, f))
         if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
     if (f) fclose(f);
+    /* Tests give one rank a small node: "RANK:KB" (tests/test_resume.sh). */
+    const char *t = getenv("DDPTRAIN_TEST_MEMAVAILABLE_KB");
+    int t_rank;
+    unsigned long long t_kb;
+    if (t && sscanf(t, "%d:%llu", &t_rank, &t_kb) == 2 && t_rank == r->world.boot.rank) kb = t_kb;
     *avail_mib = (double)kb / 1024.0;
     int local = r->world.boot.local_size > 0 ? r->world.boot.local_size : 1;
     return (size_t)(kb * 1024ULL / 2 / (unsigned long long)local);
 }
 
-static DataLoader *open_split(const Run *r, const char *split, int train, char *err, size_t n) {
+/* mode: DL_MEMORY_YES/NO/AUTO, or -1 for --data_in_memory's */
+static DataLoader *open_split(const Run *r, const char *split, int train, int mode, char *err, size_t n) {
     const Config *c = &r->cfg;
     double avail_mib = 0.0;
     size_t budget = !strcmp(c->data_in_memory, "auto") ? memory_budget(r, &avail_mib) : 0;
+    if (mode < 0)
+        mode = !strcmp(c->data_in_memory, "no") ? DL_MEMORY_NO : !strcmp(c->data_in_memory, "yes") ? DL_MEMORY_YES : DL_MEMORY_AUTO;
     DataLoaderOptions o = {
         .data_dir = c->data_dir, .split = split, .rank = r->world.boot.rank, .world_size = r->world.boot.world_size,
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
@@ -212,7 +220,7 @@ static DataLoader *open_split(const Run *r, const char *split, int train, char *
         .image_size = (int)c->image_size,
         /* on a GPU the batches are made there (device_data.h) from the loader's plans */
         .prefetch = c->prefetch && !r->be->on_device,
-        .in_memory = !strcmp(c->data_in_memory, "no") ? DL_MEMORY_NO : !strcmp(c->data_in_memory, "yes") ? DL_MEMORY_YES : DL_MEMORY_AUTO,
+        .in_memory = mode,
         .memory_budget = budget,
         .chunk_images = (int)c->data_chunk_images, .window_chunks = (int)c->data_window_chunks,
     };
@@ -362,6 +370,27 @@ static long allreduce_min_long(Comm *c, long v) {
     for (int i = 0; i < c->world_size; i++) if (all[i] < m) m = (long)all[i];
     free(all);
     return m;
+}
+
+/* Holds the training split the other way (DL_MEMORY_YES or NO): the sample order changes with
+ * it (dataloader.h), so --data_in_memory auto must not leave ranks or resumes to differ. */
+static void reopen_train_split(Run *r, int mode, const char *why) {
+    char err[1024];
+    DataLoader *dl = open_split(r, "train", 1, mode, err, sizeof err);
+    if (!dl) die("%s", err);
+    dataloader_free(r->train_dl);
+    r->train_dl = dl;
+    log_info(&r->log, "data: train %s (%s)", dataloader_memory_note(dl), why);
+}
+
+/* --data_in_memory auto decides per rank from its node's memory; the job streams on every rank
+ * when one rank must, so that all ranks' data orders are of one kind and a checkpoint records
+ * one (resume.h). */
+static void agree_on_storage(Run *r) {
+    if (strcmp(r->cfg.data_in_memory, "auto") != 0 || r->world.boot.world_size == 1) return;
+    const int streams = dataloader_streaming(r->train_dl);
+    if (allreduce_min_long(r->comm, streams ? 0 : 1) == 0 && !streams)
+        reopen_train_split(r, DL_MEMORY_NO, "--data_in_memory auto: another rank streams its share, so every rank does");
 }
 
 /* Model's StatsAllreduceFn for --sync_bn: in backward, between the reducer's progress
@@ -576,6 +605,14 @@ static int maybe_resume(Run *r, TrainState *ts) {
     free(fe.nbt);
     host_mirror_push(&h, &r->model, &r->opt);
     host_mirror_close(&h);
+    /* --data_in_memory auto follows the checkpoint: a requeued job goes on in the order it
+     * stopped in, whatever memory its new node has (every rank read the same file, and
+     * agree_on_storage made the ranks' choices one). */
+    if (!strcmp(r->cfg.data_in_memory, "auto") && ts->has_data_order &&
+        (ts->data_chunk_images == 0) != !dataloader_streaming(r->train_dl))
+        reopen_train_split(r, ts->data_chunk_images == 0 ? DL_MEMORY_YES : DL_MEMORY_NO,
+                           ts->data_chunk_images == 0 ? "--data_in_memory auto: held in memory as when the checkpoint was written"
+                                                      : "--data_in_memory auto: streamed as when the checkpoint was written");
     TrainState now = *ts;
     resume_stamp(&now, r->cfg.batch_size, r->cfg.grad_accum_steps, r->cfg.seed, r->train_dl);
     if (resume_check(ts, &now, r->cfg.data_dir, err, sizeof err) != 0) {
@@ -863,9 +900,9 @@ static void setup(Run *r, int argc, char **argv) {
     propose_job_dir(r);
 
     /* Data first: a bad dataset fails before anything is written. */
-    r->train_dl = open_split(r, "train", 1, err, sizeof err);
+    r->train_dl = open_split(r, "train", 1, -1, err, sizeof err);
     if (!r->train_dl) startup_fail(r, err);
-    r->test_dl = open_split(r, "test", 0, err, sizeof err);
+    r->test_dl = open_split(r, "test", 0, -1, err, sizeof err);
     if (!r->test_dl) startup_fail(r, err);
     if (dataloader_num_batches(r->train_dl) < (size_t)r->cfg.grad_accum_steps) {
         snprintf(err, sizeof err,
@@ -926,6 +963,7 @@ static void setup(Run *r, int argc, char **argv) {
     else
         log_info(&r->log, "device: cpu (%d threads per rank), %s, float32%s%s%s", threads, ops_cpu_describe(),
                  r->cfg.use_amp ? " (--use_amp applies to GPUs)" : "", r->device_note[0] ? "; " : "", r->device_note);
+    agree_on_storage(r);
     /* Every rank logs what it reads into its own file; rank 0's line also reaches stdout. */
     log_info(&r->log, "data: %s: train %zu images on this rank of %zu (%s); test %zu of %zu", r->cfg.data_dir,
              dataloader_num_samples(r->train_dl), dataloader_global_samples(r->train_dl),

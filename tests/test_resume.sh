@@ -6,7 +6,9 @@
 # momentum, optimizer steps, the train state with the per-rank running statistics) and every
 # attribute (tests/helpers/ckpt_compare.py --all); on 1 rank (stop mid-epoch, end mid-epoch; stop at
 # an epoch boundary, end at one), on 2 ranks and on 3 (mpirun), and streamed from the shards
-# (--data_in_memory no) on 1 rank and on 2. On several ranks the checkpoint's
+# (--data_in_memory no) on 1 rank and on 2; a resume that holds the streamed share otherwise is
+# refused naming the flag, --data_in_memory auto follows the checkpoint, and its ranks stream
+# together when one must. On several ranks the checkpoint's
 # /model running statistics are the average of the ranks' own, which /train_state/rank_buffers
 # holds (and which differ: no rank's were overwritten by an average), and PyTorch loads it
 # (when installed). A 2-rank checkpoint resumes on 1 and on 3 ranks, from the averaged
@@ -64,6 +66,35 @@ bitexact "1 rank, 16 steps = 8 + resume 8 (stop and end on epoch boundaries)" 1 
 FLAGS_MEM=$FLAGS
 FLAGS="$FLAGS --data_in_memory no --data_chunk_images 16 --data_window_chunks 3"
 bitexact "1 rank, --data_in_memory no, 20 steps = 11 + resume 9 (stop and end mid-epoch)" 1 11 20 -stream
+# How the share is held sets the order, so the checkpoint records it: holding it otherwise on
+# resume is refused with a line naming the flag, and --data_in_memory auto (in memory here)
+# follows the checkpoint and streams, bit for bit.
+half=$(ckpt "$TMP/straight-stream-1-20" 16)
+for spec in "--data_in_memory yes:--data_in_memory:held in memory" \
+            "--data_chunk_images 32:--data_chunk_images:streamed in chunks of 32 images, windows of 3 chunks" \
+            "--data_window_chunks 4:--data_window_chunks:streamed in chunks of 16 images, windows of 4 chunks"; do
+    set -f; set -- ${spec%%:*}; set +f
+    rest=${spec#*:} name=${rest%%:*} now=${rest#*:}
+    d="$TMP/order-refused"
+    rm -rf "$d"
+    if train "$d" 1 "$@" --resume "$half" --max_steps 20; then
+        bad "resume with $*: accepted a checkpoint of a streamed order"
+    elif grep -q "^ddptrain: error: .*ckpt-000000016.h5: $name: the training split is $now, but the checkpoint was written with it streamed in chunks of 16 images, windows of 3 chunks" "$d.out"; then
+        ok "resume with $*: refused, naming $name: $(grep -o -e "$name: the training split is [^:]*" "$d.out")"
+    else
+        bad "resume with $*: $(tail -1 "$d.out")"
+    fi
+done
+d="$TMP/order-auto"
+if ! train "$d" 1 --data_in_memory auto --resume "$half" --max_steps 20; then
+    bad "resume with --data_in_memory auto: $(tail -1 "$d.out")"
+elif ! grep -q "^data: train streamed: .*(--data_in_memory auto: streamed as when the checkpoint was written)" "$d.out"; then
+    bad "resume with --data_in_memory auto: no line saying it streams as the checkpoint did: $(grep '^data:' "$d.out")"
+elif out=$("$PY" "$CMP" --all "$(ckpt "$TMP/straight-stream-1-20" 20)" "$(ckpt "$d" 20)" 2>&1); then
+    ok "resume with --data_in_memory auto from a streamed checkpoint: streams as it did: $out"
+else
+    bad "resume with --data_in_memory auto from a streamed checkpoint: $out"
+fi
 FLAGS=$FLAGS_MEM
 
 # recipe LABEL FLAGS...: 12 steps straight, keeping the checkpoint of step 6, against a run
@@ -144,6 +175,19 @@ if [ $HAVE_MPI = 1 ]; then
     bitexact "3 ranks, 7 steps = 3 + resume 4 (stop and end mid-epoch)" 3 3 7
     FLAGS="$FLAGS_MEM --data_in_memory no --data_chunk_images 16 --data_window_chunks 3"
     bitexact "2 ranks, --data_in_memory no, 7 steps = 3 + resume 4 (stop and end mid-epoch)" 2 3 7 -stream
+    # --data_in_memory auto with one rank on a small node (a test hook sets its MemAvailable):
+    # every rank streams, as with --data_in_memory no, bit for bit.
+    d="$TMP/auto-one-small"
+    if ! DDPTRAIN_TEST_MEMAVAILABLE_KB=1:10 timeout -k 5 60 $MPIRUN -np 2 -x DDPTRAIN_TEST_MEMAVAILABLE_KB "$DDPTRAIN" \
+            $FLAGS --data_in_memory auto --job_dir "$d" --max_steps 7 >"$d.out" 2>&1; then
+        bad "2 ranks, --data_in_memory auto, rank 1 short of memory: $(tail -2 "$d.out")"
+    elif ! grep -q "^data: train streamed: .*(--data_in_memory auto: another rank streams its share, so every rank does)" "$d.out"; then
+        bad "2 ranks, --data_in_memory auto, rank 1 short of memory: rank 0 does not say it streams too: $(grep '^data:' "$d.out")"
+    elif out=$("$PY" "$CMP" --all "$(ckpt "$TMP/straight-stream-2-7" 7)" "$(ckpt "$d" 7)" 2>&1); then
+        ok "2 ranks, --data_in_memory auto, rank 1 short of memory: both stream, as --data_in_memory no: $out"
+    else
+        bad "2 ranks, --data_in_memory auto, rank 1 short of memory: $out"
+    fi
     FLAGS=$FLAGS_MEM
     # The EMA on 2 ranks: of the parameters and of the running statistics averaged over the ranks
     NP=2
