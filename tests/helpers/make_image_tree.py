@@ -8,6 +8,11 @@
                                     grey), some with misleading file names
   make_image_tree.py mixed DIR      the same modes at sizes from 16x20 to 120x17
   make_image_tree.py flat DIR       one tree DIR/<class>/* (for --test_fraction)
+  make_image_tree.py classes DIR K TRAIN TEST
+                                    a learnable set of K classes (tests/test_many_classes.sh):
+                                    TRAIN and TEST images per class, 80x72, JPEG and PNG; a
+                                    class is a 4x4 grid of colours, an image it shifted by up to
+                                    6 pixels, with noise
   make_image_tree.py check TREE OUT S [FRACTION]
                                     every image of OUT's shards against PIL's decode of TREE's
                                     file + torchvision's Resize(S) + CenterCrop(S), whatever the
@@ -200,10 +205,26 @@ def check(tree, out, s, fraction=None):
     return 1 if bad else 0
 
 
+def make_classes(root, k, n_train, n_test):
+    r = np.random.RandomState(1)
+    grids = r.randint(0, 256, size=(k, 4, 4, 3))
+    for split, n in (("train", n_train), ("test", n_test)):
+        for c in range(k):
+            d = os.path.join(root, split, f"c{c:03d}")
+            os.makedirs(d, exist_ok=True)
+            big = np.kron(grids[c], np.ones((24, 24, 1)))[:72, :80]
+            for i in range(n):
+                dy, dx = r.randint(-6, 7, size=2)
+                img = np.clip(np.roll(big, (dy, dx), (0, 1)) + r.normal(0, 40, big.shape), 0, 255).astype(np.uint8)
+                Image.fromarray(img).save(os.path.join(d, f"{i}.png" if i % 2 else f"{i}.jpg"))
+
+
 if __name__ == "__main__":
     a = sys.argv[1:]
     if a and a[0] in ("square", "mixed", "flat") and len(a) == 2:
         make(a[1], a[0])
+    elif a and a[0] == "classes" and len(a) == 5:
+        make_classes(a[1], int(a[2]), int(a[3]), int(a[4]))
     elif a and a[0] == "check" and len(a) in (4, 5):
         sys.exit(check(a[1], a[2], int(a[3]), a[4] if len(a) == 5 else None))
     else:
