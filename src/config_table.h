@@ -22,7 +22,7 @@
     X(augment,          BOOL,   "true",  0, 0,          "random crop (4-pixel padding) and horizontal flip of training images") \
     X(shuffle,          BOOL,   "true",  0, 0,          "shuffle each rank's training samples every epoch (from seed, epoch, rank)") \
     X(prefetch,         BOOL,   "true",  0, 0,          "prepare the next batch in a background thread") \
-    X(data_in_memory,   CHOICE, "auto",  "auto|yes|no", 0, "yes: read each rank's share of a split into memory at start; no: stream it from the shards in chunks, shuffled within windows of --data_window_chunks chunks; auto: in memory when the share fits in half of the node's MemAvailable divided by its ranks, streamed otherwise") \
+    X(data_in_memory,   CHOICE, "auto",  "auto|yes|no", 0, "yes: read each rank's share of a split into memory at start; no: stream it from the shards in chunks, shuffled within windows of --data_window_chunks chunks; auto: in memory when the share fits in half of the memory free to the job (the node's MemAvailable, or its memory cgroup's limit less its use) divided by the node's ranks, streamed otherwise") \
     X(data_window_chunks, INT,  "8",     1, 1000000,    "chunks of --data_chunk_images images a streaming rank holds and shuffles together (--data_in_memory no)") \
     X(data_chunk_images, INT,   "1024",  1, 1000000,    "images per chunk a streaming rank reads at once (--data_in_memory no)") \
     /* model */ \

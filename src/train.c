@@ -34,6 +34,7 @@
 #include "host_mirror.h"
 #include "linktest.h"
 #include "logger.h"
+#include "memavail.h"
 #include "model.h"
 #ifdef HAVE_CUDA_BACKEND
 #include "plugin.h"   /* and CUDA_AMP_* (cuda/cuda_amp.h) */
@@ -185,31 +186,34 @@ static void share_job_dir(Run *r) {
     snprintf_check(r->ckpt_dir, sizeof r->ckpt_dir, "%s/checkpoints", r->job_dir);
 }
 
-/* --data_in_memory auto's budget per rank: half of the node's MemAvailable shared among the
- * node's ranks (the other half is for the model, the batches and whatever else runs there).
- * 0 when /proc/meminfo cannot be read (then the share is held in memory, as with yes). */
-static size_t memory_budget(const Run *r, double *avail_mib) {
-    FILE *f = fopen("/proc/meminfo", "r");
-    unsigned long long kb = 0;
-    char line[256];
-    while (f && fgets(line, sizeof line, f))
-        if (sscanf(line, "MemAvailable: %llu kB", &kb) == 1) break;
-    if (f) fclose(f);
+/* --data_in_memory auto's budget per rank: half of what this process may still take (the
+ * node's MemAvailable, or less where a memory cgroup limits the job: memavail.h) shared among
+ * the node's ranks (the other half is for the model, the batches and whatever else runs
+ * there). 0 when neither can be read (then the share is held in memory, as with yes). `how`
+ * gets the line's account of it. */
+static size_t memory_budget(const Run *r, char *how, size_t n) {
+    MemAvail m;
+    memavail_read(&m, "");
     /* Tests give one rank a small node: "RANK:KB" (tests/test_resume.sh). */
     const char *t = getenv("DDPTRAIN_TEST_MEMAVAILABLE_KB");
     int t_rank;
     unsigned long long t_kb;
-    if (t && sscanf(t, "%d:%llu", &t_rank, &t_kb) == 2 && t_rank == r->world.boot.rank) kb = t_kb;
-    *avail_mib = (double)kb / 1024.0;
-    int local = r->world.boot.local_size > 0 ? r->world.boot.local_size : 1;
-    return (size_t)(kb * 1024ULL / 2 / (unsigned long long)local);
+    if (t && sscanf(t, "%d:%llu", &t_rank, &t_kb) == 2 && t_rank == r->world.boot.rank) {
+        m.node_bytes = (double)t_kb * 1024.0;
+        m.cgroup_bytes = -1.0;
+    }
+    const int local = r->world.boot.local_size > 0 ? r->world.boot.local_size : 1;
+    char what[400];
+    memavail_describe(&m, what, sizeof what);
+    const size_t budget = (size_t)(memavail_bytes(&m) / 2.0 / local);
+    if (how) snprintf(how, n, "budget %.1f MiB = half of %s / %d rank%s on this node", (double)budget / 1048576.0, what,
+                      local, local == 1 ? "" : "s");
+    return budget;
 }
 
-/* mode: DL_MEMORY_YES/NO/AUTO, or -1 for --data_in_memory's */
 static DataLoader *open_split(const Run *r, const char *split, int train, int mode, char *err, size_t n) {
     const Config *c = &r->cfg;
-    double avail_mib = 0.0;
-    size_t budget = !strcmp(c->data_in_memory, "auto") ? memory_budget(r, &avail_mib) : 0;
+    size_t budget = !strcmp(c->data_in_memory, "auto") ? memory_budget(r, NULL, 0) : 0;
     if (mode < 0)
         mode = !strcmp(c->data_in_memory, "no") ? DL_MEMORY_NO : !strcmp(c->data_in_memory, "yes") ? DL_MEMORY_YES : DL_MEMORY_AUTO;
     DataLoaderOptions o = {
@@ -970,12 +974,11 @@ static void setup(Run *r, int argc, char **argv) {
              dataloader_describe(r->train_dl), dataloader_num_samples(r->test_dl),
              dataloader_global_samples(r->test_dl));
     {
-        char why[160] = "";
+        char why[600] = "";
         if (!strcmp(r->cfg.data_in_memory, "auto")) {
-            double avail_mib;
-            size_t budget = memory_budget(r, &avail_mib);
-            snprintf(why, sizeof why, "; --data_in_memory auto: budget %.1f MiB = half of MemAvailable %.1f MiB / %d ranks on this node",
-                     (double)budget / 1048576.0, avail_mib, r->world.boot.local_size > 0 ? r->world.boot.local_size : 1);
+            char how[560];
+            memory_budget(r, how, sizeof how);
+            snprintf(why, sizeof why, "; --data_in_memory auto: %s", how);
         } else {
             snprintf(why, sizeof why, "; --data_in_memory %s", r->cfg.data_in_memory);
         }

@@ -1,0 +1,36 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* memavail.h - how much memory this process may still take, for --data_in_memory auto.
+ *
+ * The node's MemAvailable (/proc/meminfo) is not the answer on a cluster: Slurm confines a job
+ * to the memory it asked for (--mem, --mem-per-cpu) with a memory cgroup, and so do containers.
+ * A job that held a share of 40 GB in memory because the node had 200 GB free would be killed
+ * by its 16 GB limit. So the answer is the least of MemAvailable and, for this process's memory
+ * cgroup and each group above it that has a limit, that limit less what the group uses now,
+ * not counting the inactive file cache it holds (the kernel reclaims that before it kills).
+ * cgroup v2 (memory.max, memory.current) and v1 (memory.limit_in_bytes, memory.usage_in_bytes)
+ * are both read, at the usual mount points. */
+#ifndef DDP_MEMAVAIL_H
+#define DDP_MEMAVAIL_H
+
+#include <stddef.h>
+
+typedef struct {
+    double node_bytes;     /* MemAvailable; negative when /proc/meminfo could not be read */
+    double cgroup_bytes;   /* the tightest group's limit less its use; negative when no group has a limit */
+    double limit_bytes;    /* that group's limit */
+    char cgroup[256];      /* that group's path, as /proc/self/cgroup names it */
+} MemAvail;
+
+/* Reads the files under `root` ("" for the running system; tests pass a directory holding
+ * proc/meminfo, proc/self/cgroup and sys/fs/cgroup/...). Never fails: what cannot be read
+ * is left negative. */
+void memavail_read(MemAvail *m, const char *root);
+
+/* The bytes this process may take: the least of the two that were read, 0 when neither was. */
+double memavail_bytes(const MemAvail *m);
+
+/* One line for the log: "MemAvailable 23290.0 MiB" or "cgroup /slurm/uid_0/job_7: limit 4096.0
+ * MiB, free 3900.2 MiB (MemAvailable 23290.0 MiB)". */
+void memavail_describe(const MemAvail *m, char *buf, size_t n);
+
+#endif
