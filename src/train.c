@@ -1455,6 +1455,13 @@ static int train(Run *r) {
     r->t_train0 = now_sec();
     r->eval_step = -1;
     back_to_training(r);
+    if (done) {
+        /* Resumed from the run's end: nothing to train, so the checkpoint is evaluated, with
+         * this run's evaluation options (--tta, --ema_decay 0 for the trained weights). */
+        log_info(&r->log, "training: the checkpoint is at the run's last step; evaluating it");
+        evaluate_and_log(r, r->start_step > 0 || r->start_epoch == 0 ? r->start_epoch : r->start_epoch - 1);
+        return 0;
+    }
     for (long epoch = r->start_epoch; epoch < cfg->epochs && !done && !r->target_reached; epoch++) {
         const long s0 = epoch == r->start_epoch ? r->start_step : 0;
         dataloader_start_epoch(r->train_dl, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));

@@ -61,6 +61,21 @@ bitexact() {
 
 bitexact "1 rank, 12 steps = 6 + resume 6 (stop and end mid-epoch)" 1 6 12
 bitexact "1 rank, 16 steps = 8 + resume 8 (stop and end on epoch boundaries)" 1 8 16
+# A run resumed at its last step trains nothing and evaluates the checkpoint: the accuracy of the
+# run's own final evaluation, and with other evaluation options (--tta flip) their line.
+d="$TMP/eval-end"
+want=$(sed -n 's/^done: .*final test_acc \([0-9.]*\).*/\1/p' "$TMP/straight-1-12.out")
+if ! train "$d" 1 --resume "$(ckpt "$TMP/straight-1-12" 12)" --max_steps 12; then
+    bad "resume at the last step: $(tail -1 "$d.out")"
+elif ! grep -q "^training: the checkpoint is at the run's last step; evaluating it" "$d.out" ||
+     ! grep -q "^done: 12 steps in .*, final test_acc $want " "$d.out"; then
+    bad "resume at the last step: want the evaluation of test_acc $want: $(grep -E '^(training|epoch|done)' "$d.out" | tail -3)"
+elif rm -rf "$d" && train "$d" 1 --resume "$(ckpt "$TMP/straight-1-12" 12)" --max_steps 12 --tta flip &&
+     grep -q "^epoch 2 step 12 test_acc [0-9.]* test_loss [0-9.]* (TTA flip)" "$d.out"; then
+    ok "resume at the last step evaluates the checkpoint: test_acc $want as the run's own; with --tta flip: $(grep -o 'test_acc [0-9.]* test_loss [0-9.]* (TTA flip)' "$d.out")"
+else
+    bad "resume at the last step with --tta flip: $(tail -2 "$d.out")"
+fi
 # Streamed from the shards: 16 chunks of 16 images, windows of 3 chunks, the order recomputed
 # and skipped to the step on resume.
 FLAGS_MEM=$FLAGS
