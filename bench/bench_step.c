@@ -2,7 +2,8 @@
 /* bench_step.c - images/s of ddptrain's training step (forward, backward, SGD) for MiniResNet
  * on a fixed random batch, so that only compute is measured, as bench/torch_bench.py does for
  * PyTorch; the GFLOP/s that makes (model_train_flops_per_image) and the peak resident memory.
- * usage: bench_step [--width W] [--blocks B] [--batch N] [--steps S] [--warmup K] */
+ * usage: bench_step [--width W] [--blocks B] [--batch N] [--steps S] [--warmup K] [--size S]
+ *                   [--classes K]   (images S x S, 32; K classes, 10) */
 #include <string.h>
 #include <sys/resource.h>
 #ifdef _OPENMP
@@ -16,26 +17,29 @@
 
 int main(int argc, char **argv) {
     g_progname = "bench_step";
-    int width = 64, blocks = 2, N = 64, steps = 20, warmup = 3;
+    int width = 64, blocks = 2, N = 64, steps = 20, warmup = 3, S = 32, K = 10;
     for (int i = 1; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) N = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--warmup")) warmup = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--size")) S = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--classes")) K = atoi(argv[i + 1]);
         else die_code(2, "unknown option %s", argv[i]);
     }
     Model m;
-    model_init(&m, width, blocks, 10, 32, N);
+    if (S < 8 || K < 2) die_code(2, "--size must be at least 8 and --classes at least 2");
+    model_init(&m, width, blocks, K, S, N);
     model_init_weights(&m, 1);
     SGD opt;
     sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
     Rng r;
     rng_init(&r, 1, 2, 3);
-    float *x = mallocCheck((size_t)N * 32 * 32 * 3 * sizeof(float));
+    float *x = mallocCheck((size_t)N * S * S * 3 * sizeof(float));
     int *y = mallocCheck((size_t)N * sizeof(int));
-    for (size_t i = 0; i < (size_t)N * 32 * 32 * 3; i++) x[i] = rng_normal(&r);
-    for (int i = 0; i < N; i++) y[i] = (int)rng_below(&r, 10);
+    for (size_t i = 0; i < (size_t)N * S * S * 3; i++) x[i] = rng_normal(&r);
+    for (int i = 0; i < N; i++) y[i] = (int)rng_below(&r, (uint32_t)K);
     double t0 = 0.0;
     double fwd = 0.0, bwd = 0.0;
     for (int s = 0; s < warmup + steps; s++) {
@@ -60,9 +64,9 @@ int main(int argc, char **argv) {
     const double ips = (double)N * steps / dt, flops = model_train_flops_per_image(&m);
     struct rusage ru;
     CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
-    printf("ddptrain: width %d batch %d threads %d: %.1f images/s, %.1f GFLOP/s (%.3f GFLOP per image), "
+    printf("ddptrain: width %d batch %d size %d classes %d threads %d: %.1f images/s, %.1f GFLOP/s (%.3f GFLOP per image), "
            "peak RSS %ld MiB (forward %.1f ms, backward %.1f ms per step) [%s]\n",
-           width, N, threads, ips, ips * flops / 1e9, flops / 1e9, ru.ru_maxrss / 1024, 1e3 * fwd / steps,
+           width, N, S, K, threads, ips, ips * flops / 1e9, flops / 1e9, ru.ru_maxrss / 1024, 1e3 * fwd / steps,
            1e3 * bwd / steps, ops_cpu_describe());
     free(x); free(y);
     sgd_free(&opt);

@@ -26,11 +26,10 @@
 # ALLREDUCE (--comm_allreduce rows at the default flags: "mpi", the MPI library's
 # MPI_Iallreduce), DDP_MN_STATE (see multinode_up.sh). An empty list drops its rows.
 set -u
-B=$(cd "${1:-build}" && pwd) || { echo "usage: $0 [BUILD_DIR]" >&2; exit 2; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup multinode.sh "${1:-}"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
-DDPTRAIN=$B/ddptrain
-DDPDATA=$B/ddptrain-data
-[ -x "$DDPTRAIN" ] && [ -x "$DDPDATA" ] || { echo "multinode.sh: build ddptrain in $B first" >&2; exit 2; }
 RATE=${RATE:-90mbit}
 WIDTH=${WIDTH:-64}
 BATCHES=${BATCHES-${BATCH:-64 256}}

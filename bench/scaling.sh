@@ -9,11 +9,9 @@
 #
 # Environment: ROUNDS (2), STEPS (30), LOG_INTERVAL (10), WIDTH (64), TMPDIR.
 set -u
-B=$(cd "${1:-build}" && pwd) || { echo "usage: $0 [BUILD_DIR]" >&2; exit 2; }
-DDPTRAIN=$B/ddptrain
-DDPDATA=$B/ddptrain-data
-[ -x "$DDPTRAIN" ] && [ -x "$DDPDATA" ] || { echo "scaling.sh: build ddptrain in $B first" >&2; exit 2; }
-command -v mpirun >/dev/null || { echo "scaling.sh: mpirun not found" >&2; exit 2; }
+# shellcheck source=bench/lib.sh
+. "$(dirname "$0")/lib.sh"
+bench_setup scaling.sh "${1:-}"
 ROUNDS=${ROUNDS:-2}
 STEPS=${STEPS:-30}
 LOG_INTERVAL=${LOG_INTERVAL:-10}
@@ -28,11 +26,6 @@ trap 'rm -rf "$WORK"' EXIT
 COMMON=(--data_dir "$WORK/data" --width "$WIDTH" --epochs 1 --max_steps "$STEPS" --log_interval "$LOG_INTERVAL"
         --eval_every 0 --save_every 0 --eval_batch_size 256)
 
-# images/s of a job dir: mean of the log lines after the first (warm-up) interval
-ips() {
-    grep '"loss"' "$1/metrics.jsonl" | tail -n +2 |
-        sed 's/.*"images_per_sec": \([0-9.]*\).*/\1/' | awk '{s += $1; n++} END {if (n) printf "%.1f", s / n; else print 0}'
-}
 
 run() {   # run NAME : prints images/s, or nothing when the run failed
     local name=$1 job="$WORK/$1-$2" rc
@@ -47,7 +40,7 @@ run() {   # run NAME : prints images/s, or nothing when the run failed
     if [ $rc -ne 0 ]; then
         echo "scaling.sh: $name run failed (exit $rc):" >&2; tail -n 5 "$job.out" >&2; return 1
     fi
-    ips "$job"
+    job_ips "$job"
 }
 
 echo "scaling: MiniResNet width $WIDTH, global batch $GLOBAL, $STEPS steps, images/s after the first $LOG_INTERVAL; $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg)"

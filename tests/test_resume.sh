@@ -100,16 +100,23 @@ for spec in "--data_in_memory yes:--data_in_memory:held in memory" \
         bad "resume with $*: $(tail -1 "$d.out")"
     fi
 done
-d="$TMP/order-auto"
-if ! train "$d" 1 --data_in_memory auto --resume "$half" --max_steps 20; then
-    bad "resume with --data_in_memory auto: $(tail -1 "$d.out")"
-elif ! grep -q "^data: train streamed: .*(--data_in_memory auto: streamed as when the checkpoint was written)" "$d.out"; then
-    bad "resume with --data_in_memory auto: no line saying it streams as the checkpoint did: $(grep '^data:' "$d.out")"
-elif out=$("$PY" "$CMP" --all "$(ckpt "$TMP/straight-stream-1-20" 20)" "$(ckpt "$d" 20)" 2>&1); then
-    ok "resume with --data_in_memory auto from a streamed checkpoint: streams as it did: $out"
-else
-    bad "resume with --data_in_memory auto from a streamed checkpoint: $out"
-fi
+# streams_as LABEL JOB LINE REF STEP: JOB (run by the caller, status in $?) said LINE on a data
+# line, and its checkpoint of STEP is REF's, bit for bit.
+streams_as() {
+    rc=$? label=$1 d=$2 line=$3 ref=$4 step=$5
+    if [ $rc -ne 0 ]; then
+        bad "$label: $(tail -2 "$d.out")"
+    elif ! grep -q "^data: train streamed: .*($line)" "$d.out"; then
+        bad "$label: no line '$line': $(grep '^data:' "$d.out")"
+    elif out=$("$PY" "$CMP" --all "$(ckpt "$ref" "$step")" "$(ckpt "$d" "$step")" 2>&1); then
+        ok "$label: $line: $out"
+    else
+        bad "$label: $out"
+    fi
+}
+train "$TMP/order-auto" 1 --data_in_memory auto --resume "$half" --max_steps 20
+streams_as "resume with --data_in_memory auto from a streamed checkpoint" "$TMP/order-auto" \
+    "--data_in_memory auto: streamed as when the checkpoint was written" "$TMP/straight-stream-1-20" 20
 FLAGS=$FLAGS_MEM
 
 # recipe LABEL FLAGS...: 12 steps straight, keeping the checkpoint of step 6, against a run
@@ -193,16 +200,10 @@ if [ $HAVE_MPI = 1 ]; then
     # --data_in_memory auto with one rank on a small node (a test hook sets its MemAvailable):
     # every rank streams, as with --data_in_memory no, bit for bit.
     d="$TMP/auto-one-small"
-    if ! DDPTRAIN_TEST_MEMAVAILABLE_KB=1:10 timeout -k 5 60 $MPIRUN -np 2 -x DDPTRAIN_TEST_MEMAVAILABLE_KB "$DDPTRAIN" \
-            $FLAGS --data_in_memory auto --job_dir "$d" --max_steps 7 >"$d.out" 2>&1; then
-        bad "2 ranks, --data_in_memory auto, rank 1 short of memory: $(tail -2 "$d.out")"
-    elif ! grep -q "^data: train streamed: .*(--data_in_memory auto: another rank streams its share, so every rank does)" "$d.out"; then
-        bad "2 ranks, --data_in_memory auto, rank 1 short of memory: rank 0 does not say it streams too: $(grep '^data:' "$d.out")"
-    elif out=$("$PY" "$CMP" --all "$(ckpt "$TMP/straight-stream-2-7" 7)" "$(ckpt "$d" 7)" 2>&1); then
-        ok "2 ranks, --data_in_memory auto, rank 1 short of memory: both stream, as --data_in_memory no: $out"
-    else
-        bad "2 ranks, --data_in_memory auto, rank 1 short of memory: $out"
-    fi
+    DDPTRAIN_TEST_MEMAVAILABLE_KB=1:10 timeout -k 5 60 $MPIRUN -np 2 -x DDPTRAIN_TEST_MEMAVAILABLE_KB "$DDPTRAIN" \
+        $FLAGS --data_in_memory auto --job_dir "$d" --max_steps 7 >"$d.out" 2>&1
+    streams_as "2 ranks, --data_in_memory auto, rank 1 short of memory: both stream, as --data_in_memory no" "$d" \
+        "--data_in_memory auto: another rank streams its share, so every rank does" "$TMP/straight-stream-2-7" 7
     FLAGS=$FLAGS_MEM
     # The EMA on 2 ranks: of the parameters and of the running statistics averaged over the ranks
     NP=2
