@@ -16,8 +16,9 @@ scaled by lr_ref_batch, the schedule (cosine per epoch as CosineAnnealingLR(T_ma
 cosine_step, constant, onecycle as OneCycleLR, with the linear warm-up), AveragedModel(
 use_buffers=True) for ema_decay every ema_every steps, and airbench's test-time augmentation for
 tta. Training batches as data/README.md describes ddptrain's: every epoch a random order (from
-numpy, not ddptrain's generator: the same distribution, other samples), 4 pixels of zero
-padding before normalisation, a random 32x32 crop and a horizontal flip with probability 0.5,
+numpy, not ddptrain's generator: the same distribution, other samples), crop_padding pixels of
+zero padding before normalisation, a random 32x32 crop and a horizontal flip with probability 0.5 (or
+alternating: a coin per image, then the other side every epoch),
 the last partial batch dropped. The weights are PyTorch's default initialisation (ddptrain draws
 the same distributions from its own generator). Options that do not change the arithmetic
 (threads, checkpoints, logging, communication) are ignored; an option this script does not
@@ -40,7 +41,7 @@ from miniresnet_torch import MiniResNet  # noqa: E402
 
 # ddptrain's defaults for the options that change what is computed (src/config_table.h)
 DEFAULTS = {
-    "width": 64, "blocks": 2, "augment": True, "shuffle": True, "batch_size": 64, "grad_accum_steps": 1,
+    "width": 64, "blocks": 2, "augment": True, "crop_padding": 4, "alternating_flip": False, "shuffle": True, "batch_size": 64, "grad_accum_steps": 1,
     "epochs": 10, "max_steps": 0, "lr": 0.01, "lr_ref_batch": 0, "momentum": 0.9, "weight_decay": 1e-4,
     "nesterov": False, "no_decay_1d": False, "bn_bias_lr_mult": 1.0, "label_smoothing": 0.0,
     "lr_schedule": "cosine", "onecycle_pct_start": 0.3, "onecycle_anneal": "cos", "onecycle_div_factor": 25.0,
@@ -75,14 +76,17 @@ def normalise(images, mean, std):
     return torch.from_numpy(np.ascontiguousarray(x)).permute(0, 3, 1, 2).contiguous()
 
 
-def augment(images, rng):
-    """Zero padding of 4 (before normalisation), a random crop, a flip with probability 0.5."""
+def augment(images, rng, pad, flips=None):
+    """Zero padding of pad (before normalisation), a random crop, a flip with probability 0.5, or
+    where the flips are given (alternating_flip), those."""
     n, s = images.shape[0], images.shape[1]
-    padded = np.zeros((n, s + 8, s + 8, 3), dtype=np.uint8)
-    padded[:, 4:4 + s, 4:4 + s] = images
+    padded = np.zeros((n, s + 2 * pad, s + 2 * pad, 3), dtype=np.uint8)
+    padded[:, pad:pad + s, pad:pad + s] = images
     out = np.empty_like(images)
     for i in range(n):
-        dx, dy, flip = rng.integers(0, 9), rng.integers(0, 9), rng.random() < 0.5
+        dx, dy, flip = rng.integers(0, 2 * pad + 1), rng.integers(0, 2 * pad + 1), rng.random() < 0.5
+        if flips is not None:
+            flip = flips[i]
         crop = padded[i, dy:dy + s, dx:dx + s]
         out[i] = crop[:, ::-1] if flip else crop
     return out
@@ -208,6 +212,7 @@ def main():
         d = c["ema_decay"]
         ema = torch.optim.swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: d * e + (1 - d) * p, use_buffers=True)
 
+    coins = rng.integers(0, 2, len(ytr))   # alternating_flip: each image's side in even epochs
     step, t0 = 0, time.time()
     for epoch in range(c["epochs"]):
         if step >= total:
@@ -222,7 +227,8 @@ def main():
                 for g, b in zip(opt.param_groups, base):
                     g["lr"] = b * k
             idx = order[s * global_batch:(s + 1) * global_batch]
-            imgs = augment(xtr[idx], rng) if c["augment"] else xtr[idx]
+            flips = (coins[idx] ^ (epoch & 1)).astype(bool) if c["alternating_flip"] else None
+            imgs = augment(xtr[idx], rng, c["crop_padding"], flips) if c["augment"] else xtr[idx]
             x = normalise(imgs, mean, std).to(device)
             y = torch.from_numpy(ytr[idx]).to(device)
             opt.zero_grad(set_to_none=True)

@@ -19,7 +19,9 @@
     X(config,           STR,    "",      0, 0,          "JSON file of options in the form of a job directory's config.json (its job_dir and resume too); flags on the command line override it wherever they stand") \
     X(num_classes,      INT,    "10",    2, 100000,     "number of classes (must match the dataset)") \
     X(image_size,       INT,    "32",    8, 4096,       "image height and width (must match the dataset)") \
-    X(augment,          BOOL,   "true",  0, 0,          "random crop (4-pixel padding) and horizontal flip of training images") \
+    X(augment,          BOOL,   "true",  0, 0,          "random crop (--crop_padding pixels of padding) and horizontal flip of training images") \
+    X(alternating_flip, BOOL,   "false", 0, 0,          "airbench's alternating flip: --augment flips each training image in every other epoch, from a coin tossed once per image, instead of with probability 0.5 each time") \
+    X(crop_padding,     INT,    "4",     0, 16,         "pixels of zero padding on every side of a training image before --augment's random crop of its own size, torchvision's RandomCrop(S, padding=N) (0: no crop, flips only)") \
     X(shuffle,          BOOL,   "true",  0, 0,          "shuffle each rank's training samples every epoch (from seed, epoch, rank)") \
     X(prefetch,         BOOL,   "true",  0, 0,          "prepare the next batch in a background thread") \
     X(data_in_memory,   CHOICE, "auto",  "auto|yes|no", 0, "yes: read each rank's share of a split into memory at start; no: stream it from the shards in chunks, shuffled within windows of --data_window_chunks chunks; auto: in memory when the share fits in half of the memory free to the job (the node's MemAvailable, or its memory cgroup's limit less its use) divided by the node's ranks, streamed otherwise") \

@@ -35,7 +35,7 @@
 #include "util.h"
 
 #define AUG_SALT 0x6175676d656e7431ULL   /* "augment1": separates the augmentation streams */
-#define CROP_PAD 4
+#define FLIP_SALT 0x616c74666c697031ULL  /* "altflip1": the per-image coins of alternating flips */
 #define READ_PIECE 4096   /* samples per HDF5 read at open (12 MiB at 32x32) */
 #define CHUNK_SALT 0x6368756e6b733031ULL    /* "chunks01": the epoch's order of chunks */
 #define WINDOW_SALT 0x77696e646f773031ULL   /* "window01": the shuffle within a window */
@@ -100,6 +100,7 @@ _Static_assert(sizeof(SamplePlan) == 12, "SamplePlan is copied to the GPU as is"
 static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, int *labels) {
     size_t B = (size_t)dl->opt.batch_size, start = b * B;
     size_t n = dl->n - start < B ? dl->n - start : B;
+    const int pad = dl->opt.crop_pad < 0 ? 0 : dl->opt.crop_pad > 0 ? dl->opt.crop_pad : DL_CROP_PAD;
     Rng r;
     rng_init(&r, dl->opt.seed ^ AUG_SALT, ((uint64_t)(uint32_t)dl->epoch << 32) | (uint32_t)dl->opt.rank, (uint64_t)b);
     for (size_t i = 0; i < n; i++) {
@@ -109,11 +110,19 @@ static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, int *labe
         plan[i].ox = plan[i].oy = 0;
         plan[i].flip = 0;
         if (!dl->opt.augment) continue;
-        /* Crop offsets in [-CROP_PAD, CROP_PAD]: a crop of the image padded by CROP_PAD zeros
-         * on each side, as torchvision's RandomCrop(padding=4). */
-        plan[i].ox = (int16_t)((int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD);
-        plan[i].oy = (int16_t)((int)rng_below(&r, 2 * CROP_PAD + 1) - CROP_PAD);
+        /* Crop offsets in [-pad, pad]: a crop of the image padded by pad zeros on each side,
+         * as torchvision's RandomCrop(padding=pad). */
+        if (pad > 0) {
+            plan[i].ox = (int16_t)((int)rng_below(&r, 2 * (uint32_t)pad + 1) - pad);
+            plan[i].oy = (int16_t)((int)rng_below(&r, 2 * (uint32_t)pad + 1) - pad);
+        }
         plan[i].flip = (int32_t)rng_below(&r, 2);
+        /* airbench: a coin per image of the rank's share, then the other side every epoch, so
+         * that consecutive epochs see both. The draw above is made anyway: the stream stays
+         * the same for the offsets of later samples. */
+        if (dl->opt.alternating_flip)
+            plan[i].flip = (int32_t)((rng_mix64(dl->opt.seed ^ FLIP_SALT ^ ((uint64_t)(uint32_t)dl->opt.rank << 32) ^ idx) & 1) ^
+                                     ((uint32_t)dl->epoch & 1));
     }
     return (int)n;
 }

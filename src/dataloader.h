@@ -37,7 +37,9 @@ typedef struct {
     const char *split;        /* "train" or "test" */
     int rank, world_size;
     int batch_size;
-    int augment;              /* random crop with 4-pixel zero padding + horizontal flip */
+    int augment;              /* random crop with crop_pad pixels of zero padding + horizontal flip */
+    int crop_pad;             /* 0: DL_CROP_PAD; negative: no crop (flips only) */
+    int alternating_flip;     /* flip in every other epoch from a per-image coin, not p=0.5 each time */
     int shuffle;              /* per-epoch permutation from (seed, epoch, rank) */
     int drop_last;            /* training: only full batches; evaluation: keep the short last one */
     uint64_t seed;
@@ -57,6 +59,7 @@ typedef struct {
 
 enum { DL_MEMORY_YES = 0, DL_MEMORY_NO = 1, DL_MEMORY_AUTO = 2 };
 #define DL_CHUNK_IMAGES 1024
+#define DL_CROP_PAD 4
 #define DL_WINDOW_CHUNKS 8
 
 /* Opens and validates this rank's shards. On any problem returns NULL and writes one line

@@ -219,7 +219,8 @@ static DataLoader *open_split(const Run *r, const char *split, int train, int mo
     DataLoaderOptions o = {
         .data_dir = c->data_dir, .split = split, .rank = r->world.boot.rank, .world_size = r->world.boot.world_size,
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
-        .augment = train && c->augment, .shuffle = train && c->shuffle, .drop_last = train,
+        .augment = train && c->augment, .crop_pad = c->crop_padding > 0 ? (int)c->crop_padding : -1,
+        .alternating_flip = (int)c->alternating_flip, .shuffle = train && c->shuffle, .drop_last = train,
         .seed = (uint64_t)c->seed, .num_classes = (int)c->num_classes,
         .image_size = (int)c->image_size,
         /* on a GPU the batches are made there (device_data.h) from the loader's plans */

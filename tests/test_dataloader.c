@@ -450,10 +450,12 @@ int main(void) {
         free(plans);
     }
 
-    section("augmentation: shape kept, a crop with zero padding in [-4,4] and a flip with p=0.5");
-    {
+    section("augmentation: shape kept, a crop with zero padding in [-P,P] and a flip with p=0.5 (P = 4, 2, none)");
+    for (int c = 0; c < 3; c++) {
+        const int crop_pad = c == 0 ? 0 : c == 1 ? 2 : -1, P = c == 0 ? 4 : c == 1 ? 2 : 0;
         DataLoaderOptions o = base_opts(d3);
         o.augment = 1;
+        o.crop_pad = crop_pad;
         o.batch_size = 107;
         DataLoader *dl = must_open(&o);
         float mean[3], std[3];
@@ -484,7 +486,7 @@ int main(void) {
                         /* Offsets 0 with flip and the mirror offsets are distinct patterns here. */
                         if (ok) { found++; fo = flip; fx = ox; fy = oy; }
                     }
-            if (found != 1) { bad++; continue; }
+            if (found != 1 || fx < -P || fx > P || fy < -P || fy > P) { bad++; continue; }
             flips += fo;
             offs[fy + 4][fx + 4]++;
             EXPECT(la[i] == (int)((size_t)i % 10), "label moved with augmentation");
@@ -492,11 +494,41 @@ int main(void) {
         int distinct = 0;
         for (int a = 0; a < 9; a++)
             for (int b = 0; b < 9; b++) distinct += offs[a][b] > 0;
-        EXPECT(bad == 0, "%d images are not a padded crop + optional flip of their source", bad);
-        EXPECT(flips > 30 && flips < 77, "flips %d of 107", flips);
-        EXPECT(distinct > 30, "only %d distinct offsets", distinct);
-        printf("   107 images: each a crop (%d distinct offsets) + flip (%d flipped)\n", distinct, flips);
+        const int corners = offs[4 - P][4 - P] + offs[4 + P][4 + P] > 0 || offs[4 - P][4 + P] + offs[4 + P][4 - P] > 0;
+        EXPECT(bad == 0, "P %d: %d images are not a padded crop within [-P,P] + optional flip of their source", P, bad);
+        EXPECT(flips > 30 && flips < 77, "P %d: flips %d of 107", P, flips);
+        EXPECT(P == 0 ? distinct == 1 : distinct > (2 * P + 1) * (2 * P + 1) * 2 / 5 && corners,
+               "P %d: %d distinct offsets (corners reached: %d)", P, distinct, corners);
+        printf("   P %d: 107 images: each a crop (%d distinct offsets of %d) + flip (%d flipped)\n", P, distinct,
+               (2 * P + 1) * (2 * P + 1), flips);
         free(x);
+        dataloader_free(dl);
+    }
+
+    section("alternating flip: a coin per image, then the other side every epoch");
+    for (int alt = 1; alt >= 0; alt--) {
+        DataLoaderOptions o = base_opts(d3);
+        o.augment = 1;
+        o.shuffle = 1;
+        o.alternating_flip = alt;
+        o.batch_size = 107;
+        DataLoader *dl = must_open(&o);
+        SamplePlan plans[107];
+        int flip[3][107], heads = 0, alternate = 0;
+        for (int e = 0; e < 3; e++) {
+            dataloader_start_epoch(dl, e, 0);
+            int n = dataloader_next_plan(dl, plans, la);
+            EXPECT(n == 107, "n %d", n);
+            for (int i = 0; i < n; i++) flip[e][plans[i].index] = plans[i].flip;
+        }
+        for (int i = 0; i < 107; i++) {
+            heads += flip[0][i];
+            alternate += flip[1][i] == !flip[0][i] && flip[2][i] == flip[0][i];
+        }
+        EXPECT(heads > 30 && heads < 77, "alternating %d: %d of 107 flipped in epoch 0", alt, heads);
+        /* without it, each epoch's flips are independent: about a quarter alternate */
+        EXPECT(alt ? alternate == 107 : alternate < 60, "alternating %d: %d of 107 images alternate over 3 epochs", alt, alternate);
+        printf("   alternating_flip %d: %d of 107 flipped in epoch 0, %d alternate in epochs 0-2\n", alt, heads, alternate);
         dataloader_free(dl);
     }
 

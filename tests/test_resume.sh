@@ -136,8 +136,9 @@ recipe() {
     grep -q "resume: .*global step 6" "$r.out" || { bad "$label: the resumed run did not say it resumed from step 6"; return; }
     if out=$("$PY" "$CMP" --all "$(ckpt "$s" 12)" "$(ckpt "$r" 12)" 2>&1); then ok "$label: $out"; else bad "$label: $out"; fi
 }
-recipe "1 rank, onecycle, nesterov, param groups, label smoothing: 6 + resume 6" --lr_schedule onecycle --nesterov \
-    --no_decay_1d --bn_bias_lr_mult 2 --label_smoothing 0.1 --onecycle_anneal linear
+recipe "1 rank, onecycle, nesterov, param groups, label smoothing, crop padding 2, alternating flip: 6 + resume 6" \
+    --lr_schedule onecycle --nesterov --no_decay_1d --bn_bias_lr_mult 2 --label_smoothing 0.1 --onecycle_anneal linear \
+    --crop_padding 2 --alternating_flip
 # The EMA (/ema, n_averaged 12/K) resumes bit for bit too, with K = 1 and with an update every
 # 4 steps, the checkpoint at step 6 falling between two updates.
 # ema_checked LABEL CKPT N: the checkpoint holds /ema with n_averaged N, and it differs from /model.
