@@ -3,7 +3,7 @@
 # The recipe files of recipes/ (--config FILE): seed.json is the defaults, so a run with it ends
 # with the same checkpoint, bit for bit (every dataset but /config, every attribute), and the
 # same config.json but for job_dir and config, as a plain run; cifar10-fast.json runs (at width
-# 8 here, for time), its lr scaled from its stated global batch of 512 to this run's 128, with
+# 8 here, for time), its lr scaled from its stated global batch of 512 to this run's 64, with
 # its EMA and flip TTA on the evaluation line; --lr_ref_batch scales --lr and --min_lr linearly
 # and leaves them alone at the reference batch.
 # shellcheck disable=SC2086  # $FLAGS is a word list
@@ -33,11 +33,11 @@ else
     bad "seed.json or plain run failed: $(tail -3 "$TMP/seed.out" "$TMP/plain.out")"
 fi
 
-# cifar10-fast.json: 5 steps; 4 steps per epoch, so an evaluation before the first EMA update
-# (step 4) and one after it (step 5)
+# cifar10-fast.json: 5 steps (8 per epoch here), the last evaluation after the first EMA update
+# (step 5)
 if timeout -k 5 300 "$DDPTRAIN" --config "$R/cifar10-fast.json" --data_dir "$TMP/data" --job_dir "$TMP/fast" \
        --width 8 --max_steps 5 >"$TMP/fast.out" 2>&1; then
-    if grep -q "^lr: 0.1 (--lr 0.4 for a global batch of 512, scaled linearly to this run's 128)" "$TMP/fast.out" &&
+    if grep -q "^lr: 0.05 (--lr 0.4 for a global batch of 512, scaled linearly to this run's 64)" "$TMP/fast.out" &&
        grep -q "step 5 test_acc .* (EMA) (TTA flip)" "$TMP/fast.out" &&
        grep -q "averaged with decay 0.98 every 5 steps" "$TMP/fast.out" && [ -s "$(ckpt "$TMP/fast" 5)" ]; then
         ok "recipes/cifar10-fast.json --max_steps 5: $(grep '^lr:' "$TMP/fast.out"); $(grep 'step 5 test_acc' "$TMP/fast.out")"
