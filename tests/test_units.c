@@ -573,68 +573,77 @@ static void put(const char *root, const char *rel, const char *text) {
     fclose(f);
 }
 
+/* A made-up system: {path under ROOT/NAME, content} pairs up to a NULL path, then read. */
+typedef struct { const char *path, *text; } FakeFile;
+
+static void read_fake(const char *root, const char *name, const FakeFile *files, MemAvail *m, char *line, size_t n) {
+    char d[600];
+    snprintf_check(d, sizeof d, "%s/%s", root, name);
+    for (const FakeFile *f = files; f->path; f++) put(d, f->path, f->text);
+    memavail_read(m, d);
+    memavail_describe(m, line, n);
+}
+
 static void test_memavail(void) {
-    char root[512], d[600], line[600];
+    char root[512], line[600];
     test_tmpdir(root, sizeof root, "ddp_test_memavail");
     const double MiB = 1048576.0;
     MemAvail m;
 
     /* no cgroup file: MemAvailable alone */
-    snprintf_check(d, sizeof d, "%s/a", root);
-    put(d, "proc/meminfo", "MemTotal: 8000000 kB\nMemFree: 100 kB\nMemAvailable: 4096000 kB\n");
-    memavail_read(&m, d);
-    memavail_describe(&m, line, sizeof line);
+    static const FakeFile none[] = {{"proc/meminfo", "MemTotal: 8000000 kB\nMemFree: 100 kB\nMemAvailable: 4096000 kB\n"}, {0}};
+    read_fake(root, "a", none, &m, line, sizeof line);
     EXPECT(m.node_bytes == 4096000.0 * 1024 && m.cgroup_bytes < 0 && memavail_bytes(&m) == m.node_bytes,
            "no cgroup: MemAvailable (%s)", line);
 
     /* v1, a job's group under a step's: the job's limit is the tighter, less its use, not
      * counting the inactive file cache */
-    snprintf_check(d, sizeof d, "%s/b", root);
-    put(d, "proc/meminfo", "MemAvailable: 204800000 kB\n");
-    put(d, "proc/self/cgroup", "5:cpuacct,cpu:/slurm/job_7/step_0\n4:memory:/slurm/job_7/step_0\n0::/\n");
-    put(d, "sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n");
-    put(d, "sys/fs/cgroup/memory/slurm/memory.limit_in_bytes", "9223372036854771712\n");
-    put(d, "sys/fs/cgroup/memory/slurm/job_7/memory.limit_in_bytes", "4294967296\n");
-    put(d, "sys/fs/cgroup/memory/slurm/job_7/memory.usage_in_bytes", "2147483648\n");
-    put(d, "sys/fs/cgroup/memory/slurm/job_7/memory.stat", "cache 1\ninactive_file 5\ntotal_inactive_file 1073741824\n");
-    put(d, "sys/fs/cgroup/memory/slurm/job_7/step_0/memory.limit_in_bytes", "8589934592\n");
-    put(d, "sys/fs/cgroup/memory/slurm/job_7/step_0/memory.usage_in_bytes", "2147483648\n");
-    memavail_read(&m, d);
-    memavail_describe(&m, line, sizeof line);
+    static const FakeFile v1[] = {
+        {"proc/meminfo", "MemAvailable: 204800000 kB\n"},
+        {"proc/self/cgroup", "5:cpuacct,cpu:/slurm/job_7/step_0\n4:memory:/slurm/job_7/step_0\n0::/\n"},
+        {"sys/fs/cgroup/memory/memory.limit_in_bytes", "9223372036854771712\n"},
+        {"sys/fs/cgroup/memory/slurm/memory.limit_in_bytes", "9223372036854771712\n"},
+        {"sys/fs/cgroup/memory/slurm/job_7/memory.limit_in_bytes", "4294967296\n"},
+        {"sys/fs/cgroup/memory/slurm/job_7/memory.usage_in_bytes", "2147483648\n"},
+        {"sys/fs/cgroup/memory/slurm/job_7/memory.stat", "cache 1\ninactive_file 5\ntotal_inactive_file 1073741824\n"},
+        {"sys/fs/cgroup/memory/slurm/job_7/step_0/memory.limit_in_bytes", "8589934592\n"},
+        {"sys/fs/cgroup/memory/slurm/job_7/step_0/memory.usage_in_bytes", "2147483648\n"},
+        {0}};
+    read_fake(root, "b", v1, &m, line, sizeof line);
     EXPECT(m.cgroup_bytes == 3072 * MiB && m.limit_bytes == 4096 * MiB && !strcmp(m.cgroup, "/slurm/job_7") &&
            memavail_bytes(&m) == 3072 * MiB && strstr(line, "/slurm/job_7: limit 4096.0 MiB, 3072.0 MiB free"),
            "cgroup v1: the job's limit 4 GiB less 2 GiB used plus 1 GiB inactive cache (%s)", line);
 
     /* v2 alone: "max" is no limit; the limit above it counts */
-    snprintf_check(d, sizeof d, "%s/c", root);
-    put(d, "proc/meminfo", "MemAvailable: 204800000 kB\n");
-    put(d, "proc/self/cgroup", "0::/user.slice/job\n");
-    put(d, "sys/fs/cgroup/cgroup.controllers", "cpu memory\n");
-    put(d, "sys/fs/cgroup/user.slice/memory.max", "1073741824\n");
-    put(d, "sys/fs/cgroup/user.slice/memory.current", "536870912\n");
-    put(d, "sys/fs/cgroup/user.slice/job/memory.max", "max\n");
-    put(d, "sys/fs/cgroup/user.slice/job/memory.current", "1000\n");
-    memavail_read(&m, d);
-    memavail_describe(&m, line, sizeof line);
+    static const FakeFile v2[] = {
+        {"proc/meminfo", "MemAvailable: 204800000 kB\n"},
+        {"proc/self/cgroup", "0::/user.slice/job\n"},
+        {"sys/fs/cgroup/cgroup.controllers", "cpu memory\n"},
+        {"sys/fs/cgroup/user.slice/memory.max", "1073741824\n"},
+        {"sys/fs/cgroup/user.slice/memory.current", "536870912\n"},
+        {"sys/fs/cgroup/user.slice/job/memory.max", "max\n"},
+        {"sys/fs/cgroup/user.slice/job/memory.current", "1000\n"},
+        {0}};
+    read_fake(root, "c", v2, &m, line, sizeof line);
     EXPECT(m.cgroup_bytes == 512 * MiB && !strcmp(m.cgroup, "/user.slice") && memavail_bytes(&m) == 512 * MiB,
            "cgroup v2: memory.max 'max' below a 1 GiB limit with 512 MiB used (%s)", line);
 
     /* a container: the named group is not under the mount, whose root holds the limit; a
      * limit above MemAvailable leaves MemAvailable the answer */
-    snprintf_check(d, sizeof d, "%s/e", root);
-    put(d, "proc/meminfo", "MemAvailable: 1024 kB\n");
-    put(d, "proc/self/cgroup", "0::/docker/abc\n");
-    put(d, "sys/fs/cgroup/cgroup.controllers", "memory\n");
-    put(d, "sys/fs/cgroup/memory.max", "2147483648\n");
-    put(d, "sys/fs/cgroup/memory.current", "0\n");
-    memavail_read(&m, d);
-    memavail_describe(&m, line, sizeof line);
+    static const FakeFile box[] = {
+        {"proc/meminfo", "MemAvailable: 1024 kB\n"},
+        {"proc/self/cgroup", "0::/docker/abc\n"},
+        {"sys/fs/cgroup/cgroup.controllers", "memory\n"},
+        {"sys/fs/cgroup/memory.max", "2147483648\n"},
+        {"sys/fs/cgroup/memory.current", "0\n"},
+        {0}};
+    read_fake(root, "e", box, &m, line, sizeof line);
     EXPECT(m.cgroup_bytes == 2048 * MiB && memavail_bytes(&m) == 1024.0 * 1024 && !strncmp(line, "MemAvailable 1.0 MiB", 20),
            "container: the mount's root read; MemAvailable the smaller (%s)", line);
 
     /* nothing readable: 0, so --data_in_memory auto holds the share (as yes) */
-    snprintf_check(d, sizeof d, "%s/none", root);
-    memavail_read(&m, d);
+    static const FakeFile nothing[] = {{0}};
+    read_fake(root, "none", nothing, &m, line, sizeof line);
     EXPECT(memavail_bytes(&m) == 0.0 && m.node_bytes < 0 && m.cgroup_bytes < 0, "nothing readable: 0");
     test_rm_tree(root);
 }
