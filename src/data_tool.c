@@ -95,8 +95,8 @@ static const char *USAGE_IMPORT =
     "                            [--seed N] [--threads N] [--skip_bad] [--force]\n"
     "\n"
     "Converts JPEG and PNG images in torchvision's ImageFolder layout, DIR/train/<class>/* and\n"
-    "DIR/test/<class>/* (or one tree DIR/<class>/* with --test_fraction), into train and test\n"
-    "shards. Classes are numbered in the byte order of the folder names and their names stored;\n"
+    "DIR/test/<class>/* (or DIR/val/<class>/* where there is no test/; or one tree\n"
+    "DIR/<class>/* with --test_fraction), into train and test shards. Classes are numbered in the byte order of the folder names and their names stored;\n"
     "files are taken in sorted order, then each split is shuffled from --seed, so that every\n"
     "shard (and every rank's share) holds every class; mean/std come from the training images.\n"
     "Every image\n"
@@ -859,14 +859,19 @@ static int cmd_import(int argc, char **argv) {
     if (stat(in, &st) != 0 || !S_ISDIR(st.st_mode))
         die("%s: cannot open the image tree: %s", in, stat(in, &st) != 0 ? strerror(errno) : "not a folder");
     snprintf_check(train_dir, sizeof train_dir, "%s/train", in);
+    /* test/, or val/ as ImageNet and many other sets name their held-out split */
     snprintf_check(test_dir, sizeof test_dir, "%s/test", in);
+    if (!(stat(test_dir, &st) == 0 && S_ISDIR(st.st_mode))) {
+        snprintf_check(path, sizeof path, "%s/val", in);
+        if (stat(path, &st) == 0 && S_ISDIR(st.st_mode)) snprintf_check(test_dir, sizeof test_dir, "%s", path);
+    }
     int has_train = stat(train_dir, &st) == 0 && S_ISDIR(st.st_mode);
     if (fraction && has_train)
         die("%s: holds a train/ folder: --test_fraction splits one tree of class folders (drop it to use train/ and test/)", in);
     if (!fraction && !has_train)
-        die("%s: no train/ folder (DIR/train/<class>/* and DIR/test/<class>/* are expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+        die("%s: no train/ folder (DIR/train/<class>/* and DIR/test/<class>/* or DIR/val/<class>/* are expected, or one tree DIR/<class>/* with --test_fraction F)", in);
     if (!fraction && !(stat(test_dir, &st) == 0 && S_ISDIR(st.st_mode)))
-        die("%s: no test/ folder beside train/ (DIR/test/<class>/* is expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+        die("%s: no test/ or val/ folder beside train/ (DIR/test/<class>/* is expected, or one tree DIR/<class>/* with --test_fraction F)", in);
     const char *class_root = fraction ? in : train_dir;
     int ncls;
     char **classes = list_entries(class_root, 1, &ncls);
@@ -884,8 +889,8 @@ static int cmd_import(int argc, char **argv) {
         for (int c = 0; c < ncls || c < ntc; c++)
             if (c >= ntc || c >= ncls || strcmp(classes[c], tcls[c]) != 0) {
                 int in_train = c < ncls && (c >= ntc || strcmp(classes[c], tcls[c]) < 0);
-                die("%s: the class folders differ from train/'s (class '%s' is in %s only): both splits need the same classes",
-                    test_dir, in_train ? classes[c] : tcls[c], in_train ? "train/" : "test/");
+                die("%s: the class folders differ from train/'s (class '%s' is in %s/ only): both splits need the same classes",
+                    test_dir, in_train ? classes[c] : tcls[c], in_train ? "train" : strrchr(test_dir, '/') + 1);
             }
         for (int c = 0; c < ncls; c++) {
             snprintf_check(path, sizeof path, "%s/%s", test_dir, classes[c]);

@@ -45,6 +45,13 @@ for f in "$TMP"/sq1b/*.h5; do
 done
 if [ "$same" = 1 ] && [ "$(find "$TMP/sq1b" -name '*.h5' | wc -l)" -eq 4 ]; then ok "1, 3 and 8 threads: byte-identical shards"
 else bad "the shards depend on --threads"; fi
+# val/ in place of test/ (ImageNet's name): the same shards, byte for byte
+cp -r "$TMP/sq" "$TMP/sqval" && mv "$TMP/sqval/test" "$TMP/sqval/val"
+"$DDPDATA" import --in "$TMP/sqval" --out "$TMP/sqval-out" --threads 1 --shards 2 >/dev/null 2>&1
+same=1
+for f in "$TMP"/sq1b/*.h5; do cmp -s "$f" "$TMP/sqval-out/$(basename "$f")" || same=0; done
+if [ "$same" = 1 ]; then ok "train/ and val/: the shards of train/ and test/, byte for byte"
+else bad "train/ and val/ gave other shards than train/ and test/"; fi
 if "$DDPDATA" inspect "$TMP/sq3" >"$TMP/out" 2>&1 && grep -q "class_names  Dog bird_2 cat" "$TMP/out"; then
     ok "inspect accepts the dataset; classes in byte order"
 else bad "inspect: $(cat "$TMP/out")"; fi
