@@ -10,6 +10,8 @@
  *   ddptrain-data reshard --in DIR --out DIR --shards S
  *
  * Exit status: 0 success, 1 bad data or I/O failure, 2 bad command line. */
+#include "build_config.h"
+
 #include <dirent.h>
 #include <errno.h>
 #include <limits.h>
@@ -47,7 +49,8 @@ static const char *USAGE_MAIN =
     "  inspect  validate shard files (or directories) and print a summary\n"
     "  reshard  rewrite a dataset into a different number of shards\n"
     "\n"
-    "'ddptrain-data COMMAND --help' describes a command's flags.\n";
+    "'ddptrain-data COMMAND --help' describes a command's flags; 'ddptrain-data --version'\n"
+    "prints the version.\n";
 
 static const char *USAGE_SYNTH =
     "usage: ddptrain-data synth --out DIR [--train N] [--test N] [--shards S] [--seed X] [--size P] [--force]\n"
@@ -1171,6 +1174,10 @@ int main(int argc, char **argv) {
     const char *cmd = argv[1];
     if (strcmp(cmd, "--help") == 0 || strcmp(cmd, "-h") == 0 || strcmp(cmd, "help") == 0) {
         fputs(USAGE_MAIN, stdout);
+        return 0;
+    }
+    if (strcmp(cmd, "--version") == 0) {
+        printf("ddptrain-data %s\n", PACKAGE_VERSION);
         return 0;
     }
     if (strcmp(cmd, "synth") == 0) return cmd_synth(argc - 2, argv + 2);

@@ -179,6 +179,7 @@ echo "== command line"
 for c in synth cifar10 cifar100 import inspect reshard; do
     if "$TOOL" "$c" --help 2>&1 | grep -q "usage: ddptrain-data $c"; then ok "$c --help"; else bad "$c --help"; fi
 done
+if "$TOOL" --version 2>&1 | grep -q "^ddptrain-data [0-9]"; then ok "--version: $("$TOOL" --version)"; else bad "--version: $("$TOOL" --version 2>&1)"; fi
 expect_fail "unknown flag" 2 "unknown flag '--bogus'" "$TOOL" synth --out "$tmp/X" --bogus
 expect_fail "non-numeric value" 2 "flag --train: 'abc' is not a non-negative integer" "$TOOL" synth --out "$tmp/X" --train abc
 expect_fail "negative value" 2 "flag --seed" "$TOOL" synth --out "$tmp/X" --seed -1
