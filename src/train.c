@@ -112,6 +112,10 @@ typedef struct {
     const Backend *be;       /* where the model lives: backend_cpu or the CUDA backend */
     int gpu;                 /* the CUDA device of this rank, -1 on the CPU */
     char device_note[1300];  /* why auto chose the CPU, for the log */
+    /* --data_in_memory auto's budget per rank, read once so that both splits and the log line
+     * use the same figure (memory_budget), and its account for the log */
+    size_t mem_budget;
+    char mem_how[560];
     Comm *comm;              /* world.comm */
     Logger log;
     char job_dir[4096];
@@ -190,7 +194,7 @@ static void share_job_dir(Run *r) {
  * node's MemAvailable, or less where a memory cgroup limits the job: memavail.h) shared among
  * the node's ranks (the other half is for the model, the batches and whatever else runs
  * there). 0 when neither can be read (then the share is held in memory, as with yes). `how`
- * gets the line's account of it. */
+ * gets the line's account of it. Called once, at start-up. */
 static size_t memory_budget(const Run *r, char *how, size_t n) {
     MemAvail m;
     memavail_read(&m, "");
@@ -206,14 +210,13 @@ static size_t memory_budget(const Run *r, char *how, size_t n) {
     char what[400];
     memavail_describe(&m, what, sizeof what);
     const size_t budget = (size_t)(memavail_bytes(&m) / 2.0 / local);
-    if (how) snprintf(how, n, "budget %.1f MiB = half of %s / %d rank%s on this node", (double)budget / 1048576.0, what,
+    snprintf(how, n, "budget %.1f MiB = half of %s / %d rank%s on this node", (double)budget / 1048576.0, what,
                       local, local == 1 ? "" : "s");
     return budget;
 }
 
 static DataLoader *open_split(const Run *r, const char *split, int train, int mode, char *err, size_t n) {
     const Config *c = &r->cfg;
-    size_t budget = !strcmp(c->data_in_memory, "auto") ? memory_budget(r, NULL, 0) : 0;
     if (mode < 0)
         mode = !strcmp(c->data_in_memory, "no") ? DL_MEMORY_NO : !strcmp(c->data_in_memory, "yes") ? DL_MEMORY_YES : DL_MEMORY_AUTO;
     DataLoaderOptions o = {
@@ -226,7 +229,7 @@ static DataLoader *open_split(const Run *r, const char *split, int train, int mo
         /* on a GPU the batches are made there (device_data.h) from the loader's plans */
         .prefetch = c->prefetch && !r->be->on_device,
         .in_memory = mode,
-        .memory_budget = budget,
+        .memory_budget = r->mem_budget,
         .chunk_images = (int)c->data_chunk_images, .window_chunks = (int)c->data_window_chunks,
     };
     return dataloader_open(&o, err, n);
@@ -905,6 +908,7 @@ static void setup(Run *r, int argc, char **argv) {
     propose_job_dir(r);
 
     /* Data first: a bad dataset fails before anything is written. */
+    if (!strcmp(r->cfg.data_in_memory, "auto")) r->mem_budget = memory_budget(r, r->mem_how, sizeof r->mem_how);
     r->train_dl = open_split(r, "train", 1, -1, err, sizeof err);
     if (!r->train_dl) startup_fail(r, err);
     r->test_dl = open_split(r, "test", 0, -1, err, sizeof err);
@@ -977,9 +981,7 @@ static void setup(Run *r, int argc, char **argv) {
     {
         char why[600] = "";
         if (!strcmp(r->cfg.data_in_memory, "auto")) {
-            char how[560];
-            memory_budget(r, how, sizeof how);
-            snprintf(why, sizeof why, "; --data_in_memory auto: %s", how);
+            snprintf(why, sizeof why, "; --data_in_memory auto: %s", r->mem_how);
         } else {
             snprintf(why, sizeof why, "; --data_in_memory %s", r->cfg.data_in_memory);
         }
