@@ -100,20 +100,21 @@ static const char *USAGE_IMPORT =
     "Converts JPEG and PNG images in torchvision's ImageFolder layout, DIR/train/<class>/* and\n"
     "DIR/test/<class>/* (or DIR/val/<class>/* where there is no test/; or one tree\n"
     "DIR/<class>/* with --test_fraction), into train and test shards. Classes are numbered in\n"
-    "the byte order of the folder names and their names stored; files are taken in sorted\n"
-    "order, then each split is shuffled from --seed, so that every shard (and every rank's\n"
-    "share) holds every class; mean/std come from the training images. Every image\n"
-    "becomes RGB (grey replicated, palettes looked up, alpha dropped, 16-bit PNG samples keep\n"
-    "their high byte), its shorter side is resized to S and the centre S x S cropped, as\n"
-    "torchvision's Resize(S) + CenterCrop(S) do on a PIL image. The output does not depend on\n"
-    "--threads.\n"
+    "the byte order of the folder names and their names stored; the files of a class, its\n"
+    "subfolders walked, are taken in ImageFolder's order, then each split is shuffled from\n"
+    "--seed, so that every shard (and every rank's share) holds every class; mean/std come from\n"
+    "the training images. Every image becomes RGB (grey replicated, palettes looked up, alpha\n"
+    "dropped, 16-bit PNG samples keep their high byte), its shorter side is resized to S and\n"
+    "the centre S x S cropped, as torchvision's Resize(S) + CenterCrop(S) do on a PIL image.\n"
+    "The output does not depend on --threads.\n"
     "\n"
     "  --in DIR            the image tree\n"
     "  --out DIR           output directory (created if missing)\n"
     "  --size S            image size S x S (default: that of the images, when all are the\n"
     "                      same square size)\n"
-    "  --test_fraction F   split one tree DIR/<class>/* (0 < F < 1): of each class's sorted\n"
-    "                      files, file k is a test image when floor((k+1)F) > floor(kF)\n"
+    "  --test_fraction F   split one tree DIR/<class>/* (0 < F < 1): of each class's files\n"
+    "                      in that order, file k is a test image when\n"
+    "                      floor((k+1)F) > floor(kF)\n"
     "  --shards S          shards per split (default 1)\n"
     "  --seed N            the order of the images in the shards (default 1)\n"
     "  --threads N         decoding threads (default: the cores this process may use)\n"
@@ -564,7 +565,8 @@ static void imglist_shuffle(ImgList *l, uint64_t seed, uint64_t split) {
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
-/* The entries of dir that are folders (want_dirs) or not, without hidden names, in byte order. */
+/* The entries of dir that are folders (want_dirs) or not, without hidden names, in byte order.
+ * Symbolic links are followed, as torchvision's ImageFolder follows them. */
 static char **list_entries(const char *dir, int want_dirs, int *count) {
     DIR *d = opendir(dir);
     if (!d) die("%s: cannot list: %s", dir, strerror(errno));
@@ -577,11 +579,7 @@ static char **list_entries(const char *dir, int want_dirs, int *count) {
         snprintf_check(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
         if (stat(path, &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
-        if ((S_ISDIR(st.st_mode) != 0) != want_dirs) {
-            if (!want_dirs && S_ISDIR(st.st_mode))
-                die("%s: a folder inside a class folder (only the files directly in a class folder are read)", path);
-            continue;
-        }
+        if ((S_ISDIR(st.st_mode) != 0) != want_dirs) continue;
         if (n == cap) {
             cap = cap ? 2 * cap : 256;
             char **v = realloc(names, (size_t)cap * sizeof *v);
@@ -611,21 +609,70 @@ static void check_class_name(const char *dir, const char *name) {
                 dir, p[0] == 0xc2 ? p[1] : p[0], (long)(p - (const unsigned char *)name));
 }
 
-/* Appends the files of class folder dir (sorted) with the label; the test split's files go to
- * test when ppm > 0 (see --test_fraction). */
-static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *test, long long ppm) {
+typedef struct { char **v; int n, cap; } PathList;
+
+static void pathlist_push(PathList *l, char *p) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, (size_t)l->cap * sizeof *v);
+        CHECK(v != NULL);
+        l->v = v;
+    }
+    l->v[l->n++] = p;
+}
+
+/* dir and every folder below it (symbolic links followed, hidden names skipped) into out. A
+ * folder that is its own ancestor (a link loop) is an error: the walk would never end. */
+typedef struct { dev_t dev; ino_t ino; } DirId;
+
+static void walk_folders(const char *dir, PathList *out, DirId *up, int depth) {
+    enum { MAX_DEPTH = 64 };
+    struct stat st;
+    if (stat(dir, &st) != 0) die("%s: cannot stat: %s", dir, strerror(errno));
+    for (int i = 0; i < depth; i++)
+        if (up[i].dev == st.st_dev && up[i].ino == st.st_ino)
+            die("%s: a symbolic link loop (the folder is one of its own parents)", dir);
+    if (depth == MAX_DEPTH) die("%s: folders nested more than %d deep in a class folder", dir, MAX_DEPTH);
+    up[depth] = (DirId){st.st_dev, st.st_ino};
+    char *copy = strdup(dir);
+    CHECK(copy != NULL);
+    pathlist_push(out, copy);
     int n;
-    char **files = list_entries(dir, 0, &n);
-    if (n == 0) die("%s: an empty class folder (every class needs at least one image)", dir);
+    char **subs = list_entries(dir, 1, &n);
     for (int k = 0; k < n; k++) {
         char path[SHARD_PATH_MAX];
-        snprintf_check(path, sizeof path, "%s/%s", dir, files[k]);
-        char *p = strdup(path);
-        CHECK(p != NULL);
-        int to_test = test && ppm > 0 && ((long long)(k + 1) * ppm) / 1000000 > ((long long)k * ppm) / 1000000;
-        imglist_push(to_test ? test : train, p, label);
+        snprintf_check(path, sizeof path, "%s/%s", dir, subs[k]);
+        walk_folders(path, out, up, depth + 1);
     }
-    free_names(files, n);
+    free_names(subs, n);
+}
+
+/* Appends the image files of class folder dir with the label, in ImageFolder's order: the
+ * folders under it (itself included) in byte order of their paths, as sorted(os.walk(dir)), and
+ * in each its files in byte order. The test split's files go to test when ppm > 0 (see
+ * --test_fraction): every k-th file of the class in that order. */
+static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *test, long long ppm) {
+    PathList folders = {0};
+    DirId up[64];
+    walk_folders(dir, &folders, up, 0);
+    qsort(folders.v, (size_t)folders.n, sizeof *folders.v, cmp_name);
+    long long k = 0;
+    for (int f = 0; f < folders.n; f++) {
+        int n;
+        char **files = list_entries(folders.v[f], 0, &n);
+        for (int i = 0; i < n; i++, k++) {
+            char path[SHARD_PATH_MAX];
+            snprintf_check(path, sizeof path, "%s/%s", folders.v[f], files[i]);
+            char *p = strdup(path);
+            CHECK(p != NULL);
+            int to_test = test && ppm > 0 && ((k + 1) * ppm) / 1000000 > (k * ppm) / 1000000;
+            imglist_push(to_test ? test : train, p, label);
+        }
+        free_names(files, n);
+        free(folders.v[f]);
+    }
+    free(folders.v);
+    if (k == 0) die("%s: an empty class folder (every class needs at least one image)", dir);
 }
 
 /* A file's bytes; 0, or -1 with errno. */

@@ -74,6 +74,19 @@ if "$DDPDATA" import --in "$TMP/fl" --out "$TMP/fl1" --test_fraction 0.25 >"$TMP
    grep -q "imported 27 train and 9 test images of 3 classes" "$TMP/out" &&
    out=$(tree check "$TMP/fl" "$TMP/fl1" 32 0.25); then ok "--test_fraction 0.25: 27 + 9, $out"
 else bad "--test_fraction: $(cat "$TMP/out" "$TMP/err") $out"; fi
+# Folders inside class folders (ImageFolder walks them): the files in sorted(os.walk())'s order,
+# where cat/a-b comes before cat/a/z (a depth-first walk would take the other order and put
+# other files in the test split); hidden folders skipped.
+cp -r "$TMP/fl" "$TMP/fln"
+mkdir -p "$TMP/fln/cat/a/z" "$TMP/fln/cat/a-b" "$TMP/fln/cat/.cache"
+mv "$TMP/fln/cat/d.png" "$TMP/fln/cat/e" "$TMP/fln/cat/a/"
+mv "$TMP/fln/cat/f.png" "$TMP/fln/cat/a/z/"
+mv "$TMP/fln/cat/g.gif" "$TMP/fln/cat/h.png" "$TMP/fln/cat/a-b/"
+cp "$TMP/fln/cat/a.jpg" "$TMP/fln/cat/.cache/"
+if "$DDPDATA" import --in "$TMP/fln" --out "$TMP/fln1" --test_fraction 0.25 >"$TMP/out" 2>"$TMP/err" &&
+   grep -q "imported 27 train and 9 test images of 3 classes" "$TMP/out" &&
+   out=$(tree check "$TMP/fln" "$TMP/fln1" 32 0.25); then ok "folders in class folders, --test_fraction 0.25: ImageFolder's order, $out"
+else bad "folders in class folders: $(cat "$TMP/out" "$TMP/err") $out"; fi
 expect_fail "--test_fraction on a train/ test/ tree" "holds a train/ folder" \
     "$DDPDATA" import --in "$TMP/sq" --out "$TMP/fail" --test_fraction 0.5
 
@@ -100,8 +113,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 chmod 644 "$TMP/b1/train/cat/a.jpg"
 mkdir "$TMP/b1/train/cat/sub"
-expect_fail "a folder in a class folder" "cat/sub: a folder inside a class folder" "$DDPDATA" import --in "$TMP/b1" --out "$TMP/fail"
-rmdir "$TMP/b1/train/cat/sub"
+ln -s .. "$TMP/b1/train/cat/sub/up"
+expect_fail "a symbolic link loop in a class folder" "cat/sub/up: a symbolic link loop" "$DDPDATA" import --in "$TMP/b1" --out "$TMP/fail"
+rm -r "$TMP/b1/train/cat/sub"
 mkdir "$TMP/b1/train/empty" "$TMP/b1/test/empty"
 expect_fail "empty class folder" "b1/train/empty: an empty class folder" "$DDPDATA" import --in "$TMP/b1" --out "$TMP/fail"
 rmdir "$TMP/b1/train/empty"

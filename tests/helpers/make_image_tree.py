@@ -139,21 +139,33 @@ def resize_crop(im, s):
     return np.asarray(im.crop((left, top, left + s, top + s)))
 
 
+def class_files(d):
+    """The files of class folder d in torchvision ImageFolder's order: sorted(os.walk(d,
+    followlinks=True)), each folder's files sorted; hidden names skipped, as the importer does."""
+    out = []
+    for root, _, files in sorted(os.walk(d, followlinks=True)):
+        rel = os.path.relpath(root, d)
+        if rel != "." and any(part.startswith(".") for part in rel.split(os.sep)):
+            continue
+        out += [os.path.join(root, f) for f in sorted(files) if not f.startswith(".")]
+    return out
+
+
 def samples(tree, fraction):
     if fraction is None:
         classes = sorted(os.listdir(os.path.join(tree, "train")))
         out = {}
         for split in ("train", "test"):
-            out[split] = [(os.path.join(tree, split, c, f), i) for i, c in enumerate(classes)
-                          for f in sorted(os.listdir(os.path.join(tree, split, c)))]
+            out[split] = [(f, i) for i, c in enumerate(classes)
+                          for f in class_files(os.path.join(tree, split, c))]
         return classes, out
     classes = sorted(os.listdir(tree))
     ppm = round(float(fraction) * 1e6)
     out = {"train": [], "test": []}
     for i, c in enumerate(classes):
-        for k, f in enumerate(sorted(os.listdir(os.path.join(tree, c)))):
+        for k, f in enumerate(class_files(os.path.join(tree, c))):
             t = (k + 1) * ppm // 1000000 > k * ppm // 1000000
-            out["test" if t else "train"].append((os.path.join(tree, c, f), i))
+            out["test" if t else "train"].append((f, i))
     return classes, out
 
 
