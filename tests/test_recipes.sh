@@ -37,7 +37,7 @@ fi
 # (step 5)
 if timeout -k 5 300 "$DDPTRAIN" --config "$R/cifar10-fast.json" --data_dir "$TMP/data" --job_dir "$TMP/fast" \
        --width 8 --max_steps 5 >"$TMP/fast.out" 2>&1; then
-    if grep -q "^lr: 0.05 (--lr 0.4 for a global batch of 512, scaled linearly to this run's 64)" "$TMP/fast.out" &&
+    if grep -q "^lr: 0.2 (--lr 0.4 for a global batch of 128, scaled linearly to this run's 64)" "$TMP/fast.out" &&
        grep -q "step 5 test_acc .* (EMA) (TTA flip)" "$TMP/fast.out" &&
        grep -q "averaged with decay 0.98 every 5 steps" "$TMP/fast.out" && [ -s "$(ckpt "$TMP/fast" 5)" ]; then
         ok "recipes/cifar10-fast.json --max_steps 5: $(grep '^lr:' "$TMP/fast.out"); $(grep 'step 5 test_acc' "$TMP/fast.out")"
