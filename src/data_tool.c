@@ -565,13 +565,27 @@ static void imglist_shuffle(ImgList *l, uint64_t seed, uint64_t split) {
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* A growing list of strings the list owns (names, paths). */
+typedef struct { char **v; int n, cap; } NameList;
+
+static void namelist_push(NameList *l, const char *str) {
+    if (l->n == l->cap) {
+        l->cap = l->cap ? 2 * l->cap : 64;
+        char **v = realloc(l->v, (size_t)l->cap * sizeof *v);
+        CHECK(v != NULL);
+        l->v = v;
+    }
+    l->v[l->n] = strdup(str);
+    CHECK(l->v[l->n] != NULL);
+    l->n++;
+}
+
 /* The entries of dir that are folders (want_dirs) or not, without hidden names, in byte order.
  * Symbolic links are followed, as torchvision's ImageFolder follows them. */
 static char **list_entries(const char *dir, int want_dirs, int *count) {
     DIR *d = opendir(dir);
     if (!d) die("%s: cannot list: %s", dir, strerror(errno));
-    char **names = NULL;
-    int n = 0, cap = 0;
+    NameList names = {0};
     struct dirent *e;
     char path[SHARD_PATH_MAX];
     while ((e = readdir(d)) != NULL) {
@@ -580,20 +594,12 @@ static char **list_entries(const char *dir, int want_dirs, int *count) {
         struct stat st;
         if (stat(path, &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
         if ((S_ISDIR(st.st_mode) != 0) != want_dirs) continue;
-        if (n == cap) {
-            cap = cap ? 2 * cap : 256;
-            char **v = realloc(names, (size_t)cap * sizeof *v);
-            CHECK(v != NULL);
-            names = v;
-        }
-        names[n] = strdup(e->d_name);
-        CHECK(names[n] != NULL);
-        n++;
+        namelist_push(&names, e->d_name);
     }
     closedir(d);
-    if (n) qsort(names, (size_t)n, sizeof *names, cmp_name);
-    *count = n;
-    return names;
+    if (names.n) qsort(names.v, (size_t)names.n, sizeof *names.v, cmp_name);
+    *count = names.n;
+    return names.v;
 }
 
 static void free_names(char **names, int n) {
@@ -609,34 +615,21 @@ static void check_class_name(const char *dir, const char *name) {
                 dir, p[0] == 0xc2 ? p[1] : p[0], (long)(p - (const unsigned char *)name));
 }
 
-typedef struct { char **v; int n, cap; } PathList;
-
-static void pathlist_push(PathList *l, char *p) {
-    if (l->n == l->cap) {
-        l->cap = l->cap ? 2 * l->cap : 64;
-        char **v = realloc(l->v, (size_t)l->cap * sizeof *v);
-        CHECK(v != NULL);
-        l->v = v;
-    }
-    l->v[l->n++] = p;
-}
-
 /* dir and every folder below it (symbolic links followed, hidden names skipped) into out. A
  * folder that is its own ancestor (a link loop) is an error: the walk would never end. */
+enum { MAX_FOLDER_DEPTH = 64 };
 typedef struct { dev_t dev; ino_t ino; } DirId;
 
-static void walk_folders(const char *dir, PathList *out, DirId *up, int depth) {
-    enum { MAX_DEPTH = 64 };
+static void walk_folders(const char *dir, NameList *out, DirId up[MAX_FOLDER_DEPTH], int depth) {
     struct stat st;
     if (stat(dir, &st) != 0) die("%s: cannot stat: %s", dir, strerror(errno));
     for (int i = 0; i < depth; i++)
         if (up[i].dev == st.st_dev && up[i].ino == st.st_ino)
             die("%s: a symbolic link loop (the folder is one of its own parents)", dir);
-    if (depth == MAX_DEPTH) die("%s: folders nested more than %d deep in a class folder", dir, MAX_DEPTH);
+    if (depth == MAX_FOLDER_DEPTH)
+        die("%s: folders nested more than %d deep in a class folder", dir, MAX_FOLDER_DEPTH);
     up[depth] = (DirId){st.st_dev, st.st_ino};
-    char *copy = strdup(dir);
-    CHECK(copy != NULL);
-    pathlist_push(out, copy);
+    namelist_push(out, dir);
     int n;
     char **subs = list_entries(dir, 1, &n);
     for (int k = 0; k < n; k++) {
@@ -652,8 +645,8 @@ static void walk_folders(const char *dir, PathList *out, DirId *up, int depth) {
  * in each its files in byte order. The test split's files go to test when ppm > 0 (see
  * --test_fraction): every k-th file of the class in that order. */
 static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *test, long long ppm) {
-    PathList folders = {0};
-    DirId up[64];
+    NameList folders = {0};
+    DirId up[MAX_FOLDER_DEPTH];
     walk_folders(dir, &folders, up, 0);
     qsort(folders.v, (size_t)folders.n, sizeof *folders.v, cmp_name);
     long long k = 0;

@@ -211,7 +211,7 @@ static size_t memory_budget(const Run *r, char *how, size_t n) {
     memavail_describe(&m, what, sizeof what);
     const size_t budget = (size_t)(memavail_bytes(&m) / 2.0 / local);
     snprintf(how, n, "budget %.1f MiB = half of %s / %d rank%s on this node", (double)budget / 1048576.0, what,
-                      local, local == 1 ? "" : "s");
+             local, local == 1 ? "" : "s");
     return budget;
 }
 
