@@ -95,3 +95,17 @@ int agree_check(const Agreement *a, Comm *c, const char *const *hosts, int *repo
                  odd, hosts[odd], a->name[f], ref, hosts[ref]);
     return -1;
 }
+
+void agree_refuse(Comm *c, int reporter, const char *msg) {
+    if (c->rank != reporter) {
+        comm_set_context(c, "waiting for the rank that says why the job is refused");
+        comm_barrier(c);
+    }
+    die("%s", msg);
+}
+
+void agree_require(const Agreement *a, Comm *c, const char *const *hosts) {
+    char err[1024];
+    int reporter = 0;
+    if (c->world_size > 1 && agree_check(a, c, hosts, &reporter, err, sizeof err) != 0) agree_refuse(c, reporter, err);
+}

@@ -48,4 +48,12 @@ int agree_find(const int64_t *table, int world_size, int nfields, int *odd, int 
  * holder. hosts[q] names rank q's host. */
 int agree_check(const Agreement *a, Comm *c, const char *const *hosts, int *reporter, char *err, size_t errlen);
 
+/* A verdict every rank reached from the same numbers (a refusal before training): `reporter`
+ * says it and ends the job; the others wait for that in a barrier, so that no rank's abort cuts
+ * the line short. */
+void agree_refuse(Comm *c, int reporter, const char *msg) __attribute__((noreturn));
+
+/* agree_check, and agree_refuse with its verdict when some rank differs; nothing on one rank. */
+void agree_require(const Agreement *a, Comm *c, const char *const *hosts);
+
 #endif

@@ -174,3 +174,13 @@ Comm *comm_self_create(void) {
     snprintf(c->desc, sizeof c->desc, "comm: self (1 rank, no communication)");
     return c;
 }
+
+long comm_min_long(Comm *c, long v) {
+    int64_t *all = callocCheck((size_t)c->world_size, sizeof *all);
+    all[c->rank] = v;
+    comm_allreduce(c, all, (size_t)c->world_size, COMM_INT64, COMM_SUM);
+    long m = v;
+    for (int i = 0; i < c->world_size; i++) if (all[i] < m) m = (long)all[i];
+    free(all);
+    return m;
+}

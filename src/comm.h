@@ -155,6 +155,9 @@ void comm_timeout_abort(Comm *c, const char *what, const char *context) __attrib
 
 size_t comm_dtype_size(CommDtype dt);
 
+/* The least of every rank's v (collective; one all-reduce of world_size int64). */
+long comm_min_long(Comm *c, long v);
+
 static inline void comm_allreduce(Comm *c, void *buf, size_t count, CommDtype dt, CommOp op) {
     int64_t seq = comm_record_post(c, "allreduce", count * comm_dtype_size(dt));
     c->ops->allreduce(c, buf, count, dt, op);

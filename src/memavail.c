@@ -121,3 +121,23 @@ void memavail_describe(const MemAvail *m, char *buf, size_t n) {
     else
         snprintf(buf, n, "%s", node);
 }
+
+size_t memavail_budget(int rank, int local_size, char *how, size_t n) {
+    MemAvail m;
+    memavail_read(&m, "");
+    /* Tests give one rank a small node: "RANK:KB" (tests/test_resume.sh). */
+    const char *t = getenv("DDPTRAIN_TEST_MEMAVAILABLE_KB");
+    int t_rank;
+    unsigned long long t_kb;
+    if (t && sscanf(t, "%d:%llu", &t_rank, &t_kb) == 2 && t_rank == rank) {
+        m.node_bytes = (double)t_kb * 1024.0;
+        m.cgroup_bytes = -1.0;
+    }
+    const int local = local_size > 0 ? local_size : 1;
+    char what[400];
+    memavail_describe(&m, what, sizeof what);
+    const size_t budget = (size_t)(memavail_bytes(&m) / 2.0 / local);
+    snprintf(how, n, "budget %.1f MiB = half of %s / %d rank%s on this node", (double)budget / 1048576.0, what, local,
+             local == 1 ? "" : "s");
+    return budget;
+}

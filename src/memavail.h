@@ -33,4 +33,11 @@ double memavail_bytes(const MemAvail *m);
  * MiB, free 3900.2 MiB (MemAvailable 23290.0 MiB)". */
 void memavail_describe(const MemAvail *m, char *buf, size_t n);
 
+/* --data_in_memory auto's budget per rank: half of what this process may still take (the
+ * node's MemAvailable, or less where a memory cgroup limits the job) shared among the node's
+ * `local_size` ranks (the other half is for the model, the batches and whatever else runs
+ * there). 0 when neither can be read. `how` gets the log's account of it. The environment's
+ * DDPTRAIN_TEST_MEMAVAILABLE_KB="RANK:KB" gives rank RANK a node of KB kilobytes (tests). */
+size_t memavail_budget(int rank, int local_size, char *how, size_t n);
+
 #endif

@@ -82,6 +82,8 @@ void reducer_free(Reducer *r) {
 }
 
 void reducer_begin(Reducer *r, int active, long step) {
+    r->t_last_hook = now_sec();
+    r->hook_layer = 0;
     r->active = active && r->comm->world_size > 1;
     r->next = 0;
     r->step = step;
@@ -192,6 +194,11 @@ void reducer_start_progress(Reducer *r, double interval_us) {
 
 void reducer_grad_ready(void *ctx, size_t offset) {
     Reducer *r = ctx;
+    if (r->trace) {
+        const double t = now_sec();
+        trace_event(r->trace, "backward layer", "compute", r->hook_layer++, 0, r->t_last_hook, t);
+        r->t_last_hook = t;
+    }
     if (!r->active) return;
     reducer_lock(r);
     while (r->next < r->n_bucket && r->bucket[r->next].begin >= offset) post(r, r->next++);
@@ -229,4 +236,11 @@ void reducer_describe(const Reducer *r, char *out, size_t n) {
     for (int b = 0; b < r->n_bucket && len < n; b++)
         len += (size_t)snprintf(out + len, n - len, " %.3g",
                                 (double)(r->bucket[b].end - r->bucket[b].begin) * 4.0 / 1e6);
+}
+
+void reducer_stats_allreduce(void *ctx, double *buf, size_t n) {
+    Reducer *r = ctx;
+    reducer_lock(r);
+    comm_allreduce(r->comm, buf, n, COMM_FLOAT64, COMM_SUM);
+    reducer_unlock(r);
 }

@@ -64,6 +64,8 @@ typedef struct {
     long step;               /* for the timeout context */
     int cur;                 /* step parity: which request of each bucket this step uses */
     Trace *trace;
+    double t_last_hook;      /* the trace's backward per layer: the last hook's time, and its count */
+    int hook_layer;
     double wait_time;        /* seconds the host waited for reductions since last taken */
     CommDtype wire;          /* COMM_FLOAT32, or COMM_BF16 / COMM_FP16 (reducer_set_wire) */
     uint16_t *wire_buf;      /* the 16-bit copy of the gradients, for a 16-bit wire */
@@ -104,8 +106,13 @@ void reducer_unlock(Reducer *r);
  * (nothing is communicated then), 1 on the last. */
 void reducer_begin(Reducer *r, int active, long step);
 
-/* The model's GradReadyFn (ctx = Reducer*). */
+/* The model's GradReadyFn (ctx = Reducer*); each call is also one layer's backward in the
+ * trace. */
 void reducer_grad_ready(void *ctx, size_t offset);
+
+/* The model's StatsAllreduceFn for --sync_bn (ctx = Reducer*): the batch-norm sums of a layer
+ * added up over the ranks in backward, between the progress thread's turns. */
+void reducer_stats_allreduce(void *ctx, double *buf, size_t n);
 
 /* Posts what is left and waits for every bucket (see the top for how on a GPU): what is
  * computed afterwards sees the gradients averaged over ranks. */
