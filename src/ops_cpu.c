@@ -929,6 +929,64 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
 }
 
 /* ======================================================================================
+ * Max pooling.
+ * ====================================================================================== */
+
+int maxpool_out_size(int H, int k, int stride, int pad) {
+    const int span = H + 2 * pad - k;
+    return span < 0 ? 0 : span / stride + 1;
+}
+
+void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad) {
+    const int Ho = maxpool_out_size(H, k, stride, pad), Wo = maxpool_out_size(W, k, stride, pad);
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++)
+        for (int oh = 0; oh < Ho; oh++)
+            for (int ow = 0; ow < Wo; ow++) {
+                const int h0 = oh * stride - pad, w0 = ow * stride - pad;
+                const int ha = h0 < 0 ? 0 : h0, hb = h0 + k > H ? H : h0 + k;
+                const int wa = w0 < 0 ? 0 : w0, wb = w0 + k > W ? W : w0 + k;
+                float *yo = y + (((size_t)n * Ho + oh) * Wo + ow) * C;
+                int32_t *ao = arg + (((size_t)n * Ho + oh) * Wo + ow) * C;
+                /* PyTorch's rule: start from the window's first pixel, take a later one only
+                 * when strictly larger or NaN */
+                const float *x0 = x + (((size_t)n * H + ha) * W + wa) * C;
+                for (int c = 0; c < C; c++) {
+                    yo[c] = x0[c];
+                    ao[c] = ha * W + wa;
+                }
+                for (int h = ha; h < hb; h++)
+                    for (int w = wa; w < wb; w++) {
+                        if (h == ha && w == wa) continue;
+                        const float *xp = x + (((size_t)n * H + h) * W + w) * C;
+                        const int32_t idx = h * W + w;
+                        for (int c = 0; c < C; c++)
+                            if (xp[c] > yo[c] || xp[c] != xp[c]) {
+                                yo[c] = xp[c];
+                                ao[c] = idx;
+                            }
+                    }
+            }
+}
+
+void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k, int stride,
+                      int pad) {
+    const int Ho = maxpool_out_size(H, k, stride, pad), Wo = maxpool_out_size(W, k, stride, pad);
+    /* an image per thread, its outputs in order: overlapping windows add into one pixel in a
+     * fixed order, so the result does not depend on the thread count */
+    #pragma omp parallel for schedule(static)
+    for (int n = 0; n < N; n++) {
+        float *dn = dx + (size_t)n * H * W * C;
+        memset(dn, 0, (size_t)H * W * C * sizeof(float));
+        for (size_t o = 0; o < (size_t)Ho * Wo; o++) {
+            const float *dyo = dy + ((size_t)n * Ho * Wo + o) * C;
+            const int32_t *ao = arg + ((size_t)n * Ho * Wo + o) * C;
+            for (int c = 0; c < C; c++) dn[(size_t)ao[c] * C + c] += dyo[c];
+        }
+    }
+}
+
+/* ======================================================================================
  * Head.
  * ====================================================================================== */
 

@@ -455,6 +455,81 @@ static void test_avgpool(void) {
     free(q.x); free(q.y); free((void *)q.R); free(want); free(dx);
 }
 
+/* Max pooling against a scan written as PyTorch's CPU kernel is (max from -inf, a later pixel
+ * taken when strictly larger or NaN), on values drawn from {0, 1, 2} so that most windows hold
+ * ties, with a few NaNs; then PyTorch's own answer on two 3x3 images at 3x3/2/1, taken from
+ * torch.nn.functional.max_pool2d(..., return_indices=True): all ones -> indices {0, 1, 3, 4};
+ * NaNs at 1 and 3 -> {3, 1, 3, 4}. */
+static void maxpool_ref(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int s, int p) {
+    const int Ho = maxpool_out_size(H, k, s, p), Wo = maxpool_out_size(W, k, s, p);
+    for (int n = 0; n < N; n++)
+        for (int oh = 0; oh < Ho; oh++)
+            for (int ow = 0; ow < Wo; ow++)
+                for (int c = 0; c < C; c++) {
+                    int hs = oh * s - p, ws = ow * s - p;
+                    const int he = hs + k < H ? hs + k : H, we = ws + k < W ? ws + k : W;
+                    hs = hs < 0 ? 0 : hs;
+                    ws = ws < 0 ? 0 : ws;
+                    float best = -INFINITY;
+                    int32_t at = hs * W + ws;
+                    for (int h = hs; h < he; h++)
+                        for (int w = ws; w < we; w++) {
+                            const float v = x[(((size_t)n * H + h) * W + w) * C + c];
+                            if (v > best || isnan(v)) { best = v; at = h * W + w; }
+                        }
+                    const size_t o = (((size_t)n * Ho + oh) * Wo + ow) * C + c;
+                    y[o] = best;
+                    arg[o] = at;
+                }
+}
+
+static void test_maxpool_case(int N, int H, int W, int C, int k, int s, int p) {
+    const int Ho = maxpool_out_size(H, k, s, p), Wo = maxpool_out_size(W, k, s, p);
+    const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * Ho * Wo * C;
+    float *x = falloc(nx), *y = falloc(ny), *yr = falloc(ny), *dy = frand(ny, 1.0), *dx = falloc(nx);
+    int32_t *a = calloc(ny, sizeof *a), *ar = calloc(ny, sizeof *ar);
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((int)((urand() + 1.0) * 1.5) % 3);
+    for (size_t i = 0; i < nx; i += 37) x[i] = NAN;
+    maxpool_forward(x, y, a, N, H, W, C, k, s, p);
+    maxpool_ref(x, yr, ar, N, H, W, C, k, s, p);
+    int bad = 0;
+    for (size_t i = 0; i < ny; i++)
+        bad += a[i] != ar[i] || (memcmp(&y[i], &yr[i], sizeof(float)) != 0 && !(isnan(y[i]) && isnan(yr[i])));
+    g_checks++;
+    if (bad) { g_failed++; printf("FAIL maxpool %dx%d/%d pad %d on %dx%d: %d outputs or indices differ\n", k, k, s, p, H, W, bad); }
+    else printf("ok   maxpool %dx%d/%d pad %d on %dx%d: %zu outputs and indices equal\n", k, k, s, p, H, W, ny);
+    maxpool_backward(dy, a, dx, N, H, W, C, k, s, p);
+    double *want = dalloc(nx);
+    for (int n = 0; n < N; n++)
+        for (size_t o = 0; o < (size_t)Ho * Wo; o++)
+            for (int c = 0; c < C; c++) {
+                const size_t i = ((size_t)n * Ho * Wo + o) * C + c;
+                want[((size_t)n * H * W + (size_t)ar[i]) * C + c] += dy[i];
+            }
+    check_f("maxpool dx", dx, want, nx, 1e-6);
+    free(x); free(y); free(yr); free(dy); free(dx); free(a); free(ar); free(want);
+}
+
+static void test_maxpool(void) {
+    test_maxpool_case(3, 16, 16, 8, 3, 2, 1);    /* the ResNet stem's pool */
+    test_maxpool_case(2, 7, 9, 5, 3, 2, 1);      /* odd sizes: a window past the border */
+    test_maxpool_case(2, 8, 8, 4, 2, 2, 0);
+    const float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, nans[9] = {1, NAN, 1, NAN, 1, 1, 1, 1, 1};
+    const int32_t want_ones[4] = {0, 1, 3, 4}, want_nans[4] = {3, 1, 3, 4};
+    float y[4];
+    int32_t a[4], b[4];
+    maxpool_forward(ones, y, a, 1, 3, 3, 1, 3, 2, 1);
+    maxpool_forward(nans, y, b, 1, 3, 3, 1, 3, 2, 1);
+    g_checks++;
+    if (memcmp(a, want_ones, sizeof a) || memcmp(b, want_nans, sizeof b)) {
+        g_failed++;
+        printf("FAIL maxpool ties: indices %d %d %d %d and %d %d %d %d, PyTorch's 0 1 3 4 and 3 1 3 4\n", a[0], a[1], a[2],
+               a[3], b[0], b[1], b[2], b[3]);
+    } else {
+        printf("ok   maxpool ties and NaNs: PyTorch's indices\n");
+    }
+}
+
 typedef struct { int N, I, O; float *x, *w, *b, *y; const float *R; } LinCase;
 static double lin_loss(void *p) {
     LinCase *l = p;
@@ -678,6 +753,7 @@ int main(int argc, char **argv) {
     test_bn_running_stats();
     test_bn_threads();
     test_avgpool();
+    test_maxpool();
     test_linear();
     test_softmax_xent();
 
