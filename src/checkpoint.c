@@ -90,20 +90,6 @@ typedef struct {
     const char *config_json;
 } CkptState;
 
-/* "<prefix>.num_batches_tracked" for a BN layer, from its running_mean buffer's name. */
-static void bn_name(const Model *m, const ConvBN *c, char *buf, size_t len) {
-    for (int i = 0; i < m->n_buffer_info; i++) {
-        const TensorInfo *t = &m->buffer_info[i];
-        if (t->offset != c->rmean_off) continue;
-        const char *suffix = ".running_mean";
-        size_t n = strlen(t->name), ls = strlen(suffix);
-        CHECK(n > ls && strcmp(t->name + n - ls, suffix) == 0);
-        snprintf_check(buf, len, "%.*s.num_batches_tracked", (int)(n - ls), t->name);
-        return;
-    }
-    CHECK(!"batch-norm layer without a running_mean buffer");
-}
-
 static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const TrainState *ts,
                              const char *config_json, BnCount *bn) {
     memset(s, 0, sizeof *s);
@@ -122,9 +108,8 @@ static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const
     }
     s->n_bn = model_bn_count(m);
     for (int k = 0; k < s->n_bn; k++) {
-        const ConvBN *c = model_bn_at(m, k);
-        bn_name(m, c, bn[k].name, sizeof bn[k].name);
-        bn[k].value = c->num_batches_tracked;
+        snprintf_check(bn[k].name, sizeof bn[k].name, "%s", m->bn_info[k].name);
+        bn[k].value = m->bn_tracked[k];
     }
     s->bn = bn;
     if (ts) s->ts = *ts;
@@ -421,7 +406,7 @@ typedef struct {
 /* Where everything is read before it replaces anything in the caller's model. */
 typedef struct {
     float *params, *buffers, *momentum;
-    int64_t *nbt;           /* per BN layer, model_bn_at order */
+    int64_t *nbt;           /* per BN layer, bn_info order */
     long sgd_steps;
     TrainState ts;
     float *rank_buffers;    /* ts.world_size rows of num_buffers, when the file has them; else NULL */
@@ -662,9 +647,8 @@ static int r_state(Reader *r, const Model *m, const char *group, float *params, 
     for (int i = 0; i < m->n_buffer_info; i++)
         if (r_tensor(r, group, &m->buffer_info[i], buffers + m->buffer_info[i].offset)) return -1;
     for (int k = 0; k < model_bn_count(m); k++) {
-        char bn[80], name[160];
-        bn_name(m, model_bn_at(m, k), bn, sizeof bn);
-        snprintf_check(name, sizeof name, "%s/%s", group, bn);
+        char name[160];
+        snprintf_check(name, sizeof name, "%s/%s", group, m->bn_info[k].name);
         if (r_i64(r, name, &nbt[k])) return -1;
     }
     return 0;
@@ -839,7 +823,7 @@ int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, in
         memcpy(m->buffers, mine ? s.rank_buffers + (size_t)rank * m->num_buffers : s.buffers,
                m->num_buffers * sizeof(float));
         if (mine) *own = 1;
-        for (int k = 0; k < model_bn_count(m); k++) model_bn_at(m, k)->num_batches_tracked = s.nbt[k];
+        memcpy(m->bn_tracked, s.nbt, (size_t)model_bn_count(m) * sizeof *m->bn_tracked);
         if (opt) {
             memcpy(opt->buf, s.momentum, m->num_params * sizeof(float));
             opt->steps = s.sgd_steps;

@@ -120,7 +120,7 @@ typedef struct {
     double decay;
     float *params;        /* num_params floats, /model's layout */
     float *buffers;       /* num_buffers floats */
-    int64_t *nbt;         /* num_batches_tracked per batch-norm layer (model_bn_at order) */
+    int64_t *nbt;         /* num_batches_tracked per batch-norm layer (bn_info order) */
 } CkptEma;
 
 /* Writes the checkpoint file `path` atomically (see above). opt may be NULL (no optimizer

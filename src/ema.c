@@ -57,14 +57,14 @@ void ema_update(Ema *e, const Model *m) {
     if (e->n_averaged == 0) {
         be->copy(e->params, m->params, e->num_params * sizeof(float));
         be->copy(e->buffers, m->buffers, e->num_buffers * sizeof(float));
-        for (int k = 0; k < e->n_bn; k++) e->nbt[k] = model_bn_at(m, k)->num_batches_tracked;
+        memcpy(e->nbt, m->bn_tracked, (size_t)e->n_bn * sizeof *e->nbt);
     } else {
         average(e, e->params, m->params, e->num_params);
         average(e, e->buffers, m->buffers, e->num_buffers);
         const float d = (float)e->decay, rest = (float)(1.0 - e->decay);
         for (int k = 0; k < e->n_bn; k++) {
             volatile float a = d * (float)e->nbt[k];   /* each product rounded to float32 */
-            volatile float b = rest * (float)model_bn_at(m, k)->num_batches_tracked;
+            volatile float b = rest * (float)m->bn_tracked[k];
             e->nbt[k] = (int64_t)(a + b);
         }
     }
@@ -78,11 +78,8 @@ void ema_swap_in(Ema *e, Model *m) {
     be->copy(e->saved_buffers, m->buffers, e->num_buffers * sizeof(float));
     be->copy(m->params, e->params, e->num_params * sizeof(float));
     be->copy(m->buffers, e->buffers, e->num_buffers * sizeof(float));
-    for (int k = 0; k < e->n_bn; k++) {
-        ConvBN *c = model_bn_at(m, k);
-        e->saved_nbt[k] = c->num_batches_tracked;
-        c->num_batches_tracked = e->nbt[k];
-    }
+    memcpy(e->saved_nbt, m->bn_tracked, (size_t)e->n_bn * sizeof *e->saved_nbt);
+    memcpy(m->bn_tracked, e->nbt, (size_t)e->n_bn * sizeof *e->nbt);
     model_params_changed(m);
     e->swapped = 1;
 }
@@ -92,7 +89,7 @@ void ema_swap_out(Ema *e, Model *m) {
     const Backend *be = e->be;
     be->copy(m->params, e->saved_params, e->num_params * sizeof(float));
     be->copy(m->buffers, e->saved_buffers, e->num_buffers * sizeof(float));
-    for (int k = 0; k < e->n_bn; k++) model_bn_at(m, k)->num_batches_tracked = e->saved_nbt[k];
+    memcpy(m->bn_tracked, e->saved_nbt, (size_t)e->n_bn * sizeof *e->saved_nbt);
     model_params_changed(m);
     e->swapped = 0;
 }

@@ -29,7 +29,7 @@ typedef struct {
     size_t num_params, num_buffers;
     float *params, *buffers;  /* backend memory, the model's layout */
     int n_bn;
-    int64_t *nbt;             /* host: num_batches_tracked per batch-norm layer (model_bn_at order) */
+    int64_t *nbt;             /* host: num_batches_tracked per batch-norm layer (bn_info order) */
     float *tmp;               /* backend scratch of max(num_params, num_buffers) floats */
     float *d_decay, *d_rest;  /* backend scalars (float)D and (float)(1 - D) */
     float *saved_params, *saved_buffers;   /* the model's own while the average is in it */

@@ -6,15 +6,10 @@
 
 #include "util.h"
 
-/* The batch-norm counters of every ConvBN, from src's layers into dst's (same layout). */
+/* The batch-norm counters, from src's into dst's (same layout; host memory on any backend). */
 static void copy_counters(Model *dst, const Model *src) {
-    CHECK(dst->n_block == src->n_block);
-    dst->stem.num_batches_tracked = src->stem.num_batches_tracked;
-    for (int i = 0; i < src->n_block; i++) {
-        dst->block[i].c1.num_batches_tracked = src->block[i].c1.num_batches_tracked;
-        dst->block[i].c2.num_batches_tracked = src->block[i].c2.num_batches_tracked;
-        dst->block[i].sc.num_batches_tracked = src->block[i].sc.num_batches_tracked;
-    }
+    CHECK(dst->n_bn == src->n_bn);
+    memcpy(dst->bn_tracked, src->bn_tracked, (size_t)src->n_bn * sizeof *src->bn_tracked);
 }
 
 void host_mirror_open(HostMirror *h, Model *live, SGD *opt) {
@@ -27,8 +22,8 @@ void host_mirror_open(HostMirror *h, Model *live, SGD *opt) {
     }
     /* The layout by value; the state in arrays of the mirror's own. */
     h->m = *live;
-    h->m.block = mallocCheck((size_t)live->n_block * sizeof *live->block);
-    memcpy(h->m.block, live->block, (size_t)live->n_block * sizeof *live->block);
+    h->m.bn_tracked = mallocCheck((size_t)live->n_bn * sizeof *live->bn_tracked);
+    memcpy(h->m.bn_tracked, live->bn_tracked, (size_t)live->n_bn * sizeof *live->bn_tracked);
     h->m.params = mallocCheck(live->num_params * sizeof(float));
     h->m.buffers = mallocCheck(live->num_buffers * sizeof(float));
     h->m.grads = NULL;
@@ -61,7 +56,7 @@ void host_mirror_push(const HostMirror *h, Model *live, SGD *opt) {
 
 void host_mirror_close(HostMirror *h) {
     if (h->copies) {
-        free(h->m.block);
+        free(h->m.bn_tracked);
         free(h->m.params);
         free(h->m.buffers);
         free(h->o.buf);

@@ -18,8 +18,8 @@ typedef struct {
     size_t size;
 } Layout;
 
-static size_t layout_add(Layout *l, const char *prefix, const char *name, int ndim, int d0, int d1,
-                         int d2, int d3) {
+static size_t layout_add(Layout *l, const char *prefix, const char *name, TensorRole role, int bn, int ndim, int d0,
+                         int d1, int d2, int d3) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->info = realloc(l->info, (size_t)l->cap * sizeof *l->info);
@@ -32,24 +32,29 @@ static size_t layout_add(Layout *l, const char *prefix, const char *name, int nd
     t->ndim = ndim;
     t->numel = 1;
     for (int i = 0; i < ndim; i++) { t->shape[i] = dims[i]; t->numel *= (size_t)dims[i]; }
+    t->role = role;
+    t->bn = bn;
     t->offset = l->size;
     l->size += t->numel;
     return t->offset;
 }
 
-/* Declares a conv + BN pair: parameters in state_dict order (conv weight, bn weight, bn bias). */
-static void convbn_layout(const Backend *be, ConvBN *c, Layout *P, Layout *B, const char *conv_prefix,
+/* Declares a conv + BN pair: parameters in state_dict order (conv weight, bn weight, bn bias),
+ * its running statistics in B, its counter in N (whose size counts the BN layers). */
+static void convbn_layout(const Backend *be, ConvBN *c, Layout *P, Layout *B, Layout *N, const char *conv_prefix,
                           const char *bn_prefix, int cin, int cout, int k, int stride, int H, int W) {
     memset(c, 0, sizeof *c);
     c->C_in = cin; c->C_out = cout; c->H_in = H; c->W_in = W;
     be->conv2d_init(&c->conv, cin, cout, k, stride, k / 2);
     c->H_out = conv2d_out_size(&c->conv, H);
     c->W_out = conv2d_out_size(&c->conv, W);
-    c->w_off = layout_add(P, conv_prefix, "weight", 4, cout, cin, k, k);
-    c->gamma_off = layout_add(P, bn_prefix, "weight", 1, cout, 0, 0, 0);
-    c->beta_off = layout_add(P, bn_prefix, "bias", 1, cout, 0, 0, 0);
-    c->rmean_off = layout_add(B, bn_prefix, "running_mean", 1, cout, 0, 0, 0);
-    c->rvar_off = layout_add(B, bn_prefix, "running_var", 1, cout, 0, 0, 0);
+    c->bn = (int)N->size;
+    c->w_off = layout_add(P, conv_prefix, "weight", TENSOR_CONV_WEIGHT, -1, 4, cout, cin, k, k);
+    c->gamma_off = layout_add(P, bn_prefix, "weight", TENSOR_BN_WEIGHT, c->bn, 1, cout, 0, 0, 0);
+    c->beta_off = layout_add(P, bn_prefix, "bias", TENSOR_BN_BIAS, c->bn, 1, cout, 0, 0, 0);
+    c->rmean_off = layout_add(B, bn_prefix, "running_mean", TENSOR_BN_RUNNING_MEAN, c->bn, 1, cout, 0, 0, 0);
+    c->rvar_off = layout_add(B, bn_prefix, "running_var", TENSOR_BN_RUNNING_VAR, c->bn, 1, cout, 0, 0, 0);
+    layout_add(N, bn_prefix, "num_batches_tracked", TENSOR_BN_COUNTER, c->bn, 0, 0, 0, 0, 0);
 }
 
 static void convbn_alloc(const Backend *be, ConvBN *c, int max_batch) {
@@ -80,11 +85,11 @@ void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_c
     m->width = width; m->blocks = blocks; m->num_classes = num_classes;
     m->image_size = image_size; m->max_batch = max_batch;
     m->feat = 4 * width;
-    Layout P = {0}, B = {0};
+    Layout P = {0}, B = {0}, NB = {0};
     char cp[64], bp[64];
 
     int H = image_size;
-    convbn_layout(be, &m->stem, &P, &B, "conv1", "bn1", 3, width, 3, 1, H, H);
+    convbn_layout(be, &m->stem, &P, &B, &NB, "conv1", "bn1", 3, width, 3, 1, H, H);
     m->n_block = 3 * blocks;
     m->block = callocCheck((size_t)m->n_block, sizeof *m->block);
     int cin = width;
@@ -97,26 +102,28 @@ void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_c
             snprintf_check(pre, sizeof pre, "layer%d.%d", s + 1, b);
             snprintf_check(cp, sizeof cp, "%s.conv1", pre);
             snprintf_check(bp, sizeof bp, "%s.bn1", pre);
-            convbn_layout(be, &blk->c1, &P, &B, cp, bp, cin, cout, 3, stride, H, H);
+            convbn_layout(be, &blk->c1, &P, &B, &NB, cp, bp, cin, cout, 3, stride, H, H);
             int Ho = blk->c1.H_out;
             snprintf_check(cp, sizeof cp, "%s.conv2", pre);
             snprintf_check(bp, sizeof bp, "%s.bn2", pre);
-            convbn_layout(be, &blk->c2, &P, &B, cp, bp, cout, cout, 3, 1, Ho, Ho);
+            convbn_layout(be, &blk->c2, &P, &B, &NB, cp, bp, cout, cout, 3, 1, Ho, Ho);
             blk->has_shortcut = (stride != 1 || cin != cout);
             if (blk->has_shortcut) {
                 snprintf_check(cp, sizeof cp, "%s.shortcut.0", pre);
                 snprintf_check(bp, sizeof bp, "%s.shortcut.1", pre);
-                convbn_layout(be, &blk->sc, &P, &B, cp, bp, cin, cout, 1, stride, H, H);
+                convbn_layout(be, &blk->sc, &P, &B, &NB, cp, bp, cin, cout, 1, stride, H, H);
             }
             cin = cout;
             H = Ho;
         }
     }
-    m->fc_w_off = layout_add(&P, "fc", "weight", 2, num_classes, m->feat, 0, 0);
-    m->fc_b_off = layout_add(&P, "fc", "bias", 1, num_classes, 0, 0, 0);
+    m->fc_w_off = layout_add(&P, "fc", "weight", TENSOR_LINEAR_WEIGHT, -1, 2, num_classes, m->feat, 0, 0);
+    m->fc_b_off = layout_add(&P, "fc", "bias", TENSOR_LINEAR_BIAS, -1, 1, num_classes, 0, 0, 0);
 
     m->param_info = P.info; m->n_param_info = P.n; m->num_params = P.size;
     m->buffer_info = B.info; m->n_buffer_info = B.n; m->num_buffers = B.size;
+    m->bn_info = NB.info; m->n_bn = NB.n;
+    m->bn_tracked = callocCheck((size_t)m->n_bn, sizeof *m->bn_tracked);
     m->params = be->alloc(m->num_params * sizeof(float));
     m->grads = be->alloc(m->num_params * sizeof(float));
     m->buffers = be->alloc(m->num_buffers * sizeof(float));
@@ -157,7 +164,7 @@ void model_free(Model *m) {
     be->release(m->pooled); be->release(m->dpooled); be->release(m->logits); be->release(m->dlogits);
     be->release(m->stat_scratch); be->release(m->loss); be->release(m->loss_sum); be->release(m->correct);
     be->release(m->params); be->release(m->grads); be->release(m->buffers);
-    free(m->param_info); free(m->buffer_info);
+    free(m->param_info); free(m->buffer_info); free(m->bn_info); free(m->bn_tracked);
     memset(m, 0, sizeof *m);
 }
 
@@ -169,7 +176,7 @@ static void uniform_fill(Rng *r, float *p, size_t n, float bound) {
 
 /* params and buffers are host arrays here: the model's own on the CPU, staging copies on a
  * device backend. */
-static void convbn_init(ConvBN *c, float *params, float *buffers, Rng *r) {
+static void convbn_init(ConvBN *c, float *params, float *buffers, int64_t *tracked, Rng *r) {
     size_t fan_in = (size_t)c->C_in * c->conv.k * c->conv.k;
     /* kaiming_uniform_(a=sqrt(5)) as nn.Conv2d.reset_parameters: bound = 1/sqrt(fan_in) */
     uniform_fill(r, params + c->w_off, (size_t)c->C_out * fan_in, 1.0f / sqrtf((float)fan_in));
@@ -179,7 +186,7 @@ static void convbn_init(ConvBN *c, float *params, float *buffers, Rng *r) {
         buffers[c->rmean_off + i] = 0.0f;
         buffers[c->rvar_off + i] = 1.0f;
     }
-    c->num_batches_tracked = 0;
+    tracked[c->bn] = 0;
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
@@ -188,11 +195,11 @@ void model_init_weights(Model *m, uint64_t seed) {
     float *buffers = be->on_device ? mallocCheck(m->num_buffers * sizeof(float)) : m->buffers;
     Rng r;
     rng_init(&r, seed, 0x5eed, 0);
-    convbn_init(&m->stem, params, buffers, &r);
+    convbn_init(&m->stem, params, buffers, m->bn_tracked, &r);
     for (int i = 0; i < m->n_block; i++) {
-        convbn_init(&m->block[i].c1, params, buffers, &r);
-        convbn_init(&m->block[i].c2, params, buffers, &r);
-        if (m->block[i].has_shortcut) convbn_init(&m->block[i].sc, params, buffers, &r);
+        convbn_init(&m->block[i].c1, params, buffers, m->bn_tracked, &r);
+        convbn_init(&m->block[i].c2, params, buffers, m->bn_tracked, &r);
+        if (m->block[i].has_shortcut) convbn_init(&m->block[i].sc, params, buffers, m->bn_tracked, &r);
     }
     float bound = 1.0f / sqrtf((float)m->feat);
     uniform_fill(&r, params + m->fc_w_off, (size_t)m->num_classes * m->feat, bound);
@@ -230,28 +237,17 @@ long model_find_buffer(const Model *m, const char *name) {
     return -1;
 }
 
-int model_bn_count(const Model *m) {
-    int n = 1;
-    for (int i = 0; i < m->n_block; i++) n += m->block[i].has_shortcut ? 3 : 2;
-    return n;
-}
+int model_bn_count(const Model *m) { return m->n_bn; }
 
-ConvBN *model_bn_at(const Model *m, int k) {
-    if (k == 0) return (ConvBN *)&m->stem;
-    k--;
-    for (int i = 0; i < m->n_block; i++) {
-        BasicBlock *b = &m->block[i];
-        if (k == 0) return &b->c1;
-        if (k == 1) return &b->c2;
-        if (b->has_shortcut) {
-            if (k == 2) return &b->sc;
-            k -= 3;
-        } else {
-            k -= 2;
-        }
-    }
-    CHECK(!"batch-norm index out of range");
-    return NULL;
+int model_relu_count(const Model *m) { return 1 + 2 * m->n_block; }
+
+const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C) {
+    CHECK(k >= 0 && k < model_relu_count(m));
+    const ConvBN *c = k == 0 ? &m->stem : (k - 1) % 2 == 0 ? &m->block[(k - 1) / 2].c1 : &m->block[(k - 1) / 2].c2;
+    *H = c->H_out;
+    *W = c->W_out;
+    *C = c->C_out;
+    return c->y;
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
@@ -270,7 +266,7 @@ static void convbn_forward(Model *m, ConvBN *c, const float *x, int N, int train
         be->copy(c->count, sums, sizeof(double));
         be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, BN_EPS, BN_MOMENTUM, c->mean, c->invstd,
                               m->buffers + c->rmean_off, m->buffers + c->rvar_off);
-        c->num_batches_tracked++;
+        m->bn_tracked[c->bn]++;
     } else {
         be->bn_eval_stats(m->buffers + c->rmean_off, m->buffers + c->rvar_off, C, BN_EPS, c->mean, c->invstd);
     }

@@ -23,12 +23,31 @@
 
 #include "backend.h"
 
+/* What a tensor is to the code outside the model (the optimizer's parameter groups, the EMA,
+ * the host mirror, checkpoints): they read these roles and the tables below, never the
+ * model's layers, so that they hold for any architecture. */
+typedef enum {
+    TENSOR_CONV_WEIGHT,
+    TENSOR_BN_WEIGHT,
+    TENSOR_BN_BIAS,
+    TENSOR_BN_RUNNING_MEAN,     /* buffers */
+    TENSOR_BN_RUNNING_VAR,
+    TENSOR_BN_COUNTER,          /* num_batches_tracked: an int64 counter (bn_tracked) */
+    TENSOR_LINEAR_WEIGHT,
+    TENSOR_LINEAR_BIAS,
+} TensorRole;
+
 typedef struct {
     char name[64];        /* PyTorch state_dict name, e.g. "layer2.0.shortcut.0.weight" */
-    size_t offset, numel; /* into params/grads (or buffers) */
+    size_t offset, numel; /* into params/grads (or buffers, or bn_tracked for a counter) */
     int ndim;
     int shape[4];
+    TensorRole role;
+    int bn;               /* the batch-norm layer a BN tensor belongs to (bn_info order), else -1 */
 } TensorInfo;
+
+/* The model's private types below (ConvBN, BasicBlock) are MiniResNet's layers, read by
+ * model.c alone. */
 
 /* A convolution followed by batch norm, with the activations it keeps for backward. */
 typedef struct {
@@ -36,7 +55,7 @@ typedef struct {
     int C_in, C_out, H_in, W_in, H_out, W_out;
     size_t w_off, gamma_off, beta_off;   /* in params */
     size_t rmean_off, rvar_off;          /* in buffers */
-    int64_t num_batches_tracked;
+    int bn;                              /* its counter in Model.bn_tracked */
     float *a;                            /* conv output = BN input [N,Ho,Wo,C_out] */
     float *y;                            /* BN output (after residual add / ReLU where fused) */
     float *mean, *invstd;                /* statistics used by the last forward */
@@ -61,6 +80,11 @@ typedef struct Model {
     float *params, *grads, *buffers;
     TensorInfo *param_info, *buffer_info;
     int n_param_info, n_buffer_info;
+    /* num_batches_tracked of every batch-norm layer, in state_dict order, and their names
+     * (bn_info[k]: role TENSOR_BN_COUNTER, offset k); host memory on every backend */
+    int64_t *bn_tracked;
+    TensorInfo *bn_info;
+    int n_bn;
 
     ConvBN stem;
     BasicBlock *block;      /* 3 * blocks */
@@ -147,9 +171,12 @@ double model_train_flops_per_image(const Model *m);
 long model_find_param(const Model *m, const char *name);
 long model_find_buffer(const Model *m, const char *name);
 
-/* The batch-norm layers in state_dict order (stem, then per block bn1, bn2 and the shortcut's):
- * how many, and the k-th. */
+/* How many batch-norm layers (bn_tracked and bn_info hold one each). */
 int model_bn_count(const Model *m);
-ConvBN *model_bn_at(const Model *m, int k);
+
+/* The outputs of the ReLUs of the last forward, in the order PyTorch's forward calls F.relu
+ * (for comparisons with it): how many, and the k-th with its [last_N, *H, *W, *C] shape. */
+int model_relu_count(const Model *m);
+const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C);
 
 #endif

@@ -552,7 +552,7 @@ static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const 
  *  - on the AVX2 path (and SSE4.1), whenever both channel counts are at least 16;
  *  - on AVX-512, where it measured faster than oneDNN's Winograd: images of 16x16 and more,
  *    and channel counts oneDNN's Winograd does not take.
- * The stem (3 input channels) stays direct: too few channels to pay for the transforms (3->64
+ * The first convolution (3 input channels) stays direct: too few channels to pay for the transforms (3->64
  * at 32x32, batch 64, 1 thread: forward 2.5 ms direct vs 5.3 ms Winograd on AVX2).
  * bench/conv_bench --cpu-time, batch 64, 1 thread, on a 2-core AMD EPYC (Zen 5) that other jobs
  * shared (so CPU time, not wall time), ms for forward + backward-data + backward-weights:

@@ -91,7 +91,7 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
                        const double *global_sum_g, const double *global_sum_gx, double count,
                        float *dgamma, float *dbeta);
 
-/* ---- max pooling (torchvision's ResNet stem: 3x3, stride 2, padding 1) ---- */
+/* ---- max pooling (after torchvision's ResNet's first convolution: 3x3, stride 2, padding 1) ---- */
 
 /* Output size of a k x k window at `stride` with `pad` pixels of padding on each side, as
  * nn.MaxPool2d(ceil_mode=False): (H + 2 pad - k) / stride + 1; 0 when the window does not fit. */

@@ -35,16 +35,6 @@ void sgd_set_groups(SGD *o, const SgdGroup *group, int n_group) {
     o->n_group = n_group;
 }
 
-/* Is params offset `off` a batch-norm bias (beta) of the model? */
-static int is_bn_bias(const Model *m, size_t off) {
-    if (m->stem.beta_off == off) return 1;
-    for (int i = 0; i < m->n_block; i++) {
-        const BasicBlock *b = &m->block[i];
-        if (b->c1.beta_off == off || b->c2.beta_off == off || (b->has_shortcut && b->sc.beta_off == off)) return 1;
-    }
-    return 0;
-}
-
 int sgd_set_model_groups(SGD *o, const Model *m, int no_decay_1d, double bn_bias_lr_mult) {
     CHECK(o->n == m->num_params);
     SgdGroup *g = mallocCheck((size_t)(m->n_param_info > 0 ? m->n_param_info : 1) * sizeof *g);
@@ -55,7 +45,7 @@ int sgd_set_model_groups(SGD *o, const Model *m, int no_decay_1d, double bn_bias
         CHECK(t->offset == next);   /* the tensors tile the flat buffer in order */
         next += t->numel;
         const float wd = no_decay_1d && t->ndim == 1 ? 0.0f : o->weight_decay;
-        const double mult = is_bn_bias(m, t->offset) ? bn_bias_lr_mult : 1.0;
+        const double mult = t->role == TENSOR_BN_BIAS ? bn_bias_lr_mult : 1.0;
         if (n > 0 && g[n - 1].weight_decay == wd && g[n - 1].lr_mult == mult) {
             g[n - 1].n += t->numel;
         } else {

@@ -44,11 +44,18 @@ static void randomize(Model *m, SGD *o, TrainState *ts, uint64_t seed) {
     rng_init(&r, seed, 1, 2);
     for (size_t i = 0; i < m->num_params; i++) m->params[i] = rng_normal(&r);
     for (size_t i = 0; i < m->num_buffers; i++) m->buffers[i] = 0.5f + rng_uniform(&r);
-    m->stem.num_batches_tracked = 1000 + (int64_t)rng_below(&r, 1000);
-    for (int i = 0; i < m->n_block; i++) {
-        m->block[i].c1.num_batches_tracked = (int64_t)rng_below(&r, 100000);
-        m->block[i].c2.num_batches_tracked = ((int64_t)1 << 40) + i;   /* beyond 32 bits */
-        if (m->block[i].has_shortcut) m->block[i].sc.num_batches_tracked = 7 + i;
+    /* by the layer each counter names: the first BN, then per block bn1, bn2 (beyond 32
+     * bits) and the shortcut's */
+    int blk = -1;
+    for (int k = 0; k < m->n_bn; k++) {
+        const char *name = m->bn_info[k].name;
+        if (k == 0) m->bn_tracked[k] = 1000 + (int64_t)rng_below(&r, 1000);
+        else if (strstr(name, ".bn1.")) {
+            blk++;
+            m->bn_tracked[k] = (int64_t)rng_below(&r, 100000);
+        }
+        else if (strstr(name, ".bn2.")) m->bn_tracked[k] = ((int64_t)1 << 40) + blk;
+        else m->bn_tracked[k] = 7 + blk;
     }
     if (o) {
         for (size_t i = 0; i < o->n; i++) o->buf[i] = rng_normal(&r);
@@ -64,13 +71,7 @@ static void randomize(Model *m, SGD *o, TrainState *ts, uint64_t seed) {
 }
 
 static int same_bn_counts(const Model *a, const Model *b) {
-    if (a->stem.num_batches_tracked != b->stem.num_batches_tracked) return 0;
-    for (int i = 0; i < a->n_block; i++) {
-        if (a->block[i].c1.num_batches_tracked != b->block[i].c1.num_batches_tracked) return 0;
-        if (a->block[i].c2.num_batches_tracked != b->block[i].c2.num_batches_tracked) return 0;
-        if (a->block[i].has_shortcut && a->block[i].sc.num_batches_tracked != b->block[i].sc.num_batches_tracked) return 0;
-    }
-    return 1;
+    return a->n_bn == b->n_bn && memcmp(a->bn_tracked, b->bn_tracked, (size_t)a->n_bn * sizeof *a->bn_tracked) == 0;
 }
 
 static int same_model(const Model *a, const Model *b) {
@@ -437,12 +438,12 @@ int main(int argc, char **argv) {
         float *mom = mallocCheck(ow16.n * sizeof(float));
         memcpy(mom, ow16.buf, ow16.n * sizeof(float));
         TrainState tk = {.epoch = 77}, tcopy = tk;
-        int64_t keep_nbt = w16.stem.num_batches_tracked;
+        int64_t keep_nbt = w16.bn_tracked[0];
         err[0] = '\0';
         rc = checkpoint_load(path, &w16, &ow16, &tk, err, sizeof err);
         snprintf_check(msg, sizeof msg, "%s: checkpoint is MiniResNet width 8 but this run is width 16", path);
         check(rc != 0 && strcmp(err, msg) == 0, "width 8 checkpoint into a width 16 model refused", err);
-        check(w16.stem.num_batches_tracked == keep_nbt && memcmp(keep.params, w16.params, w16.num_params * sizeof(float)) == 0 &&
+        check(w16.bn_tracked[0] == keep_nbt && memcmp(keep.params, w16.params, w16.num_params * sizeof(float)) == 0 &&
               memcmp(keep.buffers, w16.buffers, w16.num_buffers * sizeof(float)) == 0 &&
               memcmp(mom, ow16.buf, ow16.n * sizeof(float)) == 0 && same_ts(&tk, &tcopy),
               "refused load left model, optimizer and train state unchanged", NULL);
@@ -469,7 +470,7 @@ int main(int argc, char **argv) {
     model_init(&snap, 8, 1, 10, 16, 1);
     memcpy(snap.params, m2.params, m2.num_params * sizeof(float));
     memcpy(snap.buffers, m2.buffers, m2.num_buffers * sizeof(float));
-    snap.stem.num_batches_tracked = m2.stem.num_batches_tracked;
+    snap.bn_tracked[0] = m2.bn_tracked[0];
     long size = file_size(path);
     struct { const char *label; long cut; } cuts[] = {{"cut in half", size / 2}, {"last byte missing", size - 1}, {"only 100 bytes", 100}, {"empty", 0}};
     for (size_t i = 0; i < sizeof cuts / sizeof cuts[0]; i++) {
@@ -525,7 +526,7 @@ int main(int argc, char **argv) {
     check(caught + harmless == tries && caught > tries * 9 / 10, "one flipped byte anywhere: refused, never wrong values", msg);
     check(memcmp(snap.params, m2.params, m2.num_params * sizeof(float)) == 0 &&
           memcmp(snap.buffers, m2.buffers, m2.num_buffers * sizeof(float)) == 0 &&
-          snap.stem.num_batches_tracked == m2.stem.num_batches_tracked,
+          snap.bn_tracked[0] == m2.bn_tracked[0],
           "model unchanged after every refused load", NULL);
     model_free(&snap);
 

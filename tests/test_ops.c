@@ -511,7 +511,7 @@ static void test_maxpool_case(int N, int H, int W, int C, int k, int s, int p) {
 }
 
 static void test_maxpool(void) {
-    test_maxpool_case(3, 16, 16, 8, 3, 2, 1);    /* the ResNet stem's pool */
+    test_maxpool_case(3, 16, 16, 8, 3, 2, 1);    /* torchvision's ResNet's pool */
     test_maxpool_case(2, 7, 9, 5, 3, 2, 1);      /* odd sizes: a window past the border */
     test_maxpool_case(2, 8, 8, 4, 2, 2, 0);
     const float ones[9] = {1, 1, 1, 1, 1, 1, 1, 1, 1}, nans[9] = {1, NAN, 1, NAN, 1, 1, 1, 1, 1};
@@ -675,7 +675,7 @@ static void bench(int N, int threads) {
         const size_t nx = (size_t)N * H * H * s[0], ny = (size_t)N * Ho * Ho * s[1], nw = (size_t)s[1] * s[0] * s[2] * s[2];
         BenchConv b = { &c, N, H, frand(nx, 1.0), frand(nw, 0.1), falloc(ny), frand(ny, 1.0), falloc(nx), falloc(nw) };
         const double f = best_ms(b_fwd, &b, 7), bw = best_ms(b_bww, &b, 7);
-        /* the stem's dx is never needed (its input is the image) */
+        /* the first convolution's dx is never needed (its input is the image) */
         const double bd = s[0] == 3 ? 0.0 : fmax(best_ms(b_bwd, &b, 7) - bw, 0.0);
         printf("%3d->%3d k%d s%d %2dx%-2d x%d %8.2f %8.2f %8.2f  %s\n", s[0], s[1], s[2], s[3], H, H, s[6],
                f, bd, bw, conv2d_impl_name(&c, N, H, H));

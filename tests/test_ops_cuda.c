@@ -285,7 +285,7 @@ static void test_amp_conv(int amp, int Ci, int Co, int k, int s, int p, int N, i
 
 static void test_amp_convs(void) {
     static const int shapes[][8] = {
-        { 3, 64, 3, 1, 1, 8, 32, 32 },     /* the stem: 3 channels may have no 16-bit algorithm */
+        { 3, 64, 3, 1, 1, 8, 32, 32 },     /* the first convolution: 3 channels may have no 16-bit algorithm */
         { 64, 64, 3, 1, 1, 8, 32, 32 },
         { 64, 128, 3, 2, 1, 8, 32, 32 },
         { 64, 128, 1, 2, 0, 8, 32, 32 },
@@ -547,7 +547,7 @@ static void test_scaler_kernels(size_t n) {
 }
 
 static void test_convs(void) {
-    /* MiniResNet's kinds of conv (stem from 3 channels, 3x3 stride 1 and 2, 1x1 stride-2
+    /* MiniResNet's kinds of conv (the first from 3 channels, 3x3 stride 1 and 2, 1x1 stride-2
      * shortcut) at width 16, plus an odd shape (odd sizes, channels not a multiple of 4). */
     static const int shapes[][8] = {
         /* Ci, Co, k, s, p, N, H, W */

@@ -67,7 +67,7 @@ static void test_model_layout(void) {
     int contiguous = 1;
     for (int i = 0; i < m.n_param_info; i++) { contiguous &= m.param_info[i].offset == off; off += m.param_info[i].numel; }
     EXPECT(contiguous && off == m.num_params, "tensors tile the flat buffer in order");
-    /* BN channels: stem 64, stage 1 4x64, stage 2 5x128, stage 3 5x256 = 2240 */
+    /* BN channels: first 64, stage 1 4x64, stage 2 5x128, stage 3 5x256 = 2240 */
     EXPECT(m.num_buffers == 2 * 2240, "running mean and var of 2240 BN channels (%zu floats)", m.num_buffers);
     model_free(&m);
     model_init(&m, 16, 3, 7, 24, 2);
@@ -78,7 +78,7 @@ static void test_model_layout(void) {
 
 /* Multiply-adds per image worked out by hand from the layer shapes (32x32 input, 10 classes),
  * for width w and 2 blocks per stage:
- *   stem        32*32 * 3*w*9                                              =  27648 w
+ *   conv1       32*32 * 3*w*9                                              =  27648 w
  *   stage 1     4 convs 32*32 * w*w*9                                      =  36864 w^2
  *   stage 2     16*16 * (2w*w*9 + 3 * 2w*2w*9 + 2w*w [1x1 shortcut])       =  32768 w^2
  *   stage 3     8*8 * (4w*2w*9 + 3 * 4w*4w*9 + 4w*2w)                      =  32768 w^2

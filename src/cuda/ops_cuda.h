@@ -76,7 +76,7 @@ void cuda_set_conv_filter_layout(int mode);
  * 16-bit type, its outputs (activation, input gradient, weight gradient) rounded from it and
  * widened back to float32, where everything else (batch norm, the head, the loss, the master
  * weights, the gradients and their all-reduce, SGD) stays. A layer for which cuDNN offers no
- * 16-bit algorithm (e.g. the 3-channel stem on some versions) stays in float32; the layer's
+ * 16-bit algorithm (e.g. the 3-channel first convolution on some versions) stays in float32; the layer's
  * impl name says which. Applies to convolutions initialised afterwards. The modes are in
  * cuda_amp.h. */
 void cuda_set_amp(int mode);

@@ -58,11 +58,13 @@ int main(int argc, char **argv) {
     model_randomize_bn(&m, (uint64_t)seed, 78);
     Rng r;
     rng_init(&r, (uint64_t)seed, 78, 1);
-    m.stem.num_batches_tracked = 1234;
-    for (int i = 0; i < m.n_block; i++) {
-        m.block[i].c1.num_batches_tracked = 100 + i;
-        m.block[i].c2.num_batches_tracked = 200 + i;
-        if (m.block[i].has_shortcut) m.block[i].sc.num_batches_tracked = 300 + i;
+    /* the first BN 1234; per block bn1 100 + i, bn2 200 + i, the shortcut's 300 + i */
+    for (int k = 0, i = -1; k < m.n_bn; k++) {
+        const char *name = m.bn_info[k].name;
+        if (k == 0) m.bn_tracked[k] = 1234;
+        else if (strstr(name, ".bn1.")) m.bn_tracked[k] = 100 + ++i;
+        else if (strstr(name, ".bn2.")) m.bn_tracked[k] = 200 + i;
+        else m.bn_tracked[k] = 300 + i;
     }
     for (size_t i = 0; i < opt.n; i++) opt.buf[i] = 0.01f * rng_normal(&r);
     opt.steps = 42;

@@ -56,7 +56,7 @@ static void write_f32(hid_t file, const char *name, const float *data, int ndim,
 }
 
 /* The ReLU masks (y > 0) of a training forward, in the order PyTorch's forward calls F.relu:
- * stem, then per block the ReLU after bn1 and the one after the residual add. At a
+ * the first, then per block the ReLU after bn1 and the one after the residual add. At a
  * pre-activation within round-off of zero the two implementations may legitimately disagree
  * on the mask, and one flipped element changes a BN-bias gradient by a few percent; the
  * comparison replays these masks so that it measures the arithmetic, not those coin tosses. */
@@ -69,20 +69,18 @@ static float *host_copy(const Model *m, const float *p, size_t n) {
 
 /* Masks of micro-step `micro` go after those of the earlier micro-steps of the same step. */
 static void write_masks(hid_t file, const Model *m, int step, int micro) {
-    const ConvBN *list[1 + 2 * 64];
-    int n = 0;
-    list[n++] = &m->stem;
-    for (int i = 0; i < m->n_block; i++) { list[n++] = &m->block[i].c1; list[n++] = &m->block[i].c2; }
+    const int n = model_relu_count(m);
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     for (int k = 0; k < n; k++) {
-        const ConvBN *c = list[k];
-        size_t cnt = (size_t)m->last_N * c->H_out * c->W_out * c->C_out;
+        int H, W, C;
+        const float *out = model_relu_output(m, k, &H, &W, &C);
+        size_t cnt = (size_t)m->last_N * H * W * C;
         unsigned char *mask = mallocCheck(cnt);
-        float *y = host_copy(m, c->y, cnt);
+        float *y = host_copy(m, out, cnt);
         for (size_t j = 0; j < cnt; j++) mask[j] = y[j] > 0.0f;
         free(y);
-        hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)c->H_out, (hsize_t)c->W_out, (hsize_t)c->C_out};
+        hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)H, (hsize_t)W, (hsize_t)C};
         char name[64];
         snprintf_check(name, sizeof name, "masks/step%d/%03d", step, micro * n + k);
         hid_t space = H5Screate_simple(4, dims, NULL);
