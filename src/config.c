@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* config.c - parsing, validation, help and JSON for the option table. */
+/* config.c - parsing, validation, help and JSON for the option table; the keys and values of a
+ * --config file (config_file.c reads the JSON, this file says what its keys mean). */
 #include "build_config.h"
 
 #include <errno.h>
@@ -181,6 +182,40 @@ static const char *config_file_arg(int argc, char **argv) {
     return file;
 }
 
+/* The JSON kind an option's value must have in a --config file. */
+static JsonKind json_kind_of(OptType t) {
+    switch (t) {
+    case T_INT: case T_FLOAT: return JSON_FLAT_NUMBER;
+    case T_BOOL: return JSON_FLAT_BOOL;
+    case T_STR: case T_CHOICE: break;
+    }
+    return JSON_FLAT_STRING;
+}
+
+/* json_flat_read's callback for a --config file: ctx is the Config. The key must name an
+ * option, its value be of the option's kind and pass as the command line's would. */
+static int config_json_pair(void *ctx, const char *key, JsonKind kind, const char *value, size_t line,
+                            size_t column, char *err, size_t errlen) {
+    (void)line;
+    (void)column;
+    const OptDesc *o = find_opt(key, strlen(key));
+    if (!o) return errf(err, errlen, "unknown key \"%.100s\" (not an option of this ddptrain; see --help)", key);
+    if (json_kind_of(o->type) != kind)
+        return errf(err, errlen, "key \"%s\": the value must be %s, not %s", key, json_kind_name(json_kind_of(o->type)),
+                    json_kind_name(kind));
+    char e[600];
+    if (parse_value(ctx, o, value, e, sizeof e) != 0) return errf(err, errlen, "key \"%s\": %s", key, e);
+    return 0;
+}
+
+int config_json_apply(Config *c, const char *text, size_t len, const char *what, char *err, size_t errlen) {
+    return json_flat_read(text, len, what, config_json_pair, c, err, errlen);
+}
+
+int config_file_apply(Config *c, const char *path, char *err, size_t errlen) {
+    return json_flat_read_file(path, config_json_pair, c, err, errlen);
+}
+
 int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen) {
     /* The file first, wherever --config stands, so that every flag overrides it */
     const char *file = config_file_arg(argc, argv);
@@ -227,6 +262,24 @@ int config_parse_args(Config *c, int argc, char **argv) {
     case CONFIG_VERSION: return CONFIG_VERSION;
     default: die_code(2, "%s", err);
     }
+}
+
+int config_check_recipe(const Config *c, char *err, size_t errlen) {
+    if (c->straggler_factor > 0.0 && c->straggler_factor <= 1.0)
+        return errf(err, errlen, "--straggler_factor %g: must be 0 (off) or above 1", c->straggler_factor);
+    if (c->nesterov && c->momentum == 0.0)
+        return errf(err, errlen,
+                    "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
+    if (c->ema_decay >= 1.0) return errf(err, errlen, "--ema_decay %g: must be below 1 (0: off)", c->ema_decay);
+    if (c->label_smoothing >= 1.0)
+        return errf(err, errlen, "--label_smoothing %g: must be below 1", c->label_smoothing);
+    const int onecycle = !strcmp(c->lr_schedule, "onecycle");
+    if (onecycle && c->warmup_steps > 0)
+        return errf(err, errlen, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");
+    if (onecycle && c->min_lr != 0.0)
+        return errf(err, errlen,
+                    "--min_lr: --lr_schedule onecycle ends at --lr / --onecycle_div_factor / --onecycle_final_div_factor");
+    return 0;
 }
 
 /* JSON string escaping for the few characters a path or name can carry. */

@@ -29,6 +29,23 @@ int config_parse_args(Config *c, int argc, char **argv);
 enum { CONFIG_HELP = 1, CONFIG_VERSION = 2 };
 int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen);
 
+/* Options from a JSON file in the form of the job directory's config.json (config_to_json):
+ * one flat object whose keys are option names and whose values are strings, numbers or
+ * booleans, as the option's type wants (a number for INT and FLOAT options, true or false for
+ * BOOL, a string for STR and CHOICE). `ddptrain --config runs/J/config.json` repeats a run;
+ * flags on the command line override the file wherever they stand (config_parse). Returns 0,
+ * or -1 with one line in err naming `path` and, where one is involved, the key: an unknown
+ * key, a value of the wrong type or out of range, a repeated key, text that is not such an
+ * object, or a path that is not a regular file. Options set before an error stay set. */
+int config_file_apply(Config *c, const char *path, char *err, size_t errlen);
+/* The same over `len` bytes of text (which need not end in NUL); `what` names it in messages. */
+int config_json_apply(Config *c, const char *text, size_t len, const char *what, char *err, size_t errlen);
+
+/* The checks across options that no range in config_table.h can make (a straggler factor in
+ * (0, 1], nesterov without momentum, an EMA decay or label smoothing of 1 or more, onecycle
+ * with --warmup_steps or --min_lr). Returns 0, or -1 with one line in err naming the flag. */
+int config_check_recipe(const Config *c, char *err, size_t errlen);
+
 /* Set one option from a string value as the command line would (tests, environment). Returns 0,
  * or -1 with a one-line reason in err. */
 int config_set(Config *c, const char *name, const char *value, char *err, size_t errlen);

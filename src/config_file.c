@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* config_file.c - see config_file.h. A reader for one flat JSON object (RFC 8259 strings,
- * numbers, true and false; no nesting, no null), written for this purpose only. */
+ * numbers, true and false; no nesting, no null), written for this purpose only; it includes
+ * nothing of config.h. */
 #include "build_config.h"
 
 #include <errno.h>
@@ -21,14 +22,25 @@ typedef struct {
     size_t errlen;
     const char *key;      /* the key whose value is being read, for messages, or NULL */
     const char *prev;     /* the last key read in full, or NULL */
+    size_t at, line, col; /* the line and column of byte `at`, where the last look ended */
 } Reader;
+
+/* The line and column (from 1) of byte `pos`, counted on from the last position asked for
+ * (keys come in order), or from the start when pos lies before it. */
+static void line_col(Reader *r, size_t pos, size_t *line, size_t *col) {
+    if (pos > r->n) pos = r->n;
+    if (pos < r->at) { r->at = 0; r->line = 1; r->col = 1; }
+    for (; r->at < pos; r->at++) {
+        if (r->s[r->at] == '\n') { r->line++; r->col = 1; } else r->col++;
+    }
+    *line = r->line;
+    *col = r->col;
+}
 
 /* "FILE: malformed JSON at line L, column C (key "K"): MSG" */
 static int malformed(Reader *r, const char *msg) {
-    size_t line = 1, col = 1;
-    for (size_t k = 0; k < r->i && k < r->n; k++) {
-        if (r->s[k] == '\n') { line++; col = 1; } else col++;
-    }
+    size_t line, col;
+    line_col(r, r->i, &line, &col);
     char at[160] = "";
     if (r->key) snprintf(at, sizeof at, " (key \"%.100s\")", r->key);
     else if (r->prev) snprintf(at, sizeof at, " (after key \"%.100s\")", r->prev);
@@ -162,23 +174,19 @@ static int literal(Reader *r, const char *word) {
     return 1;
 }
 
-typedef enum { V_STRING, V_NUMBER, V_BOOL } ValueKind;
 static const char *const k_kind_name[] = { "a string", "a number", "true or false" };
 
-/* The JSON kind an option's value must have. */
-static ValueKind kind_of(ConfigType t) {
-    switch (t) {
-    case CONFIG_INT: case CONFIG_FLOAT: return V_NUMBER;
-    case CONFIG_BOOL: return V_BOOL;
-    default: return V_STRING;
-    }
+const char *json_kind_name(JsonKind kind) {
+    return (unsigned)kind < sizeof k_kind_name / sizeof k_kind_name[0] ? k_kind_name[kind] : "?";
 }
 
-int config_json_apply(Config *c, const char *text, size_t len, const char *what, char *err, size_t errlen) {
-    Reader r = { text, len, 0, what, err, errlen, NULL, NULL };
-    char **seen = NULL;   /* keys set so far, for repeats */
+int json_flat_read(const char *text, size_t len, const char *what, JsonPairFn fn, void *ctx, char *err,
+                   size_t errlen) {
+    Reader r = { text, len, 0, what, err, errlen, NULL, NULL, 0, 1, 1 };
+    char **seen = NULL;   /* keys read so far, for repeats */
     size_t n_seen = 0;
     char *key = NULL, *val = NULL;
+    char *e = mallocCheck(errlen ? errlen : 1);   /* fn's message, before "WHAT: " */
     int rc = -1;
     skip_ws(&r);
     if (r.i >= r.n || r.s[r.i] != '{') { malformed(&r, "expected '{' (the file must hold one JSON object)"); goto out; }
@@ -189,6 +197,8 @@ int config_json_apply(Config *c, const char *text, size_t len, const char *what,
         r.key = NULL;
         skip_ws(&r);
         if (r.i >= r.n || r.s[r.i] != '"') { malformed(&r, "expected a key in double quotes"); goto out; }
+        size_t key_line, key_col;
+        line_col(&r, r.i, &key_line, &key_col);
         if (read_string(&r, &key)) goto out;
         r.key = key;
         skip_ws(&r);
@@ -196,20 +206,20 @@ int config_json_apply(Config *c, const char *text, size_t len, const char *what,
         r.i++;
         skip_ws(&r);
         if (r.i >= r.n) { malformed(&r, "expected a value"); goto out; }
-        ValueKind kind;
+        JsonKind kind;
         const char ch = r.s[r.i];
         if (ch == '"') {
             if (read_string(&r, &val)) goto out;
-            kind = V_STRING;
+            kind = JSON_FLAT_STRING;
         } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
             if (read_number(&r, &val)) goto out;
-            kind = V_NUMBER;
+            kind = JSON_FLAT_NUMBER;
         } else if (literal(&r, "true")) {
             val = strdup("true");
-            kind = V_BOOL;
+            kind = JSON_FLAT_BOOL;
         } else if (literal(&r, "false")) {
             val = strdup("false");
-            kind = V_BOOL;
+            kind = JSON_FLAT_BOOL;
         } else if (ch == '{' || ch == '[') {
             malformed(&r, "a value must be a string, a number, true or false (the object is flat)");
             goto out;
@@ -222,25 +232,15 @@ int config_json_apply(Config *c, const char *text, size_t len, const char *what,
             goto out;
         }
         CHECK(val != NULL);
-        ConfigType type;
-        if (config_option_type(key, &type) != 0) {
-            snprintf(err, errlen, "%s: unknown key \"%.100s\" (not an option of this ddptrain; see --help)", what, key);
-            goto out;
-        }
-        if (kind_of(type) != kind) {
-            snprintf(err, errlen, "%s: key \"%s\": the value must be %s, not %s", what, key, k_kind_name[kind_of(type)],
-                     k_kind_name[kind]);
-            goto out;
-        }
         for (size_t k = 0; k < n_seen; k++) {
             if (!strcmp(seen[k], key)) {
                 snprintf(err, errlen, "%s: key \"%s\" appears twice", what, key);
                 goto out;
             }
         }
-        char e[600];
-        if (config_set(c, key, val, e, sizeof e) != 0) {
-            snprintf(err, errlen, "%s: key \"%s\": %s", what, key, e);
+        e[0] = '\0';
+        if (fn(ctx, key, kind, val, key_line, key_col, e, errlen ? errlen : 1) != 0) {
+            snprintf(err, errlen, "%s: %s", what, e);
             goto out;
         }
         char **grown = realloc(seen, (n_seen + 1) * sizeof *seen);
@@ -263,6 +263,7 @@ end:
     if (r.i != r.n) { malformed(&r, "text after the object"); goto out; }
     rc = 0;
 out:
+    free(e);
     free(key);
     free(val);
     for (size_t k = 0; k < n_seen; k++) free(seen[k]);
@@ -270,7 +271,7 @@ out:
     return rc;
 }
 
-int config_file_apply(Config *c, const char *path, char *err, size_t errlen) {
+int json_flat_read_file(const char *path, JsonPairFn fn, void *ctx, char *err, size_t errlen) {
     /* A regular file only: a FIFO or a terminal would wait for a writer (O_NONBLOCK) */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
@@ -286,19 +287,19 @@ int config_file_apply(Config *c, const char *path, char *err, size_t errlen) {
     }
     FILE *f = fdopen(fd, "rb");
     CHECK(f != NULL);
-    char *buf = mallocCheck(CONFIG_FILE_MAX_BYTES + 1);
-    size_t len = fread(buf, 1, CONFIG_FILE_MAX_BYTES + 1, f);
+    char *buf = mallocCheck(JSON_FLAT_MAX_BYTES + 1);
+    size_t len = fread(buf, 1, JSON_FLAT_MAX_BYTES + 1, f);
     const int bad = ferror(f);
     fclose(f);
     int rc;
     if (bad) {
         rc = -1;
         snprintf(err, errlen, "%s: cannot be read", path);
-    } else if (len > CONFIG_FILE_MAX_BYTES) {
+    } else if (len > JSON_FLAT_MAX_BYTES) {
         rc = -1;
-        snprintf(err, errlen, "%s: larger than %u bytes: not a ddptrain configuration", path, CONFIG_FILE_MAX_BYTES);
+        snprintf(err, errlen, "%s: larger than %u bytes: not a ddptrain configuration", path, JSON_FLAT_MAX_BYTES);
     } else {
-        rc = config_json_apply(c, buf, len, path, err, errlen);
+        rc = json_flat_read(buf, len, path, fn, ctx, err, errlen);
     }
     free(buf);
     return rc;

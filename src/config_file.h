@@ -1,26 +1,40 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* config_file.h - options from a JSON file in the form of the job directory's config.json
- * (config_to_json): one flat object whose keys are option names and whose values are strings,
- * numbers or booleans, as the option's type wants (a number for INT and FLOAT options, true or
- * false for BOOL, a string for STR and CHOICE). `ddptrain --config runs/J/config.json` repeats a
- * run; flags on the command line override the file wherever they stand (config_parse). */
+/* config_file.h - a reader for one flat JSON object, the form of the job directory's
+ * config.json (config_to_json): keys in double quotes, each with a string, a number, true or
+ * false; no nesting, no null, no key twice. It knows no options: every key and its value go to
+ * a callback, which decides what they mean (config.c does, for `--config FILE`). */
 #ifndef DDP_CONFIG_FILE_H
 #define DDP_CONFIG_FILE_H
 
 #include <stddef.h>
 
-#include "config.h"
-
 /* Files larger than this are refused (a config.json is about 3 KB). */
-#define CONFIG_FILE_MAX_BYTES (1u << 20)
+#define JSON_FLAT_MAX_BYTES (1u << 20)
 
-/* Set every option the file names. Returns 0, or -1 with one line in err naming `path` and,
- * where one is involved, the key: an unknown key, a value of the wrong type or out of range,
- * a repeated key, text that is not such an object, or a path that is not a regular file.
- * Options set before an error stay set. */
-int config_file_apply(Config *c, const char *path, char *err, size_t errlen);
+/* The kind of a value as written: a string (decoded), a number (its text as written: a JSON
+ * number, at most 64 characters), or true or false (the text "true" or "false"). */
+typedef enum { JSON_FLAT_STRING, JSON_FLAT_NUMBER, JSON_FLAT_BOOL } JsonKind;
 
-/* The same over `len` bytes of text (which need not end in NUL); `what` names it in messages. */
-int config_json_apply(Config *c, const char *text, size_t len, const char *what, char *err, size_t errlen);
+/* "a string", "a number", "true or false": for messages. */
+const char *json_kind_name(JsonKind kind);
+
+/* One key and its value, in the order of the text; line and column (from 1, in bytes) are
+ * those of the key's opening quote. Returns 0 to go on, or -1 with one line in err (errlen
+ * bytes), which the reader prefixes with "WHAT: ". */
+typedef int (*JsonPairFn)(void *ctx, const char *key, JsonKind kind, const char *value, size_t line, size_t column,
+                          char *err, size_t errlen);
+
+/* Reads `len` bytes of text (which need not end in NUL) as one flat object and hands each pair
+ * to fn. Returns 0, or -1 with one line in err naming `what`: "WHAT: malformed JSON at line L,
+ * column C (key "K"): ..." for text that is not such an object, "WHAT: key "K" appears twice"
+ * (found before fn sees the repeat), or "WHAT: " and fn's own message. Pairs handed to fn
+ * before an error stay handed. */
+int json_flat_read(const char *text, size_t len, const char *what, JsonPairFn fn, void *ctx, char *err,
+                   size_t errlen);
+
+/* The same over the file at `path`, named by it in messages; a path that cannot be opened,
+ * is not a regular file, cannot be read or is larger than JSON_FLAT_MAX_BYTES is refused with
+ * one line in err. */
+int json_flat_read_file(const char *path, JsonPairFn fn, void *ctx, char *err, size_t errlen);
 
 #endif

@@ -103,21 +103,6 @@ static void back_to_training(Run *r) {
 
 /* ---- setup ------------------------------------------------------------------------------- */
 
-/* TEMPORARY until config_check_recipe lands in config.c */
-static int config_check_recipe(const Config *c, char *err, size_t n) {
-    if (c->straggler_factor > 0.0 && c->straggler_factor <= 1.0)
-        return errf(err, n, "--straggler_factor %g: must be 0 (off) or above 1", c->straggler_factor);
-    if (c->nesterov && c->momentum == 0.0)
-        return errf(err, n, "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
-    if (c->ema_decay >= 1.0) return errf(err, n, "--ema_decay %g: must be below 1 (0: off)", c->ema_decay);
-    if (c->label_smoothing >= 1.0) return errf(err, n, "--label_smoothing %g: must be below 1", c->label_smoothing);
-    if (!strcmp(c->lr_schedule, "onecycle") && c->warmup_steps > 0)
-        return errf(err, n, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");
-    if (!strcmp(c->lr_schedule, "onecycle") && c->min_lr != 0.0)
-        return errf(err, n, "--min_lr: --lr_schedule onecycle ends at --lr / --onecycle_div_factor / --onecycle_final_div_factor");
-    return 0;
-}
-
 /* The flags; exits for --help and --version and on a bad flag, before any collective. */
 static void read_flags(Run *r, int argc, char **argv) {
     char err[4800];
