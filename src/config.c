@@ -129,19 +129,6 @@ int config_set(Config *c, const char *name, const char *value, char *err, size_t
     return parse_value(c, o, value, err, errlen);
 }
 
-int config_option_type(const char *name, ConfigType *type) {
-    const OptDesc *o = find_opt(name, strlen(name));
-    if (!o) return -1;
-    switch (o->type) {
-    case T_INT: *type = CONFIG_INT; break;
-    case T_FLOAT: *type = CONFIG_FLOAT; break;
-    case T_BOOL: *type = CONFIG_BOOL; break;
-    case T_STR: *type = CONFIG_STR; break;
-    case T_CHOICE: *type = CONFIG_CHOICE; break;
-    }
-    return 0;
-}
-
 void config_print_help(FILE *out, const char *progname) {
     fprintf(out, "usage: %s [--option VALUE | --option=VALUE | --flag | --no-flag] ...\n\n", progname);
     fprintf(out, "Trains MiniResNet data-parallel on a sharded HDF5 dataset. Options (default in brackets):\n");

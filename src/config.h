@@ -50,9 +50,6 @@ int config_check_recipe(const Config *c, char *err, size_t errlen);
  * or -1 with a one-line reason in err. */
 int config_set(Config *c, const char *name, const char *value, char *err, size_t errlen);
 
-/* The type of option `name` (config_table.h): 0, or -1 when there is no such option. */
-typedef enum { CONFIG_INT, CONFIG_FLOAT, CONFIG_BOOL, CONFIG_STR, CONFIG_CHOICE } ConfigType;
-int config_option_type(const char *name, ConfigType *type);
 
 /* The effective configuration as one JSON object (malloc'd, caller frees). */
 char *config_to_json(const Config *c);
