@@ -10,7 +10,7 @@
  * the checkpoint recorded and refuses a change with one line that names the flag.
  *
  * The world size is the exception: a resume on another number of ranks is allowed with a
- * warning (train.c), as it must be for a job requeued onto fewer nodes.
+ * warning (ckpt_policy.c), as it must be for a job requeued onto fewer nodes.
  *
  * --resume_data_change accepts a change: weights, optimizer state, loss scale and the global
  * step (hence the learning-rate schedule) are kept, and the data order of the new settings

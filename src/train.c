@@ -151,9 +151,8 @@ static void setup(Run *r, int argc, char **argv) {
      * algorithms. Read by the MPI backend only. */
     if (!strcmp(r->cfg.comm_allreduce, "ring")) r->comm->ring_min_bytes = RING_MIN_BYTES;
     logger_init(&r->log, r->world.boot.rank, r->world.boot.world_size);
-    const int threads = device_threads(&r->cfg, &r->world.boot);
 #ifdef _OPENMP
-    omp_set_num_threads(threads);
+    omp_set_num_threads(device_threads(&r->cfg, &r->world.boot));
 #endif
     jobdir_propose(&r->job, &r->cfg, r->world.boot.rank);
 
@@ -179,7 +178,6 @@ static void setup(Run *r, int argc, char **argv) {
 #else
     device_describe(&r->dev, &r->cfg, 1, line, sizeof line);
 #endif
-    (void)threads;
     log_info(&r->log, "device: %s", line);
     splits_agree_on_storage(&r->data, r->comm, &r->log);
     splits_log(&r->data, &r->log);
