@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backend.h - the operations MiniResNet needs, as a table one backend fills.
+/* backend.h - the operations a network needs (model.c), as a table one backend fills.
  *
  * The model, the optimizer and the reducer call only through a Backend, so the same code
  * trains on the CPU (backend_cpu: oneDNN convolutions and OpenMP kernels, ops_cpu.h) or on a
@@ -55,6 +55,14 @@ typedef struct Backend {
 
     void (*avgpool_forward)(const float *x, float *y, int N, int HW, int C);
     void (*avgpool_backward)(const float *dy, float *dx, int N, int HW, int C);
+    /* y = max(x, 0) over n activations: a ReLU that follows no batch norm (one that does is
+     * fused into bn_apply). NULL on a backend without it; so are the two below. */
+    void (*relu_forward)(const float *x, float *y, size_t n);
+    /* ops_cpu.h's max pooling, with the index of each output's input pixel (int32) */
+    void (*maxpool_forward)(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride,
+                            int pad);
+    void (*maxpool_backward)(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k,
+                             int stride, int pad);
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int N, int I, int O);

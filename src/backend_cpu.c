@@ -44,6 +44,11 @@ static void cpu_softmax_xent(const float *logits, const int *labels, int N, int 
     *loss = softmax_xent(logits, labels, N, K, scale, smoothing, dlogits, correct);
 }
 
+static void cpu_relu_forward(const float *restrict x, float *restrict y, size_t n) {
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];   /* NaN stays NaN, as torch.relu */
+}
+
 static void cpu_relu_mask_copy(float *restrict g, const float *restrict y, float *restrict out, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t j = 0; j < n; j++) {
@@ -138,6 +143,9 @@ const Backend backend_cpu = {
     .bn_backward_apply = cpu_bn_backward_apply,
     .avgpool_forward = avgpool_forward,
     .avgpool_backward = avgpool_backward,
+    .relu_forward = cpu_relu_forward,
+    .maxpool_forward = maxpool_forward,
+    .maxpool_backward = maxpool_backward,
     .linear_forward = linear_forward,
     .linear_backward = linear_backward,
     .softmax_xent = cpu_softmax_xent,

@@ -1,14 +1,49 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* model.c - MiniResNet layout, initialisation, forward and backward. */
+/* model.c - a network from its node table: layout, initialisation, forward and backward.
+ *
+ * model_init_net compiles the table into steps. A batch norm whose only consumer is an add
+ * (as its first operand) and whose add's only consumer is a ReLU becomes one step, as does a
+ * batch norm followed by a ReLU: bn_apply adds the residual and clamps in the pass that
+ * normalises, and backward masks once. Such a step runs where its last node stands, so the
+ * residual is ready. Every other node is a step of its own.
+ *
+ * Backward runs the steps in reverse. The gradient of a step's output lives in a slot from a
+ * pool: taken by the first consumer that writes it (the last in forward order), added to by
+ * the others, given back once its producer has used it. The pool's size is what one dry run
+ * of backward holds at most. A parameter's gradient is final once its step is done; the
+ * gradients at offsets >= X are final when every step owning a parameter at or above X is:
+ * that watermark is what grad_ready hears, so buckets start during backward. */
 #include <math.h>
 #include <string.h>
 
 #include "model.h"
 #include "rng.h"
 #include "util.h"
+#include "zoo.h"
 
 #define BN_EPS 1e-5f
 #define BN_MOMENTUM 0.1f
+
+struct ModelStep {
+    NodeKind kind;
+    int node;                 /* its node in m->net (the last of a fused group) */
+    int first;                /* the group's first node (the batch norm), else == node */
+    int in, in2;              /* producing steps, or NET_INPUT; in2: add's, or a fused residual */
+    int relu;                 /* bn: ReLU fused */
+    int C_in, H_in, W_in, C, H, W;
+    int act;                  /* y holds activations (act_bytes), else float32 */
+    Conv2d conv;
+    size_t w_off, b_off;      /* conv weight / bn weight / linear weight; bn or linear bias */
+    size_t rmean_off, rvar_off;
+    int bn;                   /* its counter in bn_tracked */
+    int zero_init;
+    int k, stride, pad;       /* maxpool */
+    int p_lo, p_hi;           /* its tensors in param_info */
+    float *y;                 /* output [max_batch, H, W, C] */
+    float *mean, *invstd;     /* bn: statistics used by the last forward */
+    double *count;            /* bn: values behind those statistics (all ranks' with sync BN) */
+    int32_t *arg;             /* maxpool: the input pixel of each output */
+};
 
 /* ---- layout -------------------------------------------------------------------------------- */
 
@@ -39,40 +74,102 @@ static size_t layout_add(Layout *l, const char *prefix, const char *name, Tensor
     return t->offset;
 }
 
-/* Declares a conv + BN pair: parameters in state_dict order (conv weight, bn weight, bn bias),
- * its running statistics in B, its counter in N (whose size counts the BN layers). */
-static void convbn_layout(const Backend *be, ConvBN *c, Layout *P, Layout *B, Layout *N, const char *conv_prefix,
-                          const char *bn_prefix, int cin, int cout, int k, int stride, int H, int W) {
-    memset(c, 0, sizeof *c);
-    c->C_in = cin; c->C_out = cout; c->H_in = H; c->W_in = W;
-    be->conv2d_init(&c->conv, cin, cout, k, stride, k / 2);
-    c->H_out = conv2d_out_size(&c->conv, H);
-    c->W_out = conv2d_out_size(&c->conv, W);
-    c->bn = (int)N->size;
-    c->w_off = layout_add(P, conv_prefix, "weight", TENSOR_CONV_WEIGHT, -1, 4, cout, cin, k, k);
-    c->gamma_off = layout_add(P, bn_prefix, "weight", TENSOR_BN_WEIGHT, c->bn, 1, cout, 0, 0, 0);
-    c->beta_off = layout_add(P, bn_prefix, "bias", TENSOR_BN_BIAS, c->bn, 1, cout, 0, 0, 0);
-    c->rmean_off = layout_add(B, bn_prefix, "running_mean", TENSOR_BN_RUNNING_MEAN, c->bn, 1, cout, 0, 0, 0);
-    c->rvar_off = layout_add(B, bn_prefix, "running_var", TENSOR_BN_RUNNING_VAR, c->bn, 1, cout, 0, 0, 0);
-    layout_add(N, bn_prefix, "num_batches_tracked", TENSOR_BN_COUNTER, c->bn, 0, 0, 0, 0, 0);
+/* ---- compiling the table ------------------------------------------------------------------ */
+
+/* How many nodes read node i's output, and the last of them. */
+static int consumers(const NetSpec *s, int i, int *only) {
+    int n = 0;
+    for (int j = i + 1; j < s->n; j++) {
+        const NetNode *c = &s->node[j];
+        if (c->in == i) { n++; *only = j; }
+        if (c->kind == NODE_ADD && c->in2 == i) { n++; *only = j; }
+    }
+    return n;
 }
 
-static void convbn_alloc(const Backend *be, ConvBN *c, int max_batch) {
-    size_t n = (size_t)max_batch * c->H_out * c->W_out * c->C_out;
-    c->a = be->alloc(n * be->act_bytes());
-    c->y = be->alloc(n * be->act_bytes());
-    c->mean = be->alloc((size_t)c->C_out * sizeof(float));
-    c->invstd = be->alloc((size_t)c->C_out * sizeof(float));
-    c->count = be->alloc(sizeof(double));
+/* The groups: owner[i] is the batch norm whose step computes node i's value (i itself when
+ * it is not fused); end[h] the last node of h's group. */
+typedef struct {
+    int *owner, *end;
+    int *step_of;     /* node -> the step that gives its value */
+} Plan;
+
+static int need_op(const Backend *be, const void *op, const char *what, const NetNode *n, char *err, size_t errlen) {
+    if (op) return 0;
+    snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s operation", what, n->name, be->name,
+             node_kind_name(n->kind));
+    return -1;
 }
 
-static void convbn_free(const Backend *be, ConvBN *c) {
-    be->conv2d_free(&c->conv);
-    be->release(c->a); be->release(c->y); be->release(c->mean); be->release(c->invstd);
-    be->release(c->count);
+static int backend_has(const Backend *be, const NetSpec *s, const char *what, char *err, size_t errlen) {
+    for (int i = 0; i < s->n; i++) {
+        const NetNode *n = &s->node[i];
+        const void *op = (const void *)be->copy;
+        if (n->kind == NODE_RELU) op = (const void *)be->relu_forward;
+        if (n->kind == NODE_MAXPOOL) op = (const void *)be->maxpool_forward;
+        if (need_op(be, op, what, n, err, errlen)) return -1;
+    }
+    return 0;
 }
 
-static size_t convbn_act_size(const ConvBN *c) { return (size_t)c->H_out * c->W_out * c->C_out; }
+/* bn [+ add, the bn its first operand] [+ relu], each the only consumer of the one before. */
+static void plan_groups(const NetSpec *s, Plan *p) {
+    for (int i = 0; i < s->n; i++) p->owner[i] = p->end[i] = i;
+    for (int i = 0; i < s->n; i++) {
+        if (s->node[i].kind != NODE_BN) continue;
+        int j = -1, k = -1;
+        if (consumers(s, i, &j) != 1) continue;
+        if (s->node[j].kind == NODE_ADD && s->node[j].in == i && s->node[j].in2 != i) {
+            p->owner[j] = i;
+            p->end[i] = j;
+            if (consumers(s, j, &k) == 1 && s->node[k].kind == NODE_RELU) { p->owner[k] = i; p->end[i] = k; }
+        } else if (s->node[j].kind == NODE_RELU) {
+            p->owner[j] = i;
+            p->end[i] = j;
+        }
+    }
+}
+
+static int value_step(const Plan *p, int node) { return node == NET_INPUT ? NET_INPUT : p->step_of[node]; }
+
+static void alloc_step(const Backend *be, ModelStep *st, int max_batch) {
+    const size_t n = (size_t)max_batch * st->H * st->W * st->C;
+    st->y = be->alloc(n * (st->act ? be->act_bytes() : sizeof(float)));
+    if (st->kind == NODE_BN) {
+        st->mean = be->alloc((size_t)st->C * sizeof(float));
+        st->invstd = be->alloc((size_t)st->C * sizeof(float));
+        st->count = be->alloc(sizeof(double));
+    }
+    if (st->kind == NODE_MAXPOOL) st->arg = be->alloc(n * sizeof(int32_t));
+}
+
+/* Lays out the tensors of node i (table order = state_dict order) into step st. */
+static void layout_node(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
+    st->p_lo = P->n;
+    switch (n->kind) {
+    case NODE_CONV:
+        be->conv2d_init(&st->conv, st->C_in, n->C, n->k, n->stride, n->pad);
+        st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in, n->k, n->k);
+        break;
+    case NODE_BN:
+        st->bn = (int)NB->size;
+        st->w_off = layout_add(P, n->name, "weight", TENSOR_BN_WEIGHT, st->bn, 1, n->C, 0, 0, 0);
+        st->b_off = layout_add(P, n->name, "bias", TENSOR_BN_BIAS, st->bn, 1, n->C, 0, 0, 0);
+        st->rmean_off = layout_add(B, n->name, "running_mean", TENSOR_BN_RUNNING_MEAN, st->bn, 1, n->C, 0, 0, 0);
+        st->rvar_off = layout_add(B, n->name, "running_var", TENSOR_BN_RUNNING_VAR, st->bn, 1, n->C, 0, 0, 0);
+        layout_add(NB, n->name, "num_batches_tracked", TENSOR_BN_COUNTER, st->bn, 0, 0, 0, 0, 0);
+        break;
+    case NODE_LINEAR:
+        st->w_off = layout_add(P, n->name, "weight", TENSOR_LINEAR_WEIGHT, -1, 2, n->C, st->C_in, 0, 0);
+        st->b_off = layout_add(P, n->name, "bias", TENSOR_LINEAR_BIAS, -1, 1, n->C, 0, 0, 0);
+        break;
+    default:
+        break;
+    }
+    st->p_hi = P->n;
+}
+
+static void backward_steps(Model *m, int dry);
 
 void model_init(Model *m, int width, int blocks, int num_classes, int image_size, int max_batch) {
     model_init_on(m, &backend_cpu, width, blocks, num_classes, image_size, max_batch);
@@ -80,91 +177,136 @@ void model_init(Model *m, int width, int blocks, int num_classes, int image_size
 
 void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_classes, int image_size,
                    int max_batch) {
-    memset(m, 0, sizeof *m);
-    m->be = be;
-    m->width = width; m->blocks = blocks; m->num_classes = num_classes;
-    m->image_size = image_size; m->max_batch = max_batch;
-    m->feat = 4 * width;
-    Layout P = {0}, B = {0}, NB = {0};
-    char cp[64], bp[64];
+    NetSpec net;
+    zoo_miniresnet(&net, width, blocks);
+    char err[512];
+    if (model_init_net(m, be, &net, "MiniResNet", num_classes, image_size, max_batch, err, sizeof err) != 0)
+        die("%s", err);
+    netspec_free(&net);
+    m->width = width;
+    m->blocks = blocks;
+}
 
-    int H = image_size;
-    convbn_layout(be, &m->stem, &P, &B, &NB, "conv1", "bn1", 3, width, 3, 1, H, H);
-    m->n_block = 3 * blocks;
-    m->block = callocCheck((size_t)m->n_block, sizeof *m->block);
-    int cin = width;
-    for (int s = 0; s < 3; s++) {
-        int cout = width << s;
-        for (int b = 0; b < blocks; b++) {
-            BasicBlock *blk = &m->block[s * blocks + b];
-            int stride = (s > 0 && b == 0) ? 2 : 1;
-            char pre[32];
-            snprintf_check(pre, sizeof pre, "layer%d.%d", s + 1, b);
-            snprintf_check(cp, sizeof cp, "%s.conv1", pre);
-            snprintf_check(bp, sizeof bp, "%s.bn1", pre);
-            convbn_layout(be, &blk->c1, &P, &B, &NB, cp, bp, cin, cout, 3, stride, H, H);
-            int Ho = blk->c1.H_out;
-            snprintf_check(cp, sizeof cp, "%s.conv2", pre);
-            snprintf_check(bp, sizeof bp, "%s.bn2", pre);
-            convbn_layout(be, &blk->c2, &P, &B, &NB, cp, bp, cout, cout, 3, 1, Ho, Ho);
-            blk->has_shortcut = (stride != 1 || cin != cout);
-            if (blk->has_shortcut) {
-                snprintf_check(cp, sizeof cp, "%s.shortcut.0", pre);
-                snprintf_check(bp, sizeof bp, "%s.shortcut.1", pre);
-                convbn_layout(be, &blk->sc, &P, &B, &NB, cp, bp, cin, cout, 1, stride, H, H);
-            }
-            cin = cout;
-            H = Ho;
-        }
+int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *what, int num_classes, int image_size,
+                   int max_batch, char *err, size_t errlen) {
+    memset(m, 0, sizeof *m);
+    netspec_copy(&m->net, net);
+    NetSpec *s = &m->net;
+    if (netspec_resolve(s, image_size, num_classes, what, err, errlen) != 0 || backend_has(be, s, what, err, errlen)) {
+        netspec_free(s);
+        memset(m, 0, sizeof *m);
+        return -1;
     }
-    m->fc_w_off = layout_add(&P, "fc", "weight", TENSOR_LINEAR_WEIGHT, -1, 2, num_classes, m->feat, 0, 0);
-    m->fc_b_off = layout_add(&P, "fc", "bias", TENSOR_LINEAR_BIAS, -1, 1, num_classes, 0, 0, 0);
+    m->be = be;
+    m->num_classes = num_classes;
+    m->image_size = image_size;
+    m->max_batch = max_batch;
+
+    Plan p = {callocCheck((size_t)s->n, sizeof(int)), callocCheck((size_t)s->n, sizeof(int)),
+              callocCheck((size_t)s->n, sizeof(int))};
+    plan_groups(s, &p);
+    /* Tensors in table order (= state_dict order), one provisional step per group's first node. */
+    ModelStep *proto = callocCheck((size_t)s->n, sizeof *proto);
+    Layout P = {0}, B = {0}, NB = {0};
+    for (int i = 0; i < s->n; i++) {
+        if (p.owner[i] != i) continue;
+        const NetNode *n = &s->node[i];
+        ModelStep *st = &proto[i];
+        st->kind = n->kind;
+        st->first = i;
+        st->node = p.end[i];
+        const NetNode *src = n->in == NET_INPUT ? NULL : &s->node[n->in];
+        st->C_in = src ? src->C : 3;
+        st->H_in = src ? src->H : image_size;
+        st->W_in = src ? src->W : image_size;
+        const NetNode *last = &s->node[st->node];
+        st->C = last->C; st->H = last->H; st->W = last->W;
+        st->zero_init = n->zero_init;
+        st->k = n->k; st->stride = n->stride; st->pad = n->pad;
+        layout_node(be, n, st, &P, &B, &NB);
+    }
+    /* Steps in run order: a group runs where its last node stands, when its residual is ready. */
+    m->step = callocCheck((size_t)s->n, sizeof *m->step);
+    int ns = 0;
+    for (int i = 0; i < s->n; i++) {
+        const int h = p.owner[i];
+        if (p.end[h] != i) continue;
+        ModelStep st = proto[h];
+        const NetNode *n = &s->node[h];
+        st.in = value_step(&p, n->in);
+        st.in2 = NET_NONE;
+        if (n->kind == NODE_ADD) st.in2 = value_step(&p, n->in2);
+        for (int j = h + 1; j <= i; j++) {
+            if (p.owner[j] != h) continue;
+            if (s->node[j].kind == NODE_ADD) st.in2 = value_step(&p, s->node[j].in2);
+            if (s->node[j].kind == NODE_RELU) st.relu = 1;
+        }
+        /* the pooled features and what follows them are float32 */
+        st.act = !(n->kind == NODE_AVGPOOL || n->kind == NODE_LINEAR ||
+                   (st.in >= 0 && !m->step[st.in].act));
+        m->step[ns] = st;
+        for (int j = h; j <= i; j++)
+            if (p.owner[j] == h) p.step_of[j] = ns;
+        ns++;
+    }
+    m->n_step = ns;
+    free(proto);
+    free(p.owner);
+    free(p.end);
+    free(p.step_of);
+    CHECK(m->step[ns - 1].kind == NODE_LINEAR);
 
     m->param_info = P.info; m->n_param_info = P.n; m->num_params = P.size;
     m->buffer_info = B.info; m->n_buffer_info = B.n; m->num_buffers = B.size;
     m->bn_info = NB.info; m->n_bn = NB.n;
-    m->bn_tracked = callocCheck((size_t)m->n_bn, sizeof *m->bn_tracked);
+    m->bn_tracked = callocCheck((size_t)(m->n_bn ? m->n_bn : 1), sizeof *m->bn_tracked);
     m->params = be->alloc(m->num_params * sizeof(float));
     m->grads = be->alloc(m->num_params * sizeof(float));
-    m->buffers = be->alloc(m->num_buffers * sizeof(float));
+    m->buffers = be->alloc((m->num_buffers ? m->num_buffers : 1) * sizeof(float));
 
-    size_t max_act = convbn_act_size(&m->stem);
-    convbn_alloc(be, &m->stem, max_batch);
-    for (int i = 0; i < m->n_block; i++) {
-        BasicBlock *blk = &m->block[i];
-        convbn_alloc(be, &blk->c1, max_batch);
-        convbn_alloc(be, &blk->c2, max_batch);
-        if (blk->has_shortcut) convbn_alloc(be, &blk->sc, max_batch);
-        if (convbn_act_size(&blk->c1) > max_act) max_act = convbn_act_size(&blk->c1);
+    size_t max_grad = 0;
+    int max_c = 1;
+    for (int i = 0; i < ns; i++) {
+        ModelStep *st = &m->step[i];
+        alloc_step(be, st, max_batch);
+        const size_t bytes = (size_t)st->H * st->W * st->C * (st->act ? be->act_bytes() : sizeof(float));
+        if (bytes > max_grad) max_grad = bytes;
+        if (st->kind == NODE_BN && st->C > max_c) max_c = st->C;
     }
-    for (int i = 0; i < 4; i++) m->gbuf[i] = be->alloc((size_t)max_batch * max_act * be->act_bytes());
+    m->logits = m->step[ns - 1].y;
+    m->dlogits = be->alloc((size_t)max_batch * num_classes * sizeof(float));
     if (be->act_bytes() != sizeof(float))
         m->input_act = be->alloc((size_t)max_batch * image_size * image_size * 3 * be->act_bytes());
-    m->pooled = be->alloc((size_t)max_batch * m->feat * sizeof(float));
-    m->dpooled = be->alloc((size_t)max_batch * m->feat * sizeof(float));
-    m->logits = be->alloc((size_t)max_batch * num_classes * sizeof(float));
-    m->dlogits = be->alloc((size_t)max_batch * num_classes * sizeof(float));
-    m->stat_scratch = be->alloc((size_t)(8 * 4 * width + 8) * sizeof(double));
+    /* [count, sum[C], sumsq[C]] forward; [sum_g[C], sum_gx[C]] local then global backward */
+    m->stat_scratch = be->alloc((size_t)(4 * max_c + 1) * sizeof(double));
     m->loss = be->alloc(sizeof(float));
     m->loss_sum = be->alloc(sizeof(float));
     m->correct = be->alloc(sizeof(int));
+    backward_steps(m, 1);   /* counts the slots */
+    m->slot = callocCheck((size_t)(m->n_slot ? m->n_slot : 1), sizeof *m->slot);
+    for (int i = 0; i < m->n_slot; i++) m->slot[i] = be->alloc((size_t)max_batch * max_grad);
+    return 0;
 }
 
 void model_free(Model *m) {
     const Backend *be = m->be;
-    convbn_free(be, &m->stem);
-    for (int i = 0; i < m->n_block; i++) {
-        convbn_free(be, &m->block[i].c1);
-        convbn_free(be, &m->block[i].c2);
-        if (m->block[i].has_shortcut) convbn_free(be, &m->block[i].sc);
+    if (!be) return;
+    for (int i = 0; i < m->n_step; i++) {
+        ModelStep *st = &m->step[i];
+        if (st->kind == NODE_CONV) be->conv2d_free(&st->conv);
+        be->release(st->y);
+        if (st->mean) { be->release(st->mean); be->release(st->invstd); be->release(st->count); }
+        if (st->arg) be->release(st->arg);
     }
-    free(m->block);
-    for (int i = 0; i < 4; i++) be->release(m->gbuf[i]);
+    free(m->step);
+    for (int i = 0; i < m->n_slot; i++) be->release(m->slot[i]);
+    free(m->slot);
     if (m->input_act) be->release(m->input_act);
-    be->release(m->pooled); be->release(m->dpooled); be->release(m->logits); be->release(m->dlogits);
+    be->release(m->dlogits);
     be->release(m->stat_scratch); be->release(m->loss); be->release(m->loss_sum); be->release(m->correct);
     be->release(m->params); be->release(m->grads); be->release(m->buffers);
     free(m->param_info); free(m->buffer_info); free(m->bn_info); free(m->bn_tracked);
+    netspec_free(&m->net);
     memset(m, 0, sizeof *m);
 }
 
@@ -174,36 +316,55 @@ static void uniform_fill(Rng *r, float *p, size_t n, float bound) {
     for (size_t i = 0; i < n; i++) p[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
 }
 
+static void normal_fill(Rng *r, float *p, size_t n, float std) {
+    for (size_t i = 0; i < n; i++) p[i] = rng_normal(r) * std;
+}
+
 /* params and buffers are host arrays here: the model's own on the CPU, staging copies on a
- * device backend. */
-static void convbn_init(ConvBN *c, float *params, float *buffers, int64_t *tracked, Rng *r) {
-    size_t fan_in = (size_t)c->C_in * c->conv.k * c->conv.k;
-    /* kaiming_uniform_(a=sqrt(5)) as nn.Conv2d.reset_parameters: bound = 1/sqrt(fan_in) */
-    uniform_fill(r, params + c->w_off, (size_t)c->C_out * fan_in, 1.0f / sqrtf((float)fan_in));
-    for (int i = 0; i < c->C_out; i++) {
-        params[c->gamma_off + i] = 1.0f;
-        params[c->beta_off + i] = 0.0f;
-        buffers[c->rmean_off + i] = 0.0f;
-        buffers[c->rvar_off + i] = 1.0f;
+ * device backend. Steps in table order, so draws come in state_dict order. */
+static void step_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
+    switch (st->kind) {
+    case NODE_CONV: {
+        const size_t fan_in = (size_t)st->C_in * st->conv.k * st->conv.k;
+        const size_t n = (size_t)st->C * fan_in;
+        if (m->net.init == NET_INIT_RESNET)   /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+            normal_fill(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->conv.k * st->conv.k)));
+        else                                  /* kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in) */
+            uniform_fill(r, params + st->w_off, n, 1.0f / sqrtf((float)fan_in));
+        break;
     }
-    tracked[c->bn] = 0;
+    case NODE_BN: {
+        const float gamma = m->zero_init_residual && st->zero_init ? 0.0f : 1.0f;
+        for (int i = 0; i < st->C; i++) {
+            params[st->w_off + i] = gamma;
+            params[st->b_off + i] = 0.0f;
+            buffers[st->rmean_off + i] = 0.0f;
+            buffers[st->rvar_off + i] = 1.0f;
+        }
+        m->bn_tracked[st->bn] = 0;
+        break;
+    }
+    case NODE_LINEAR: {   /* nn.Linear's default: weight and bias uniform within 1/sqrt(in) */
+        const float bound = 1.0f / sqrtf((float)st->C_in);
+        uniform_fill(r, params + st->w_off, (size_t)st->C * st->C_in, bound);
+        uniform_fill(r, params + st->b_off, (size_t)st->C, bound);
+        break;
+    }
+    default:
+        break;
+    }
 }
 
 void model_init_weights(Model *m, uint64_t seed) {
     const Backend *be = m->be;
     float *params = be->on_device ? mallocCheck(m->num_params * sizeof(float)) : m->params;
-    float *buffers = be->on_device ? mallocCheck(m->num_buffers * sizeof(float)) : m->buffers;
+    float *buffers = be->on_device ? mallocCheck((m->num_buffers ? m->num_buffers : 1) * sizeof(float)) : m->buffers;
     Rng r;
     rng_init(&r, seed, 0x5eed, 0);
-    convbn_init(&m->stem, params, buffers, m->bn_tracked, &r);
-    for (int i = 0; i < m->n_block; i++) {
-        convbn_init(&m->block[i].c1, params, buffers, m->bn_tracked, &r);
-        convbn_init(&m->block[i].c2, params, buffers, m->bn_tracked, &r);
-        if (m->block[i].has_shortcut) convbn_init(&m->block[i].sc, params, buffers, m->bn_tracked, &r);
-    }
-    float bound = 1.0f / sqrtf((float)m->feat);
-    uniform_fill(&r, params + m->fc_w_off, (size_t)m->num_classes * m->feat, bound);
-    uniform_fill(&r, params + m->fc_b_off, (size_t)m->num_classes, bound);
+    /* run order puts a fused batch norm after the nodes up to its add: draw in table order */
+    for (int node = 0; node < m->net.n; node++)
+        for (int i = 0; i < m->n_step; i++)
+            if (m->step[i].first == node) step_init(m, &m->step[i], params, buffers, &r);
     if (be->on_device) {
         be->upload(m->params, params, m->num_params * sizeof(float));
         be->upload(m->buffers, buffers, m->num_buffers * sizeof(float));
@@ -214,13 +375,8 @@ void model_init_weights(Model *m, uint64_t seed) {
 }
 
 void model_params_changed(Model *m) {
-    const Backend *be = m->be;
-    be->conv2d_weights_changed(&m->stem.conv);
-    for (int i = 0; i < m->n_block; i++) {
-        be->conv2d_weights_changed(&m->block[i].c1.conv);
-        be->conv2d_weights_changed(&m->block[i].c2.conv);
-        if (m->block[i].has_shortcut) be->conv2d_weights_changed(&m->block[i].sc.conv);
-    }
+    for (int i = 0; i < m->n_step; i++)
+        if (m->step[i].kind == NODE_CONV) m->be->conv2d_weights_changed(&m->step[i].conv);
 }
 
 void model_zero_grad(Model *m) { m->be->zero(m->grads, m->num_params * sizeof(float)); }
@@ -239,39 +395,80 @@ long model_find_buffer(const Model *m, const char *name) {
 
 int model_bn_count(const Model *m) { return m->n_bn; }
 
-int model_relu_count(const Model *m) { return 1 + 2 * m->n_block; }
+static int has_relu(const ModelStep *st) { return st->kind == NODE_RELU || (st->kind == NODE_BN && st->relu); }
+
+int model_relu_count(const Model *m) {
+    int n = 0;
+    for (int i = 0; i < m->n_step; i++) n += has_relu(&m->step[i]);
+    return n;
+}
 
 const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C) {
     CHECK(k >= 0 && k < model_relu_count(m));
-    const ConvBN *c = k == 0 ? &m->stem : (k - 1) % 2 == 0 ? &m->block[(k - 1) / 2].c1 : &m->block[(k - 1) / 2].c2;
-    *H = c->H_out;
-    *W = c->W_out;
-    *C = c->C_out;
-    return c->y;
+    for (int i = 0; i < m->n_step; i++) {
+        const ModelStep *st = &m->step[i];
+        if (!has_relu(st) || k--) continue;
+        *H = st->H;
+        *W = st->W;
+        *C = st->C;
+        return st->y;
+    }
+    return NULL;
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
-/* conv, then BN (batch or running statistics), optional residual add, optional ReLU. */
-static void convbn_forward(Model *m, ConvBN *c, const float *x, int N, int train,
-                           const float *residual, int relu) {
+static const float *value(const Model *m, int step) { return step == NET_INPUT ? m->input : m->step[step].y; }
+
+/* Batch norm (batch or running statistics), the fused residual add, the fused ReLU. */
+static void bn_forward(Model *m, ModelStep *st, int N, int train) {
     const Backend *be = m->be;
-    be->conv2d_forward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, c->a);
-    size_t M = (size_t)N * c->H_out * c->W_out;
-    int C = c->C_out;
+    const float *a = value(m, st->in);
+    const size_t M = (size_t)N * st->H * st->W;
+    const int C = st->C;
     if (train) {
         double *sums = m->stat_scratch;        /* [count, sum[C], sumsq[C]] */
-        be->bn_stats(c->a, M, C, sums + 1, sums + 1 + C, sums);
+        be->bn_stats(a, M, C, sums + 1, sums + 1 + C, sums);
         if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, sums, 1 + 2 * (size_t)C);
-        be->copy(c->count, sums, sizeof(double));
-        be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, BN_EPS, BN_MOMENTUM, c->mean, c->invstd,
-                              m->buffers + c->rmean_off, m->buffers + c->rvar_off);
-        m->bn_tracked[c->bn]++;
+        be->copy(st->count, sums, sizeof(double));
+        be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, BN_EPS, BN_MOMENTUM, st->mean, st->invstd,
+                              m->buffers + st->rmean_off, m->buffers + st->rvar_off);
+        m->bn_tracked[st->bn]++;
     } else {
-        be->bn_eval_stats(m->buffers + c->rmean_off, m->buffers + c->rvar_off, C, BN_EPS, c->mean, c->invstd);
+        be->bn_eval_stats(m->buffers + st->rmean_off, m->buffers + st->rvar_off, C, BN_EPS, st->mean, st->invstd);
     }
-    be->bn_apply(c->a, c->y, M, C, c->mean, c->invstd, m->params + c->gamma_off, m->params + c->beta_off,
-                 residual, relu);
+    be->bn_apply(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
+                 st->in2 == NET_NONE ? NULL : value(m, st->in2), st->relu);
+}
+
+static void step_forward(Model *m, ModelStep *st, int N, int train) {
+    const Backend *be = m->be;
+    const float *x = value(m, st->in);
+    const size_t n = (size_t)N * st->H * st->W * st->C;
+    switch (st->kind) {
+    case NODE_CONV:
+        be->conv2d_forward(&st->conv, N, st->H_in, st->W_in, x, m->params + st->w_off, st->y);
+        break;
+    case NODE_BN:
+        bn_forward(m, st, N, train);
+        break;
+    case NODE_RELU:
+        be->relu_forward(x, st->y, n);
+        break;
+    case NODE_ADD:
+        be->copy(st->y, x, n * (st->act ? be->act_bytes() : sizeof(float)));
+        be->add_act_inplace(st->y, value(m, st->in2), n);
+        break;
+    case NODE_MAXPOOL:
+        be->maxpool_forward(x, st->y, st->arg, N, st->H_in, st->W_in, st->C, st->k, st->stride, st->pad);
+        break;
+    case NODE_AVGPOOL:
+        be->avgpool_forward(x, st->y, N, st->H_in * st->W_in, st->C);
+        break;
+    case NODE_LINEAR:
+        be->linear_forward(x, m->params + st->w_off, m->params + st->b_off, st->y, N, st->C_in, st->C);
+        break;
+    }
 }
 
 /* Everything up to the loss, which stays in backend memory (m->loss, m->correct). */
@@ -280,23 +477,7 @@ static void forward_to_loss(Model *m, const float *x, const int *labels, int N, 
     CHECK(N >= 1 && N <= m->max_batch);
     m->input = be->act_input(x, (size_t)N * m->image_size * m->image_size * 3, m->input_act);
     m->last_N = N;
-    convbn_forward(m, &m->stem, m->input, N, train, NULL, 1);
-    const float *h = m->stem.y;
-    for (int i = 0; i < m->n_block; i++) {
-        BasicBlock *b = &m->block[i];
-        convbn_forward(m, &b->c1, h, N, train, NULL, 1);
-        const float *res = h;
-        if (b->has_shortcut) {
-            convbn_forward(m, &b->sc, h, N, train, NULL, 0);
-            res = b->sc.y;
-        }
-        convbn_forward(m, &b->c2, b->c1.y, N, train, res, 1);
-        h = b->c2.y;
-    }
-    const ConvBN *last = &m->block[m->n_block - 1].c2;
-    be->avgpool_forward(h, m->pooled, N, last->H_out * last->W_out, m->feat);
-    be->linear_forward(m->pooled, m->params + m->fc_w_off, m->params + m->fc_b_off, m->logits, N, m->feat,
-                       m->num_classes);
+    for (int i = 0; i < m->n_step; i++) step_forward(m, &m->step[i], N, train);
     be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->label_smoothing : 0.0f,
                      train ? m->dlogits : NULL, m->loss, m->correct);
     if (train && m->grad_scale) be->scale_inplace(m->dlogits, (size_t)N * m->num_classes, m->grad_scale);
@@ -343,74 +524,184 @@ double model_take_loss_sum(Model *m) {
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-/* BN (+ReLU) backward from dy (masked in place when relu), then conv backward. dy is consumed;
- * dx (may be NULL) receives the gradient of the conv input; tmp is scratch of the same size. */
-static void convbn_backward(Model *m, ConvBN *c, const float *x, float *dy, float *tmp, float *dx,
-                            int relu, int N) {
-    const Backend *be = m->be;
-    size_t M = (size_t)N * c->H_out * c->W_out;
-    int C = c->C_out;
-    double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
-    double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
-    be->bn_backward_reduce(c->a, c->y, dy, dy, M, C, c->mean, c->invstd, relu, loc, loc + C);
-    be->copy(glob, loc, 2 * (size_t)C * sizeof(double));
-    if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 2 * (size_t)C);
-    be->bn_backward_apply(c->a, dy, tmp, M, C, c->mean, c->invstd, m->params + c->gamma_off, loc, loc + C,
-                          glob, glob + C, c->count, m->grads + c->gamma_off, m->grads + c->beta_off);
-    be->conv2d_backward(&c->conv, N, c->H_in, c->W_in, x, m->params + c->w_off, tmp, dx,
-                        m->grads + c->w_off);
-    if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, c->w_off);
-}
+/* The slots of one backward: which holds each step's output gradient, which are free. In a
+ * dry run nothing is computed and the most slots held at once is recorded. */
+typedef struct {
+    Model *m;
+    int dry;
+    int *grad;        /* step -> its slot, or -1 */
+    int *busy;        /* slot -> in use */
+    int cap, held, peak;
+} Slots;
 
-void model_backward(Model *m) {
-    int N = m->last_N;
-    /* head */
-    const Backend *be = m->be;
-    be->linear_backward(m->pooled, m->params + m->fc_w_off, m->dlogits, m->dpooled, m->grads + m->fc_w_off,
-                        m->grads + m->fc_b_off, N, m->feat, m->num_classes);
-    if (m->grad_ready) m->grad_ready(m->grad_ready_ctx, m->fc_w_off);
-    const ConvBN *last = &m->block[m->n_block - 1].c2;
-    float *G = m->gbuf[0], *T1 = m->gbuf[1], *T2 = m->gbuf[2], *D = m->gbuf[3];
-    be->avgpool_backward(m->dpooled, G, N, last->H_out * last->W_out, m->feat);
-
-    for (int i = m->n_block - 1; i >= 0; i--) {
-        BasicBlock *b = &m->block[i];
-        const float *in = i > 0 ? m->block[i - 1].c2.y : m->stem.y;
-        ConvBN *c2 = &b->c2;
-        size_t n_out = (size_t)N * convbn_act_size(c2);
-        size_t n_in = (size_t)N * b->c1.H_in * b->c1.W_in * b->c1.C_in;
-        /* The ReLU after the residual add masks the gradient of both branches: mask once, and
-         * hand the shortcut branch its own copy in the same pass. Shortcut first: its
-         * parameters come last in the block, so gradients complete from the end of the flat
-         * buffer towards the start. */
-        if (b->has_shortcut) {
-            be->relu_mask_copy(G, c2->y, T2, n_out);
-            convbn_backward(m, &b->sc, in, T2, T1, D, 0, N);
-        } else {
-            be->relu_mask_copy(G, c2->y, D, n_in);
+static int slot_take(Slots *s) {
+    for (int i = 0; i < s->cap; i++)
+        if (!s->busy[i]) {
+            s->busy[i] = 1;
+            if (++s->held > s->peak) s->peak = s->held;
+            return i;
         }
-        convbn_backward(m, c2, b->c1.y, G, T1, T2, 0, N);        /* T2 = d(c1.y) */
-        convbn_backward(m, &b->c1, in, T2, T1, G, 1, N);         /* G = d(in) via main path */
-        be->add_act_inplace(D, G, n_in);
-        float *t = G; G = D; D = t;                             /* G = gradient of block input */
-    }
-    convbn_backward(m, &m->stem, m->input, G, T1, NULL, 1, N);
+    CHECK(!"backward needs more gradient slots than the dry run counted");
+    return -1;
 }
+
+static void slot_give(Slots *s, int i) {
+    CHECK(i >= 0 && s->busy[i]);
+    s->busy[i] = 0;
+    s->held--;
+}
+
+static float *slot_ptr(const Slots *s, int i) { return s->dry ? NULL : s->m->slot[i]; }
+
+static size_t numel(const ModelStep *st, int N) { return (size_t)N * st->H * st->W * st->C; }
+
+/* Where an operation that overwrites writes the gradient of step t's output: its own slot when
+ * it has none yet, else a temporary, added into it by grad_done. */
+typedef struct { int t, slot, tmp; } GradOut;
+
+static float *grad_begin(Slots *s, int t, GradOut *g) {
+    g->t = t;
+    g->tmp = s->grad[t] >= 0;
+    if (!g->tmp) s->grad[t] = slot_take(s);
+    g->slot = g->tmp ? slot_take(s) : s->grad[t];
+    return slot_ptr(s, g->slot);
+}
+
+static void grad_done(Slots *s, const GradOut *g, int N) {
+    if (!g->tmp) return;
+    if (!s->dry) s->m->be->add_act_inplace(s->m->slot[s->grad[g->t]], s->m->slot[g->slot], numel(&s->m->step[g->t], N));
+    slot_give(s, g->slot);
+}
+
+/* The batch norm's backward from dy (masked in place for the ReLU), the residual's gradient
+ * first: dy consumed; the gradient of its input into its slot. */
+static void bn_backward(Slots *s, ModelStep *st, float *dy, int N) {
+    Model *m = s->m;
+    const Backend *be = m->be;
+    const size_t M = (size_t)N * st->H * st->W;
+    const int C = st->C;
+    const int fused_relu = st->relu && st->in2 < 0;   /* masked inside the reduction */
+    if (st->in2 >= 0) {
+        /* The ReLU after the residual add masks the gradient of both branches: mask once, and
+         * hand the residual branch its own copy in the same pass. */
+        GradOut g;
+        float *r = grad_begin(s, st->in2, &g);
+        if (!s->dry) {
+            if (st->relu) be->relu_mask_copy(dy, st->y, r, M * C);
+            else be->copy(r, dy, M * C * be->act_bytes());
+        }
+        grad_done(s, &g, N);
+    }
+    if (st->in < 0) return;   /* a batch norm on the image: its parameters' gradients only */
+    GradOut g;
+    float *dx = grad_begin(s, st->in, &g);
+    if (!s->dry) {
+        const float *a = value(m, st->in);
+        double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
+        double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
+        be->bn_backward_reduce(a, st->y, dy, dy, M, C, st->mean, st->invstd, fused_relu, loc, loc + C);
+        be->copy(glob, loc, 2 * (size_t)C * sizeof(double));
+        if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 2 * (size_t)C);
+        be->bn_backward_apply(a, dy, dx, M, C, st->mean, st->invstd, m->params + st->w_off, loc, loc + C, glob,
+                              glob + C, st->count, m->grads + st->w_off, m->grads + st->b_off);
+    }
+    grad_done(s, &g, N);
+}
+
+static void step_backward(Slots *s, ModelStep *st, float *dy, int N) {
+    Model *m = s->m;
+    const Backend *be = m->be;
+    const float *x = value(m, st->in);
+    GradOut g = {0, 0, 0};
+    float *dx = NULL;
+    switch (st->kind) {
+    case NODE_BN:
+        bn_backward(s, st, dy, N);
+        return;
+    case NODE_CONV:
+        dx = st->in >= 0 ? grad_begin(s, st->in, &g) : NULL;
+        if (!s->dry)
+            be->conv2d_backward(&st->conv, N, st->H_in, st->W_in, x, m->params + st->w_off, dy, dx, m->grads + st->w_off);
+        break;
+    case NODE_LINEAR:
+        /* dx is needed by the linear kernel's contract; the image never feeds a linear layer */
+        CHECK(st->in >= 0);
+        dx = grad_begin(s, st->in, &g);
+        if (!s->dry)
+            be->linear_backward(x, m->params + st->w_off, dy, dx, m->grads + st->w_off, m->grads + st->b_off, N,
+                                st->C_in, st->C);
+        break;
+    case NODE_RELU:
+        if (st->in < 0) return;
+        dx = grad_begin(s, st->in, &g);
+        if (!s->dry) be->relu_mask_copy(dy, st->y, dx, numel(st, N));
+        break;
+    case NODE_MAXPOOL:
+        if (st->in < 0) return;
+        dx = grad_begin(s, st->in, &g);
+        if (!s->dry) be->maxpool_backward(dy, st->arg, dx, N, st->H_in, st->W_in, st->C, st->k, st->stride, st->pad);
+        break;
+    case NODE_AVGPOOL:
+        if (st->in < 0) return;
+        dx = grad_begin(s, st->in, &g);
+        if (!s->dry) be->avgpool_backward(dy, dx, N, st->H_in * st->W_in, st->C);
+        break;
+    case NODE_ADD: {
+        const int ins[2] = {st->in2, st->in};
+        for (int q = 0; q < 2; q++) {
+            if (ins[q] < 0) continue;
+            float *d = grad_begin(s, ins[q], &g);
+            if (!s->dry) be->copy(d, dy, numel(st, N) * (st->act ? be->act_bytes() : sizeof(float)));
+            grad_done(s, &g, N);
+        }
+        return;
+    }
+    }
+    if (dx) grad_done(s, &g, N);
+}
+
+/* dry: count the slots (model_init); else backward of the last training forward. */
+static void backward_steps(Model *m, int dry) {
+    const int N = dry ? 1 : m->last_N;
+    Slots s = {m, dry, mallocCheck((size_t)m->n_step * sizeof(int)), NULL, dry ? 4 * m->n_step + 4 : m->n_slot, 0, 0};
+    s.busy = callocCheck((size_t)(s.cap ? s.cap : 1), sizeof(int));
+    for (int i = 0; i < m->n_step; i++) s.grad[i] = -1;
+    char *done = callocCheck((size_t)(m->n_param_info ? m->n_param_info : 1), 1);
+    int watermark = m->n_param_info;   /* gradients of param_info[watermark..] are final */
+    for (int i = m->n_step - 1; i >= 0; i--) {
+        ModelStep *st = &m->step[i];
+        float *dy;
+        if (i == m->n_step - 1) dy = m->dlogits;
+        else {
+            CHECK(s.grad[i] >= 0);   /* every output reaches the loss (netspec_resolve) */
+            dy = slot_ptr(&s, s.grad[i]);
+        }
+        step_backward(&s, st, dy, N);
+        if (i < m->n_step - 1) slot_give(&s, s.grad[i]);
+        for (int t = st->p_lo; t < st->p_hi; t++) done[t] = 1;
+        const int before = watermark;
+        while (watermark > 0 && done[watermark - 1]) watermark--;
+        if (!dry && watermark < before && m->grad_ready)
+            m->grad_ready(m->grad_ready_ctx, m->param_info[watermark].offset);
+    }
+    if (dry) m->n_slot = s.peak;
+    free(done);
+    free(s.grad);
+    free(s.busy);
+}
+
+void model_backward(Model *m) { backward_steps(m, 0); }
 
 /* ---- work per image ----------------------------------------------------------------------- */
 
-static double convbn_macs(const ConvBN *c) {
-    return (double)c->H_out * c->W_out * c->C_out * c->C_in * c->conv.k * c->conv.k;
-}
-
 double model_macs_per_image(const Model *m) {
-    double macs = convbn_macs(&m->stem);
-    for (int i = 0; i < m->n_block; i++) {
-        const BasicBlock *b = &m->block[i];
-        macs += convbn_macs(&b->c1) + convbn_macs(&b->c2);
-        if (b->has_shortcut) macs += convbn_macs(&b->sc);
+    double macs = 0.0;
+    for (int i = 0; i < m->n_step; i++) {
+        const ModelStep *st = &m->step[i];
+        if (st->kind == NODE_CONV) macs += (double)st->H * st->W * st->C * st->C_in * st->conv.k * st->conv.k;
+        if (st->kind == NODE_LINEAR) macs += (double)st->C_in * st->C;
     }
-    return macs + (double)m->feat * m->num_classes;
+    return macs;
 }
 
 double model_train_flops_per_image(const Model *m) { return 2.0 * 3.0 * model_macs_per_image(m); }

@@ -1,9 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* model.h - MiniResNet over the CPU kernels.
- *
- * stem conv3x3(3->w)+BN+ReLU; three stages of w, 2w, 4w channels with `blocks` post-activation
- * basic blocks each (the first block of stages 2 and 3 has stride 2 and a 1x1 conv+BN
- * projection shortcut); global average pool; Linear(4w -> num_classes).
+/* model.h - a network run from its description (netspec.h): one forward and one backward
+ * over the backend's operations, for MiniResNet and torchvision's ResNets alike (zoo.h).
  *
  * All trainable parameters live in one flat buffer (and their gradients in another) in the
  * order of PyTorch's state_dict for the equivalent nn.Module, so the gradients of a layer are a
@@ -12,9 +9,10 @@
  *
  * Every tensor of the model lives in its Backend's memory (host memory for the CPU backend):
  * host code reads or writes params, grads and buffers directly only when !be->on_device, and
- * otherwise through be->download / be->upload. Activations and their gradients (ConvBN a and
- * y, gbuf) hold be->act_bytes()-byte elements: float32 except on a GPU that stores them in 16
- * bits under mixed precision. */
+ * otherwise through be->download / be->upload. Activations and their gradients (every step's
+ * output before the global average pool, and the slots) hold be->act_bytes()-byte elements:
+ * float32 except on a GPU that stores them in 16 bits under mixed precision; the pooled
+ * features, the logits and their gradients are float32. */
 #ifndef DDP_MODEL_H
 #define DDP_MODEL_H
 
@@ -22,6 +20,7 @@
 #include <stdint.h>
 
 #include "backend.h"
+#include "netspec.h"
 
 /* What a tensor is to the code outside the model (the optimizer's parameter groups, the EMA,
  * the host mirror, checkpoints): they read these roles and the tables below, never the
@@ -46,26 +45,9 @@ typedef struct {
     int bn;               /* the batch-norm layer a BN tensor belongs to (bn_info order), else -1 */
 } TensorInfo;
 
-/* The model's private types below (ConvBN, BasicBlock) are MiniResNet's layers, read by
- * model.c alone. */
-
-/* A convolution followed by batch norm, with the activations it keeps for backward. */
-typedef struct {
-    Conv2d conv;
-    int C_in, C_out, H_in, W_in, H_out, W_out;
-    size_t w_off, gamma_off, beta_off;   /* in params */
-    size_t rmean_off, rvar_off;          /* in buffers */
-    int bn;                              /* its counter in Model.bn_tracked */
-    float *a;                            /* conv output = BN input [N,Ho,Wo,C_out] */
-    float *y;                            /* BN output (after residual add / ReLU where fused) */
-    float *mean, *invstd;                /* statistics used by the last forward */
-    double *count;                       /* values behind those statistics (all ranks' with sync BN) */
-} ConvBN;
-
-typedef struct {
-    ConvBN c1, c2, sc;
-    int has_shortcut;
-} BasicBlock;
+/* One step of the forward: a node of the table, or a batch norm with the add and the ReLU
+ * that follow it fused in (model.c). Private to model.c. */
+typedef struct ModelStep ModelStep;
 
 /* Called during backward each time the gradients at params offsets >= `offset` are final. */
 typedef void (*GradReadyFn)(void *ctx, size_t offset);
@@ -75,7 +57,9 @@ typedef void (*StatsAllreduceFn)(void *ctx, double *buf, size_t n);
 
 typedef struct Model {
     const Backend *be;
-    int width, blocks, num_classes, image_size, max_batch;
+    NetSpec net;            /* the description it was built from, shapes resolved */
+    int width, blocks;      /* MiniResNet's (what its checkpoints record), else 0 */
+    int num_classes, image_size, max_batch;
     size_t num_params, num_buffers;
     float *params, *grads, *buffers;
     TensorInfo *param_info, *buffer_info;
@@ -86,21 +70,24 @@ typedef struct Model {
     TensorInfo *bn_info;
     int n_bn;
 
-    ConvBN stem;
-    BasicBlock *block;      /* 3 * blocks */
-    int n_block;
-    size_t fc_w_off, fc_b_off;
-    int feat;               /* 4 * width */
+    ModelStep *step;        /* in the order the forward runs them */
+    int n_step;
+    /* --zero_init_residual: model_init_weights starts at 0 the weight of every batch norm the
+     * table marks as a residual branch's end (torchvision's zero_init_residual) */
+    int zero_init_residual;
 
     const float *input;     /* the batch of the last forward, as activations (Backend.act_input) */
     float *input_act;       /* its converted copy when activations are not float32, else NULL */
     int last_N;
-    float *pooled, *logits, *dlogits, *dpooled;
+    float *logits;          /* the last step's output [max_batch, num_classes], float32 */
+    float *dlogits;
     float *loss;            /* backend scalar: mean loss of the last forward */
     float *loss_sum;        /* backend scalar: sum of training losses since model_take_loss_sum */
     int *correct;           /* backend scalar: correct predictions of the last forward */
-    float *gbuf[4];         /* activation-gradient scratch, each of the largest activation */
-    double *stat_scratch;
+    float **slot;           /* activation-gradient scratch for backward, each of the largest
+                             * gradient, as many as backward holds at once (worked out at init) */
+    int n_slot;
+    double *stat_scratch;   /* batch-norm sums: 4 C + 1 doubles for the widest batch norm */
 
     /* Loss scale in backend memory (scaler.h), multiplied into the gradient of the training
      * loss on top of model_forward's loss_scale; NULL: none. */
@@ -123,10 +110,17 @@ void model_init(Model *m, int width, int blocks, int num_classes, int image_size
 /* The same on a given backend (model_init uses backend_cpu). */
 void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_classes, int image_size,
                    int max_batch);
+/* Any network (netspec.h) on a given backend: its shapes are resolved for image_size and
+ * num_classes. Returns 0, or -1 with one line in err (errlen bytes) naming `what` (its file,
+ * or "--model NAME") and the node at fault, m left zeroed. */
+int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *what, int num_classes, int image_size,
+                   int max_batch, char *err, size_t errlen);
 void model_free(Model *m);
 
-/* PyTorch's default initialisation (kaiming-uniform convolutions and linear layer, BN gamma 1,
- * beta 0, running mean 0, running var 1), drawn from `seed`. */
+/* The network's initialisation (NetInit: PyTorch's defaults, kaiming-uniform convolutions and
+ * linear layer; or torchvision's ResNet, kaiming-normal fan_out convolutions), BN gamma 1
+ * (0 for a residual branch's end under zero_init_residual), beta 0, running mean 0, running
+ * var 1, drawn from `seed` in table order. */
 void model_init_weights(Model *m, uint64_t seed);
 
 /* Forward on N <= max_batch images (NHWC). train=1: batch statistics and running-stat update,
