@@ -88,11 +88,13 @@ typedef struct {
     const float *rank_buffers;          /* ts.world_size rows of num_buffers; NULL: not written */
     const CkptEma *ema;                 /* NULL, or n_averaged 0: no /ema group */
     const char *config_json;
+    const char *arch;                   /* model_architecture */
 } CkptState;
 
 static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const TrainState *ts,
                              const char *config_json, BnCount *bn) {
     memset(s, 0, sizeof *s);
+    s->arch = model_architecture(m);
     s->width = m->width; s->blocks = m->blocks; s->num_classes = m->num_classes;
     s->image_size = m->image_size;
     s->num_params = m->num_params; s->num_buffers = m->num_buffers;
@@ -266,7 +268,7 @@ static int write_contents(Writer *w, const CkptState *s) {
     int rc = 0;
     rc = rc ? rc : w_attr_str(w, "/", "format", CKPT_FORMAT);
     rc = rc ? rc : w_attr_i64(w, "/", "format_version", CKPT_FORMAT_VERSION);
-    rc = rc ? rc : w_attr_str(w, "/", "architecture", CKPT_ARCHITECTURE);
+    rc = rc ? rc : w_attr_str(w, "/", "architecture", s->arch);
     rc = rc ? rc : w_attr_i64(w, "/", "width", s->width);
     rc = rc ? rc : w_attr_i64(w, "/", "blocks", s->blocks);
     rc = rc ? rc : w_attr_i64(w, "/", "num_classes", s->num_classes);
@@ -401,6 +403,7 @@ typedef struct {
     const char *path;
     char *err;
     size_t errlen;
+    char arch[128];       /* the "architecture" attribute, read by r_header */
 } Reader;
 
 /* Where everything is read before it replaces anything in the caller's model. */
@@ -591,8 +594,7 @@ static int r_header(Reader *r) {
                     r->path, version, CKPT_FORMAT_VERSION);
     if (r_attr_str(r, "architecture", s, sizeof s) != 0)
         return errf(r->err, r->errlen, "%s: checkpoint has no 'architecture' attribute", r->path);
-    if (strcmp(s, CKPT_ARCHITECTURE) != 0)
-        return errf(r->err, r->errlen, "%s: checkpoint is of architecture '%s' but this run is %s", r->path, s, CKPT_ARCHITECTURE);
+    snprintf(r->arch, sizeof r->arch, "%s", s);
     return 0;
 }
 
@@ -687,6 +689,9 @@ static int r_ema(Reader *r, const Model *m, Scratch *s) {
 /* Everything in the file into s, checked against m. Under hdf5_lock(). */
 static int r_all(Reader *r, const Model *m, Scratch *s) {
     if (r_header(r)) return -1;
+    const char *arch = model_architecture(m);
+    if (strcmp(r->arch, arch) != 0)
+        return errf(r->err, r->errlen, "%s: checkpoint is of architecture '%s' but this run is %s", r->path, r->arch, arch);
     struct { const char *name; long want; } dims[4] = {
         {"width", m->width}, {"blocks", m->blocks}, {"num_classes", m->num_classes}, {"image_size", m->image_size}};
     for (int i = 0; i < 4; i++) {
@@ -694,7 +699,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         if (r_attr_i64(r, dims[i].name, &v)) return -1;
         if (v != dims[i].want)
             return errf(r->err, r->errlen, "%s: checkpoint is %s %s %ld but this run is %s %ld", r->path,
-                        CKPT_ARCHITECTURE, dims[i].name, v, dims[i].name, dims[i].want);
+                        arch, dims[i].name, v, dims[i].name, dims[i].want);
     }
     long np;
     if (r_attr_i64(r, "num_params", &np)) return -1;

@@ -82,7 +82,8 @@
 
 #define CKPT_FORMAT "ddptrain-checkpoint"
 #define CKPT_FORMAT_VERSION 1
-#define CKPT_ARCHITECTURE "MiniResNet"
+/* The "architecture" attribute is model_architecture(m): "MiniResNet" (whose checkpoints also
+ * record width and blocks), "resnet18", ..., or a network file's "network". */
 #define CKPT_PATH_MAX 4096
 #define CKPT_LATEST_NAME "latest"
 #define CKPT_MAX_STEP (1L << 50)    /* epochs and steps beyond this are refused on load */

@@ -180,127 +180,224 @@ const char *json_kind_name(JsonKind kind) {
     return (unsigned)kind < sizeof k_kind_name / sizeof k_kind_name[0] ? k_kind_name[kind] : "?";
 }
 
-int json_flat_read(const char *text, size_t len, const char *what, JsonPairFn fn, void *ctx, char *err,
-                   size_t errlen) {
-    Reader r = { text, len, 0, what, err, errlen, NULL, NULL, 0, 1, 1 };
+/* What read_object does with a value that is an array: records, when the key is `array_key`. */
+typedef struct {
+    const char *array_key;
+    JsonPairFn rec_fn;
+    JsonRecordFn end_fn;
+    void *ctx;
+    size_t n_records;
+} Records;
+
+static int read_records(Reader *r, Records *rec, char *e, size_t elen);
+
+/* One object from r->i, its pairs to fn; rec (may be NULL) takes the array of records. */
+/* On success *last (may be NULL) takes the object's last key, for messages about what follows it. */
+static int read_object(Reader *r, JsonPairFn fn, void *ctx, Records *rec, char *e, size_t elen, char **last) {
     char **seen = NULL;   /* keys read so far, for repeats */
     size_t n_seen = 0;
     char *key = NULL, *val = NULL;
-    char *e = mallocCheck(errlen ? errlen : 1);   /* fn's message, before "WHAT: " */
+    const char *outer_prev = r->prev;
     int rc = -1;
-    skip_ws(&r);
-    if (r.i >= r.n || r.s[r.i] != '{') { malformed(&r, "expected '{' (the file must hold one JSON object)"); goto out; }
-    r.i++;
-    skip_ws(&r);
-    if (r.i < r.n && r.s[r.i] == '}') { r.i++; goto end; }
+    r->prev = NULL;
+    if (r->i >= r->n || r->s[r->i] != '{') { malformed(r, "expected '{'"); goto out; }
+    r->i++;
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == '}') { r->i++; rc = 0; goto out; }
     for (;;) {
-        r.key = NULL;
-        skip_ws(&r);
-        if (r.i >= r.n || r.s[r.i] != '"') { malformed(&r, "expected a key in double quotes"); goto out; }
+        r->key = NULL;
+        skip_ws(r);
+        if (r->i >= r->n || r->s[r->i] != '"') { malformed(r, "expected a key in double quotes"); goto out; }
         size_t key_line, key_col;
-        line_col(&r, r.i, &key_line, &key_col);
-        if (read_string(&r, &key)) goto out;
-        r.key = key;
-        skip_ws(&r);
-        if (r.i >= r.n || r.s[r.i] != ':') { malformed(&r, "expected ':' after the key"); goto out; }
-        r.i++;
-        skip_ws(&r);
-        if (r.i >= r.n) { malformed(&r, "expected a value"); goto out; }
-        JsonKind kind;
-        const char ch = r.s[r.i];
-        if (ch == '"') {
-            if (read_string(&r, &val)) goto out;
-            kind = JSON_FLAT_STRING;
-        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
-            if (read_number(&r, &val)) goto out;
-            kind = JSON_FLAT_NUMBER;
-        } else if (literal(&r, "true")) {
-            val = strdup("true");
-            kind = JSON_FLAT_BOOL;
-        } else if (literal(&r, "false")) {
-            val = strdup("false");
-            kind = JSON_FLAT_BOOL;
-        } else if (ch == '{' || ch == '[') {
-            malformed(&r, "a value must be a string, a number, true or false (the object is flat)");
-            goto out;
-        } else if (literal(&r, "null")) {
-            r.i -= 4;
-            malformed(&r, "a value must be a string, a number, true or false, not null");
-            goto out;
-        } else {
-            malformed(&r, "expected a value (a string, a number, true or false)");
-            goto out;
-        }
-        CHECK(val != NULL);
+        line_col(r, r->i, &key_line, &key_col);
+        if (read_string(r, &key)) goto out;
+        r->key = key;
+        skip_ws(r);
+        if (r->i >= r->n || r->s[r->i] != ':') { malformed(r, "expected ':' after the key"); goto out; }
+        r->i++;
+        skip_ws(r);
+        if (r->i >= r->n) { malformed(r, "expected a value"); goto out; }
         for (size_t k = 0; k < n_seen; k++) {
             if (!strcmp(seen[k], key)) {
-                snprintf(err, errlen, "%s: key \"%s\" appears twice", what, key);
+                snprintf(r->err, r->errlen, "%s: key \"%s\" appears twice", r->what, key);
                 goto out;
             }
         }
-        e[0] = '\0';
-        if (fn(ctx, key, kind, val, key_line, key_col, e, errlen ? errlen : 1) != 0) {
-            snprintf(err, errlen, "%s: %s", what, e);
+        JsonKind kind;
+        const char ch = r->s[r->i];
+        int array = 0;
+        if (ch == '"') {
+            if (read_string(r, &val)) goto out;
+            kind = JSON_FLAT_STRING;
+        } else if (ch == '-' || (ch >= '0' && ch <= '9')) {
+            if (read_number(r, &val)) goto out;
+            kind = JSON_FLAT_NUMBER;
+        } else if (literal(r, "true")) {
+            val = strdup("true");
+            kind = JSON_FLAT_BOOL;
+        } else if (literal(r, "false")) {
+            val = strdup("false");
+            kind = JSON_FLAT_BOOL;
+        } else if (ch == '[' && rec && !strcmp(key, rec->array_key)) {
+            if (read_records(r, rec, e, elen)) goto out;
+            array = 1;
+            kind = JSON_FLAT_STRING;
+        } else if (ch == '{' || ch == '[') {
+            if (rec) {
+                char msg[160];
+                snprintf(msg, sizeof msg, "a value must be a string, a number, true or false (only \"%s\" holds a list)",
+                         rec->array_key);
+                malformed(r, msg);
+            } else {
+                malformed(r, "a value must be a string, a number, true or false (the object is flat)");
+            }
             goto out;
+        } else if (literal(r, "null")) {
+            r->i -= 4;
+            malformed(r, "a value must be a string, a number, true or false, not null");
+            goto out;
+        } else {
+            malformed(r, "expected a value (a string, a number, true or false)");
+            goto out;
+        }
+        if (!array) {
+            CHECK(val != NULL);
+            e[0] = '\0';
+            if (fn(ctx, key, kind, val, key_line, key_col, e, elen) != 0) {
+                snprintf(r->err, r->errlen, "%s: %s", r->what, e);
+                goto out;
+            }
         }
         char **grown = realloc(seen, (n_seen + 1) * sizeof *seen);
         CHECK(grown != NULL);
         seen = grown;
         seen[n_seen++] = key;
-        r.prev = key;
-        r.key = NULL;
+        r->prev = key;
+        r->key = NULL;
         key = NULL;
         free(val);
         val = NULL;
-        skip_ws(&r);
-        if (r.i < r.n && r.s[r.i] == ',') { r.i++; continue; }
-        if (r.i < r.n && r.s[r.i] == '}') { r.i++; break; }
-        malformed(&r, "expected ',' or '}' after a value");
+        skip_ws(r);
+        if (r->i < r->n && r->s[r->i] == ',') { r->i++; continue; }
+        if (r->i < r->n && r->s[r->i] == '}') { r->i++; break; }
+        malformed(r, "expected ',' or '}' after a value");
         goto out;
     }
-end:
-    skip_ws(&r);
-    if (r.i != r.n) { malformed(&r, "text after the object"); goto out; }
     rc = 0;
 out:
-    free(e);
     free(key);
     free(val);
+    r->key = NULL;
+    r->prev = rc == 0 ? outer_prev : r->prev;
+    if (rc == 0 && last && n_seen) *last = seen[--n_seen];
+    if (rc != 0) r->prev = NULL;   /* the message is written: the keys go */
     for (size_t k = 0; k < n_seen; k++) free(seen[k]);
     free(seen);
     return rc;
 }
 
-int json_flat_read_file(const char *path, JsonPairFn fn, void *ctx, char *err, size_t errlen) {
+/* [ {record}, {record}, ... ] from r->i */
+static int read_records(Reader *r, Records *rec, char *e, size_t elen) {
+    r->i++;   /* '[' */
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == ']') { r->i++; return 0; }
+    for (;;) {
+        skip_ws(r);
+        if (r->i >= r->n || r->s[r->i] != '{') return malformed(r, "expected '{' (each element of the list is an object)");
+        size_t line, col;
+        line_col(r, r->i, &line, &col);
+        const char *key = r->key;
+        if (read_object(r, rec->rec_fn, rec->ctx, NULL, e, elen, NULL)) return -1;
+        r->key = key;
+        e[0] = '\0';
+        if (rec->end_fn(rec->ctx, rec->n_records++, line, col, e, elen) != 0) {
+            snprintf(r->err, r->errlen, "%s: %s", r->what, e);
+            return -1;
+        }
+        skip_ws(r);
+        if (r->i < r->n && r->s[r->i] == ',') { r->i++; continue; }
+        if (r->i < r->n && r->s[r->i] == ']') { r->i++; return 0; }
+        return malformed(r, "expected ',' or ']' after an object");
+    }
+}
+
+static int read_top(const char *text, size_t len, const char *what, JsonPairFn fn, Records *rec, void *ctx, char *err,
+                    size_t errlen) {
+    Reader r = { text, len, 0, what, err, errlen, NULL, NULL, 0, 1, 1 };
+    char *e = mallocCheck(errlen ? errlen : 1);   /* fn's message, before "WHAT: " */
+    char *last = NULL;
+    int rc = -1;
+    skip_ws(&r);
+    if (r.i >= r.n || r.s[r.i] != '{') { malformed(&r, "expected '{' (the file must hold one JSON object)"); goto out; }
+    if (read_object(&r, fn, ctx, rec, e, errlen ? errlen : 1, &last)) goto out;
+    r.prev = last;
+    skip_ws(&r);
+    if (r.i != r.n) { malformed(&r, "text after the object"); goto out; }
+    rc = 0;
+out:
+    free(e);
+    free(last);
+    return rc;
+}
+
+int json_flat_read(const char *text, size_t len, const char *what, JsonPairFn fn, void *ctx, char *err,
+                   size_t errlen) {
+    return read_top(text, len, what, fn, NULL, ctx, err, errlen);
+}
+
+int json_records_read(const char *text, size_t len, const char *what, JsonPairFn head_fn, const char *array_key,
+                      JsonPairFn rec_fn, JsonRecordFn end_fn, void *ctx, char *err, size_t errlen) {
+    Records rec = {array_key, rec_fn, end_fn, ctx, 0};
+    return read_top(text, len, what, head_fn, &rec, ctx, err, errlen);
+}
+
+char *json_read_text(const char *path, size_t *len, char *err, size_t errlen) {
     /* A regular file only: a FIFO or a terminal would wait for a writer (O_NONBLOCK) */
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC);
     struct stat st;
     if (fd < 0 || fstat(fd, &st) != 0) {
         snprintf(err, errlen, "%s: %s", path, strerror(errno));
         if (fd >= 0) close(fd);
-        return -1;
+        return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
         snprintf(err, errlen, "%s: not a regular file", path);
         close(fd);
-        return -1;
+        return NULL;
     }
     FILE *f = fdopen(fd, "rb");
     CHECK(f != NULL);
     char *buf = mallocCheck(JSON_FLAT_MAX_BYTES + 1);
-    size_t len = fread(buf, 1, JSON_FLAT_MAX_BYTES + 1, f);
+    const size_t got = fread(buf, 1, JSON_FLAT_MAX_BYTES + 1, f);
     const int bad = ferror(f);
     fclose(f);
-    int rc;
     if (bad) {
-        rc = -1;
         snprintf(err, errlen, "%s: cannot be read", path);
-    } else if (len > JSON_FLAT_MAX_BYTES) {
-        rc = -1;
-        snprintf(err, errlen, "%s: larger than %u bytes: not a ddptrain configuration", path, JSON_FLAT_MAX_BYTES);
+    } else if (got > JSON_FLAT_MAX_BYTES) {
+        snprintf(err, errlen, "%s: larger than %u bytes: not a ddptrain file", path, JSON_FLAT_MAX_BYTES);
     } else {
-        rc = json_flat_read(buf, len, path, fn, ctx, err, errlen);
+        *len = got;
+        return buf;
     }
+    free(buf);
+    return NULL;
+}
+
+int json_flat_read_file(const char *path, JsonPairFn fn, void *ctx, char *err, size_t errlen) {
+    size_t len;
+    char *buf = json_read_text(path, &len, err, errlen);
+    if (!buf) return -1;
+    const int rc = json_flat_read(buf, len, path, fn, ctx, err, errlen);
+    free(buf);
+    return rc;
+}
+
+int json_records_read_file(const char *path, JsonPairFn head_fn, const char *array_key, JsonPairFn rec_fn,
+                           JsonRecordFn end_fn, void *ctx, char *err, size_t errlen) {
+    size_t len;
+    char *buf = json_read_text(path, &len, err, errlen);
+    if (!buf) return -1;
+    const int rc = json_records_read(buf, len, path, head_fn, array_key, rec_fn, end_fn, ctx, err, errlen);
     free(buf);
     return rc;
 }

@@ -2,7 +2,8 @@
 /* config_file.h - a reader for one flat JSON object, the form of the job directory's
  * config.json (config_to_json): keys in double quotes, each with a string, a number, true or
  * false; no nesting, no null, no key twice. It knows no options: every key and its value go to
- * a callback, which decides what they mean (config.c does, for `--config FILE`). */
+ * a callback, which decides what they mean (config.c does, for `--config FILE`). A second form
+ * holds one list of such objects under a key (json_records_read: network files). */
 #ifndef DDP_CONFIG_FILE_H
 #define DDP_CONFIG_FILE_H
 
@@ -36,5 +37,21 @@ int json_flat_read(const char *text, size_t len, const char *what, JsonPairFn fn
  * is not a regular file, cannot be read or is larger than JSON_FLAT_MAX_BYTES is refused with
  * one line in err. */
 int json_flat_read_file(const char *path, JsonPairFn fn, void *ctx, char *err, size_t errlen);
+
+/* The text of the regular file at path, of at most JSON_FLAT_MAX_BYTES (malloc'd, *len bytes,
+ * not NUL-terminated), or NULL with one line in err naming the file. */
+char *json_read_text(const char *path, size_t *len, char *err, size_t errlen);
+
+/* Called after the last pair of the index-th record (from 0) of the list; line and column are
+ * those of its '{'. Returns 0 to go on, or -1 with one line in err. */
+typedef int (*JsonRecordFn)(void *ctx, size_t index, size_t line, size_t column, char *err, size_t errlen);
+
+/* The same reader over an object whose values are flat but one: the key `array_key` holds a
+ * list of flat objects (records), as a network file's "nodes" (netfile.h). The other pairs go
+ * to head_fn, each record's pairs to rec_fn, then end_fn. Messages as json_flat_read's. */
+int json_records_read(const char *text, size_t len, const char *what, JsonPairFn head_fn, const char *array_key,
+                      JsonPairFn rec_fn, JsonRecordFn end_fn, void *ctx, char *err, size_t errlen);
+int json_records_read_file(const char *path, JsonPairFn head_fn, const char *array_key, JsonPairFn rec_fn,
+                           JsonRecordFn end_fn, void *ctx, char *err, size_t errlen);
 
 #endif

@@ -28,8 +28,12 @@
     X(data_window_chunks, INT,  "8",     1, 1000000,    "chunks of --data_chunk_images images a streaming rank holds and shuffles together (--data_in_memory no)") \
     X(data_chunk_images, INT,   "1024",  1, 1000000,    "images per chunk a streaming rank reads at once (--data_in_memory no)") \
     /* model */ \
-    X(width,            INT,    "64",    1, 4096,       "channels of the first stage (stages use width, 2*width, 4*width)") \
-    X(blocks,           INT,    "2",     1, 64,         "basic blocks per stage") \
+    X(model,            STR,    "miniresnet", 0, 0,     "the network: miniresnet, resnet18, resnet34, resnet50 (torchvision's definitions and state_dict names), or a JSON network file (docs/networks.md); CPU backend only but for miniresnet") \
+    X(width,            INT,    "64",    1, 4096,       "MiniResNet: channels of the first stage (stages use width, 2*width, 4*width)") \
+    X(blocks,           INT,    "2",     1, 64,         "MiniResNet: basic blocks per stage") \
+    X(zero_init_residual, BOOL, "false", 0, 0,          "start at 0 the weight of the last batch norm of every residual branch (torchvision's zero_init_residual; the nodes a network file marks zero_init_residual)") \
+    X(init_from,        STR,    "",      0, 0,          "start from the weights of this HDF5 file: a ddptrain checkpoint, or a PyTorch state_dict converted by torch_to_ddptrain.py (docs/networks.md); tensors of another shape (the classifier of another class count) keep their initialisation and are named in the log") \
+    X(print_model,      BOOL,   "false", 0, 0,          "write the network of --model (with --width, --blocks) as a network file on standard output and exit: a start for one's own") \
     /* optimisation */ \
     X(batch_size,       INT,    "64",    1, 65536,      "images per rank per micro-step") \
     X(epochs,           INT,    "10",    1, 100000,     "passes over the training set") \

@@ -4,15 +4,50 @@
 
 #include <string.h>
 
+#include "netfile.h"
 #include "util.h"
+#include "zoo.h"
 
-void learner_init(Learner *l, const Config *c, const Backend *be, int world_size, Logger *log) {
+int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
+    char what[4200];
+    int rc;
+    if (zoo_has(c->model)) {
+        rc = zoo_build(net, c->model, (int)c->width, (int)c->blocks, err, errlen);
+        snprintf(what, sizeof what, "--model %s", c->model);
+    } else if (!strchr(c->model, '/') && !strstr(c->model, ".json")) {
+        snprintf(err, errlen, "--model %s: not a built-in network (%s) nor a file (a path with '/' or ending in "
+                 ".json)", c->model, ZOO_NAMES);
+        return -1;
+    } else {
+        rc = netfile_read(c->model, net, err, errlen);
+        snprintf(what, sizeof what, "%s", c->model);
+    }
+    if (rc != 0) return -1;
+    NetSpec trial;   /* shapes for this run's images and classes, checked now */
+    netspec_copy(&trial, net);
+    rc = netspec_resolve(&trial, (int)c->image_size, (int)c->num_classes, what, err, errlen);
+    netspec_free(&trial);
+    if (rc != 0) netspec_free(net);
+    return rc;
+}
+
+void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, Logger *log) {
     memset(l, 0, sizeof *l);
     Model *m = &l->model;
-    model_init_on(m, be, (int)c->width, (int)c->blocks, (int)c->num_classes, (int)c->image_size, (int)c->batch_size);
+    char err[4800];
+    if (model_init_net(m, be, net, c->model, (int)c->num_classes, (int)c->image_size, (int)c->batch_size, err,
+                       sizeof err) != 0)
+        die("%s", err);   /* learner_network checked it: not reached */
+    const int mini = !strcmp(c->model, "miniresnet");
+    if (mini) { m->width = (int)c->width; m->blocks = (int)c->blocks; }
+    m->zero_init_residual = c->zero_init_residual;
     model_init_weights(m, (uint64_t)c->seed);
     m->label_smoothing = (float)c->label_smoothing;
-    log_info(log, "model: MiniResNet width %ld blocks %ld: %zu parameters", c->width, c->blocks, m->num_params);
+    char shape[64] = "";
+    if (mini) snprintf(shape, sizeof shape, " width %ld blocks %ld", c->width, c->blocks);
+    log_info(log, "model: %s%s: %zu parameters, %.3f GMACs per %ldx%ld image, %d batch norms%s", m->net.name, shape,
+             m->num_params, model_macs_per_image(m) / 1e9, c->image_size, c->image_size, m->n_bn,
+             c->zero_init_residual ? ", residual branches' last batch norms start at 0" : "");
 
     sgd_init_on(&l->opt, be, m->num_params, (float)c->momentum, (float)c->weight_decay);
     l->opt.nesterov = c->nesterov;

@@ -24,10 +24,15 @@ typedef struct {
     GradScaler scaler;       /* fp16 loss scaling; disabled otherwise */
 } Learner;
 
-/* The model with its initial weights from --seed, the optimizer with its parameter groups, the
+/* The network --model names (a built-in, shaped by --width and --blocks for MiniResNet, or a
+ * file), checked against --image_size and --num_classes: 0, or -1 with one line in err naming
+ * the flag or the file, the node and the field. Run by every rank before any collective. */
+int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen);
+
+/* The model of `net` with its initial weights from --seed (or --init_from), the optimizer with its parameter groups, the
  * EMA and the scaler; logs what was built. The model's activations are sized for the training
  * batch only (model_evaluate chunks a larger evaluation batch). */
-void learner_init(Learner *l, const Config *c, const Backend *be, int world_size, Logger *log);
+void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, Logger *log);
 
 /* The optimizer step on the averaged gradients at learning rate lr: unscaled, skipped by the
  * fp16 scaler when a gradient overflowed. */

@@ -395,6 +395,10 @@ long model_find_buffer(const Model *m, const char *name) {
 
 int model_bn_count(const Model *m) { return m->n_bn; }
 
+const char *model_architecture(const Model *m) {
+    return !strcmp(m->net.name, "miniresnet") ? "MiniResNet" : m->net.name;
+}
+
 static int has_relu(const ModelStep *st) { return st->kind == NODE_RELU || (st->kind == NODE_BN && st->relu); }
 
 int model_relu_count(const Model *m) {

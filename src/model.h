@@ -165,6 +165,10 @@ double model_train_flops_per_image(const Model *m);
 long model_find_param(const Model *m, const char *name);
 long model_find_buffer(const Model *m, const char *name);
 
+/* What checkpoints call the architecture: "MiniResNet" for the built-in, else the network's
+ * name ("resnet50", or a network file's "network"). */
+const char *model_architecture(const Model *m);
+
 /* How many batch-norm layers (bn_tracked and bn_info hold one each). */
 int model_bn_count(const Model *m);
 

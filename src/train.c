@@ -28,6 +28,7 @@
 #include "jobdir.h"
 #include "learner.h"
 #include "logger.h"
+#include "netfile.h"
 #include "preempt.h"
 #include "preflight.h"
 #include "progress.h"
@@ -58,6 +59,7 @@ typedef struct {
     char *config_json;
     Splits data;             /* this rank's shares of the training and test splits */
     Ranks ranks;             /* every rank's host and device (preflight.h) */
+    NetSpec net;             /* the network --model names, checked with the flags */
     Learner learner;         /* model, optimizer, EMA, loss scaler */
     Replica replica;         /* what is kept equal across the ranks' replicas */
     Reducer reducer;
@@ -113,6 +115,11 @@ static void read_flags(Run *r, int argc, char **argv) {
         exit(0);
     }
     if (config_check_recipe(&r->cfg, err, sizeof err) != 0) die_code(2, "%s", err);
+    if (learner_network(&r->cfg, &r->net, err, sizeof err) != 0) die_code(2, "%s", err);
+    if (r->cfg.print_model) {
+        if (r->world.boot.rank == 0) netfile_write(stdout, &r->net);
+        exit(0);
+    }
     char job_dir[4096];   /* checked here, before any rank names a file after it */
     if (!r->cfg.job_dir[0] && bootstrap_default_job_dir(NULL, NULL, job_dir, sizeof job_dir, err, sizeof err) < 0)
         die("%s", err);
@@ -144,6 +151,10 @@ static void setup(Run *r, int argc, char **argv) {
     if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
     read_flags(r, argc, argv);
     device_choose(&r->dev, &r->cfg, &r->world.boot);
+    /* Only MiniResNet has run on a GPU: the other networks' ops (max pool) exist on the CPU alone */
+    if (r->dev.be->on_device && strcmp(r->cfg.model, "miniresnet") != 0)
+        die_code(2, "--model %s: the %s backend trains only --model miniresnet for now; use --device cpu", r->cfg.model,
+                 r->dev.be->name);
     if (device_connect(&r->dev, &r->world, &r->cfg, err, sizeof err) != 0) die("%s", err);
     r->comm = r->world.comm;
     /* Gradient buckets round ddptrain's ring (comm_mpi.c: MPI libraries send small rank counts'
@@ -226,7 +237,7 @@ static void build_reducer(Run *r) {
 /* The learner and the reducer on the chosen backend, with rank 0's weights on every rank, and
  * the checkpoint policy. */
 static void build(Run *r) {
-    learner_init(&r->learner, &r->cfg, r->dev.be, r->world.boot.world_size, &r->log);
+    learner_init(&r->learner, &r->cfg, &r->net, r->dev.be, r->world.boot.world_size, &r->log);
     if (r->cfg.trace) {
         char path[4300];
         snprintf_check(path, sizeof path, "%s/trace-rank-%05d.json", r->job.path, r->world.boot.rank);
@@ -501,6 +512,7 @@ static void teardown(Run *r) {
     replica_free(&r->replica);
     reducer_free(&r->reducer);
     learner_free(&r->learner);
+    netspec_free(&r->net);
     teardown_setup(r);
 }
 
