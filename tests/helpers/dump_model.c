@@ -8,7 +8,10 @@
  * the batch is then K*N images, the logits those of the K forwards, the loss their mean, the
  * gradients and running statistics those after the first step's K micro-steps.
  *
- * usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--accum K]
+ * --model NAME|FILE runs another network (zoo.h, netfile.h) instead of MiniResNet; its name
+ * goes into the file's "arch" string, which tells torch_compare.py the torchvision model.
+ *
+ * usage: dump_model OUT.h5 [--model M] [--width W] [--blocks B] [--batch N] [--seed S] [--accum K]
  *                         [--perturb NAME]   (scale one gradient entry by 1.01: the comparison
  *                                             must then fail, proving the test can fail)
  *                         [--device cpu|cuda] (where the model runs: the same initial state,
@@ -37,6 +40,8 @@
 #include "build_config.h"
 #include "ema.h"
 #include "model.h"
+#include "netfile.h"
+#include "zoo.h"
 #ifdef HAVE_CUDA_BACKEND
 #include "plugin.h"
 #endif
@@ -126,13 +131,17 @@ int main(int argc, char **argv) {
     if (argc < 2) die_code(2, "usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--accum K] [--perturb NAME]");
     const char *out = argv[1];
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
-    const char *perturb = NULL, *device = "cpu";
+    const char *perturb = NULL, *device = "cpu", *model = "miniresnet";
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
     int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1;
     double ema_decay = 0.0;
     int tta = TTA_NONE;
+    float lr = 0.05f;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--lr")) lr = (float)atof(argv[i + 1]);
+        else if (!strcmp(argv[i], "--classes")) K = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) N = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) seed = atoi(argv[i + 1]);
@@ -159,7 +168,13 @@ int main(int argc, char **argv) {
     if (steps < 1 || steps > 100) die_code(2, "--steps %d: 1 to 100", steps);
     if (ema_decay < 0.0 || ema_decay >= 1.0 || ema_every < 1) die_code(2, "--ema_decay in [0, 1), --ema_every >= 1");
     Model m;
-    model_init(&m, width, blocks, K, S, N);
+    NetSpec net;
+    char nerr[1200];
+    if (zoo_has(model) ? zoo_build(&net, model, width, blocks, nerr, sizeof nerr) : netfile_read(model, &net, nerr, sizeof nerr))
+        die_code(2, "%s", nerr);
+    if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
+    m.width = width;
+    m.blocks = blocks;
     model_init_weights(&m, (uint64_t)seed);
     /* Non-trivial BN affine parameters and running statistics, so their paths are exercised. */
     model_randomize_bn(&m, (uint64_t)seed, 77);
@@ -177,7 +192,7 @@ int main(int argc, char **argv) {
         cu->set_tf32(0);
         const Backend *be = cu->backend_open(0, err, sizeof err);
         if (!be) die_code(77, "--device cuda: %s", err);
-        model_init_on(&gm, be, width, blocks, K, S, N);
+        if (model_init_net(&gm, be, &net, model, K, S, N, err, sizeof err) != 0) die_code(2, "%s", err);
         be->upload(gm.params, m.params, m.num_params * sizeof(float));
         be->upload(gm.buffers, m.buffers, m.num_buffers * sizeof(float));
         model_params_changed(&gm);
@@ -264,7 +279,6 @@ int main(int argc, char **argv) {
     sgd_init_on(&opt, be, run->num_params, 0.9f, wd);
     opt.nesterov = nesterov;
     sgd_set_model_groups(&opt, run, no_decay_1d, bn_bias_lr_mult);
-    float lr = 0.05f;
     Ema ema;
     if (ema_decay > 0.0) ema_init(&ema, run, ema_decay);
     for (int s = 0; s < steps; s++) {
@@ -314,6 +328,15 @@ int main(int argc, char **argv) {
         H5Dclose(ds); H5Sclose(space);
     }
     write_f32(f, "options/ema_every", &fevery, 1, one);
+    {   /* the network's name: "miniresnet", "resnet18", ... or a file's */
+        hid_t t = H5Tcopy(H5T_C_S1);
+        H5Tset_size(t, strlen(m.net.name) + 1);
+        hid_t space = H5Screate(H5S_SCALAR);
+        hid_t ds = H5Dcreate2(f, "arch", t, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(ds >= 0);
+        CHECK(H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.net.name) >= 0);
+        H5Dclose(ds); H5Sclose(space); H5Tclose(t);
+    }
     const float ftta = (float)tta;
     write_f32(f, "options/tta", &ftta, 1, one);
     H5Fclose(f);
@@ -326,6 +349,7 @@ int main(int argc, char **argv) {
         model_free(run);
     }
     model_free(&m);
+    netspec_free(&net);
     free(x); free(y); free(yf);
     return 0;
 }

@@ -50,6 +50,10 @@ class MaskedReLU(torch.autograd.Function):
         return g * mask, None
 
 
+class ShapeMismatch(Exception):
+    pass
+
+
 class ReplayF:
     """Stands in for torch.nn.functional inside miniresnet_torch: relu() takes the next mask."""
 
@@ -64,6 +68,8 @@ class ReplayF:
         if self.masks is None:
             return torch.nn.functional.relu(x)
         mask = next(self.masks)
+        if mask.shape != x.shape:
+            raise ShapeMismatch(f"a ReLU's input is {tuple(x.shape)} here but {tuple(mask.shape)} in ddptrain")
         self.flips += int(((x > 0) != (mask > 0)).sum())
         return MaskedReLU.apply(x, mask)
 
@@ -74,6 +80,20 @@ class ReplayF:
 
 REPLAY = ReplayF()
 miniresnet_torch.F = REPLAY
+
+
+class ReplayReLU(torch.nn.Module):
+    """torchvision's nn.ReLU modules, each call taking the next of ddptrain's masks."""
+
+    def forward(self, x):
+        return REPLAY.relu(x)
+
+
+def replay_relus(model):
+    for mod in list(model.modules()):
+        for name, child in list(mod.named_children()):
+            if isinstance(child, torch.nn.ReLU):
+                setattr(mod, name, ReplayReLU())
 
 
 def rel_err(a, b):
@@ -165,7 +185,13 @@ def main():
             print(f"FAIL: --set {k}: no such option (have {sorted(opts)})")
             return 1
         opts[k] = float(v)
-    model = MiniResNet(int(width), int(blocks), 10)
+    arch = f["arch"][()].decode() if "arch" in f else "miniresnet"
+    if arch == "miniresnet":
+        model = MiniResNet(int(width), int(blocks), 10)
+    else:
+        import torchvision
+        model = getattr(torchvision.models, arch)(num_classes=10)
+        replay_relus(model)
     sd = model.state_dict()
     for name in list(sd.keys()):
         if name.endswith("num_batches_tracked"):
@@ -278,4 +304,8 @@ def main():
 
 
 if __name__ == "__main__":
-    sys.exit(main())
+    try:
+        sys.exit(main())
+    except ShapeMismatch as e:
+        print(f"FAIL: the networks differ: {e}")
+        sys.exit(1)
