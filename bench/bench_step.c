@@ -2,8 +2,9 @@
 /* bench_step.c - images/s of ddptrain's training step (forward, backward, SGD) for MiniResNet
  * on a fixed random batch, so that only compute is measured, as bench/torch_bench.py does for
  * PyTorch; the GFLOP/s that makes (model_train_flops_per_image) and the peak resident memory.
- * usage: bench_step [--width W] [--blocks B] [--batch N] [--steps S] [--warmup K] [--size S]
- *                   [--classes K]   (images S x S, 32; K classes, 10) */
+ * usage: bench_step [--model M] [--width W] [--blocks B] [--batch N] [--steps S] [--warmup K] [--size S]
+ *                   [--classes K]   (M: miniresnet, resnet18, ... or a network file; images S x S, 32;
+ *                                    K classes, 10) */
 #include <string.h>
 #include <sys/resource.h>
 #ifdef _OPENMP
@@ -11,15 +12,19 @@
 #endif
 
 #include "model.h"
+#include "netfile.h"
 #include "optim.h"
 #include "rng.h"
 #include "util.h"
+#include "zoo.h"
 
 int main(int argc, char **argv) {
     g_progname = "bench_step";
     int width = 64, blocks = 2, N = 64, steps = 20, warmup = 3, S = 32, K = 10;
+    const char *model = "miniresnet";
     for (int i = 1; i + 1 < argc; i += 2) {
-        if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
+        if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+        else if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) N = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
@@ -30,7 +35,12 @@ int main(int argc, char **argv) {
     }
     Model m;
     if (S < 8 || K < 2) die_code(2, "--size must be at least 8 and --classes at least 2");
-    model_init(&m, width, blocks, K, S, N);
+    NetSpec net;
+    char err[1200];
+    if (zoo_has(model) ? zoo_build(&net, model, width, blocks, err, sizeof err) : netfile_read(model, &net, err, sizeof err))
+        die_code(2, "%s", err);
+    if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, err, sizeof err) != 0) die_code(2, "%s", err);
+    netspec_free(&net);
     model_init_weights(&m, 1);
     SGD opt;
     sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
@@ -64,9 +74,9 @@ int main(int argc, char **argv) {
     const double ips = (double)N * steps / dt, flops = model_train_flops_per_image(&m);
     struct rusage ru;
     CHECK(getrusage(RUSAGE_SELF, &ru) == 0);
-    printf("ddptrain: width %d batch %d size %d classes %d threads %d: %.1f images/s, %.1f GFLOP/s (%.3f GFLOP per image), "
+    printf("ddptrain: %s width %d batch %d size %d classes %d threads %d: %.1f images/s, %.1f GFLOP/s (%.3f GFLOP per image), "
            "peak RSS %ld MiB (forward %.1f ms, backward %.1f ms per step) [%s]\n",
-           width, N, S, K, threads, ips, ips * flops / 1e9, flops / 1e9, ru.ru_maxrss / 1024, 1e3 * fwd / steps,
+           model, width, N, S, K, threads, ips, ips * flops / 1e9, flops / 1e9, ru.ru_maxrss / 1024, 1e3 * fwd / steps,
            1e3 * bwd / steps, ops_cpu_describe());
     free(x); free(y);
     sgd_free(&opt);

@@ -18,6 +18,9 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from miniresnet_torch import MiniResNet  # noqa: E402
 
 ap = argparse.ArgumentParser()
+ap.add_argument("--model", default="miniresnet", help="miniresnet or a torchvision model name (resnet18, ...)")
+ap.add_argument("--size", type=int, default=32)
+ap.add_argument("--classes", type=int, default=10)
 ap.add_argument("--width", type=int, default=64)
 ap.add_argument("--blocks", type=int, default=2)
 ap.add_argument("--batch", type=int, default=64)
@@ -31,6 +34,13 @@ ap.add_argument("--cudnn_benchmark", action="store_true", help="let cuDNN time i
 a = ap.parse_args()
 
 
+def make_model():
+    if a.model == "miniresnet":
+        return MiniResNet(a.width, a.blocks, a.classes)
+    import torchvision
+    return getattr(torchvision.models, a.model)(num_classes=a.classes)
+
+
 def train_flops_per_image(width, blocks):
     """From the layers a forward of one image goes through, read off by hooks."""
     macs = []
@@ -42,12 +52,12 @@ def train_flops_per_image(width, blocks):
         else:
             macs.append(out.numel() * mod.in_features)
 
-    probe = MiniResNet(width, blocks, 10)
+    probe = make_model()
     for mod in probe.modules():
         if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
             mod.register_forward_hook(hook)
     with torch.no_grad():
-        probe(torch.zeros(1, 3, 32, 32))
+        probe(torch.zeros(1, 3, a.size, a.size))
     return 2 * 3 * sum(macs)
 
 
@@ -56,9 +66,9 @@ torch.backends.cudnn.benchmark = a.cudnn_benchmark
 torch.set_num_threads(a.threads)
 torch.manual_seed(1)
 dev = torch.device(a.device)
-m = MiniResNet(a.width, a.blocks, 10).to(dev)
-x = torch.randn(a.batch, 3, 32, 32, device=dev)
-y = torch.randint(0, 10, (a.batch,), device=dev)
+m = make_model().to(dev)
+x = torch.randn(a.batch, 3, a.size, a.size, device=dev)
+y = torch.randint(0, a.classes, (a.batch,), device=dev)
 amp_dtype = {"bf16": torch.bfloat16, "fp16": torch.float16}.get(a.amp)
 scaler = torch.cuda.amp.GradScaler() if a.amp == "fp16" else None
 if a.channels_last:
@@ -90,6 +100,6 @@ where = f"threads {a.threads}" if dev.type == "cpu" else a.device
 ips = a.batch * a.steps / dt
 rss_mib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss // 1024   # KiB on Linux
 print(f"pytorch: {ips * flops / 1e9:.1f} GFLOP/s ({flops / 1e9:.3f} GFLOP per image), peak RSS {rss_mib} MiB")
-print(f"pytorch {torch.__version__}: width {a.width} batch {a.batch} {where}"
+print(f"pytorch {torch.__version__}: {a.model} width {a.width} batch {a.batch} {where}"
       f"{' channels_last' if a.channels_last else ''}{' ' + a.amp if a.amp else ''}"
       f"{' cudnn.benchmark' if a.cudnn_benchmark else ''}: {ips:.1f} images/s")

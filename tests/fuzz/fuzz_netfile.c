@@ -1,0 +1,51 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* fuzz_netfile.c - network files (--model FILE): the input is the file's text. What
+ * netfile_parse accepts must resolve or be refused with a message, and, written back with
+ * netfile_write, must read back as the same table. */
+#include "fuzz.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "netfile.h"
+#include "netspec.h"
+
+static int same(const NetSpec *a, const NetSpec *b) {
+    if (a->n != b->n || a->init != b->init || strcmp(a->name, b->name) != 0) return 0;
+    for (int i = 0; i < a->n; i++) {
+        const NetNode *x = &a->node[i], *y = &b->node[i];
+        if (x->kind != y->kind || strcmp(x->name, y->name) != 0 || x->in != y->in || x->out != y->out || x->k != y->k ||
+            x->stride != y->stride || x->pad != y->pad || x->zero_init != y->zero_init ||
+            (x->kind == NODE_ADD && x->in2 != y->in2))
+            return 0;
+    }
+    return 1;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
+    if (size > 65536) return 0;
+    char err[700];
+    NetSpec s;
+    if (netfile_parse((const char *)data, size, "fuzz.json", &s, err, sizeof err) != 0) {
+        if (!err[0] || strchr(err, '\n')) abort();   /* one line, always */
+        return 0;
+    }
+    char *text = NULL;
+    size_t len = 0;
+    FILE *f = open_memstream(&text, &len);
+    if (!f) abort();
+    netfile_write(f, &s);
+    fclose(f);
+    NetSpec back;
+    if (netfile_parse(text, len, "written", &back, err, sizeof err) != 0 || !same(&s, &back)) abort();
+    netspec_free(&back);
+    free(text);
+    NetSpec r;
+    netspec_copy(&r, &s);
+    err[0] = '\0';
+    if (netspec_resolve(&r, 32, 10, "fuzz.json", err, sizeof err) != 0 && (!err[0] || strchr(err, '\n'))) abort();
+    netspec_free(&r);
+    netspec_free(&s);
+    return 0;
+}

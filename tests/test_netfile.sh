@@ -1,0 +1,70 @@
+#!/bin/sh
+# SPDX-License-Identifier: BSD-3-Clause
+# Networks as files (--model FILE): every built-in prints as a file that reads back as itself,
+# a printed network trains, and each malformed description is refused before anything is
+# written with one line naming the file, the node and the field, exit 2.
+. "${top_srcdir:-.}/tests/helpers/lib.sh"
+DDP="$top_builddir/ddptrain"
+DATA="$TMP/data"
+"$top_builddir/ddptrain-data" synth --out "$DATA" --train 256 --test 64 >/dev/null 2>&1 ||
+    "$top_builddir/ddptrain-data" synth --out "$DATA" >/dev/null 2>&1 || { bad "synth"; finish; }
+
+for m in miniresnet resnet18 resnet34 resnet50; do
+    "$DDP" --model "$m" --print_model >"$TMP/$m.json" && "$DDP" --model "$TMP/$m.json" --print_model >"$TMP/$m.2.json" &&
+        cmp -s "$TMP/$m.json" "$TMP/$m.2.json" && ok "$m prints as a file that reads back as itself" ||
+        bad "$m: printed file does not read back"
+done
+
+# A printed network trains as the built-in does: the same losses
+"$DDP" --model miniresnet --width 8 --blocks 1 --print_model >"$TMP/mini8.json"
+for m in miniresnet "$TMP/mini8.json"; do
+    "$DDP" --model "$m" --width 8 --blocks 1 --data_dir "$DATA" --max_steps 4 --log_interval 2 --threads 1 \
+        --job_dir "$TMP/job-$(basename "$m")" 2>&1 | grep -o 'loss [0-9.]*' >"$TMP/loss-$(basename "$m")"
+done
+if [ -s "$TMP/loss-miniresnet" ] && cmp -s "$TMP/loss-miniresnet" "$TMP/loss-mini8.json"; then
+    ok "MiniResNet from its file trains as the built-in: $(tr '\n' ' ' <"$TMP/loss-miniresnet")"
+else
+    bad "MiniResNet from its file: $(cat "$TMP/loss-mini8.json") against $(cat "$TMP/loss-miniresnet")"
+fi
+
+# $1 = label, $2 = the file's text, $3 = what the message must contain
+refused() {
+    printf '%s' "$2" >"$TMP/bad.json"
+    out=$("$DDP" --model "$TMP/bad.json" --data_dir "$DATA" --job_dir "$TMP/never" 2>&1)
+    rc=$?
+    if [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -qF -- "$3" &&
+        printf '%s' "$out" | grep -qF "bad.json" && [ ! -e "$TMP/never" ]; then
+        ok "$1: $out"
+    else
+        bad "$1: rc $rc: $out (wanted '$3')"
+    fi
+}
+H='{"network": "t", "nodes": ['
+T='{"name": "pool", "kind": "avgpool"}, {"name": "fc", "kind": "linear"}]}'
+refused "unknown kind" "$H"'{"name": "c", "kind": "convolution", "out_channels": 8, "kernel": 3}, '"$T" \
+    'node 0: field "kind": unknown kind "convolution"'
+refused "unknown field" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernal": 3}, '"$T" \
+    'unknown field "kernal"'
+refused "field of another kind" "$H"'{"name": "r", "kind": "relu", "kernel": 3}, '"$T" \
+    'node "r": field "kernel" does not apply to a relu node'
+refused "missing field" "$H"'{"name": "c", "kind": "conv", "kernel": 3}, '"$T" \
+    'node "c": a conv node needs the field "out_channels"'
+refused "dangling input" "$H"'{"name": "c", "kind": "conv", "in": "nowhere", "out_channels": 8, "kernel": 3}, '"$T" \
+    'node "c", field "in": "nowhere" names no node'
+refused "cyclic input" "$H"'{"name": "c", "kind": "conv", "in": "r", "out_channels": 8, "kernel": 3}, {"name": "r", "kind": "relu", "in": "c"}, '"$T" \
+    'node "c", field "in": "r" is not a node above this one'
+refused "channels that differ at an add" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "a", "kind": "add", "in": "c", "residual": "input"}, '"$T" \
+    'node "a", field "residual": 3 channels added to 8'
+refused "a stride that leaves no pixels" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3, "stride": 2}, {"name": "m", "kind": "maxpool", "kernel": 64, "stride": 64, "padding": 0}, '"$T" \
+    'node "m", field "stride": a 64x64 window at stride 64 with padding 0 leaves no pixels'
+refused "a last node that is not the classifier" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "pool", "kind": "avgpool"}]}' \
+    'node "pool", field "kind": the last node gives the logits'
+refused "a node of a name seen before" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "c", "kind": "relu"}, '"$T" \
+    'node "c", field "name": a second node of this name'
+refused "a list where a value goes" "$H"'{"name": ["c"], "kind": "conv"}, '"$T" \
+    'malformed JSON at line 1'
+refused "a name with a quote" "$H"'{"name": "c\"x", "kind": "relu"}, '"$T" \
+    'field "name" must be 1 to 47 letters'
+out=$("$DDP" --model nosuchnet --data_dir "$DATA" 2>&1); rc=$?
+[ $rc -eq 2 ] && printf '%s' "$out" | grep -q "not a built-in network" && ok "unknown built-in: $out" || bad "unknown built-in: $rc $out"
+finish
