@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -668,19 +669,61 @@ static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *t
     if (k == 0) die("%s: an empty class folder (every class needs at least one image)", dir);
 }
 
-/* A file's bytes; 0, or -1 with errno. */
-static int read_whole(const char *path, uint8_t **data, size_t *size) {
-    FILE *f = fopen(path, "rb");
+/* What kind of file st is, for "not a regular file (...)". */
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
+}
+
+/* Opens an image file for reading. What is not a regular file is refused before it is opened:
+ * opening a FIFO for reading waits for a writer, forever, and opening a device may act on it.
+ * O_NONBLOCK and the fstat after the open cover a file replaced by one of those in between.
+ * Returns the stream, or NULL with one line in err naming the file. */
+static FILE *open_image_file(const char *path, char *err, size_t errlen) {
+    char ebuf[128];   /* strerror's buffer is shared between threads */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errf(err, errlen, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+        return NULL;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        errf(err, errlen, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    /* A regular file never blocks: the flag is dropped so reads behave as usual. */
+    CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
+    FILE *f = fdopen(fd, "rb");
+    CHECK(f != NULL);
+    return f;
+}
+
+/* A file's bytes; 0, or -1 with err naming the file. */
+static int read_whole(const char *path, uint8_t **data, size_t *size, char *err, size_t errlen) {
+    FILE *f = open_image_file(path, err, errlen);
     if (!f) return -1;
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) { int e = errno; fclose(f); errno = e; return -1; }
+    CHECK(fstat(fileno(f), &st) == 0);
     size_t n = (size_t)st.st_size;
     uint8_t *buf = malloc(n ? n : 1);
     CHECK(buf != NULL);
     size_t got = n ? fread(buf, 1, n, f) : 0;
-    int e = ferror(f) ? EIO : 0;
+    int e = ferror(f) ? errno : EIO;
     fclose(f);
-    if (got != n) { free(buf); errno = e ? e : EIO; return -1; }
+    if (got != n) {
+        char ebuf[128];
+        free(buf);
+        return errf(err, errlen, "%s: cannot read: %s", path, strerror_r(e, ebuf, sizeof ebuf));
+    }
     *data = buf;
     *size = n;
     return 0;
@@ -689,12 +732,9 @@ static int read_whole(const char *path, uint8_t **data, size_t *size) {
 /* Reads, decodes and (S > 0) resizes/crops one file into out (S*S*3 bytes); 0, or -1 with err
  * naming the file. S == 0: the decoded image is returned in *img (the caller frees img->rgb). */
 static int load_image(const char *path, int S, uint8_t *out, ImageRGB *img, char *err, size_t errlen) {
-    uint8_t *data;
-    size_t size;
-    if (read_whole(path, &data, &size) != 0) {
-        char ebuf[128];   /* strerror's buffer is shared between threads */
-        return errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
-    }
+    uint8_t *data = NULL;
+    size_t size = 0;
+    if (read_whole(path, &data, &size, err, errlen) != 0) return -1;
     char e[512];
     ImageRGB im;
     int rc = image_decode(data, size, IMAGE_MAX_PIXELS, &im, e, sizeof e);
