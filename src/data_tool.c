@@ -582,7 +582,9 @@ static void namelist_push(NameList *l, const char *str) {
 }
 
 /* The entries of dir that are folders (want_dirs) or not, without hidden names, in byte order.
- * Symbolic links are followed, as torchvision's ImageFolder follows them. */
+ * Symbolic links are followed, as torchvision's ImageFolder follows them; one that leads
+ * nowhere (dangling, or a loop of links) is not a folder: it is listed as a file, which its
+ * reading then refuses with one line (or --skip_bad skips), as os.walk lists it. */
 static char **list_entries(const char *dir, int want_dirs, int *count) {
     DIR *d = opendir(dir);
     if (!d) die("%s: cannot list: %s", dir, strerror(errno));
@@ -593,8 +595,11 @@ static char **list_entries(const char *dir, int want_dirs, int *count) {
         if (e->d_name[0] == '.') continue;
         snprintf_check(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (stat(path, &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
-        if ((S_ISDIR(st.st_mode) != 0) != want_dirs) continue;
+        int is_dir;
+        if (stat(path, &st) == 0) is_dir = S_ISDIR(st.st_mode) != 0;
+        else if ((errno == ENOENT || errno == ELOOP) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) is_dir = 0;
+        else die("%s: cannot stat: %s", path, strerror(errno));
+        if (is_dir != want_dirs) continue;
         namelist_push(&names, e->d_name);
     }
     closedir(d);
@@ -683,7 +688,11 @@ static FILE *open_image_file(const char *path, char *err, size_t errlen) {
     char ebuf[128];   /* strerror's buffer is shared between threads */
     struct stat st;
     if (stat(path, &st) != 0) {
-        errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
+        int e = errno;
+        if (e == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            errf(err, errlen, "%s: a symbolic link to a missing file", path);
+        else
+            errf(err, errlen, "%s: cannot read: %s", path, strerror_r(e, ebuf, sizeof ebuf));
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {

@@ -67,4 +67,14 @@ expect_fail "FIFO x.jpg" "t/train/ant/x.jpg: not a regular file (a FIFO)" "$DDPD
 expect_skip "FIFO x.jpg, --skip_bad" "skipped $TMP/t/train/ant/x.jpg: not a regular file (a FIFO)" 1 \
     "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip1" --skip_bad
 
+echo "== a dangling symbolic link: one line naming it, skipped with --skip_bad"
+fresh
+ln -s "$TMP/gone.png" "$TMP/t/test/bee/lost.png"
+expect_fail "dangling link lost.png" "t/test/bee/lost.png: a symbolic link to a missing file" "$DDPDATA" import --in "$TMP/t" --out "$TMP/fail"
+expect_skip "dangling link lost.png, --skip_bad" "skipped $TMP/t/test/bee/lost.png: a symbolic link to a missing file" 1 \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip6" --skip_bad
+ln -s loop.png "$TMP/t/test/bee/loop.png"
+expect_skip "a link to itself, --skip_bad" "skipped $TMP/t/test/bee/loop.png: cannot read: Too many levels of symbolic links" 2 \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip6b" --skip_bad
+
 finish
