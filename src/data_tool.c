@@ -716,38 +716,15 @@ static FILE *open_image_file(const char *path, char *err, size_t errlen) {
     return f;
 }
 
-/* A file's bytes; 0, or -1 with err naming the file. */
-static int read_whole(const char *path, uint8_t **data, size_t *size, char *err, size_t errlen) {
-    FILE *f = open_image_file(path, err, errlen);
-    if (!f) return -1;
-    struct stat st;
-    CHECK(fstat(fileno(f), &st) == 0);
-    size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n ? n : 1);
-    CHECK(buf != NULL);
-    size_t got = n ? fread(buf, 1, n, f) : 0;
-    int e = ferror(f) ? errno : EIO;
-    fclose(f);
-    if (got != n) {
-        char ebuf[128];
-        free(buf);
-        return errf(err, errlen, "%s: cannot read: %s", path, strerror_r(e, ebuf, sizeof ebuf));
-    }
-    *data = buf;
-    *size = n;
-    return 0;
-}
-
 /* Reads, decodes and (S > 0) resizes/crops one file into out (S*S*3 bytes); 0, or -1 with err
  * naming the file. S == 0: the decoded image is returned in *img (the caller frees img->rgb). */
 static int load_image(const char *path, int S, uint8_t *out, ImageRGB *img, char *err, size_t errlen) {
-    uint8_t *data = NULL;
-    size_t size = 0;
-    if (read_whole(path, &data, &size, err, errlen) != 0) return -1;
+    FILE *f = open_image_file(path, err, errlen);
+    if (!f) return -1;
     char e[512];
     ImageRGB im;
-    int rc = image_decode(data, size, IMAGE_MAX_PIXELS, &im, e, sizeof e);
-    free(data);
+    int rc = image_decode_file(f, IMAGE_MAX_PIXELS, &im, e, sizeof e);
+    fclose(f);
     if (rc != 0) return errf(err, errlen, "%s: %s", path, e);
     if (S > 0) {
         image_resize_crop(&im, S, out);

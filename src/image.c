@@ -81,8 +81,7 @@ static void jpeg_message(j_common_ptr c, int level) {
     }
 }
 
-static int decode_jpeg(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
-                       char *err, size_t errlen) {
+static int decode_jpeg(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen) {
     struct jpeg_decompress_struct cinfo;
     JpegErr jerr;
     uint8_t *volatile buf = NULL;
@@ -95,7 +94,7 @@ static int decode_jpeg(const uint8_t *data, size_t size, long long max_pixels, I
         return fail(err, errlen, "%s", jerr.msg);
     }
     jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, (unsigned char *)data, (unsigned long)size);
+    jpeg_stdio_src(&cinfo, f);   /* 4 kB at a time; the end of the file is JWRN_JPEG_EOF, as in memory */
     jpeg_read_header(&cinfo, TRUE);
     if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
         jpeg_destroy_decompress(&cinfo);
@@ -129,8 +128,7 @@ static int decode_jpeg(const uint8_t *data, size_t size, long long max_pixels, I
 /* ---- PNG ---------------------------------------------------------------------------------- */
 #ifdef HAVE_PNG
 typedef struct {
-    const uint8_t *p;
-    size_t n, off;
+    FILE *f;
     char msg[256];
 } PngSrc;
 
@@ -142,19 +140,17 @@ static void png_fail(png_structp png, png_const_charp m) {
 
 static void png_warn(png_structp png, png_const_charp m) { (void)png; (void)m; }
 
-static void png_read_mem(png_structp png, png_bytep dst, size_t len) {
+static void png_read_file(png_structp png, png_bytep dst, size_t len) {
     PngSrc *s = png_get_io_ptr(png);
-    if (len > s->n - s->off) {
-        snprintf(s->msg, sizeof s->msg, "a truncated PNG file (the data ends before the image does)");
+    if (fread(dst, 1, len, s->f) != len) {
+        if (ferror(s->f)) snprintf(s->msg, sizeof s->msg, "a read error in the PNG data");
+        else snprintf(s->msg, sizeof s->msg, "a truncated PNG file (the data ends before the image does)");
         png_error(png, "truncated");
     }
-    memcpy(dst, s->p + s->off, len);
-    s->off += len;
 }
 
-static int decode_png(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
-                      char *err, size_t errlen) {
-    PngSrc src = {data, size, 0, ""};
+static int decode_png(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen) {
+    PngSrc src = {f, ""};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_warn);
     if (!png) return fail(err, errlen, "out of memory%s", "");
     png_infop info = png_create_info_struct(png);
@@ -166,7 +162,7 @@ static int decode_png(const uint8_t *data, size_t size, long long max_pixels, Im
         free(rows);
         return fail(err, errlen, "%s", src.msg[0] ? src.msg : "not a readable PNG file");
     }
-    png_set_read_fn(png, &src, png_read_mem);
+    png_set_read_fn(png, &src, png_read_file);
     png_read_info(png, info);
     png_uint_32 w, h;
     int depth, ctype, interlace;
@@ -198,29 +194,47 @@ static int decode_png(const uint8_t *data, size_t size, long long max_pixels, Im
 }
 #endif
 
-int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
-                 char *err, size_t errlen) {
+int image_decode_file(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen) {
     out->w = out->h = 0;
     out->rgb = NULL;
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    /* The format from the first bytes: nothing more of a file that is no image is read. */
+    uint8_t sig[8];
+    size_t size = fread(sig, 1, sizeof sig, f);
+    if (ferror(f)) return fail(err, errlen, "cannot read: a read error%s", "");
     if (size == 0) return fail(err, errlen, "an empty file (0 bytes)%s", "");
-    if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
+    int jpeg = size >= 3 && sig[0] == 0xff && sig[1] == 0xd8 && sig[2] == 0xff;
+    int png = size >= 8 && memcmp(sig, png_sig, 8) == 0;
+    if (!jpeg && !png) {
+        char hex[3 * 8 + 1] = "";
+        for (size_t i = 0, o = 0; i < size; i++) o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "", sig[i]);
+        return fail(err, errlen, "neither a JPEG nor a PNG file (it starts with the bytes %s)", hex);
+    }
+    if (fseek(f, 0, SEEK_SET) != 0) return fail(err, errlen, "cannot read: the file cannot be rewound%s", "");
+    if (jpeg) {
 #ifdef HAVE_JPEG
-        return decode_jpeg(data, size, max_pixels, out, err, errlen);
+        return decode_jpeg(f, max_pixels, out, err, errlen);
 #else
         return fail(err, errlen, "a JPEG file, but ddptrain-data was built without %s", "libjpeg");
 #endif
     }
-    if (size >= 8 && memcmp(data, png_sig, 8) == 0) {
 #ifdef HAVE_PNG
-        return decode_png(data, size, max_pixels, out, err, errlen);
+    return decode_png(f, max_pixels, out, err, errlen);
 #else
-        return fail(err, errlen, "a PNG file, but ddptrain-data was built without %s", "libpng");
+    return fail(err, errlen, "a PNG file, but ddptrain-data was built without %s", "libpng");
 #endif
-    }
-    char hex[3 * 8 + 1] = "";
-    for (size_t i = 0, o = 0; i < size && i < 8; i++) o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "", data[i]);
-    return fail(err, errlen, "neither a JPEG nor a PNG file (it starts with the bytes %s)", hex);
+}
+
+int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
+                 char *err, size_t errlen) {
+    out->w = out->h = 0;
+    out->rgb = NULL;
+    if (size == 0) return fail(err, errlen, "an empty file (0 bytes)%s", "");
+    FILE *f = fmemopen((void *)data, size, "rb");   /* read only: the bytes are not written */
+    CHECK(f != NULL);
+    int rc = image_decode_file(f, max_pixels, out, err, errlen);
+    fclose(f);
+    return rc;
 }
 
 /* ---- resize + crop ------------------------------------------------------------------------ */

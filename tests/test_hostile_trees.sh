@@ -77,4 +77,16 @@ ln -s loop.png "$TMP/t/test/bee/loop.png"
 expect_skip "a link to itself, --skip_bad" "skipped $TMP/t/test/bee/loop.png: cannot read: Too many levels of symbolic links" 2 \
     "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip6b" --skip_bad
 
+echo "== a 1 GB file that is no image: refused from its first bytes, never read whole"
+# Sparse: 1 GB named, nothing stored. The import runs with 256 MiB of address space, far less
+# than the file (not in a sanitizer build, whose shadow memory needs terabytes of it).
+fresh
+truncate -s 1G "$TMP/t/train/ant/clip.mp4"
+limit="ulimit -v 262144;"
+[ "${DDP_SANITIZE:-no}" = yes ] && limit=""
+expect_skip "1 GB clip.mp4, --skip_bad, 256 MiB of address space" \
+    "skipped $TMP/t/train/ant/clip.mp4: neither a JPEG nor a PNG file (it starts with the bytes 00 00 00 00 00 00 00 00)" 1 \
+    sh -c "$limit exec \"\$0\" \"\$@\"" "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip3" --skip_bad --threads 2
+rm -f "$TMP/t/train/ant/clip.mp4"
+
 finish
