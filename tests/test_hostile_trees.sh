@@ -89,4 +89,76 @@ expect_skip "1 GB clip.mp4, --skip_bad, 256 MiB of address space" \
     sh -c "$limit exec \"\$0\" \"\$@\"" "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip3" --skip_bad --threads 2
 rm -f "$TMP/t/train/ant/clip.mp4"
 
+echo "== very elongated images: only the centre crop computed, no 32-bit overflow"
+# A 1x1,000,000 PNG resizes to 32 x 32,000,000 at --size 32, of which the centre 32 x 32 is
+# kept: with 256 MiB of address space (the resize tables of every resized row took 742 MB).
+# Then images that PIL can resize whole, compared with torchvision's Resize + CenterCrop; and
+# a 1x600,000 image at --size 4096, whose resized length (2,457,600,000) passes 2^31.
+PYH=$(find_python "PIL, h5py, numpy") || PYH=""
+mkelong() {   # mkelong FILE W H: a PNG of W x H, the colours changing along both sides
+    "$PY" -c "
+import sys, numpy as np
+from PIL import Image
+w, h = int(sys.argv[2]), int(sys.argv[3])
+y, x = np.mgrid[0:h, 0:w]
+a = np.stack([(y * 37 + x * 11) % 256, (y * 5 + x * 71) % 256, (y // 3 + x // 2) % 256], -1).astype(np.uint8)
+Image.fromarray(a).save(sys.argv[1])" "$@"
+}
+for shape in 1x1000000 1000000x1; do
+    rm -rf "$TMP/e" && mkdir -p "$TMP/e/train/a" "$TMP/e/test/a"
+    mkelong "$TMP/e/train/a/long.png" ${shape%x*} ${shape#*x} && cp "$TMP/base/test/ant/0.png" "$TMP/e/test/a/"
+    t0=$(date +%s.%N)
+    if timeout 60 sh -c "$limit exec \"\$0\" \"\$@\"" "$DDPDATA" import --in "$TMP/e" --out "$TMP/e-out" --size 32 --threads 1 >"$TMP/out" 2>"$TMP/err"; then
+        ok "a $shape PNG at --size 32 with 256 MiB of address space, in $(elapsed "$t0") s"
+    else bad "a $shape PNG at --size 32: $(cat "$TMP/err")"; fi
+    rm -rf "$TMP/e-out"
+done
+if [ -n "$PYH" ]; then
+    rm -rf "$TMP/e"
+    i=0
+    for shape in 3x5000 5000x2 1x900 700x1 2x64 9x10; do
+        i=$((i + 1))
+        mkdir -p "$TMP/e/train/c$i" "$TMP/e/test/c$i"
+        mkelong "$TMP/e/train/c$i/x.png" ${shape%x*} ${shape#*x}
+        cp "$TMP/base/test/ant/0.png" "$TMP/e/test/c$i/"
+    done
+    for s in 8 16 40; do
+        "$DDPDATA" import --in "$TMP/e" --out "$TMP/e$s" --size $s >/dev/null 2>"$TMP/err" || bad "elongated at --size $s: $(cat "$TMP/err")"
+        if out=$("$PYH" -c "
+import sys, h5py, numpy as np
+from PIL import Image
+tree, out, s = sys.argv[1], sys.argv[2], int(sys.argv[3])
+f = h5py.File(out + '/train-00000-of-00001.h5', 'r')
+names = [n.decode() if isinstance(n, bytes) else n for n in f.attrs['class_names']]
+worst = 0
+for img, lab in zip(f['images'][:], f['labels'][:]):
+    im = Image.open('%s/train/%s/x.png' % (tree, names[lab])).convert('RGB')
+    w, h = im.size
+    short, long = (w, h) if w <= h else (h, w)
+    nw, nh = (s, int(s * long / short)) if w <= h else (int(s * long / short), s)
+    if (nw, nh) != (w, h):
+        im = im.resize((nw, nh), Image.BILINEAR)
+    top, left = int(round((nh - s) / 2.0)), int(round((nw - s) / 2.0))
+    ref = np.asarray(im.crop((left, top, left + s, top + s)))
+    worst = max(worst, int(np.abs(ref.astype(int) - img.astype(int)).max()))
+print('largest difference %d over %d images' % (worst, len(f['labels'])))
+sys.exit(worst != 0)" "$TMP/e" "$TMP/e$s" $s); then ok "elongated images at --size $s, against PIL: $out"
+        else bad "elongated images at --size $s against PIL: $out"; fi
+    done
+    rm -rf "$TMP/e" && mkdir -p "$TMP/e/train/a" "$TMP/e/test/a"
+    mkelong "$TMP/e/train/a/long.png" 1 600000 && cp "$TMP/base/test/ant/0.png" "$TMP/e/test/a/"
+    # One input column: every output column is the same; the crop spans about one input row,
+    # so consecutive output rows differ by at most one input row's step (37, 5, 1).
+    if timeout 60 "$DDPDATA" import --in "$TMP/e" --out "$TMP/e4096" --size 4096 --threads 1 >"$TMP/out" 2>"$TMP/err" &&
+       out=$("$PYH" -c "
+import sys, h5py, numpy as np
+x = h5py.File(sys.argv[1] + '/train-00000-of-00001.h5', 'r')['images'][0].astype(int)
+same, step = bool((x == x[:, :1]).all()), int(np.abs(np.diff(x, axis=0)).max())
+print('columns equal: %s, largest step between rows %d' % (same, step))
+sys.exit(not same or step > 37)" "$TMP/e4096"); then
+        ok "a 1x600000 PNG at --size 4096 (resized length past 2^31): $out"
+    else bad "a 1x600000 PNG at --size 4096: $(cat "$TMP/err") $out"; fi
+    rm -rf "$TMP/e4096"
+fi
+
 finish
