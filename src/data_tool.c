@@ -229,11 +229,31 @@ static void check_split_size(const char *dir, const char *split, size_t total, i
             dir, total, split, nshards);
 }
 
-/* Writes `total` samples as `nshards` contiguous near-equal shards, then (with --force) removes
- * shards of an older set with a different shard count, which would make the directory
- * inconsistent. */
-static void write_split(const char *dir, const char *split, size_t total, int nshards, int image_size,
+/* The shards of one command: each split's written and synced under temporary names, then all
+ * renamed into place together by output_commit once every split is complete. A failure in a
+ * later split (a file that became unreadable, a full disk) so leaves no shard of an earlier
+ * one, alone in a new folder or (--force) beside an older dataset's other split. */
+typedef struct { char *tmp, *path; } Pending;
+typedef struct {
+    const char *dir;
+    Pending *p;          /* finished shards, not yet renamed */
+    int n, cap;
+    struct { const char *split; int nshards; size_t total; } split[2];
+    int nsplits;
+} Output;
+
+/* Removes every temporary file of o, then dies with err. */
+__attribute__((noreturn)) static void output_fail(Output *o, const char *err) {
+    for (int i = 0; i < o->n; i++) unlink(o->p[i].tmp);
+    die("%s", err);
+}
+
+/* Writes `total` samples as `nshards` contiguous near-equal shards under temporary names into
+ * o. */
+static void write_split(Output *o, const char *split, size_t total, int nshards, int image_size,
                         const ShardAttrs *attrs, ProduceFn produce, void *ctx) {
+    const char *dir = o->dir;
+    CHECK(o->nsplits < 2);
     check_split_size(dir, split, total, nshards);
     size_t per = (size_t)image_size * (size_t)image_size * 3;
     /* Large images (import --size): fewer per write, so that a chunk stays within 64 MiB. */
@@ -246,31 +266,67 @@ static void write_split(const char *dir, const char *split, size_t total, int ns
         shard_name(name, sizeof name, split, k, nshards);
         snprintf_check(path, sizeof path, "%s/%s", dir, name);
         ShardWriter w;
-        if (shard_writer_open(&w, path, b - a, image_size, attrs, err, sizeof err) != 0) die("%s", err);
+        if (shard_writer_open(&w, path, b - a, image_size, attrs, err, sizeof err) != 0) output_fail(o, err);
         for (size_t s = a; s < b; s += chunk) {
             size_t n = b - s < chunk ? b - s : chunk;
             if (produce(ctx, s, n, img, lab, err, sizeof err) != 0) {
                 shard_writer_abort(&w);
-                die("%s", err);
+                output_fail(o, err);
             }
-            if (shard_writer_append(&w, img, lab, n, err, sizeof err) != 0) die("%s", err);
+            if (shard_writer_append(&w, img, lab, n, err, sizeof err) != 0) output_fail(o, err);
         }
-        if (shard_writer_close(&w, err, sizeof err) != 0) die("%s", err);
+        if (shard_writer_finish(&w, err, sizeof err) != 0) output_fail(o, err);
+        if (o->n == o->cap) {
+            o->cap = o->cap ? 2 * o->cap : 16;
+            Pending *v = realloc(o->p, (size_t)o->cap * sizeof *v);
+            CHECK(v != NULL);
+            o->p = v;
+        }
+        o->p[o->n].tmp = strdup(w.tmp_path);
+        o->p[o->n].path = strdup(w.path);
+        CHECK(o->p[o->n].tmp && o->p[o->n].path);
+        o->n++;
     }
     free(img);
     free(lab);
-    DIR *d = opendir(dir);
-    if (!d) die("%s: cannot list: %s", dir, strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int i, c;
-        if (shard_parse_name(e->d_name, split, &i, &c) && c != nshards) {
-            snprintf_check(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (unlink(path) != 0) die("%s: cannot remove the old shard: %s", path, strerror(errno));
+    o->split[o->nsplits].split = split;
+    o->split[o->nsplits].nshards = nshards;
+    o->split[o->nsplits].total = total;
+    o->nsplits++;
+}
+
+/* Renames every shard of o into place, then (with --force) removes the shards of an older set
+ * with a different shard count, which would make the directory inconsistent. */
+static void output_commit(Output *o) {
+    char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX];
+    for (int i = 0; i < o->n; i++)
+        if (shard_commit(o->p[i].tmp, o->p[i].path, err, sizeof err) != 0) {
+            for (int j = i + 1; j < o->n; j++) unlink(o->p[j].tmp);
+            die("%s", err);
         }
+    for (int i = 0; i < o->n; i++) {
+        free(o->p[i].tmp);
+        free(o->p[i].path);
     }
-    closedir(d);
-    printf("wrote %d %s shard%s (%zu samples) to %s\n", nshards, split, nshards == 1 ? "" : "s", total, dir);
+    free(o->p);
+    o->p = NULL;
+    o->n = o->cap = 0;
+    for (int k = 0; k < o->nsplits; k++) {
+        DIR *d = opendir(o->dir);
+        if (!d) die("%s: cannot list: %s", o->dir, strerror(errno));
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            int i, c;
+            if (shard_parse_name(e->d_name, o->split[k].split, &i, &c) && c != o->split[k].nshards) {
+                snprintf_check(path, sizeof path, "%s/%s", o->dir, e->d_name);
+                if (unlink(path) != 0) die("%s: cannot remove the old shard: %s", path, strerror(errno));
+            }
+        }
+        closedir(d);
+    }
+    for (int k = 0; k < o->nsplits; k++)
+        printf("wrote %d %s shard%s (%zu samples) to %s\n", o->split[k].nshards, o->split[k].split,
+               o->split[k].nshards == 1 ? "" : "s", o->split[k].total, o->dir);
 }
 
 /* Per-channel mean and std (units of pixel/255) accumulated over images. */
@@ -347,8 +403,10 @@ static int cmd_synth(int argc, char **argv) {
     }
     free(img);
     stats_finish(&st, &attrs);
-    write_split(out, "train", (size_t)ntrain, (int)nshards, (int)size, &attrs, synth_produce, &train);
-    write_split(out, "test", (size_t)ntest, (int)nshards, (int)size, &attrs, synth_produce, &test);
+    Output o = {.dir = out};
+    write_split(&o, "train", (size_t)ntrain, (int)nshards, (int)size, &attrs, synth_produce, &train);
+    write_split(&o, "test", (size_t)ntest, (int)nshards, (int)size, &attrs, synth_produce, &test);
+    output_commit(&o);
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     return 0;
@@ -459,8 +517,10 @@ static int cmd_cifar10(int argc, char **argv) {
     PixelStats st = {0};
     stats_add(&st, train.images, train.n * 1024);
     stats_finish(&st, &attrs);
-    write_split(out, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
-    write_split(out, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    Output o = {.dir = out};
+    write_split(&o, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
+    write_split(&o, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    output_commit(&o);
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
@@ -527,8 +587,10 @@ static int cmd_cifar100(int argc, char **argv) {
     PixelStats st = {0};
     stats_add(&st, train.images, train.n * 1024);
     stats_finish(&st, &attrs);
-    write_split(out, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
-    write_split(out, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    Output o = {.dir = out};
+    write_split(&o, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
+    write_split(&o, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    output_commit(&o);
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
@@ -787,6 +849,8 @@ typedef struct {
     pthread_mutex_t mu;
     Progress *prog;
     const char *what;
+    atomic_size_t *reads;         /* the test hook's count of reads (see fail_read), or NULL */
+    size_t fail_read;
 } Pass;
 
 typedef struct { Pass *p; int id; } Worker;
@@ -802,7 +866,10 @@ static void *pass_worker(void *arg) {
         char err[2 * SHARD_PATH_MAX];
         ImageRGB im = {0, 0, NULL};
         uint8_t *dst = p->out ? p->out + i * (size_t)p->S * (size_t)p->S * 3 : scratch;
-        if (load_image(p->files[i].path, p->S, dst, &im, err, sizeof err) != 0) {
+        int injected = p->reads && atomic_fetch_add(p->reads, 1) + 1 == p->fail_read;
+        if (injected) snprintf(err, sizeof err, "%s: cannot read: failure injected by DDPTRAIN_DATA_TEST_FAIL_READ=%zu",
+                               p->files[i].path, p->fail_read);
+        if (injected || load_image(p->files[i].path, p->S, dst, &im, err, sizeof err) != 0) {
             if (p->errs) {
                 p->errs[i] = strdup(err);
                 CHECK(p->errs[i] != NULL);
@@ -859,20 +926,26 @@ static void run_pass(Pass *p) {
     pthread_mutex_destroy(&p->mu);
 }
 
-typedef struct { const ImgList *list; int S, threads; Progress *prog; } ImportCtx;
+typedef struct {
+    const ImgList *list;
+    int S, threads;
+    Progress *prog;
+    atomic_size_t *reads;   /* see fail_read */
+    size_t fail_read;
+} ImportCtx;
 
 static int import_produce(void *vctx, size_t start, size_t count, uint8_t *images, int32_t *labels,
                           char *err, size_t errlen) {
     const ImportCtx *c = vctx;
     Pass p = {.files = c->list->v + start, .n = count, .S = c->S, .threads = c->threads, .out = images,
-              .prog = c->prog, .what = "write"};
+              .prog = c->prog, .what = "write", .reads = c->reads, .fail_read = c->fail_read};
     run_pass(&p);
     if (p.first_bad != (size_t)-1) {   /* the file changed since it was checked */
         snprintf(err, errlen, "%s", p.err);
         return -1;
     }
     for (size_t i = 0; i < count; i++) labels[i] = c->list->v[start + i].label;
-    if (c->prog->tty && start + count == c->list->n) {   /* write_split's line comes next */
+    if (c->prog->tty && start + count == c->list->n) {   /* the next split's bar, or output_commit's lines */
         printf("\r\033[K");
         g_console_line_open = 0;
     }
@@ -1032,9 +1105,20 @@ static int cmd_import(int argc, char **argv) {
     ensure_out_dir(out, "train", force);
     ensure_out_dir(out, "test", force);
     prog.total = all + keep[0].n + keep[1].n;   /* pass 1's files, then pass 2's */
-    ImportCtx c0 = {&keep[0], S, (int)threads, &prog}, c1 = {&keep[1], S, (int)threads, &prog};
-    write_split(out, "train", keep[0].n, (int)nshards, S, &attrs, import_produce, &c0);
-    write_split(out, "test", keep[1].n, (int)nshards, S, &attrs, import_produce, &c1);
+    /* A test hook: DDPTRAIN_DATA_TEST_FAIL_READ=N makes the N-th image read of this writing
+     * pass (counted from 1 over both splits, train first) fail as an unreadable file does,
+     * as if the file had changed since the first pass checked it; tests/test_hostile_trees.sh
+     * uses it to fail the test split after the train split is written. Read here only. */
+    const char *hook = getenv("DDPTRAIN_DATA_TEST_FAIL_READ");
+    atomic_size_t reads;
+    atomic_init(&reads, 0);
+    size_t fail_read = hook ? (size_t)strtoull(hook, NULL, 10) : 0;
+    ImportCtx c0 = {&keep[0], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read};
+    ImportCtx c1 = {&keep[1], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read};
+    Output o = {.dir = out};
+    write_split(&o, "train", keep[0].n, (int)nshards, S, &attrs, import_produce, &c0);
+    write_split(&o, "test", keep[1].n, (int)nshards, S, &attrs, import_produce, &c1);
+    output_commit(&o);
     progress_show(&prog, "done", 1);
     double dt = now_sec() - t0;
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
@@ -1220,13 +1304,16 @@ static int cmd_reshard(int argc, char **argv) {
         die("%s: --out is the same directory as --in (write to a new directory, then replace)", out);
     for (int k = 0; k < 2; k++)
         if (have[k]) ensure_out_dir(out, splits[k], force);
+    Output o = {.dir = out};
     for (int k = 0; k < 2; k++) {
         if (!have[k]) continue;
         const ShardInfo *s0 = &sets[k].shards[0];
         ReshardCtx ctx = {&sets[k], s0->image_size, s0->attrs.num_classes};
-        write_split(out, splits[k], sets[k].total, (int)nshards, s0->image_size, &s0->attrs, reshard_produce, &ctx);
-        shardset_free(&sets[k]);
+        write_split(&o, splits[k], sets[k].total, (int)nshards, s0->image_size, &s0->attrs, reshard_produce, &ctx);
     }
+    output_commit(&o);
+    for (int k = 0; k < 2; k++)
+        if (have[k]) shardset_free(&sets[k]);
     return 0;
 }
 

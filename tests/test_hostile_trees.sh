@@ -161,4 +161,26 @@ sys.exit(not same or step > 37)" "$TMP/e4096"); then
     rm -rf "$TMP/e4096"
 fi
 
+echo "== a file unreadable in the writing pass: no split renamed into place, nothing left behind"
+# DDPTRAIN_DATA_TEST_FAIL_READ=N fails the N-th image read of the writing pass (train first):
+# 6 train images, so 7 is the test split's first, after the train shard is complete.
+fresh
+DDPTRAIN_DATA_TEST_FAIL_READ=7 expect_fail "the test split failing after the train split" \
+    "cannot read: failure injected by DDPTRAIN_DATA_TEST_FAIL_READ=7" "$DDPDATA" import --in "$TMP/t" --out "$TMP/fail"
+"$DDPDATA" import --in "$TMP/t" --out "$TMP/old" --shards 1 >/dev/null 2>&1 || bad "importing the tree"
+(cd "$TMP/old" && ls -A && cksum ./*) >"$TMP/old.sum"
+# --force over the old dataset, into 2 shards a split: the old shards stay, all of them
+for n in 3 9; do
+    DDPTRAIN_DATA_TEST_FAIL_READ=$n timeout 30 "$DDPDATA" import --in "$TMP/t" --out "$TMP/old" --force --shards 2 >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    (cd "$TMP/old" && ls -A && cksum ./*) >"$TMP/new.sum"
+    if [ "$rc" -eq 1 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && cmp -s "$TMP/old.sum" "$TMP/new.sum"; then
+        ok "--force, read $n failing: the old dataset untouched, no temporary left ($(cat "$TMP/err"))"
+    else bad "--force, read $n failing (exit $rc): the folder changed: $(cat "$TMP/err") $(diff "$TMP/old.sum" "$TMP/new.sum")"; fi
+done
+if "$DDPDATA" import --in "$TMP/t" --out "$TMP/old" --force --shards 2 >/dev/null 2>&1 &&
+   [ "$(ls -A "$TMP/old" | tr '\n' ' ')" = "test-00000-of-00002.h5 test-00001-of-00002.h5 train-00000-of-00002.h5 train-00001-of-00002.h5 " ]; then
+    ok "--force without a failure: the new shards, the old ones removed"
+else bad "--force without a failure: $(ls -A "$TMP/old")"; fi
+
 finish
