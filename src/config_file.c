@@ -44,7 +44,7 @@ static int malformed(Reader *r, const char *msg) {
     char at[160] = "";
     if (r->key) snprintf(at, sizeof at, " (key \"%.100s\")", r->key);
     else if (r->prev) snprintf(at, sizeof at, " (after key \"%.100s\")", r->prev);
-    snprintf(r->err, r->errlen, "%s: malformed JSON at line %zu, column %zu%s: %s", r->what, line, col, at, msg);
+    snprintf(r->err, r->errlen, "%s: malformed JSON at line %zu, column %zu%s: %s", QUOTED(r->what), line, col, at, msg);
     return -1;
 }
 
@@ -199,7 +199,15 @@ int json_flat_read(const char *text, size_t len, const char *what, JsonPairFn fn
         if (r.i >= r.n || r.s[r.i] != '"') { malformed(&r, "expected a key in double quotes"); goto out; }
         size_t key_line, key_col;
         line_col(&r, r.i, &key_line, &key_col);
+        const size_t key_at = r.i;
         if (read_string(&r, &key)) goto out;
+        if (name_needs_quoting(key)) {   /* never printed raw; no option is named so */
+            char m[QUOTE_BUF + 96];
+            snprintf(m, sizeof m, "a key holding a control character or a byte that is not UTF-8: %s", QUOTED(key));
+            r.i = key_at;   /* the message gives the key's line and column */
+            malformed(&r, m);
+            goto out;
+        }
         r.key = key;
         skip_ws(&r);
         if (r.i >= r.n || r.s[r.i] != ':') { malformed(&r, "expected ':' after the key"); goto out; }
@@ -234,13 +242,13 @@ int json_flat_read(const char *text, size_t len, const char *what, JsonPairFn fn
         CHECK(val != NULL);
         for (size_t k = 0; k < n_seen; k++) {
             if (!strcmp(seen[k], key)) {
-                snprintf(err, errlen, "%s: key \"%s\" appears twice", what, key);
+                snprintf(err, errlen, "%s: key \"%s\" appears twice", QUOTED(what), key);
                 goto out;
             }
         }
         e[0] = '\0';
         if (fn(ctx, key, kind, val, key_line, key_col, e, errlen ? errlen : 1) != 0) {
-            snprintf(err, errlen, "%s: %s", what, e);
+            snprintf(err, errlen, "%s: %s", QUOTED(what), e);
             goto out;
         }
         char **grown = realloc(seen, (n_seen + 1) * sizeof *seen);

@@ -217,16 +217,16 @@ typedef int (*ProduceFn)(void *ctx, size_t start, size_t count, uint8_t *images,
                          char *err, size_t errlen);
 
 static void ensure_out_dir(const char *dir, const char *split, int force) {
-    if (mkdir_p(dir) != 0) die("%s: cannot create output directory: %s", dir, strerror(errno));
+    if (mkdir_p(dir) != 0) die("%s: cannot create output directory: %s", QUOTED(dir), strerror(errno));
     if (!force && shards_dir_has_split(dir, split))
-        die("%s: already holds %s shards (use --force to replace them)", dir, split);
+        die("%s: already holds %s shards (use --force to replace them)", QUOTED(dir), split);
 }
 
 /* Checked before anything is written, so a bad request leaves no partial output. */
 static void check_split_size(const char *dir, const char *split, size_t total, int nshards) {
     if ((size_t)nshards > total)
         die("%s: cannot cut %zu %s samples into %d shards (every shard needs at least one sample)",
-            dir, total, split, nshards);
+            QUOTED(dir), total, split, nshards);
 }
 
 /* The shards of one command: each split's written and synced under temporary names, then all
@@ -313,13 +313,13 @@ static void output_commit(Output *o) {
     o->n = o->cap = 0;
     for (int k = 0; k < o->nsplits; k++) {
         DIR *d = opendir(o->dir);
-        if (!d) die("%s: cannot list: %s", o->dir, strerror(errno));
+        if (!d) die("%s: cannot list: %s", QUOTED(o->dir), strerror(errno));
         struct dirent *e;
         while ((e = readdir(d)) != NULL) {
             int i, c;
             if (shard_parse_name(e->d_name, o->split[k].split, &i, &c) && c != o->split[k].nshards) {
                 snprintf_check(path, sizeof path, "%s/%s", o->dir, e->d_name);
-                if (unlink(path) != 0) die("%s: cannot remove the old shard: %s", path, strerror(errno));
+                if (unlink(path) != 0) die("%s: cannot remove the old shard: %s", QUOTED(path), strerror(errno));
             }
         }
         closedir(d);
@@ -649,7 +649,7 @@ static void namelist_push(NameList *l, const char *str) {
  * reading then refuses with one line (or --skip_bad skips), as os.walk lists it. */
 static char **list_entries(const char *dir, int want_dirs, int *count) {
     DIR *d = opendir(dir);
-    if (!d) die("%s: cannot list: %s", dir, strerror(errno));
+    if (!d) die("%s: cannot list: %s", QUOTED(dir), strerror(errno));
     NameList names = {0};
     struct dirent *e;
     char path[SHARD_PATH_MAX];
@@ -660,7 +660,7 @@ static char **list_entries(const char *dir, int want_dirs, int *count) {
         int is_dir;
         if (stat(path, &st) == 0) is_dir = S_ISDIR(st.st_mode) != 0;
         else if ((errno == ENOENT || errno == ELOOP) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) is_dir = 0;
-        else die("%s: cannot stat: %s", path, strerror(errno));
+        else die("%s: cannot stat: %s", QUOTED(path), strerror(errno));
         if (is_dir != want_dirs) continue;
         namelist_push(&names, e->d_name);
     }
@@ -680,7 +680,7 @@ static void check_class_name(const char *dir, const char *name) {
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
             die("%s: the class folder name holds a control character (0x%02x at byte %ld); rename it",
-                dir, p[0] == 0xc2 ? p[1] : p[0], (long)(p - (const unsigned char *)name));
+                QUOTED(dir), p[0] == 0xc2 ? p[1] : p[0], (long)(p - (const unsigned char *)name));
 }
 
 /* dir and every folder below it (symbolic links followed, hidden names skipped) into out. A
@@ -690,12 +690,12 @@ typedef struct { dev_t dev; ino_t ino; } DirId;
 
 static void walk_folders(const char *dir, NameList *out, DirId up[MAX_FOLDER_DEPTH], int depth) {
     struct stat st;
-    if (stat(dir, &st) != 0) die("%s: cannot stat: %s", dir, strerror(errno));
+    if (stat(dir, &st) != 0) die("%s: cannot stat: %s", QUOTED(dir), strerror(errno));
     for (int i = 0; i < depth; i++)
         if (up[i].dev == st.st_dev && up[i].ino == st.st_ino)
-            die("%s: a symbolic link loop (the folder is one of its own parents)", dir);
+            die("%s: a symbolic link loop (the folder is one of its own parents)", QUOTED(dir));
     if (depth == MAX_FOLDER_DEPTH)
-        die("%s: folders nested more than %d deep in a class folder", dir, MAX_FOLDER_DEPTH);
+        die("%s: folders nested more than %d deep in a class folder", QUOTED(dir), MAX_FOLDER_DEPTH);
     up[depth] = (DirId){st.st_dev, st.st_ino};
     namelist_push(out, dir);
     int n;
@@ -733,7 +733,7 @@ static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *t
         free(folders.v[f]);
     }
     free(folders.v);
-    if (k == 0) die("%s: an empty class folder (every class needs at least one image)", dir);
+    if (k == 0) die("%s: an empty class folder (every class needs at least one image)", QUOTED(dir));
 }
 
 /* What kind of file st is, for "not a regular file (...)". */
@@ -752,22 +752,22 @@ static FILE *open_image_file(const char *path, char *err, size_t errlen) {
     if (stat(path, &st) != 0) {
         int e = errno;
         if (e == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            errf(err, errlen, "%s: a symbolic link to a missing file", path);
+            errf(err, errlen, "%s: a symbolic link to a missing file", QUOTED(path));
         else
-            errf(err, errlen, "%s: cannot read: %s", path, strerror_r(e, ebuf, sizeof ebuf));
+            errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(e, ebuf, sizeof ebuf));
         return NULL;
     }
     if (!S_ISREG(st.st_mode)) {
-        errf(err, errlen, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
         return NULL;
     }
     int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
     if (fd < 0) {
-        errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
+        errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(errno, ebuf, sizeof ebuf));
         return NULL;
     }
     if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        errf(err, errlen, "%s: not a regular file (%s)", path, file_kind(st.st_mode));
+        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
         close(fd);
         return NULL;
     }
@@ -787,7 +787,7 @@ static int load_image(const char *path, int S, uint8_t *out, ImageRGB *img, char
     ImageRGB im;
     int rc = image_decode_file(f, IMAGE_MAX_PIXELS, &im, e, sizeof e);
     fclose(f);
-    if (rc != 0) return errf(err, errlen, "%s: %s", path, e);
+    if (rc != 0) return errf(err, errlen, "%s: %s", QUOTED(path), e);
     if (S > 0) {
         image_resize_crop(&im, S, out);
         free(im.rgb);
@@ -999,7 +999,7 @@ static int cmd_import(int argc, char **argv) {
     char train_dir[SHARD_PATH_MAX], test_dir[SHARD_PATH_MAX], path[SHARD_PATH_MAX];
     struct stat st;
     if (stat(in, &st) != 0 || !S_ISDIR(st.st_mode))
-        die("%s: cannot open the image tree: %s", in, stat(in, &st) != 0 ? strerror(errno) : "not a folder");
+        die("%s: cannot open the image tree: %s", QUOTED(in), stat(in, &st) != 0 ? strerror(errno) : "not a folder");
     snprintf_check(train_dir, sizeof train_dir, "%s/train", in);
     /* test/, or val/ as ImageNet and many other sets name their held-out split */
     snprintf_check(test_dir, sizeof test_dir, "%s/test", in);
@@ -1009,16 +1009,16 @@ static int cmd_import(int argc, char **argv) {
     }
     int has_train = stat(train_dir, &st) == 0 && S_ISDIR(st.st_mode);
     if (fraction && has_train)
-        die("%s: holds a train/ folder: --test_fraction splits one tree of class folders (drop it to use train/ and test/)", in);
+        die("%s: holds a train/ folder: --test_fraction splits one tree of class folders (drop it to use train/ and test/)", QUOTED(in));
     if (!fraction && !has_train)
-        die("%s: no train/ folder (DIR/train/<class>/* and DIR/test/<class>/* or DIR/val/<class>/* are expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+        die("%s: no train/ folder (DIR/train/<class>/* and DIR/test/<class>/* or DIR/val/<class>/* are expected, or one tree DIR/<class>/* with --test_fraction F)", QUOTED(in));
     if (!fraction && !(stat(test_dir, &st) == 0 && S_ISDIR(st.st_mode)))
-        die("%s: no test/ or val/ folder beside train/ (DIR/test/<class>/* is expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+        die("%s: no test/ or val/ folder beside train/ (DIR/test/<class>/* is expected, or one tree DIR/<class>/* with --test_fraction F)", QUOTED(in));
     const char *class_root = fraction ? in : train_dir;
     int ncls;
     char **classes = list_entries(class_root, 1, &ncls);
-    if (ncls == 0) die("%s: no class folders (<class>/ folders holding the images are expected)", class_root);
-    if (ncls > SHARD_MAX_CLASSES) die("%s: %d class folders, more than the %d supported", class_root, ncls, SHARD_MAX_CLASSES);
+    if (ncls == 0) die("%s: no class folders (<class>/ folders holding the images are expected)", QUOTED(class_root));
+    if (ncls > SHARD_MAX_CLASSES) die("%s: %d class folders, more than the %d supported", QUOTED(class_root), ncls, SHARD_MAX_CLASSES);
     ImgList train = {0}, test = {0};
     for (int c = 0; c < ncls; c++) {
         snprintf_check(path, sizeof path, "%s/%s", class_root, classes[c]);
@@ -1032,7 +1032,7 @@ static int cmd_import(int argc, char **argv) {
             if (c >= ntc || c >= ncls || strcmp(classes[c], tcls[c]) != 0) {
                 int in_train = c < ncls && (c >= ntc || strcmp(classes[c], tcls[c]) < 0);
                 die("%s: the class folders differ from train/'s (class '%s' is in %s/ only): both splits need the same classes",
-                    test_dir, in_train ? classes[c] : tcls[c], in_train ? "train" : strrchr(test_dir, '/') + 1);
+                    QUOTED(test_dir), QUOTED(in_train ? classes[c] : tcls[c]), in_train ? "train" : QUOTED(strrchr(test_dir, '/') + 1));
             }
         for (int c = 0; c < ncls; c++) {
             snprintf_check(path, sizeof path, "%s/%s", test_dir, classes[c]);
@@ -1071,15 +1071,15 @@ static int cmd_import(int argc, char **argv) {
         if (first == (size_t)-1) first = i;
         if (!size && p1.w[i] != p1.h[i])
             die("%s is %dx%d, not square: pass --size S (the shorter side is resized to S, then the centre S x S is cropped)",
-                files[i].path, p1.w[i], p1.h[i]);
+                QUOTED(files[i].path), p1.w[i], p1.h[i]);
         if (!size && p1.w[i] != p1.w[first])
             die("%s is %dx%d but %s is %dx%d: pass --size S (the shorter side is resized to S, then the centre S x S is cropped)",
-                files[first].path, p1.w[first], p1.h[first], files[i].path, p1.w[i], p1.h[i]);
+                QUOTED(files[first].path), p1.w[first], p1.h[first], QUOTED(files[i].path), p1.w[i], p1.h[i]);
         imglist_push(&keep[i >= train.n], files[i].path, i < train.n ? files[i].label : test.v[i - train.n].label);
     }
-    if (first == (size_t)-1) die("%s: no readable image", in);
+    if (first == (size_t)-1) die("%s: no readable image", QUOTED(in));
     int S = size ? (int)size : p1.w[first];
-    if (S < 8) die("%s: the images are %dx%d, smaller than 8x8: pass --size S", in, S, S);
+    if (S < 8) die("%s: the images are %dx%d, smaller than 8x8: pass --size S", QUOTED(in), S, S);
     check_split_size(in, "train", keep[0].n, (int)nshards);
     check_split_size(in, "test", keep[1].n, (int)nshards);
     uint64_t tot[6] = {0};
@@ -1298,7 +1298,7 @@ static int cmd_reshard(int argc, char **argv) {
     }
     for (int k = 0; k < 2; k++)
         if (have[k]) check_split_size(in, splits[k], sets[k].total, (int)nshards);
-    if (mkdir_p(out) != 0) die("%s: cannot create output directory: %s", out, strerror(errno));
+    if (mkdir_p(out) != 0) die("%s: cannot create output directory: %s", QUOTED(out), strerror(errno));
     char rin[PATH_MAX], rout[PATH_MAX];
     if (realpath(in, rin) && realpath(out, rout) && strcmp(rin, rout) == 0)
         die("%s: --out is the same directory as --in (write to a new directory, then replace)", out);

@@ -81,6 +81,9 @@ refused unterminated  '{"lr": 0.1, "epo'                     'malformed JSON at 
 refused trailing      '{"lr": 0.1} x'                        'malformed JSON at line 1, column 13 (after key "lr"): text after the object'
 refused not_object    '["lr", 0.1]'                          "malformed JSON at line 1, column 1: expected '{'"
 refused empty         ''                                     "malformed JSON at line 1, column 1: expected '{'"
+# control characters: a key holding them is refused, quoted; one in a value is escaped in the line
+refused control_key   '{"lr": 0.1, "a\\u001b[31mb\\nc": 1}'  'malformed JSON at line 1, column 13 (after key "lr"): a key holding a control character or a byte that is not UTF-8: "a\033[31mb\nc"'
+refused control_value '{"lr_schedule": "st\\u001b[2Jep"}'   "key \"lr_schedule\": --lr_schedule: 'st\\033[2Jep' is not one of"
 "$DDPTRAIN" --config "$TMP/missing.json" >"$TMP/r.out" 2>"$TMP/r.err"
 rc=$?
 if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/r.err")" -eq 1 ] && grep -q "missing.json: No such file" "$TMP/r.err"; then

@@ -14,6 +14,10 @@ if "$DDPDATA" import --in "$TMP/none" --out "$TMP/none-out" 2>&1 | grep -q "buil
     echo "SKIP: ddptrain-data was built without libjpeg or libpng"; exit "$SKIP"
 fi
 
+# A file's lines for ok/bad, whose echo may read backslashes as escapes: doubled, so that the
+# quoted names show as they were printed.
+shown() { sed 's/\\/\\\\/g' "$1"; }
+
 # expect_fail DESC PATTERN CMD...: exit 1, one line on stderr containing PATTERN (grep -F), and
 # no file (shard or hidden temporary) in $TMP/fail. The command is stopped after 30 s.
 expect_fail() {
@@ -24,9 +28,9 @@ expect_fail() {
     n=$(wc -l <"$TMP/err")
     left=$(find "$TMP/fail" -mindepth 1 2>/dev/null | wc -l)
     if [ "$rc" -eq 1 ] && [ "$n" -eq 1 ] && grep -q -F -e "$pat" "$TMP/err" && [ "$left" -eq 0 ]; then
-        ok "$d: $(cat "$TMP/err")"
+        ok "$d: $(shown "$TMP/err")"
     else
-        bad "$d (exit $rc, $n line(s), $left file(s) left; want exit 1 and one line with '$pat'): $(cat "$TMP/err")"
+        bad "$d (exit $rc, $n line(s), $left file(s) left; want exit 1 and one line with '$pat'): $(shown "$TMP/err")"
     fi
 }
 
@@ -39,9 +43,9 @@ expect_skip() {
     n=$(wc -l <"$TMP/err")
     if [ "$rc" -eq 0 ] && [ "$n" -eq "$nbad" ] && [ "$(grep -c ': skipped ' "$TMP/err")" -eq "$nbad" ] &&
        grep -q -F -e "$pat" "$TMP/err" && grep -q "$nbad bad files\{0,1\} skipped" "$TMP/out"; then
-        ok "$d: $(cat "$TMP/err")"
+        ok "$d: $(shown "$TMP/err")"
     else
-        bad "$d (exit $rc, $n line(s); want exit 0 and $nbad skip line(s) with '$pat'): $(cat "$TMP/err") $(tail -n 1 "$TMP/out")"
+        bad "$d (exit $rc, $n line(s); want exit 0 and $nbad skip line(s) with '$pat'): $(shown "$TMP/err") $(tail -n 1 "$TMP/out")"
     fi
 }
 
@@ -182,5 +186,32 @@ if "$DDPDATA" import --in "$TMP/t" --out "$TMP/old" --force --shards 2 >/dev/nul
    [ "$(ls -A "$TMP/old" | tr '\n' ' ')" = "test-00000-of-00002.h5 test-00001-of-00002.h5 train-00000-of-00002.h5 train-00001-of-00002.h5 " ]; then
     ok "--force without a failure: the new shards, the old ones removed"
 else bad "--force without a failure: $(ls -A "$TMP/old")"; fi
+
+echo "== control characters in names: quoted as git quotes a path, never printed raw"
+fresh
+bad_name=$(printf 'bad\nname\033[31m.jpg')
+echo "this is text" >"$TMP/t/train/ant/$bad_name"
+expect_fail "a file named with a newline and an escape" 't/train/ant/bad\nname\033[31m.jpg": neither a JPEG nor a PNG file' \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/fail"
+if grep -q "$(printf '\033')" "$TMP/err"; then bad "the escape reached stderr raw"; fi
+expect_skip "the same, --skip_bad" 'skipped "'"$TMP"'/t/train/ant/bad\nname\033[31m.jpg": neither a JPEG nor a PNG file' 1 \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip5" --skip_bad
+rm "$TMP/t/train/ant/$bad_name"
+mv "$TMP/t/train/bee" "$TMP/t/train/$(printf 'b\033]0;x\007ee')"
+mv "$TMP/t/test/bee" "$TMP/t/test/$(printf 'b\033]0;x\007ee')"
+expect_fail "a class folder named with an escape sequence" 't/train/b\033]0;x\aee": the class folder name holds a control character (0x1b at byte 1)' \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/fail"
+rm -rf "$TMP/t/test/$(printf 'b\033]0;x\007ee')"
+mkdir "$TMP/t/test/bee"
+# A name that is not UTF-8, and one that is (printed as is)
+mv "$TMP/t/train/ant/0.png" "$TMP/t/train/ant/$(printf 'caf\351.png')"
+echo "text" >"$TMP/t/train/ant/$(printf 'caf\303\251.txt')"
+rm -rf "$TMP/t/train/$(printf 'b\033]0;x\007ee')"
+rmdir "$TMP/t/test/bee"
+expect_skip "a UTF-8 name printed as is (the one that is not, a PNG, imported)" "skipped $TMP/t/train/ant/$(printf 'caf\303\251.txt'): neither" 1 \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip5b" --skip_bad
+echo "text" >"$TMP/t/train/ant/$(printf 'caf\351.txt')"
+expect_skip "a name that is not UTF-8, --skip_bad" 'skipped "'"$TMP"'/t/train/ant/caf\351.txt": neither' 2 \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip5c" --skip_bad
 
 finish
