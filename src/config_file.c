@@ -121,6 +121,9 @@ static int read_string(Reader *r, char **out) {
                 if (hex4(r, &lo)) { free(buf); return -1; }
                 if (lo < 0xDC00 || lo >= 0xE000) { free(buf); return malformed(r, "a high surrogate without its low one"); }
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC80 && cp < 0xDD00) {   /* a byte that is not UTF-8, as config.json writes it */
+                buf[o++] = (char)(cp & 0xFF);
+                break;
             } else if (cp >= 0xDC00 && cp < 0xE000) {
                 free(buf);
                 return malformed(r, "a low surrogate without its high one");
