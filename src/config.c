@@ -269,14 +269,20 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     return 0;
 }
 
-/* JSON string escaping for the few characters a path or name can carry. */
+/* JSON string escaping for the few characters a path or name can carry. A byte that is no
+ * part of valid UTF-8 (a path from a Latin-1 file system) is written \udcXX, the lone
+ * surrogate Python's surrogateescape decodes it to (os.fsencode gives the byte back), so that
+ * config.json is always valid JSON text; config_file.c reads it back as that byte. */
 static void json_str(FILE *f, const char *s) {
     fputc('"', f);
-    for (; *s; s++) {
+    while (*s) {
         unsigned char ch = (unsigned char)*s;
-        if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
+        int len = utf8_seq_len(s);
+        if (len == 0) fprintf(f, "\\u%04x", 0xdc00u | ch);
+        else if (ch == '"' || ch == '\\') fprintf(f, "\\%c", ch);
         else if (ch < 0x20) fprintf(f, "\\u%04x", ch);
-        else fputc(ch, f);
+        else fwrite(s, 1, (size_t)len, f);
+        s += len ? len : 1;
     }
     fputc('"', f);
 }

@@ -44,7 +44,7 @@ static int malformed(Reader *r, const char *msg) {
     char at[160] = "";
     if (r->key) snprintf(at, sizeof at, " (key \"%.100s\")", r->key);
     else if (r->prev) snprintf(at, sizeof at, " (after key \"%.100s\")", r->prev);
-    snprintf(r->err, r->errlen, "%s: malformed JSON at line %zu, column %zu%s: %s", r->what, line, col, at, msg);
+    snprintf(r->err, r->errlen, "%s: malformed JSON at line %zu, column %zu%s: %s", QUOTED(r->what), line, col, at, msg);
     return -1;
 }
 
@@ -121,6 +121,9 @@ static int read_string(Reader *r, char **out) {
                 if (hex4(r, &lo)) { free(buf); return -1; }
                 if (lo < 0xDC00 || lo >= 0xE000) { free(buf); return malformed(r, "a high surrogate without its low one"); }
                 cp = 0x10000 + ((cp - 0xD800) << 10) + (lo - 0xDC00);
+            } else if (cp >= 0xDC80 && cp < 0xDD00) {   /* a byte that is not UTF-8, as config.json writes it */
+                buf[o++] = (char)(cp & 0xFF);
+                break;
             } else if (cp >= 0xDC00 && cp < 0xE000) {
                 free(buf);
                 return malformed(r, "a low surrogate without its high one");
@@ -210,7 +213,15 @@ static int read_object(Reader *r, JsonPairFn fn, void *ctx, Records *rec, char *
         if (r->i >= r->n || r->s[r->i] != '"') { malformed(r, "expected a key in double quotes"); goto out; }
         size_t key_line, key_col;
         line_col(r, r->i, &key_line, &key_col);
+        const size_t key_at = r->i;
         if (read_string(r, &key)) goto out;
+        if (name_needs_quoting(key)) {   /* never printed raw; no option is named so */
+            char m[QUOTE_BUF + 96];
+            snprintf(m, sizeof m, "a key holding a control character or a byte that is not UTF-8: %s", QUOTED(key));
+            r->i = key_at;   /* the message gives the key's line and column */
+            malformed(r, m);
+            goto out;
+        }
         r->key = key;
         skip_ws(r);
         if (r->i >= r->n || r->s[r->i] != ':') { malformed(r, "expected ':' after the key"); goto out; }
@@ -219,7 +230,7 @@ static int read_object(Reader *r, JsonPairFn fn, void *ctx, Records *rec, char *
         if (r->i >= r->n) { malformed(r, "expected a value"); goto out; }
         for (size_t k = 0; k < n_seen; k++) {
             if (!strcmp(seen[k], key)) {
-                snprintf(r->err, r->errlen, "%s: key \"%s\" appears twice", r->what, key);
+                snprintf(r->err, r->errlen, "%s: key \"%s\" appears twice", QUOTED(r->what), key);
                 goto out;
             }
         }
@@ -264,7 +275,7 @@ static int read_object(Reader *r, JsonPairFn fn, void *ctx, Records *rec, char *
             CHECK(val != NULL);
             e[0] = '\0';
             if (fn(ctx, key, kind, val, key_line, key_col, e, elen) != 0) {
-                snprintf(r->err, r->errlen, "%s: %s", r->what, e);
+                snprintf(r->err, r->errlen, "%s: %s", QUOTED(r->what), e);
                 goto out;
             }
         }
@@ -311,7 +322,7 @@ static int read_records(Reader *r, Records *rec, char *e, size_t elen) {
         r->key = key;
         e[0] = '\0';
         if (rec->end_fn(rec->ctx, rec->n_records++, line, col, e, elen) != 0) {
-            snprintf(r->err, r->errlen, "%s: %s", r->what, e);
+            snprintf(r->err, r->errlen, "%s: %s", QUOTED(r->what), e);
             return -1;
         }
         skip_ws(r);

@@ -14,6 +14,7 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <limits.h>
 #include <math.h>
 #include <pthread.h>
@@ -216,23 +217,43 @@ typedef int (*ProduceFn)(void *ctx, size_t start, size_t count, uint8_t *images,
                          char *err, size_t errlen);
 
 static void ensure_out_dir(const char *dir, const char *split, int force) {
-    if (mkdir_p(dir) != 0) die("%s: cannot create output directory: %s", dir, strerror(errno));
+    if (mkdir_p(dir) != 0) die("%s: cannot create output directory: %s", QUOTED(dir), strerror(errno));
     if (!force && shards_dir_has_split(dir, split))
-        die("%s: already holds %s shards (use --force to replace them)", dir, split);
+        die("%s: already holds %s shards (use --force to replace them)", QUOTED(dir), split);
 }
 
 /* Checked before anything is written, so a bad request leaves no partial output. */
 static void check_split_size(const char *dir, const char *split, size_t total, int nshards) {
     if ((size_t)nshards > total)
         die("%s: cannot cut %zu %s samples into %d shards (every shard needs at least one sample)",
-            dir, total, split, nshards);
+            QUOTED(dir), total, split, nshards);
 }
 
-/* Writes `total` samples as `nshards` contiguous near-equal shards, then (with --force) removes
- * shards of an older set with a different shard count, which would make the directory
- * inconsistent. */
-static void write_split(const char *dir, const char *split, size_t total, int nshards, int image_size,
+/* The shards of one command: each split's written and synced under temporary names, then all
+ * renamed into place together by output_commit once every split is complete. A failure in a
+ * later split (a file that became unreadable, a full disk) so leaves no shard of an earlier
+ * one, alone in a new folder or (--force) beside an older dataset's other split. */
+typedef struct { char *tmp, *path; } Pending;
+typedef struct {
+    const char *dir;
+    Pending *p;          /* finished shards, not yet renamed */
+    int n, cap;
+    struct { const char *split; int nshards; size_t total; } split[2];
+    int nsplits;
+} Output;
+
+/* Removes every temporary file of o, then dies with err. */
+__attribute__((noreturn)) static void output_fail(Output *o, const char *err) {
+    for (int i = 0; i < o->n; i++) unlink(o->p[i].tmp);
+    die("%s", err);
+}
+
+/* Writes `total` samples as `nshards` contiguous near-equal shards under temporary names into
+ * o. */
+static void write_split(Output *o, const char *split, size_t total, int nshards, int image_size,
                         const ShardAttrs *attrs, ProduceFn produce, void *ctx) {
+    const char *dir = o->dir;
+    CHECK(o->nsplits < 2);
     check_split_size(dir, split, total, nshards);
     size_t per = (size_t)image_size * (size_t)image_size * 3;
     /* Large images (import --size): fewer per write, so that a chunk stays within 64 MiB. */
@@ -245,31 +266,67 @@ static void write_split(const char *dir, const char *split, size_t total, int ns
         shard_name(name, sizeof name, split, k, nshards);
         snprintf_check(path, sizeof path, "%s/%s", dir, name);
         ShardWriter w;
-        if (shard_writer_open(&w, path, b - a, image_size, attrs, err, sizeof err) != 0) die("%s", err);
+        if (shard_writer_open(&w, path, b - a, image_size, attrs, err, sizeof err) != 0) output_fail(o, err);
         for (size_t s = a; s < b; s += chunk) {
             size_t n = b - s < chunk ? b - s : chunk;
             if (produce(ctx, s, n, img, lab, err, sizeof err) != 0) {
                 shard_writer_abort(&w);
-                die("%s", err);
+                output_fail(o, err);
             }
-            if (shard_writer_append(&w, img, lab, n, err, sizeof err) != 0) die("%s", err);
+            if (shard_writer_append(&w, img, lab, n, err, sizeof err) != 0) output_fail(o, err);
         }
-        if (shard_writer_close(&w, err, sizeof err) != 0) die("%s", err);
+        if (shard_writer_finish(&w, err, sizeof err) != 0) output_fail(o, err);
+        if (o->n == o->cap) {
+            o->cap = o->cap ? 2 * o->cap : 16;
+            Pending *v = realloc(o->p, (size_t)o->cap * sizeof *v);
+            CHECK(v != NULL);
+            o->p = v;
+        }
+        o->p[o->n].tmp = strdup(w.tmp_path);
+        o->p[o->n].path = strdup(w.path);
+        CHECK(o->p[o->n].tmp && o->p[o->n].path);
+        o->n++;
     }
     free(img);
     free(lab);
-    DIR *d = opendir(dir);
-    if (!d) die("%s: cannot list: %s", dir, strerror(errno));
-    struct dirent *e;
-    while ((e = readdir(d)) != NULL) {
-        int i, c;
-        if (shard_parse_name(e->d_name, split, &i, &c) && c != nshards) {
-            snprintf_check(path, sizeof path, "%s/%s", dir, e->d_name);
-            if (unlink(path) != 0) die("%s: cannot remove the old shard: %s", path, strerror(errno));
+    o->split[o->nsplits].split = split;
+    o->split[o->nsplits].nshards = nshards;
+    o->split[o->nsplits].total = total;
+    o->nsplits++;
+}
+
+/* Renames every shard of o into place, then (with --force) removes the shards of an older set
+ * with a different shard count, which would make the directory inconsistent. */
+static void output_commit(Output *o) {
+    char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX];
+    for (int i = 0; i < o->n; i++)
+        if (shard_commit(o->p[i].tmp, o->p[i].path, err, sizeof err) != 0) {
+            for (int j = i + 1; j < o->n; j++) unlink(o->p[j].tmp);
+            die("%s", err);
         }
+    for (int i = 0; i < o->n; i++) {
+        free(o->p[i].tmp);
+        free(o->p[i].path);
     }
-    closedir(d);
-    printf("wrote %d %s shard%s (%zu samples) to %s\n", nshards, split, nshards == 1 ? "" : "s", total, dir);
+    free(o->p);
+    o->p = NULL;
+    o->n = o->cap = 0;
+    for (int k = 0; k < o->nsplits; k++) {
+        DIR *d = opendir(o->dir);
+        if (!d) die("%s: cannot list: %s", QUOTED(o->dir), strerror(errno));
+        struct dirent *e;
+        while ((e = readdir(d)) != NULL) {
+            int i, c;
+            if (shard_parse_name(e->d_name, o->split[k].split, &i, &c) && c != o->split[k].nshards) {
+                snprintf_check(path, sizeof path, "%s/%s", o->dir, e->d_name);
+                if (unlink(path) != 0) die("%s: cannot remove the old shard: %s", QUOTED(path), strerror(errno));
+            }
+        }
+        closedir(d);
+    }
+    for (int k = 0; k < o->nsplits; k++)
+        printf("wrote %d %s shard%s (%zu samples) to %s\n", o->split[k].nshards, o->split[k].split,
+               o->split[k].nshards == 1 ? "" : "s", o->split[k].total, o->dir);
 }
 
 /* Per-channel mean and std (units of pixel/255) accumulated over images. */
@@ -346,8 +403,10 @@ static int cmd_synth(int argc, char **argv) {
     }
     free(img);
     stats_finish(&st, &attrs);
-    write_split(out, "train", (size_t)ntrain, (int)nshards, (int)size, &attrs, synth_produce, &train);
-    write_split(out, "test", (size_t)ntest, (int)nshards, (int)size, &attrs, synth_produce, &test);
+    Output o = {.dir = out};
+    write_split(&o, "train", (size_t)ntrain, (int)nshards, (int)size, &attrs, synth_produce, &train);
+    write_split(&o, "test", (size_t)ntest, (int)nshards, (int)size, &attrs, synth_produce, &test);
+    output_commit(&o);
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     return 0;
@@ -458,8 +517,10 @@ static int cmd_cifar10(int argc, char **argv) {
     PixelStats st = {0};
     stats_add(&st, train.images, train.n * 1024);
     stats_finish(&st, &attrs);
-    write_split(out, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
-    write_split(out, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    Output o = {.dir = out};
+    write_split(&o, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
+    write_split(&o, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    output_commit(&o);
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
@@ -526,8 +587,10 @@ static int cmd_cifar100(int argc, char **argv) {
     PixelStats st = {0};
     stats_add(&st, train.images, train.n * 1024);
     stats_finish(&st, &attrs);
-    write_split(out, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
-    write_split(out, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    Output o = {.dir = out};
+    write_split(&o, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
+    write_split(&o, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
+    output_commit(&o);
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
@@ -581,10 +644,12 @@ static void namelist_push(NameList *l, const char *str) {
 }
 
 /* The entries of dir that are folders (want_dirs) or not, without hidden names, in byte order.
- * Symbolic links are followed, as torchvision's ImageFolder follows them. */
+ * Symbolic links are followed, as torchvision's ImageFolder follows them; one that leads
+ * nowhere (dangling, or a loop of links) is not a folder: it is listed as a file, which its
+ * reading then refuses with one line (or --skip_bad skips), as os.walk lists it. */
 static char **list_entries(const char *dir, int want_dirs, int *count) {
     DIR *d = opendir(dir);
-    if (!d) die("%s: cannot list: %s", dir, strerror(errno));
+    if (!d) die("%s: cannot list: %s", QUOTED(dir), strerror(errno));
     NameList names = {0};
     struct dirent *e;
     char path[SHARD_PATH_MAX];
@@ -592,8 +657,11 @@ static char **list_entries(const char *dir, int want_dirs, int *count) {
         if (e->d_name[0] == '.') continue;
         snprintf_check(path, sizeof path, "%s/%s", dir, e->d_name);
         struct stat st;
-        if (stat(path, &st) != 0) die("%s: cannot stat: %s", path, strerror(errno));
-        if ((S_ISDIR(st.st_mode) != 0) != want_dirs) continue;
+        int is_dir;
+        if (stat(path, &st) == 0) is_dir = S_ISDIR(st.st_mode) != 0;
+        else if ((errno == ENOENT || errno == ELOOP) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) is_dir = 0;
+        else die("%s: cannot stat: %s", QUOTED(path), strerror(errno));
+        if (is_dir != want_dirs) continue;
         namelist_push(&names, e->d_name);
     }
     closedir(d);
@@ -612,7 +680,7 @@ static void check_class_name(const char *dir, const char *name) {
     for (const unsigned char *p = (const unsigned char *)name; *p; p++)
         if (*p < 0x20 || *p == 0x7f || (p[0] == 0xc2 && p[1] >= 0x80 && p[1] <= 0x9f))
             die("%s: the class folder name holds a control character (0x%02x at byte %ld); rename it",
-                dir, p[0] == 0xc2 ? p[1] : p[0], (long)(p - (const unsigned char *)name));
+                QUOTED(dir), p[0] == 0xc2 ? p[1] : p[0], (long)(p - (const unsigned char *)name));
 }
 
 /* dir and every folder below it (symbolic links followed, hidden names skipped) into out. A
@@ -622,12 +690,12 @@ typedef struct { dev_t dev; ino_t ino; } DirId;
 
 static void walk_folders(const char *dir, NameList *out, DirId up[MAX_FOLDER_DEPTH], int depth) {
     struct stat st;
-    if (stat(dir, &st) != 0) die("%s: cannot stat: %s", dir, strerror(errno));
+    if (stat(dir, &st) != 0) die("%s: cannot stat: %s", QUOTED(dir), strerror(errno));
     for (int i = 0; i < depth; i++)
         if (up[i].dev == st.st_dev && up[i].ino == st.st_ino)
-            die("%s: a symbolic link loop (the folder is one of its own parents)", dir);
+            die("%s: a symbolic link loop (the folder is one of its own parents)", QUOTED(dir));
     if (depth == MAX_FOLDER_DEPTH)
-        die("%s: folders nested more than %d deep in a class folder", dir, MAX_FOLDER_DEPTH);
+        die("%s: folders nested more than %d deep in a class folder", QUOTED(dir), MAX_FOLDER_DEPTH);
     up[depth] = (DirId){st.st_dev, st.st_ino};
     namelist_push(out, dir);
     int n;
@@ -665,41 +733,61 @@ static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *t
         free(folders.v[f]);
     }
     free(folders.v);
-    if (k == 0) die("%s: an empty class folder (every class needs at least one image)", dir);
+    if (k == 0) die("%s: an empty class folder (every class needs at least one image)", QUOTED(dir));
 }
 
-/* A file's bytes; 0, or -1 with errno. */
-static int read_whole(const char *path, uint8_t **data, size_t *size) {
-    FILE *f = fopen(path, "rb");
-    if (!f) return -1;
+/* What kind of file st is, for "not a regular file (...)". */
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
+}
+
+/* Opens an image file for reading. What is not a regular file is refused before it is opened:
+ * opening a FIFO for reading waits for a writer, forever, and opening a device may act on it.
+ * O_NONBLOCK and the fstat after the open cover a file replaced by one of those in between.
+ * Returns the stream, or NULL with one line in err naming the file. */
+static FILE *open_image_file(const char *path, char *err, size_t errlen) {
+    char ebuf[128];   /* strerror's buffer is shared between threads */
     struct stat st;
-    if (fstat(fileno(f), &st) != 0) { int e = errno; fclose(f); errno = e; return -1; }
-    size_t n = (size_t)st.st_size;
-    uint8_t *buf = malloc(n ? n : 1);
-    CHECK(buf != NULL);
-    size_t got = n ? fread(buf, 1, n, f) : 0;
-    int e = ferror(f) ? EIO : 0;
-    fclose(f);
-    if (got != n) { free(buf); errno = e ? e : EIO; return -1; }
-    *data = buf;
-    *size = n;
-    return 0;
+    if (stat(path, &st) != 0) {
+        int e = errno;
+        if (e == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            errf(err, errlen, "%s: a symbolic link to a missing file", QUOTED(path));
+        else
+            errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(e, ebuf, sizeof ebuf));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
+        return NULL;
+    }
+    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(errno, ebuf, sizeof ebuf));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    /* A regular file never blocks: the flag is dropped so reads behave as usual. */
+    CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
+    FILE *f = fdopen(fd, "rb");
+    CHECK(f != NULL);
+    return f;
 }
 
 /* Reads, decodes and (S > 0) resizes/crops one file into out (S*S*3 bytes); 0, or -1 with err
  * naming the file. S == 0: the decoded image is returned in *img (the caller frees img->rgb). */
 static int load_image(const char *path, int S, uint8_t *out, ImageRGB *img, char *err, size_t errlen) {
-    uint8_t *data;
-    size_t size;
-    if (read_whole(path, &data, &size) != 0) {
-        char ebuf[128];   /* strerror's buffer is shared between threads */
-        return errf(err, errlen, "%s: cannot read: %s", path, strerror_r(errno, ebuf, sizeof ebuf));
-    }
+    FILE *f = open_image_file(path, err, errlen);
+    if (!f) return -1;
     char e[512];
     ImageRGB im;
-    int rc = image_decode(data, size, IMAGE_MAX_PIXELS, &im, e, sizeof e);
-    free(data);
-    if (rc != 0) return errf(err, errlen, "%s: %s", path, e);
+    int rc = image_decode_file(f, IMAGE_MAX_PIXELS, &im, e, sizeof e);
+    fclose(f);
+    if (rc != 0) return errf(err, errlen, "%s: %s", QUOTED(path), e);
     if (S > 0) {
         image_resize_crop(&im, S, out);
         free(im.rgb);
@@ -761,6 +849,8 @@ typedef struct {
     pthread_mutex_t mu;
     Progress *prog;
     const char *what;
+    atomic_size_t *reads;         /* the test hook's count of reads (see fail_read), or NULL */
+    size_t fail_read;
 } Pass;
 
 typedef struct { Pass *p; int id; } Worker;
@@ -776,7 +866,10 @@ static void *pass_worker(void *arg) {
         char err[2 * SHARD_PATH_MAX];
         ImageRGB im = {0, 0, NULL};
         uint8_t *dst = p->out ? p->out + i * (size_t)p->S * (size_t)p->S * 3 : scratch;
-        if (load_image(p->files[i].path, p->S, dst, &im, err, sizeof err) != 0) {
+        int injected = p->reads && atomic_fetch_add(p->reads, 1) + 1 == p->fail_read;
+        if (injected) snprintf(err, sizeof err, "%s: cannot read: failure injected by DDPTRAIN_DATA_TEST_FAIL_READ=%zu",
+                               p->files[i].path, p->fail_read);
+        if (injected || load_image(p->files[i].path, p->S, dst, &im, err, sizeof err) != 0) {
             if (p->errs) {
                 p->errs[i] = strdup(err);
                 CHECK(p->errs[i] != NULL);
@@ -833,20 +926,26 @@ static void run_pass(Pass *p) {
     pthread_mutex_destroy(&p->mu);
 }
 
-typedef struct { const ImgList *list; int S, threads; Progress *prog; } ImportCtx;
+typedef struct {
+    const ImgList *list;
+    int S, threads;
+    Progress *prog;
+    atomic_size_t *reads;   /* see fail_read */
+    size_t fail_read;
+} ImportCtx;
 
 static int import_produce(void *vctx, size_t start, size_t count, uint8_t *images, int32_t *labels,
                           char *err, size_t errlen) {
     const ImportCtx *c = vctx;
     Pass p = {.files = c->list->v + start, .n = count, .S = c->S, .threads = c->threads, .out = images,
-              .prog = c->prog, .what = "write"};
+              .prog = c->prog, .what = "write", .reads = c->reads, .fail_read = c->fail_read};
     run_pass(&p);
     if (p.first_bad != (size_t)-1) {   /* the file changed since it was checked */
         snprintf(err, errlen, "%s", p.err);
         return -1;
     }
     for (size_t i = 0; i < count; i++) labels[i] = c->list->v[start + i].label;
-    if (c->prog->tty && start + count == c->list->n) {   /* write_split's line comes next */
+    if (c->prog->tty && start + count == c->list->n) {   /* the next split's bar, or output_commit's lines */
         printf("\r\033[K");
         g_console_line_open = 0;
     }
@@ -900,7 +999,7 @@ static int cmd_import(int argc, char **argv) {
     char train_dir[SHARD_PATH_MAX], test_dir[SHARD_PATH_MAX], path[SHARD_PATH_MAX];
     struct stat st;
     if (stat(in, &st) != 0 || !S_ISDIR(st.st_mode))
-        die("%s: cannot open the image tree: %s", in, stat(in, &st) != 0 ? strerror(errno) : "not a folder");
+        die("%s: cannot open the image tree: %s", QUOTED(in), stat(in, &st) != 0 ? strerror(errno) : "not a folder");
     snprintf_check(train_dir, sizeof train_dir, "%s/train", in);
     /* test/, or val/ as ImageNet and many other sets name their held-out split */
     snprintf_check(test_dir, sizeof test_dir, "%s/test", in);
@@ -910,16 +1009,16 @@ static int cmd_import(int argc, char **argv) {
     }
     int has_train = stat(train_dir, &st) == 0 && S_ISDIR(st.st_mode);
     if (fraction && has_train)
-        die("%s: holds a train/ folder: --test_fraction splits one tree of class folders (drop it to use train/ and test/)", in);
+        die("%s: holds a train/ folder: --test_fraction splits one tree of class folders (drop it to use train/ and test/)", QUOTED(in));
     if (!fraction && !has_train)
-        die("%s: no train/ folder (DIR/train/<class>/* and DIR/test/<class>/* or DIR/val/<class>/* are expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+        die("%s: no train/ folder (DIR/train/<class>/* and DIR/test/<class>/* or DIR/val/<class>/* are expected, or one tree DIR/<class>/* with --test_fraction F)", QUOTED(in));
     if (!fraction && !(stat(test_dir, &st) == 0 && S_ISDIR(st.st_mode)))
-        die("%s: no test/ or val/ folder beside train/ (DIR/test/<class>/* is expected, or one tree DIR/<class>/* with --test_fraction F)", in);
+        die("%s: no test/ or val/ folder beside train/ (DIR/test/<class>/* is expected, or one tree DIR/<class>/* with --test_fraction F)", QUOTED(in));
     const char *class_root = fraction ? in : train_dir;
     int ncls;
     char **classes = list_entries(class_root, 1, &ncls);
-    if (ncls == 0) die("%s: no class folders (<class>/ folders holding the images are expected)", class_root);
-    if (ncls > SHARD_MAX_CLASSES) die("%s: %d class folders, more than the %d supported", class_root, ncls, SHARD_MAX_CLASSES);
+    if (ncls == 0) die("%s: no class folders (<class>/ folders holding the images are expected)", QUOTED(class_root));
+    if (ncls > SHARD_MAX_CLASSES) die("%s: %d class folders, more than the %d supported", QUOTED(class_root), ncls, SHARD_MAX_CLASSES);
     ImgList train = {0}, test = {0};
     for (int c = 0; c < ncls; c++) {
         snprintf_check(path, sizeof path, "%s/%s", class_root, classes[c]);
@@ -933,7 +1032,7 @@ static int cmd_import(int argc, char **argv) {
             if (c >= ntc || c >= ncls || strcmp(classes[c], tcls[c]) != 0) {
                 int in_train = c < ncls && (c >= ntc || strcmp(classes[c], tcls[c]) < 0);
                 die("%s: the class folders differ from train/'s (class '%s' is in %s/ only): both splits need the same classes",
-                    test_dir, in_train ? classes[c] : tcls[c], in_train ? "train" : strrchr(test_dir, '/') + 1);
+                    QUOTED(test_dir), QUOTED(in_train ? classes[c] : tcls[c]), in_train ? "train" : QUOTED(strrchr(test_dir, '/') + 1));
             }
         for (int c = 0; c < ncls; c++) {
             snprintf_check(path, sizeof path, "%s/%s", test_dir, classes[c]);
@@ -972,15 +1071,15 @@ static int cmd_import(int argc, char **argv) {
         if (first == (size_t)-1) first = i;
         if (!size && p1.w[i] != p1.h[i])
             die("%s is %dx%d, not square: pass --size S (the shorter side is resized to S, then the centre S x S is cropped)",
-                files[i].path, p1.w[i], p1.h[i]);
+                QUOTED(files[i].path), p1.w[i], p1.h[i]);
         if (!size && p1.w[i] != p1.w[first])
             die("%s is %dx%d but %s is %dx%d: pass --size S (the shorter side is resized to S, then the centre S x S is cropped)",
-                files[first].path, p1.w[first], p1.h[first], files[i].path, p1.w[i], p1.h[i]);
+                QUOTED(files[first].path), p1.w[first], p1.h[first], QUOTED(files[i].path), p1.w[i], p1.h[i]);
         imglist_push(&keep[i >= train.n], files[i].path, i < train.n ? files[i].label : test.v[i - train.n].label);
     }
-    if (first == (size_t)-1) die("%s: no readable image", in);
+    if (first == (size_t)-1) die("%s: no readable image", QUOTED(in));
     int S = size ? (int)size : p1.w[first];
-    if (S < 8) die("%s: the images are %dx%d, smaller than 8x8: pass --size S", in, S, S);
+    if (S < 8) die("%s: the images are %dx%d, smaller than 8x8: pass --size S", QUOTED(in), S, S);
     check_split_size(in, "train", keep[0].n, (int)nshards);
     check_split_size(in, "test", keep[1].n, (int)nshards);
     uint64_t tot[6] = {0};
@@ -1006,9 +1105,20 @@ static int cmd_import(int argc, char **argv) {
     ensure_out_dir(out, "train", force);
     ensure_out_dir(out, "test", force);
     prog.total = all + keep[0].n + keep[1].n;   /* pass 1's files, then pass 2's */
-    ImportCtx c0 = {&keep[0], S, (int)threads, &prog}, c1 = {&keep[1], S, (int)threads, &prog};
-    write_split(out, "train", keep[0].n, (int)nshards, S, &attrs, import_produce, &c0);
-    write_split(out, "test", keep[1].n, (int)nshards, S, &attrs, import_produce, &c1);
+    /* A test hook: DDPTRAIN_DATA_TEST_FAIL_READ=N makes the N-th image read of this writing
+     * pass (counted from 1 over both splits, train first) fail as an unreadable file does,
+     * as if the file had changed since the first pass checked it; tests/test_hostile_trees.sh
+     * uses it to fail the test split after the train split is written. Read here only. */
+    const char *hook = getenv("DDPTRAIN_DATA_TEST_FAIL_READ");
+    atomic_size_t reads;
+    atomic_init(&reads, 0);
+    size_t fail_read = hook ? (size_t)strtoull(hook, NULL, 10) : 0;
+    ImportCtx c0 = {&keep[0], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read};
+    ImportCtx c1 = {&keep[1], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read};
+    Output o = {.dir = out};
+    write_split(&o, "train", keep[0].n, (int)nshards, S, &attrs, import_produce, &c0);
+    write_split(&o, "test", keep[1].n, (int)nshards, S, &attrs, import_produce, &c1);
+    output_commit(&o);
     progress_show(&prog, "done", 1);
     double dt = now_sec() - t0;
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
@@ -1188,19 +1298,22 @@ static int cmd_reshard(int argc, char **argv) {
     }
     for (int k = 0; k < 2; k++)
         if (have[k]) check_split_size(in, splits[k], sets[k].total, (int)nshards);
-    if (mkdir_p(out) != 0) die("%s: cannot create output directory: %s", out, strerror(errno));
+    if (mkdir_p(out) != 0) die("%s: cannot create output directory: %s", QUOTED(out), strerror(errno));
     char rin[PATH_MAX], rout[PATH_MAX];
     if (realpath(in, rin) && realpath(out, rout) && strcmp(rin, rout) == 0)
         die("%s: --out is the same directory as --in (write to a new directory, then replace)", out);
     for (int k = 0; k < 2; k++)
         if (have[k]) ensure_out_dir(out, splits[k], force);
+    Output o = {.dir = out};
     for (int k = 0; k < 2; k++) {
         if (!have[k]) continue;
         const ShardInfo *s0 = &sets[k].shards[0];
         ReshardCtx ctx = {&sets[k], s0->image_size, s0->attrs.num_classes};
-        write_split(out, splits[k], sets[k].total, (int)nshards, s0->image_size, &s0->attrs, reshard_produce, &ctx);
-        shardset_free(&sets[k]);
+        write_split(&o, splits[k], sets[k].total, (int)nshards, s0->image_size, &s0->attrs, reshard_produce, &ctx);
     }
+    output_commit(&o);
+    for (int k = 0; k < 2; k++)
+        if (have[k]) shardset_free(&sets[k]);
     return 0;
 }
 

@@ -26,9 +26,11 @@
  * format of a run: changing it changes every augmented batch of a resumed run. */
 #include "dataloader.h"
 
+#include <errno.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <string.h>
+#include <sys/stat.h>
 
 #include "rng.h"
 #include "shards.h"
@@ -40,10 +42,22 @@
 #define CHUNK_SALT 0x6368756e6b733031ULL    /* "chunks01": the epoch's order of chunks */
 #define WINDOW_SALT 0x77696e646f773031ULL   /* "window01": the shuffle within a window */
 
+/* What a streamed shard was when the loader opened it: a file replaced or rewritten since
+ * (another inode, size or modification time) is refused on the next read, as the samples it
+ * holds are no longer those the epoch's order was drawn for. */
+typedef struct {
+    dev_t dev;
+    ino_t ino;
+    off_t size;
+    struct timespec mtime;
+    size_t n;                        /* samples, as its header said */
+} ShardId;
+
 typedef struct {
     char *path;                      /* shard file */
     size_t begin, count;             /* samples [begin, begin+count) of the shard */
     size_t off;                      /* where they start in assignment order */
+    ShardId id;
 } Slice;
 
 struct DataLoader {
@@ -182,6 +196,31 @@ static void add_held(DataLoader *dl, size_t bytes, int sign) {
     if (h > __atomic_load_n(&dl->peak, __ATOMIC_RELAXED)) __atomic_store_n(&dl->peak, h, __ATOMIC_RELAXED);
 }
 
+static int same_file(const ShardId *id, const struct stat *st) {
+    return st->st_dev == id->dev && st->st_ino == id->ino && st->st_size == id->size &&
+           st->st_mtim.tv_sec == id->mtime.tv_sec && st->st_mtim.tv_nsec == id->mtime.tv_nsec;
+}
+
+/* Ends the process with one line naming the shard when it is not the file the loader opened
+ * (checked before and after each read: a file replaced during the read is caught too). */
+static void check_shard_unchanged(const Slice *s) {
+    struct stat st;
+    if (stat(s->path, &st) != 0)
+        die("%s: the shard changed since it was opened: %s now (it held %zu samples); restart the run to use the new files",
+            s->path, strerror(errno), s->id.n);
+    if (same_file(&s->id, &st)) return;
+    char err[512], now[96];
+    ShardInfo info;
+    if (shard_read_info(&info, s->path, 0, 0, NULL, err, sizeof err) == 0) {
+        snprintf(now, sizeof now, "%zu samples now", info.n);
+        shard_info_free(&info);
+    } else {
+        snprintf(now, sizeof now, "no readable shard now");
+    }
+    die("%s: the shard changed since it was opened (replaced or rewritten during the run: %zu samples then, %s); restart the run to use the new files",
+        s->path, s->id.n, now);
+}
+
 /* Streaming: makes the chunks of the windows batch b's samples lie in resident, and frees every
  * other chunk. A chunk that cannot be read ends the process naming the file: the epoch cannot
  * go on without it. */
@@ -206,9 +245,11 @@ static void stream_batch(DataLoader *dl, size_t b) {
             size_t sa = s->off > a ? s->off : a, sz = s->off + s->count < z ? s->off + s->count : z;
             if (sa >= sz) continue;
             char err[512];
-            if (shard_read_range(s->path, s->begin + (sa - s->off), sz - sa, dl->S, buf + (sa - a) * dl->per,
-                                 NULL, err, sizeof err) != 0)
-                die("%s", err);
+            check_shard_unchanged(s);
+            int rc = shard_read_range(s->path, s->begin + (sa - s->off), sz - sa, dl->S, buf + (sa - a) * dl->per,
+                                      NULL, err, sizeof err);
+            check_shard_unchanged(s);
+            if (rc != 0) die("%s", err);
         }
         dl->chunk_data[c] = buf;
         add_held(dl, dl->C * dl->per, +1);
@@ -334,6 +375,14 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
         for (int k = 0; k < ns; k++) {
             dl->slices[k].path = strdup(set.shards[sl[k].shard].path);
             CHECK(dl->slices[k].path);
+            struct stat st;
+            if (stat(dl->slices[k].path, &st) != 0) {
+                snprintf(err, errlen, "%s: cannot stat: %s", dl->slices[k].path, strerror(errno));
+                free(sl);
+                shardset_free(&set);
+                return open_fail(dl, NULL, 0, NULL);
+            }
+            dl->slices[k].id = (ShardId){st.st_dev, st.st_ino, st.st_size, st.st_mtim, set.shards[sl[k].shard].n};
             dl->slices[k].begin = sl[k].begin;
             dl->slices[k].count = sl[k].end - sl[k].begin;
             dl->slices[k].off = o;

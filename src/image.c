@@ -81,8 +81,7 @@ static void jpeg_message(j_common_ptr c, int level) {
     }
 }
 
-static int decode_jpeg(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
-                       char *err, size_t errlen) {
+static int decode_jpeg(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen) {
     struct jpeg_decompress_struct cinfo;
     JpegErr jerr;
     uint8_t *volatile buf = NULL;
@@ -95,7 +94,7 @@ static int decode_jpeg(const uint8_t *data, size_t size, long long max_pixels, I
         return fail(err, errlen, "%s", jerr.msg);
     }
     jpeg_create_decompress(&cinfo);
-    jpeg_mem_src(&cinfo, (unsigned char *)data, (unsigned long)size);
+    jpeg_stdio_src(&cinfo, f);   /* 4 kB at a time; the end of the file is JWRN_JPEG_EOF, as in memory */
     jpeg_read_header(&cinfo, TRUE);
     if (cinfo.jpeg_color_space == JCS_CMYK || cinfo.jpeg_color_space == JCS_YCCK) {
         jpeg_destroy_decompress(&cinfo);
@@ -129,8 +128,7 @@ static int decode_jpeg(const uint8_t *data, size_t size, long long max_pixels, I
 /* ---- PNG ---------------------------------------------------------------------------------- */
 #ifdef HAVE_PNG
 typedef struct {
-    const uint8_t *p;
-    size_t n, off;
+    FILE *f;
     char msg[256];
 } PngSrc;
 
@@ -142,19 +140,17 @@ static void png_fail(png_structp png, png_const_charp m) {
 
 static void png_warn(png_structp png, png_const_charp m) { (void)png; (void)m; }
 
-static void png_read_mem(png_structp png, png_bytep dst, size_t len) {
+static void png_read_file(png_structp png, png_bytep dst, size_t len) {
     PngSrc *s = png_get_io_ptr(png);
-    if (len > s->n - s->off) {
-        snprintf(s->msg, sizeof s->msg, "a truncated PNG file (the data ends before the image does)");
+    if (fread(dst, 1, len, s->f) != len) {
+        if (ferror(s->f)) snprintf(s->msg, sizeof s->msg, "a read error in the PNG data");
+        else snprintf(s->msg, sizeof s->msg, "a truncated PNG file (the data ends before the image does)");
         png_error(png, "truncated");
     }
-    memcpy(dst, s->p + s->off, len);
-    s->off += len;
 }
 
-static int decode_png(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
-                      char *err, size_t errlen) {
-    PngSrc src = {data, size, 0, ""};
+static int decode_png(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen) {
+    PngSrc src = {f, ""};
     png_structp png = png_create_read_struct(PNG_LIBPNG_VER_STRING, &src, png_fail, png_warn);
     if (!png) return fail(err, errlen, "out of memory%s", "");
     png_infop info = png_create_info_struct(png);
@@ -166,7 +162,7 @@ static int decode_png(const uint8_t *data, size_t size, long long max_pixels, Im
         free(rows);
         return fail(err, errlen, "%s", src.msg[0] ? src.msg : "not a readable PNG file");
     }
-    png_set_read_fn(png, &src, png_read_mem);
+    png_set_read_fn(png, &src, png_read_file);
     png_read_info(png, info);
     png_uint_32 w, h;
     int depth, ctype, interlace;
@@ -198,51 +194,73 @@ static int decode_png(const uint8_t *data, size_t size, long long max_pixels, Im
 }
 #endif
 
-int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
-                 char *err, size_t errlen) {
+int image_decode_file(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen) {
     out->w = out->h = 0;
     out->rgb = NULL;
     static const uint8_t png_sig[8] = {0x89, 'P', 'N', 'G', '\r', '\n', 0x1a, '\n'};
+    /* The format from the first bytes: nothing more of a file that is no image is read. */
+    uint8_t sig[8];
+    size_t size = fread(sig, 1, sizeof sig, f);
+    if (ferror(f)) return fail(err, errlen, "cannot read: a read error%s", "");
     if (size == 0) return fail(err, errlen, "an empty file (0 bytes)%s", "");
-    if (size >= 3 && data[0] == 0xff && data[1] == 0xd8 && data[2] == 0xff) {
+    int jpeg = size >= 3 && sig[0] == 0xff && sig[1] == 0xd8 && sig[2] == 0xff;
+    int png = size >= 8 && memcmp(sig, png_sig, 8) == 0;
+    if (!jpeg && !png) {
+        char hex[3 * 8 + 1] = "";
+        for (size_t i = 0, o = 0; i < size; i++) o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "", sig[i]);
+        return fail(err, errlen, "neither a JPEG nor a PNG file (it starts with the bytes %s)", hex);
+    }
+    if (fseek(f, 0, SEEK_SET) != 0) return fail(err, errlen, "cannot read: the file cannot be rewound%s", "");
+    if (jpeg) {
 #ifdef HAVE_JPEG
-        return decode_jpeg(data, size, max_pixels, out, err, errlen);
+        return decode_jpeg(f, max_pixels, out, err, errlen);
 #else
         return fail(err, errlen, "a JPEG file, but ddptrain-data was built without %s", "libjpeg");
 #endif
     }
-    if (size >= 8 && memcmp(data, png_sig, 8) == 0) {
 #ifdef HAVE_PNG
-        return decode_png(data, size, max_pixels, out, err, errlen);
+    return decode_png(f, max_pixels, out, err, errlen);
 #else
-        return fail(err, errlen, "a PNG file, but ddptrain-data was built without %s", "libpng");
+    return fail(err, errlen, "a PNG file, but ddptrain-data was built without %s", "libpng");
 #endif
-    }
-    char hex[3 * 8 + 1] = "";
-    for (size_t i = 0, o = 0; i < size && i < 8; i++) o += (size_t)snprintf(hex + o, sizeof hex - o, "%s%02x", i ? " " : "", data[i]);
-    return fail(err, errlen, "neither a JPEG nor a PNG file (it starts with the bytes %s)", hex);
+}
+
+int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
+                 char *err, size_t errlen) {
+    out->w = out->h = 0;
+    out->rgb = NULL;
+    if (size == 0) return fail(err, errlen, "an empty file (0 bytes)%s", "");
+    FILE *f = fmemopen((void *)data, size, "rb");   /* read only: the bytes are not written */
+    CHECK(f != NULL);
+    int rc = image_decode_file(f, max_pixels, out, err, errlen);
+    fclose(f);
+    return rc;
 }
 
 /* ---- resize + crop ------------------------------------------------------------------------ */
 
 #define PRECISION_BITS (32 - 8 - 2)
 
-/* PIL's precompute_coeffs for the bilinear (triangle) filter over the box [0, in_size), then
- * normalize_coeffs_8bpc. bounds: [out_size][2] (first input index, count); kk: [out_size][ksize]. */
-static int coeffs(int in_size, int out_size, int **bounds_out, int32_t **kk_out) {
-    double scale = (double)in_size / out_size;
+/* PIL's precompute_coeffs for the bilinear (triangle) filter over the box [0, in_size) resized
+ * to out_size, then normalize_coeffs_8bpc, for the count output indices from first on only:
+ * each index's coefficients depend on nothing but the index, and the centre crop keeps S of
+ * them (out_size may pass 2^31 for a very elongated image; in_size < 2^31). bounds: [count][2]
+ * (first input index, count); kk: [count][ksize]. */
+static int coeffs(int64_t in_size, int64_t out_size, int64_t first, int count, int **bounds_out, int32_t **kk_out) {
+    double scale = (double)in_size / (double)out_size;
     double filterscale = scale < 1.0 ? 1.0 : scale;
     double support = 1.0 * filterscale;
     int ksize = (int)ceil(support) * 2 + 1;
-    int *bounds = mallocCheck((size_t)out_size * 2 * sizeof(int));
-    int32_t *kk = mallocCheck((size_t)out_size * (size_t)ksize * sizeof(int32_t));
+    int *bounds = mallocCheck((size_t)count * 2 * sizeof(int));
+    int32_t *kk = mallocCheck((size_t)count * (size_t)ksize * sizeof(int32_t));
     double *k = mallocCheck((size_t)ksize * sizeof(double));
-    for (int xx = 0; xx < out_size; xx++) {
-        double center = (xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
+    for (int i = 0; i < count; i++) {
+        int64_t xx = first + i;
+        double center = ((double)xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
         int xmin = (int)(center - support + 0.5);
         if (xmin < 0) xmin = 0;
         int xmax = (int)(center + support + 0.5);
-        if (xmax > in_size) xmax = in_size;
+        if (xmax > in_size) xmax = (int)in_size;
         xmax -= xmin;
         int x;
         for (x = 0; x < xmax; x++) {
@@ -255,10 +273,10 @@ static int coeffs(int in_size, int out_size, int **bounds_out, int32_t **kk_out)
             if (ww != 0.0) k[x] /= ww;
         for (; x < ksize; x++) k[x] = 0;
         for (x = 0; x < ksize; x++)
-            kk[(size_t)xx * (size_t)ksize + (size_t)x] = k[x] < 0 ? (int32_t)(-0.5 + k[x] * (1 << PRECISION_BITS))
-                                                                 : (int32_t)(0.5 + k[x] * (1 << PRECISION_BITS));
-        bounds[xx * 2] = xmin;
-        bounds[xx * 2 + 1] = xmax;
+            kk[(size_t)i * (size_t)ksize + (size_t)x] = k[x] < 0 ? (int32_t)(-0.5 + k[x] * (1 << PRECISION_BITS))
+                                                                : (int32_t)(0.5 + k[x] * (1 << PRECISION_BITS));
+        bounds[i * 2] = xmin;
+        bounds[i * 2 + 1] = xmax;
     }
     free(k);
     *bounds_out = bounds;
@@ -287,67 +305,86 @@ static void filter_px(const uint8_t *p, size_t step, const int32_t *k, int n, ui
 }
 
 /* Python's int(round(x / 2.0)) for an integer x >= 0: half to even. */
-static int half_round_even(int x) {
-    int q = x / 2;
+static int64_t half_round_even(int64_t x) {
+    int64_t q = x / 2;
     return (x % 2 == 0 || q % 2 == 0) ? q : q + 1;
 }
 
 void image_resize_crop(const ImageRGB *in, int S, uint8_t *out) {
-    int w = in->w, h = in->h, nw, nh;
+    /* 64-bit: the longer side's new length, S * long / short, passes 2^31 for a 1 x 2^20 image
+     * at S = 4096. Only the S x S crop is ever computed: the coefficients of the S kept columns
+     * and rows, and the horizontal pass on the input rows the kept rows read, as PIL's
+     * resample does for its vertical pass; every output pixel is PIL's, which computes the
+     * whole resized image and then crops it. */
+    const int64_t w = in->w, h = in->h;
+    int64_t nw, nh;
     if (w <= h) {
         nw = S;
-        nh = (int)((long long)S * h / w);
+        nh = (int64_t)S * h / w;
     } else {
         nh = S;
-        nw = (int)((long long)S * w / h);
+        nw = (int64_t)S * w / h;
     }
-    int left = half_round_even(nw - S), top = half_round_even(nh - S);
+    const int64_t left = half_round_even(nw - S), top = half_round_even(nh - S);
     if (nw == w && nh == h) {   /* no resampling: PIL's resize returns a copy */
         for (int y = 0; y < S; y++)
-            memcpy(out + (size_t)y * S * 3, in->rgb + ((size_t)(y + top) * w + left) * 3, (size_t)S * 3);
+            memcpy(out + (size_t)y * S * 3, in->rgb + ((size_t)(y + top) * (size_t)w + (size_t)left) * 3, (size_t)S * 3);
         return;
     }
-    /* Horizontal pass (only the S output columns kept), into tmp [h][S]; PIL resizes the whole
-     * width, but every output pixel depends only on its own coefficients. */
+    /* The input rows [y0, y1) the S output rows read. */
+    int *vb = NULL;
+    int32_t *vkk = NULL;
+    int vks = 0;
+    int64_t y0 = top, y1 = top + S;
+    if (nh != h) {
+        vks = coeffs(h, nh, top, S, &vb, &vkk);
+        y0 = h;
+        y1 = 0;
+        for (int yo = 0; yo < S; yo++) {
+            if (vb[yo * 2] < y0) y0 = vb[yo * 2];
+            if (vb[yo * 2] + vb[yo * 2 + 1] > y1) y1 = vb[yo * 2] + vb[yo * 2 + 1];
+        }
+        if (y1 < y0) y1 = y0;
+    }
+    /* Horizontal pass over rows [y0, y1) (only the S output columns kept), into tmp
+     * [y1 - y0][S]. src: row r of it is input row src_y0 + r; src_w pixels a row; output
+     * column 0 is its column cols_off. */
     const uint8_t *src = in->rgb;
-    int src_w = w;
+    int64_t src_w = w, src_y0 = 0, cols_off = 0;
     uint8_t *tmp = NULL;
-    int cols_off = 0;   /* the column of src that output column 0 is */
     if (nw != w) {
         int *b;
         int32_t *kk;
-        int ks = coeffs(w, nw, &b, &kk);
-        tmp = mallocCheck((size_t)h * S * 3);
-        for (int y = 0; y < h; y++) {
-            const uint8_t *row = in->rgb + (size_t)y * w * 3;
-            for (int xo = 0; xo < S; xo++) {
-                int xx = xo + left, xmin = b[xx * 2], xmax = b[xx * 2 + 1];
-                filter_px(row + (size_t)xmin * 3, 3, kk + (size_t)xx * ks, xmax, tmp + ((size_t)y * S + xo) * 3);
-            }
+        int ks = coeffs(w, nw, left, S, &b, &kk);
+        tmp = mallocCheck((size_t)(y1 - y0) * (size_t)S * 3 + 1);
+        for (int64_t y = y0; y < y1; y++) {
+            const uint8_t *row = in->rgb + (size_t)y * (size_t)w * 3;
+            for (int xo = 0; xo < S; xo++)
+                filter_px(row + (size_t)b[xo * 2] * 3, 3, kk + (size_t)xo * (size_t)ks, b[xo * 2 + 1],
+                          tmp + ((size_t)(y - y0) * (size_t)S + (size_t)xo) * 3);
         }
         free(b);
         free(kk);
         src = tmp;
         src_w = S;
+        src_y0 = y0;
     } else {
         cols_off = left;
     }
     if (nh != h) {
-        int *b;
-        int32_t *kk;
-        int ks = coeffs(h, nh, &b, &kk);
         for (int yo = 0; yo < S; yo++) {
-            int yy = yo + top, ymin = b[yy * 2], ymax = b[yy * 2 + 1];
-            const int32_t *k = kk + (size_t)yy * ks;
+            const int64_t ymin = vb[yo * 2];
+            const int32_t *k = vkk + (size_t)yo * (size_t)vks;
             for (int xo = 0; xo < S; xo++)
-                filter_px(src + ((size_t)ymin * src_w + xo + cols_off) * 3, (size_t)src_w * 3, k, ymax,
-                          out + ((size_t)yo * S + xo) * 3);
+                filter_px(src + ((size_t)(ymin - src_y0) * (size_t)src_w + (size_t)(xo + cols_off)) * 3, (size_t)src_w * 3, k,
+                          vb[yo * 2 + 1], out + ((size_t)yo * S + (size_t)xo) * 3);
         }
-        free(b);
-        free(kk);
     } else {
         for (int y = 0; y < S; y++)
-            memcpy(out + (size_t)y * S * 3, src + ((size_t)(y + top) * src_w + cols_off) * 3, (size_t)S * 3);
+            memcpy(out + (size_t)y * S * 3, src + ((size_t)(y + top - src_y0) * (size_t)src_w + (size_t)cols_off) * 3,
+                   (size_t)S * 3);
     }
+    free(vb);
+    free(vkk);
     free(tmp);
 }

@@ -17,6 +17,7 @@
 
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 
 #define IMAGE_MAX_PIXELS (1ll << 27)   /* larger images are refused (PIL: 178956970) */
 
@@ -30,9 +31,14 @@ int image_have_jpeg(void);
 int image_have_png(void);
 const char *image_missing_libs(void);
 
-/* Decodes a whole file's bytes into out (out->rgb malloc'd; free it with free()). Images of
- * more than max_pixels pixels are refused. Returns 0, or -1 with one line in err (without the
- * file name: the caller prefixes it). */
+/* Decodes the image of the stream f (at its start, seekable: a regular file) into out
+ * (out->rgb malloc'd; free it with free()). Images of more than max_pixels pixels are refused.
+ * The file is read through the decoders' small buffers, never held whole: the memory taken is
+ * that of the decoded image, whatever the file's size, and of a file that is no image only its
+ * first 8 bytes are read. Returns 0, or -1 with one line in err (without the file name: the
+ * caller prefixes it). */
+int image_decode_file(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen);
+/* The same on a file's bytes in memory. */
 int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
                  char *err, size_t errlen);
 

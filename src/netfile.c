@@ -200,7 +200,7 @@ static int find_input(const Reader *r, size_t below, const char *name, const cha
         if (!strcmp(r->recs[j].name, name)) return (int)j;
     int later = 0;
     for (size_t j = below; j < r->n; j++) later |= !strcmp(r->recs[j].name, name);
-    snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": \"%s\" %s", what, c->line, c->name, field, name,
+    snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": \"%s\" %s", QUOTED(what), c->line, c->name, field, name,
              later ? "is not a node above this one (nodes run in the order of the file: no cycles)"
                    : "names no node");
     return -3;
@@ -211,7 +211,7 @@ int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, ch
     Reader r = {.s = s};
     int rc = json_records_read(text, len, what, head_pair, "nodes", rec_pair, rec_end, &r, err, errlen);
     if (rc == 0 && r.n == 0) {
-        snprintf(err, errlen, "%s: no nodes (the key \"nodes\" holds a list of them)", what);
+        snprintf(err, errlen, "%s: no nodes (the key \"nodes\" holds a list of them)", QUOTED(what));
         rc = -1;
     }
     for (size_t i = 0; rc == 0 && i < r.n; i++) {
@@ -238,7 +238,7 @@ int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, ch
         case NODE_AVGPOOL: netspec_avgpool(s, in, "%s", c->name); break;
         case NODE_LINEAR:
             if ((c->have & BIT(F_OUT_FEATURES)) && v[F_OUT_FEATURES] < 1) {
-                snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"out_features\": must be at least 1", what,
+                snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"out_features\": must be at least 1", QUOTED(what),
                          c->line, c->name);
                 rc = -1;
                 break;

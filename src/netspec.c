@@ -113,14 +113,14 @@ static int node_err(char *err, size_t errlen, const char *what, const NetNode *n
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
-    snprintf(err, errlen, "%s: node \"%s\"%s%s%s: %s", what, n->name, field ? ", field \"" : "", field ? field : "",
+    snprintf(err, errlen, "%s: node \"%s\"%s%s%s: %s", QUOTED(what), n->name, field ? ", field \"" : "", field ? field : "",
              field ? "\"" : "", msg);
     return -1;
 }
 
 int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *what, char *err, size_t errlen) {
     if (s->n == 0) {
-        snprintf(err, errlen, "%s: the network has no nodes", what);
+        snprintf(err, errlen, "%s: the network has no nodes", QUOTED(what));
         return -1;
     }
     for (int i = 0; i < s->n; i++) {

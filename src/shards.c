@@ -771,7 +771,7 @@ static int shard_writer_append_locked(ShardWriter *w, const uint8_t *images, con
     return 0;
 }
 
-int shard_writer_close(ShardWriter *w, char *err, size_t errlen) {
+int shard_writer_finish(ShardWriter *w, char *err, size_t errlen) {
     CHECK(w->written == w->n);
     hdf5_lock();
     herr_t r = H5Dclose(w->images);
@@ -794,14 +794,24 @@ int shard_writer_close(ShardWriter *w, char *err, size_t errlen) {
         return errf(err, errlen, "%s: fsync failed: %s", w->path, strerror(e));
     }
     close(fd);
-    if (rename(w->tmp_path, w->path) != 0) {
-        int e = errno;
-        shard_writer_abort(w);
-        return errf(err, errlen, "%s: rename from temporary file failed: %s", w->path, strerror(e));
-    }
-    w->tmp_path[0] = '\0';
-    if (fsync_dir_of(w->path) != 0) return errf(err, errlen, "%s: fsync of its directory failed: %s", w->path, strerror(errno));
     return 0;
+}
+
+int shard_commit(const char *tmp_path, const char *path, char *err, size_t errlen) {
+    if (rename(tmp_path, path) != 0) {
+        int e = errno;
+        unlink(tmp_path);
+        return errf(err, errlen, "%s: rename from temporary file failed: %s", path, strerror(e));
+    }
+    if (fsync_dir_of(path) != 0) return errf(err, errlen, "%s: fsync of its directory failed: %s", path, strerror(errno));
+    return 0;
+}
+
+int shard_writer_close(ShardWriter *w, char *err, size_t errlen) {
+    if (shard_writer_finish(w, err, errlen) != 0) return -1;
+    int rc = shard_commit(w->tmp_path, w->path, err, errlen);
+    w->tmp_path[0] = '\0';
+    return rc;
 }
 
 /* ---- locked entry points ------------------------------------------------------------------- */

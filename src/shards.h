@@ -109,7 +109,15 @@ int shard_writer_open(ShardWriter *w, const char *path, size_t n, int image_size
 int shard_writer_append(ShardWriter *w, const uint8_t *images, const int32_t *labels,
                         size_t count, char *err, size_t errlen);
 int shard_writer_close(ShardWriter *w, char *err, size_t errlen);
-/* Closes and removes the temporary file (after an error). Safe to call twice. */
+/* shard_writer_close in two steps, so that several files can appear together:
+ * shard_writer_finish closes the temporary file and syncs it to disk (w->tmp_path names it,
+ * the writer holds nothing else); shard_commit renames such a file to its shard name and
+ * syncs the directory (on failure the temporary file is removed); unlinking it instead
+ * discards it. */
+int shard_writer_finish(ShardWriter *w, char *err, size_t errlen);
+int shard_commit(const char *tmp_path, const char *path, char *err, size_t errlen);
+/* Closes and removes the temporary file (after an error; a finished, uncommitted one too).
+ * Safe to call twice. */
 void shard_writer_abort(ShardWriter *w);
 
 /* Attribute helpers. */

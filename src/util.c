@@ -21,9 +21,16 @@ void die_code(int code, const char *fmt, ...) {
     va_start(ap, fmt);
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
+    char safe[4 * sizeof msg];
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
+        if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(safe + o, sizeof safe - o, "\\%03o", *p);
+        else safe[o++] = (char)*p;
+    }
+    safe[o] = '\0';
     if (g_console_line_open) fputc('\n', stdout);
     fflush(stdout);
-    if (!g_die_quiet) fprintf(stderr, "%s: error: %s\n", g_progname, msg);
+    if (!g_die_quiet) fprintf(stderr, "%s: error: %s\n", g_progname, safe);
     fflush(stderr);
     if (g_die_hook) g_die_hook(code);
     exit(code);
@@ -88,6 +95,79 @@ int errf(char *err, size_t errlen, const char *fmt, ...) {
         va_end(ap);
     }
     return -1;
+}
+
+int utf8_seq_len(const char *s) {
+    const unsigned char *p = (const unsigned char *)s;
+    if (p[0] < 0x80) return 1;
+    int len;
+    unsigned char lo = 0x80, hi = 0xbf;   /* the range of the second byte */
+    if (p[0] >= 0xc2 && p[0] <= 0xdf) len = 2;
+    else if (p[0] >= 0xe0 && p[0] <= 0xef) {
+        len = 3;
+        if (p[0] == 0xe0) lo = 0xa0;        /* overlong */
+        if (p[0] == 0xed) hi = 0x9f;        /* surrogates */
+    } else if (p[0] >= 0xf0 && p[0] <= 0xf4) {
+        len = 4;
+        if (p[0] == 0xf0) lo = 0x90;        /* overlong */
+        if (p[0] == 0xf4) hi = 0x8f;        /* past U+10FFFF */
+    } else return 0;
+    if (p[1] < lo || p[1] > hi) return 0;
+    for (int k = 2; k < len; k++)
+        if (p[k] < 0x80 || p[k] > 0xbf) return 0;
+    return len;
+}
+
+/* 1 when the sequence of len bytes at p is a control character (C0, DEL, C1). */
+static int is_control(const unsigned char *p, int len) {
+    return (len == 1 && (p[0] < 0x20 || p[0] == 0x7f)) || (len == 2 && p[0] == 0xc2 && p[1] <= 0x9f);
+}
+
+int name_needs_quoting(const char *s) {
+    for (const char *p = s; *p;) {
+        int len = utf8_seq_len(p);
+        if (len == 0 || is_control((const unsigned char *)p, len)) return 1;
+        p += len;
+    }
+    return 0;
+}
+
+const char *quote_name(char *buf, size_t n, const char *s) {
+    CHECK(n >= 8);
+    const int plain = !name_needs_quoting(s);
+    size_t o = 0;
+    if (!plain) buf[o++] = '"';
+    const size_t room = n - 5;   /* for "...", the closing quote and the NUL */
+    for (const char *p = s; *p;) {
+        char piece[8];
+        int len = utf8_seq_len(p), adv = len ? len : 1;
+        size_t k = 0;
+        if (plain) {
+            memcpy(piece, p, (size_t)len);
+            k = (size_t)len;
+        } else if (len == 0 || is_control((const unsigned char *)p, len)) {   /* byte by byte, octal or C */
+            unsigned char ch = (unsigned char)*p;
+            adv = 1;
+            if (ch >= 7 && ch <= 13) k = (size_t)snprintf(piece, sizeof piece, "\\%c", "abtnvfr"[ch - 7]);
+            else k = (size_t)snprintf(piece, sizeof piece, "\\%03o", ch);
+        } else if (*p == '"' || *p == '\\') {
+            k = (size_t)snprintf(piece, sizeof piece, "\\%c", *p);
+        } else {
+            memcpy(piece, p, (size_t)len);
+            k = (size_t)len;
+        }
+        if (o + k > room) {
+            memcpy(buf + o, "...", 3);
+            o += 3;
+            break;
+        }
+        memcpy(buf + o, piece, k);
+        o += k;
+        p += adv;
+    }
+    if (!plain) buf[o++] = '"';
+    buf[o] = '\0';
+    return buf;
 }
 
 double now_sec(void) {

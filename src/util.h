@@ -13,7 +13,9 @@
 #include <stdarg.h>
 
 /* Print "ddptrain: <message>" on stderr and exit with `code`. The one place the process dies
- * on a user-facing error (bad flag, bad file), so messages all look the same. */
+ * on a user-facing error (bad flag, bad file), so messages all look the same. A control
+ * character left in the message (from a name no caller quoted with quote_name) is printed as
+ * \ooo: the message stays one line and sends nothing to the terminal. */
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 #define die(...) die_code(1, __VA_ARGS__)
 
@@ -49,6 +51,26 @@ extern const char *g_progname;
 /* Writes one line into err (when given) and returns -1, so failure paths read
  * `return errf(err, errlen, "%s: ...", path)`. */
 int errf(char *err, size_t errlen, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+
+/* The length of the valid UTF-8 sequence at s (1 for ASCII, 2 to 4), or 0 when s starts with
+ * a byte that begins none (a continuation byte, an overlong form, a surrogate, past U+10FFFF,
+ * or a sequence the string ends inside). s is NUL-terminated; *s must not be NUL. */
+int utf8_seq_len(const char *s);
+
+/* A user's string (a file name, a path, a key) as a one-line message may print it, quoted as
+ * git quotes an unusual path: s itself when it is valid UTF-8 holding no control character (C0,
+ * DEL, C1: U+0080-U+009F); otherwise s in double quotes with C escapes: \a \b \t \n \v \f
+ * \r, \" and \\, every other control byte and every byte that is not UTF-8 as \ooo in octal
+ * (ESC is \033). So a newline or an escape sequence in a name never breaks the line or reaches
+ * the terminal. Written into buf (n bytes; a string too long for it is cut on a character,
+ * "..." marking the cut); returns buf. */
+const char *quote_name(char *buf, size_t n, const char *s);
+/* 1 when quote_name quotes s (a control character, or a byte that is not UTF-8). */
+int name_needs_quoting(const char *s);
+/* quote_name into a buffer of the enclosing block, for a message's argument:
+ * die("%s: not a regular file", QUOTED(path)). */
+#define QUOTE_BUF 2048
+#define QUOTED(s) quote_name((char[QUOTE_BUF]){0}, QUOTE_BUF, (s))
 
 /* Monotonic seconds. */
 double now_sec(void);

@@ -53,6 +53,26 @@ printf '{"lr": [1]}' >"$TMP/nested.json"
 if "$DDPTRAIN" --config "$TMP/nested.json" --help >/dev/null 2>&1; then ok "--help with --config: the file is not read"
 else bad "--help with a bad --config failed"; fi
 
+# A path that is not UTF-8 (byte 0xff, as a Latin-1 file system holds): config.json stays valid
+# JSON for Python (the byte as \udcff, surrogateescape: os.fsencode gives it back), and a run
+# repeated from it reads the same path.
+raw="$TMP/d$(printf '\377')ata"
+cp -r "$TMP/data" "$raw"
+if timeout -k 5 120 "$DDPTRAIN" --data_dir "$raw" --width 4 --blocks 1 --threads 1 --batch_size 32 --max_steps 1 \
+        --job_dir "$TMP/latin1" >"$TMP/latin1.out" 2>&1 &&
+   out=$("$PY" -c "
+import json, os, sys
+c = json.load(open(sys.argv[1], encoding='utf-8'))
+ok = os.fsencode(c['data_dir']) == os.fsencode(sys.argv[2])
+print('json.load reads it, data_dir %s' % ('gives the path back' if ok else 'differs: %r' % c['data_dir']))
+sys.exit(not ok)" "$TMP/latin1/config.json" "$raw"); then
+    ok "--data_dir with byte 0xff: config.json $out"
+else bad "--data_dir with byte 0xff: config.json: $out $(tail -2 "$TMP/latin1.out")"; fi
+if timeout -k 5 120 "$DDPTRAIN" --config "$TMP/latin1/config.json" --job_dir "$TMP/latin1b" >"$TMP/latin1b.out" 2>&1 &&
+   out=$(configs_equal "$TMP/latin1/config.json" "$TMP/latin1b/config.json"); then
+    ok "--config of that config.json: the same data_dir read back, $out"
+else bad "--config of the config.json with byte 0xff: $(tail -2 "$TMP/latin1b.out") $out"; fi
+
 # refusals: exactly one line on stderr naming the file (and the key), nothing on stdout, exit 2
 refused() {   # $1 = name, $2 = file content (printf format), $3 = text expected after "FILE: "
     f="$TMP/$1.json"
@@ -81,6 +101,9 @@ refused unterminated  '{"lr": 0.1, "epo'                     'malformed JSON at 
 refused trailing      '{"lr": 0.1} x'                        'malformed JSON at line 1, column 13 (after key "lr"): text after the object'
 refused not_object    '["lr", 0.1]'                          "malformed JSON at line 1, column 1: expected '{'"
 refused empty         ''                                     "malformed JSON at line 1, column 1: expected '{'"
+# control characters: a key holding them is refused, quoted; one in a value is escaped in the line
+refused control_key   '{"lr": 0.1, "a\\u001b[31mb\\nc": 1}'  'malformed JSON at line 1, column 13 (after key "lr"): a key holding a control character or a byte that is not UTF-8: "a\033[31mb\nc"'
+refused control_value '{"lr_schedule": "st\\u001b[2Jep"}'   "key \"lr_schedule\": --lr_schedule: 'st\\033[2Jep' is not one of"
 "$DDPTRAIN" --config "$TMP/missing.json" >"$TMP/r.out" 2>"$TMP/r.err"
 rc=$?
 if [ $rc -eq 2 ] && [ "$(wc -l <"$TMP/r.err")" -eq 1 ] && grep -q "missing.json: No such file" "$TMP/r.err"; then

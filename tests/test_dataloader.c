@@ -8,6 +8,7 @@
 #include <string.h>
 #include <dirent.h>
 #include <signal.h>
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include "dataloader.h"
@@ -694,6 +695,53 @@ int main(void) {
         free(pos);
         free(first);
         free(seen);
+    }
+
+    section("streaming: a shard replaced during the run (more, fewer or as many samples) is refused, naming it");
+    {
+        /* In a child, which the refusal ends: an epoch streamed, shard 1 of 2 replaced by
+         * another file (rename, as a writer does), and the next epoch. */
+        const size_t now[3] = {30, 10, 20};
+        for (int c = 0; c < 3; c++) {
+            char *ds = make_dir(c == 0 ? "replaced-more" : c == 1 ? "replaced-fewer" : "replaced-same");
+            char *other = make_dir(c == 0 ? "new-more" : c == 1 ? "new-fewer" : "new-same");
+            size_t c0[2] = {20, 20}, c1[2] = {20, now[c]};
+            write_dataset(ds, "train", c0, 2, 1, -1);
+            write_dataset(other, "train", c1, 2, 1, -1);
+            char errpath[600], from[600], to[600];
+            snprintf_check(errpath, sizeof errpath, "%s/stderr-%d.txt", g_tmp, c);
+            snprintf_check(from, sizeof from, "%s/train-00001-of-00002.h5", other);
+            snprintf_check(to, sizeof to, "%s/train-00001-of-00002.h5", ds);
+            fflush(stdout);
+            fflush(stderr);
+            pid_t pid = fork();
+            CHECK(pid >= 0);
+            if (pid == 0) {
+                CHECK(freopen(errpath, "w", stderr) != NULL);
+                DataLoaderOptions o = base_opts(ds);
+                o.in_memory = DL_MEMORY_NO;
+                o.chunk_images = 5;
+                o.window_chunks = 1;
+                DataLoader *a = must_open(&o);
+                size_t n0 = run_epoch(a, 0, 0, xa, la);
+                CHECK(rename(from, to) == 0);
+                size_t n1 = run_epoch(a, 1, 0, xa, la);
+                fprintf(stderr, "no refusal: %zu then %zu samples\n", n0, n1);
+                fflush(stderr);
+                _exit(0);
+            }
+            int st;
+            CHECK(waitpid(pid, &st, 0) == pid);
+            char msg[2048] = "";
+            FILE *f = fopenCheck(errpath, "r");
+            size_t len = fread(msg, 1, sizeof msg - 1, f);
+            msg[len] = '\0';
+            fclose(f);
+            EXPECT(WIFEXITED(st) && WEXITSTATUS(st) == 1 && strstr(msg, to) && strstr(msg, "changed since it was opened") &&
+                       strchr(msg, '\n') == msg + len - 1,
+                   "a shard replaced by one of %zu samples: exit %d, %s", now[c], WIFEXITED(st) ? WEXITSTATUS(st) : -1, msg);
+            printf("   %zu samples: %s", now[c], msg);
+        }
     }
 
     free(xa); free(xb); free(la); free(lb);
