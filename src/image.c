@@ -168,14 +168,27 @@ static int decode_png(FILE *f, long long max_pixels, ImageRGB *out, char *err, s
     int depth, ctype, interlace;
     png_get_IHDR(png, info, &w, &h, &depth, &ctype, &interlace, NULL, NULL);
     if (too_big(w, h, max_pixels, src.msg, sizeof src.msg)) png_error(png, "too big");
-    if (ctype == PNG_COLOR_TYPE_PALETTE) png_set_palette_to_rgb(png);   /* tRNS: alpha, dropped below */
+    /* Palette images: the indices are read (one byte each) and looked up here, so that an index
+     * past the palette is refused; libpng would give it black, PIL a grey of its value. tRNS
+     * (alpha) is dropped, as below. */
+    const int palette = ctype == PNG_COLOR_TYPE_PALETTE;
+    png_colorp plte = NULL;
+    int nplte = 0;
+    if (palette) {
+        if (!png_get_PLTE(png, info, &plte, &nplte) || nplte < 1) {
+            snprintf(src.msg, sizeof src.msg, "a palette PNG without a palette (damaged file?)");
+            png_error(png, "no PLTE");
+        }
+        if (depth < 8) png_set_packing(png);
+    }
     if (ctype == PNG_COLOR_TYPE_GRAY && depth < 8) png_set_expand_gray_1_2_4_to_8(png);
     if (depth == 16) png_set_strip_16(png);                            /* the high byte */
     png_set_strip_alpha(png);
     if (ctype == PNG_COLOR_TYPE_GRAY || ctype == PNG_COLOR_TYPE_GRAY_ALPHA) png_set_gray_to_rgb(png);
     png_set_interlace_handling(png);
     png_read_update_info(png, info);
-    if (png_get_channels(png, info) != 3 || png_get_rowbytes(png, info) != (size_t)w * 3) {
+    const int want = palette ? 1 : 3;
+    if (png_get_channels(png, info) != want || png_get_rowbytes(png, info) != (size_t)w * (size_t)want) {
         snprintf(src.msg, sizeof src.msg, "a PNG of an unsupported layout (%d channels, %zu bytes a row)",
                  png_get_channels(png, info), (size_t)png_get_rowbytes(png, info));
         png_error(png, "layout");
@@ -184,6 +197,21 @@ static int decode_png(FILE *f, long long max_pixels, ImageRGB *out, char *err, s
     rows = mallocCheck(h * sizeof(png_bytep));
     for (png_uint_32 y = 0; y < h; y++) rows[y] = buf + (size_t)y * w * 3;
     png_read_image(png, rows);
+    /* Palette: each row's w indices sit at its start; looked up in place from the right, where
+     * the 3 bytes written for pixel x (at 3x) never cover an index not yet read (at x or left). */
+    for (png_uint_32 y = 0; palette && y < h; y++) {
+        uint8_t *row = rows[y];
+        for (png_uint_32 x = w; x-- > 0;) {
+            const int v = row[x];
+            if (v >= nplte) {
+                snprintf(src.msg, sizeof src.msg, "a PNG palette index (%d) past the palette's %d entries (damaged file?)", v, nplte);
+                png_error(png, "index");
+            }
+            row[3 * (size_t)x] = plte[v].red;
+            row[3 * (size_t)x + 1] = plte[v].green;
+            row[3 * (size_t)x + 2] = plte[v].blue;
+        }
+    }
     /* The chunks after the image data (up to IEND) are not read: PIL does not need them. */
     png_destroy_read_struct(&png, &info, NULL);
     free(rows);

@@ -10,7 +10,8 @@
  *   - 16-bit PNG samples keep their high byte (v >> 8), as PIL does for 16-bit colour and
  *     grey+alpha PNGs (PIL clips 16-bit grey at 255 instead; this keeps the image);
  *   - no gamma, colour profile or EXIF orientation is applied (PIL applies none on open);
- *   - CMYK and YCCK JPEGs are refused.
+ *   - CMYK and YCCK JPEGs are refused, and PNG palette indices past the palette (PIL gives
+ *     such an index the grey of its value, libpng black: refused rather than guessed).
  * A truncated file is an error (libjpeg would pad the image with grey and warn). */
 #ifndef DDP_IMAGE_H
 #define DDP_IMAGE_H

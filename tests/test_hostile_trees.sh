@@ -214,4 +214,38 @@ echo "text" >"$TMP/t/train/ant/$(printf 'caf\351.txt')"
 expect_skip "a name that is not UTF-8, --skip_bad" 'skipped "'"$TMP"'/t/train/ant/caf\351.txt": neither' 2 \
     "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip5c" --skip_bad
 
+echo "== a PNG palette index past the palette: refused (PIL and libpng disagree on its colour)"
+fresh
+"$PY" - "$TMP/t/train/ant/pal.png" "$TMP/t/train/bee/pal4.png" <<'EOF'
+import struct, sys, zlib
+import numpy as np
+def chunk(t, d):
+    return struct.pack(">I", len(d)) + t + d + struct.pack(">I", zlib.crc32(t + d) & 0xffffffff)
+def palette_png(path, depth, idx, plte, interlace=0):
+    h, w = idx.shape
+    per = 8 // depth
+    rows = []
+    for y in range(h):
+        v = [0] * ((w + per - 1) // per)
+        for x in range(w):
+            v[x // per] |= int(idx[y, x]) << (8 - depth * (1 + x % per))
+        rows.append(b"\x00" + bytes(v))
+    with open(path, "wb") as f:
+        f.write(b"\x89PNG\r\n\x1a\n" + chunk(b"IHDR", struct.pack(">IIBBBBB", w, h, depth, 3, 0, 0, interlace))
+                + chunk(b"PLTE", bytes(plte)) + chunk(b"IDAT", zlib.compress(b"".join(rows))) + chunk(b"IEND", b""))
+idx = np.zeros((16, 16), np.uint8)
+idx[::2] = 1
+idx[5, 5] = 9                      # a 4-entry palette: 9 is past it
+palette_png(sys.argv[1], 8, idx, [10, 20, 30, 200, 100, 50, 1, 2, 3, 4, 5, 6])
+idx[5, 5] = 3                      # 2-bit indices, 3 past a 3-entry palette
+palette_png(sys.argv[2], 2, idx, [10, 20, 30, 200, 100, 50, 1, 2, 3])
+EOF
+expect_fail "an 8-bit index past a 4-entry palette" "t/train/ant/pal.png: a PNG palette index (9) past the palette's 4 entries" \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/fail"
+rm "$TMP/t/train/ant/pal.png"
+expect_fail "a 2-bit index past a 3-entry palette" "t/train/bee/pal4.png: a PNG palette index (3) past the palette's 3 entries" \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/fail"
+expect_skip "the same, --skip_bad" "pal4.png: a PNG palette index (3) past the palette's 3 entries" 1 \
+    "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip7" --skip_bad
+
 finish

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_units.c - config table parsing, model layout, schedule, optimizer arithmetic and the
  * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel), which
- * GPU a rank takes, and the memory a rank may take under cgroup limits. */
+ * GPU a rank takes, the memory a rank may take under cgroup limits, and how a message quotes
+ * a name (quote_name). */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -648,8 +649,35 @@ static void test_memavail(void) {
     test_rm_tree(root);
 }
 
+/* quote_name: plain names as they are; control characters and bytes that are not UTF-8
+ * quoted with C escapes, as git quotes a path; cut on a character when the buffer is short. */
+static void test_quote_name(void) {
+    char b[64];
+    static const struct { const char *in, *out; } cases[] = {
+        {"train/cat/a.jpg", "train/cat/a.jpg"},
+        {"caf\xc3\xa9 \"x\" \\", "caf\xc3\xa9 \"x\" \\"},                 /* UTF-8, quotes, backslash: as they are */
+        {"a\nb\033[31m.jpg", "\"a\\nb\\033[31m.jpg\""},
+        {"t\tq\"\\", "\"t\\tq\\\"\\\\\""},                          /* quoted: \" and \\ escaped too */
+        {"caf\xe9", "\"caf\\351\""},                                   /* Latin-1: not UTF-8 */
+        {"\xc2\x9b[2J", "\"\\302\\233[2J\""},                             /* C1 CSI, an escape in UTF-8 */
+        {"\xed\xa0\x80 \xc0\xaf \xf4\x90\x80\x80", "\"\\355\\240\\200 \\300\\257 \\364\\220\\200\\200\""},   /* surrogate, overlong, past U+10FFFF */
+        {"\xe2\x82", "\"\\342\\202\""},                                     /* a sequence the string ends inside */
+        {"\x7f", "\"\\177\""},
+    };
+    for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
+        quote_name(b, sizeof b, cases[i].in);
+        EXPECT(!strcmp(b, cases[i].out), "quote_name case %zu: [%s], want [%s]", i, b, cases[i].out);
+    }
+    char small[12];
+    quote_name(small, sizeof small, "\n\xc3\xa9\xc3\xa9\xc3\xa9\xc3\xa9");
+    EXPECT(!strcmp(small, "\"\\n\xc3\xa9\xc3\xa9...\""), "quote_name cut on a character: [%s]", small);
+    EXPECT(!name_needs_quoting("ok/name") && name_needs_quoting("a\x1b") && name_needs_quoting("\xff"),
+           "name_needs_quoting");
+}
+
 int main(void) {
     test_config();
+    test_quote_name();
     test_half();
     test_model_layout();
     test_model_flops();

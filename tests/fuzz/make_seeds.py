@@ -14,7 +14,8 @@ built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
   env/         launcher environments, NAME=VALUE lines
   rendezvous/  rendezvous files of key fuzz.0, 4 ranks, 128 bytes, and broken ones
   image/       small JPEG and PNG files (colour, grey, progressive, CMYK, palette with tRNS,
-               1-bit, RGBA, 16-bit, interlaced) and broken ones (truncated, a bad CRC, text);
+               1-bit, RGBA, 16-bit, interlaced, 1x40) and broken ones (truncated, a bad CRC,
+               text, a palette index past the palette);
                needs PIL
 """
 import json
@@ -218,6 +219,11 @@ def image_seeds():
     out("image", "png_interlaced", png_raw(2, 2, 8, 2, 1, b"\0" + b"\x10\x20\x30" + b"\0" + b"\x40\x50\x60"
                                                     + b"\0" + b"\x70\x80\x90\xa0\xb0\xc0"))
     out("image", "text", b"this is text, not a picture\n")
+    # A 2-bit palette of 3 entries holding index 3 (refused), and a 1x40 image (elongated).
+    out("image", "png_palette_past", b"\x89PNG\r\n\x1a\n"
+        + chunk(b"IHDR", struct.pack(">IIBBBBB", 4, 2, 2, 3, 0, 0, 0)) + chunk(b"PLTE", bytes(range(9)))
+        + chunk(b"IDAT", zlib.compress(b"\0\x1b" + b"\0\xe4")) + chunk(b"IEND", b""))
+    out("image", "png_tall", png_raw(1, 40, 8, 2, 0, b"".join(b"\0" + bytes([y * 6, 255 - y, y]) for y in range(40))))
 
 
 def main():
