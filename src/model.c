@@ -616,7 +616,7 @@ static void step_backward(Slots *s, ModelStep *st, float *dy, int N) {
     Model *m = s->m;
     const Backend *be = m->be;
     const float *x = value(m, st->in);
-    GradOut g = {0, 0, 0};
+    GradOut g = {-1, 0, 0};   /* g.t >= 0 once a gradient is begun (dx is NULL in a dry run) */
     float *dx = NULL;
     switch (st->kind) {
     case NODE_BN:
@@ -661,7 +661,7 @@ static void step_backward(Slots *s, ModelStep *st, float *dy, int N) {
         return;
     }
     }
-    if (dx) grad_done(s, &g, N);
+    if (g.t >= 0) grad_done(s, &g, N);
 }
 
 /* dry: count the slots (model_init); else backward of the last training forward. */
