@@ -1,6 +1,7 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Load a ddptrain checkpoint into the PyTorch MiniResNet, optionally evaluate it on a dataset
+"""Load a ddptrain checkpoint into the PyTorch MiniResNet (or torchvision's resnet18/34/50 for
+a run of --model resnetN), optionally evaluate it on a dataset
 directory of shards and/or save a plain PyTorch state_dict.
 
     ddptrain_to_torch.py CKPT.h5 [--ema] [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
@@ -26,6 +27,7 @@ for _d in (os.path.join(_HERE, "..", "tests", "helpers"), _HERE):
 from miniresnet_torch import MiniResNet  # noqa: E402
 
 FORMAT = "ddptrain-checkpoint"
+TORCHVISION = ("resnet18", "resnet34", "resnet50")   # --model's built-ins with torchvision's definitions
 DEFAULT_MEAN, DEFAULT_STD = 0.5, 0.25
 
 
@@ -44,8 +46,9 @@ def read_checkpoint(path, group="model"):
         if _str(f.attrs.get("format", b"")) != FORMAT:
             raise ValueError(f"{path}: not a ddptrain checkpoint (format attribute is not '{FORMAT}')")
         meta = {k: (_str(v) if isinstance(v, (bytes, np.bytes_, str)) else int(v)) for k, v in f.attrs.items()}
-        if meta.get("architecture") != "MiniResNet":
-            raise ValueError(f"{path}: architecture {meta.get('architecture')!r} is not MiniResNet")
+        if meta.get("architecture") not in TORCHVISION and meta.get("architecture") != "MiniResNet":
+            raise ValueError(f"{path}: architecture {meta.get('architecture')!r} is neither MiniResNet nor one of "
+                             f"torchvision's ({', '.join(TORCHVISION)}): a network file's, which has no PyTorch module")
         if "train_state" in f:
             for k, v in f["train_state"].items():
                 meta[k] = v[()].tolist()
@@ -65,9 +68,14 @@ def read_checkpoint(path, group="model"):
 
 
 def load_model(path, ema=False):
-    """The checkpoint's MiniResNet in eval mode (its moving average with ema=True), and its meta data."""
+    """The checkpoint's model in eval mode (its moving average with ema=True), and its meta data:
+    MiniResNet, or torchvision.models.resnetN for --model resnetN, loaded with strict=True."""
     meta, sd = read_checkpoint(path, "ema" if ema else "model")
-    model = MiniResNet(meta["width"], meta["blocks"], meta["num_classes"])
+    if meta["architecture"] == "MiniResNet":
+        model = MiniResNet(meta["width"], meta["blocks"], meta["num_classes"])
+    else:
+        import torchvision
+        model = getattr(torchvision.models, meta["architecture"])(num_classes=meta["num_classes"])
     model.load_state_dict(sd, strict=True)
     model.eval()
     return model, meta
@@ -119,7 +127,9 @@ def main():
         print(f"ddptrain_to_torch: error: {e}", file=sys.stderr)
         return 1
     nparams = sum(p.numel() for p in model.parameters())
-    print(f"{args.checkpoint}: MiniResNet width {meta['width']} blocks {meta['blocks']} "
+    arch = (f"MiniResNet width {meta['width']} blocks {meta['blocks']}" if meta["architecture"] == "MiniResNet"
+            else f"torchvision.models.{meta['architecture']}")
+    print(f"{args.checkpoint}: {arch} "
           f"classes {meta['num_classes']}: {nparams:,} parameters "
           f"(epoch {meta.get('epoch', '?')}, global step {meta.get('global_step', '?')})"
           + (f": the EMA of {meta['ema_n_averaged']} updates" if args.ema else

@@ -32,6 +32,7 @@
     X(width,            INT,    "64",    1, 4096,       "MiniResNet: channels of the first stage (stages use width, 2*width, 4*width)") \
     X(blocks,           INT,    "2",     1, 64,         "MiniResNet: basic blocks per stage") \
     X(zero_init_residual, BOOL, "false", 0, 0,          "start at 0 the weight of the last batch norm of every residual branch (torchvision's zero_init_residual; the nodes a network file marks zero_init_residual)") \
+    X(init_from,        STR,    "",      0, 0,          "start from the weights of this HDF5 file's /model group: a ddptrain checkpoint, or a PyTorch state_dict written by torch_to_ddptrain.py (torchvision's pretrained weights); tensors of another shape (the classifier of another class count) keep their initialisation and are named in the log; a resumed checkpoint takes precedence") \
     X(print_model,      BOOL,   "false", 0, 0,          "write the network of --model (with --width, --blocks) as a network file on standard output and exit: a start for one's own") \
     /* optimisation */ \
     X(batch_size,       INT,    "64",    1, 65536,      "images per rank per micro-step") \

@@ -4,6 +4,7 @@
 
 #include <string.h>
 
+#include "init_from.h"
 #include "netfile.h"
 #include "util.h"
 #include "zoo.h"
@@ -31,6 +32,17 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
     return rc;
 }
 
+int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size_t errlen) {
+    if (!c->init_from[0]) return 0;
+    Model probe;
+    if (model_init_net(&probe, &backend_cpu, net, c->model, (int)c->num_classes, (int)c->image_size, 1, err, errlen) != 0)
+        return -1;
+    char note[1400];
+    const int rc = init_from_file(&probe, c->init_from, note, sizeof note, err, errlen);
+    model_free(&probe);
+    return rc;
+}
+
 void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, Logger *log) {
     memset(l, 0, sizeof *l);
     Model *m = &l->model;
@@ -42,6 +54,11 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
     if (mini) { m->width = (int)c->width; m->blocks = (int)c->blocks; }
     m->zero_init_residual = c->zero_init_residual;
     model_init_weights(m, (uint64_t)c->seed);
+    if (c->init_from[0]) {
+        char note[1400];
+        if (init_from_file(m, c->init_from, note, sizeof note, err, sizeof err) != 0) die("%s", err);
+        log_info(log, "init_from %s: %s", c->init_from, note);
+    }
     m->label_smoothing = (float)c->label_smoothing;
     char shape[64] = "";
     if (mini) snprintf(shape, sizeof shape, " width %ld blocks %ld", c->width, c->blocks);

@@ -29,6 +29,10 @@ typedef struct {
  * the flag or the file, the node and the field. Run by every rank before any collective. */
 int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen);
 
+/* --init_from's file against `net`, tried on a model of one image in host memory, so that a
+ * file of another network fails before anything is written: 0, or -1 with one line in err. */
+int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size_t errlen);
+
 /* The model of `net` with its initial weights from --seed (or --init_from), the optimizer with its parameter groups, the
  * EMA and the scaler; logs what was built. The model's activations are sized for the training
  * batch only (model_evaluate chunks a larger evaluation batch). */

@@ -116,6 +116,7 @@ static void read_flags(Run *r, int argc, char **argv) {
     }
     if (config_check_recipe(&r->cfg, err, sizeof err) != 0) die_code(2, "%s", err);
     if (learner_network(&r->cfg, &r->net, err, sizeof err) != 0) die_code(2, "%s", err);
+    if (!r->cfg.print_model && learner_check_init_from(&r->cfg, &r->net, err, sizeof err) != 0) die_code(2, "%s", err);
     if (r->cfg.print_model) {
         if (r->world.boot.rank == 0) netfile_write(stdout, &r->net);
         exit(0);

@@ -59,4 +59,50 @@ for m in resnet18 resnet34 resnet50; do
           sed -n 's/.* \([0-9]*\) parameters.*/\1/p')
     [ "$got" = "$want" ] && ok "$m: $got parameters, as torchvision's" || bad "$m: $got parameters, torchvision $want"
 done
+
+# torchvision -> ddptrain (--init_from, scripts/torch_to_ddptrain.py): the weights loaded are
+# torchvision's to the bit, and the logits of the first forward, every gradient and the steps
+# are torchvision's on the same batch
+T2D="$top_srcdir/scripts/torch_to_ddptrain.py"
+D2T="$top_srcdir/scripts/ddptrain_to_torch.py"
+"$PY" "$T2D" resnet18 "$TMP/w18.h5" --num-classes 10 --seed 5 >/dev/null || bad "torch_to_ddptrain.py resnet18"
+"$DUMP" "$TMP/i.h5" --model resnet18 --init_from "$TMP/w18.h5" --batch 4 --image_size 64 --seed 3 --lr 0.01 \
+    >"$TMP/i.out" || bad "dump_model --init_from"
+if "$PY" - "$TMP/i.h5" <<'PYEOF'
+import sys, h5py, numpy as np, torch, torchvision
+torch.manual_seed(5)
+sd = torchvision.models.resnet18(num_classes=10).state_dict()
+f = h5py.File(sys.argv[1])
+bad = [k for k, v in sd.items() if not k.endswith("num_batches_tracked") and
+       not np.array_equal((f["params"] if k in f["params"] else f["buffers"])[k][()], v.numpy())]
+print(f"{len(sd)} tensors of torchvision's resnet18 against what --init_from loaded: {len(bad)} differ")
+sys.exit(1 if bad else 0)
+PYEOF
+then ok "--init_from: torchvision's resnet18 loaded bit for bit"; else bad "--init_from: weights differ"; fi
+if "$PY" "$CMP" "$TMP/i.h5" >"$TMP/c.out" 2>&1; then
+    ok "--init_from: first forward and steps are torchvision's: $(grep '^compared' "$TMP/c.out" | cut -c1-110)"
+else
+    bad "--init_from: first forward against torchvision"; cat "$TMP/c.out"
+fi
+
+# Fine-tuning: 1000-class weights into a 10-class run keep the classifier's initialisation and
+# say so; the run's checkpoint loads into torchvision.models.resnet18 (strict)
+"$PY" "$T2D" resnet18 "$TMP/w1000.h5" --seed 5 >/dev/null || bad "torch_to_ddptrain.py resnet18 (1000 classes)"
+"$top_builddir/ddptrain-data" synth --out "$TMP/data" >/dev/null 2>&1 || bad "synth"
+"$DDP" --model resnet18 --init_from "$TMP/w1000.h5" --data_dir "$TMP/data" --max_steps 1 --threads 2 \
+    --save_every_steps 1 --job_dir "$TMP/ft" >"$TMP/ft.out" 2>&1 || { bad "fine-tuning run"; cat "$TMP/ft.out"; }
+grep -q "120 tensors loaded; kept at their initialisation, another shape: fc.weight (1000x512 in the file), fc.bias (1000 in the file)" \
+    "$TMP/ft.out" && ok "fine-tuning: $(grep -o 'init_from .*' "$TMP/ft.out" | head -1 | cut -c1-150)" ||
+    { bad "fine-tuning: the log does not name the classifier kept"; grep init_from "$TMP/ft.out"; }
+if "$PY" "$D2T" "$TMP/ft/checkpoints/ckpt-000000001.h5" --save "$TMP/ft.pt" >"$TMP/d2t.out" 2>&1 &&
+    grep -q "torchvision.models.resnet18 classes 10" "$TMP/d2t.out"; then
+    ok "ddptrain_to_torch.py: $(head -1 "$TMP/d2t.out" | cut -c1-140)"
+else
+    bad "ddptrain_to_torch.py on a resnet18 checkpoint"; cat "$TMP/d2t.out"
+fi
+# Weights of another network: one line, exit 2, no job directory
+out=$("$DDP" --model resnet34 --init_from "$TMP/w18.h5" --data_dir "$TMP/data" --job_dir "$TMP/never" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q "w18.h5: no readable tensor" &&
+    [ ! -e "$TMP/never" ] &&
+    ok "weights of another network: $(printf '%s' "$out" | grep error)" || bad "weights of another network: $rc $out"
 finish

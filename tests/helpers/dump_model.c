@@ -40,6 +40,7 @@
 #include "build_config.h"
 #include "ema.h"
 #include "model.h"
+#include "init_from.h"
 #include "netfile.h"
 #include "zoo.h"
 #ifdef HAVE_CUDA_BACKEND
@@ -131,7 +132,7 @@ int main(int argc, char **argv) {
     if (argc < 2) die_code(2, "usage: dump_model OUT.h5 [--width W] [--blocks B] [--batch N] [--seed S] [--accum K] [--perturb NAME]");
     const char *out = argv[1];
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
-    const char *perturb = NULL, *device = "cpu", *model = "miniresnet";
+    const char *perturb = NULL, *device = "cpu", *model = "miniresnet", *init_from = NULL;
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
     int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1;
     double ema_decay = 0.0;
@@ -142,6 +143,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
         else if (!strcmp(argv[i], "--lr")) lr = (float)atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--classes")) K = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--init_from")) init_from = argv[i + 1];
         else if (!strcmp(argv[i], "--blocks")) blocks = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--batch")) N = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--seed")) seed = atoi(argv[i + 1]);
@@ -176,8 +178,14 @@ int main(int argc, char **argv) {
     m.width = width;
     m.blocks = blocks;
     model_init_weights(&m, (uint64_t)seed);
-    /* Non-trivial BN affine parameters and running statistics, so their paths are exercised. */
-    model_randomize_bn(&m, (uint64_t)seed, 77);
+    if (init_from) {   /* the weights of the file as they are (--init_from), BN included */
+        char note[1400];
+        if (init_from_file(&m, init_from, note, sizeof note, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
+        printf("dump_model: init_from %s: %s\n", init_from, note);
+    } else {
+        /* Non-trivial BN affine parameters and running statistics, so their paths are exercised. */
+        model_randomize_bn(&m, (uint64_t)seed, 77);
+    }
     /* The model that runs: this one, or a copy of its state on the GPU. */
     Model *run = &m;
 #ifdef HAVE_CUDA_BACKEND
