@@ -3,7 +3,7 @@
 # multinode.sh [BUILD_DIR] - what the overlap of gradient all-reduce with backward hides between
 # nodes. Brings up the multi-node test cluster (tests/slurm/multinode_up.sh: 2 nodes as network
 # namespaces, each link limited to RATE both ways with tc tbf; needs root) unless one is up,
-# and trains MiniResNet (width WIDTH, 1 rank x 1 thread per node) under several bucket
+# and trains MODEL (miniresnet at width WIDTH by default; resnet50, ...: 1 rank x 1 thread per node) under several bucket
 # settings, one table for each batch size in BATCHES. For each row: the median over STEPS steps
 # (after 2 warm-up steps), and over REPS runs, of the step time, of the forward + backward +
 # update time (compute) and of the final wait for the all-reduce (comm wait), and
@@ -18,7 +18,7 @@
 # Under each table, the wire's bound: the default row's bytes each way at RATE take W seconds a
 # step, and no step can be shorter, so where W exceeds t_alone no schedule hides more than
 # 1 - (W - t_alone) / (t_one - t_alone) of the cost.
-# Environment: RATE (90mbit), WIDTH (64), BATCHES (batch sizes per rank, a table each: "64
+# Environment: RATE (90mbit), MODEL (miniresnet), WIDTH (64), BATCHES (batch sizes per rank, a table each: "64
 # 256"; the larger gives the node as much compute per step as the slower machines the targets
 # were set on), STEPS (8), CAPS (bucket caps in MB besides the default: "2 1"), DTYPES
 # (--comm_dtype rows at the default flags: "bf16"), REPS (runs of each row: 3), PROGRESS
@@ -32,6 +32,7 @@ bench_setup multinode.sh "${1:-}"
 SRC=$(cd "$(dirname "$0")/.." && pwd)
 RATE=${RATE:-90mbit}
 WIDTH=${WIDTH:-64}
+MODEL=${MODEL:-miniresnet}
 BATCHES=${BATCHES-${BATCH:-64 256}}
 STEPS=${STEPS:-8}
 CAPS=${CAPS-2 1}
@@ -132,9 +133,9 @@ table() {
     mkdir -p "$W"
     "$DDPDATA" synth --out "$W/data" --train $(((STEPS + 3) * BATCH * 2)) --test 128 --shards 2 >/dev/null ||
         { echo "multinode.sh: ddptrain-data synth failed" >&2; return 1; }
-    COMMON=(--data_dir "$W/data" --width "$WIDTH" --batch_size "$BATCH" --threads 1 --max_steps $((STEPS + 2))
+    COMMON=(--data_dir "$W/data" --model "$MODEL" --width "$WIDTH" --batch_size "$BATCH" --threads 1 --max_steps $((STEPS + 2))
             --epochs 1 --log_interval 1 --eval_every 0 --save_every 0)
-    echo "multinode.sh: 2 nodes, links limited to $RATE both ways (tc tbf), width $WIDTH, batch $BATCH,"
+    echo "multinode.sh: 2 nodes, links limited to $RATE both ways (tc tbf), --model $MODEL, width $WIDTH, batch $BATCH,"
     echo "1 rank x 1 thread per node, median of $STEPS steps, median of $REPS runs; $(grep -m1 'model name' /proc/cpuinfo | sed 's/.*: //')"
     for rep in $(seq 1 "$REPS"); do
         for r in "${ROWS[@]}"; do
