@@ -205,9 +205,11 @@ static int same_file(const ShardId *id, const struct stat *st) {
  * (checked before and after each read: a file replaced during the read is caught too). */
 static void check_shard_unchanged(const Slice *s) {
     struct stat st;
-    if (stat(s->path, &st) != 0)
+    if (stat(s->path, &st) != 0) {
+        char ebuf[128];   /* strerror's buffer is shared between threads (this is the prefetch one) */
         die("%s: the shard changed since it was opened: %s now (it held %zu samples); restart the run to use the new files",
-            s->path, strerror(errno), s->id.n);
+            s->path, strerror_r(errno, ebuf, sizeof ebuf), s->id.n);
+    }
     if (same_file(&s->id, &st)) return;
     char err[512], now[96];
     ShardInfo info;
