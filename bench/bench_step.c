@@ -16,7 +16,6 @@
 #include "optim.h"
 #include "rng.h"
 #include "util.h"
-#include "zoo.h"
 
 int main(int argc, char **argv) {
     g_progname = "bench_step";
@@ -37,8 +36,7 @@ int main(int argc, char **argv) {
     if (S < 8 || K < 2) die_code(2, "--size must be at least 8 and --classes at least 2");
     NetSpec net;
     char err[1200];
-    if (zoo_has(model) ? zoo_build(&net, model, width, blocks, err, sizeof err) : netfile_read(model, &net, err, sizeof err))
-        die_code(2, "%s", err);
+    if (netfile_load(model, width, blocks, &net, err, sizeof err) != 0) die_code(2, "%s", err);
     if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, err, sizeof err) != 0) die_code(2, "%s", err);
     netspec_free(&net);
     model_init_weights(&m, 1);

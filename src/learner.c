@@ -10,23 +10,12 @@
 #include "zoo.h"
 
 int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
+    if (netfile_load(c->model, (int)c->width, (int)c->blocks, net, err, errlen) != 0) return -1;
     char what[4200];
-    int rc;
-    if (zoo_has(c->model)) {
-        rc = zoo_build(net, c->model, (int)c->width, (int)c->blocks, err, errlen);
-        snprintf(what, sizeof what, "--model %s", c->model);
-    } else if (!strchr(c->model, '/') && !strstr(c->model, ".json")) {
-        snprintf(err, errlen, "--model %s: not a built-in network (%s) nor a file (a path with '/' or ending in "
-                 ".json)", c->model, ZOO_NAMES);
-        return -1;
-    } else {
-        rc = netfile_read(c->model, net, err, errlen);
-        snprintf(what, sizeof what, "%s", c->model);
-    }
-    if (rc != 0) return -1;
+    snprintf(what, sizeof what, "%s%s", zoo_has(c->model) ? "--model " : "", c->model);
     NetSpec trial;   /* shapes for this run's images and classes, checked now */
     netspec_copy(&trial, net);
-    rc = netspec_resolve(&trial, (int)c->image_size, (int)c->num_classes, what, err, errlen);
+    const int rc = netspec_resolve(&trial, (int)c->image_size, (int)c->num_classes, what, err, errlen);
     netspec_free(&trial);
     if (rc != 0) netspec_free(net);
     return rc;

@@ -94,20 +94,17 @@ typedef struct {
     int *step_of;     /* node -> the step that gives its value */
 } Plan;
 
-static int need_op(const Backend *be, const void *op, const char *what, const NetNode *n, char *err, size_t errlen) {
-    if (op) return 0;
-    snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s operation", what, n->name, be->name,
-             node_kind_name(n->kind));
-    return -1;
-}
-
+/* The kinds whose operations a backend may lack (backend.h): refused before anything is built. */
 static int backend_has(const Backend *be, const NetSpec *s, const char *what, char *err, size_t errlen) {
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
-        const void *op = (const void *)be->copy;
-        if (n->kind == NODE_RELU) op = (const void *)be->relu_forward;
-        if (n->kind == NODE_MAXPOOL) op = (const void *)be->maxpool_forward;
-        if (need_op(be, op, what, n, err, errlen)) return -1;
+        const int missing = (n->kind == NODE_RELU && !be->relu_forward) ||
+                            (n->kind == NODE_MAXPOOL && (!be->maxpool_forward || !be->maxpool_backward));
+        if (missing) {
+            snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s operation", what, n->name, be->name,
+                     node_kind_name(n->kind));
+            return -1;
+        }
     }
     return 0;
 }

@@ -10,6 +10,7 @@
 
 #include "config_file.h"
 #include "util.h"
+#include "zoo.h"
 
 enum { F_NAME, F_KIND, F_IN, F_OUT_CHANNELS, F_KERNEL, F_STRIDE, F_PADDING, F_ZERO_INIT, F_RESIDUAL, F_OUT_FEATURES,
        F_COUNT };
@@ -262,6 +263,16 @@ int netfile_read(const char *path, NetSpec *s, char *err, size_t errlen) {
     const int rc = netfile_parse(text, len, path, s, err, errlen);
     free(text);
     return rc;
+}
+
+int netfile_load(const char *model, int width, int blocks, NetSpec *s, char *err, size_t errlen) {
+    if (zoo_has(model)) return zoo_build(s, model, width, blocks, err, errlen);
+    if (!strchr(model, '/') && !strstr(model, ".json")) {
+        snprintf(err, errlen, "--model %s: not a built-in network (%s) nor a file (a path with '/' or ending in "
+                 ".json)", QUOTED(model), ZOO_NAMES);
+        return -1;
+    }
+    return netfile_read(model, s, err, errlen);
 }
 
 static const char *in_name(const NetSpec *s, int i) { return i == NET_INPUT ? "input" : s->node[i].name; }

@@ -27,6 +27,11 @@ int netfile_read(const char *path, NetSpec *s, char *err, size_t errlen);
 /* The same from text, named `what` in messages. */
 int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, char *err, size_t errlen);
 
+/* The network --model names: a built-in of zoo.h (width and blocks shape MiniResNet), or a
+ * file, which is a path with a '/' or a name ending in ".json" (a misspelt built-in is then
+ * told as such). Returns 0, or -1 with one line in err. */
+int netfile_load(const char *model, int width, int blocks, NetSpec *s, char *err, size_t errlen);
+
 /* s as a file netfile_read takes back: one node per line. */
 void netfile_write(FILE *f, const NetSpec *s);
 

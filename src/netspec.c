@@ -118,6 +118,21 @@ static int node_err(char *err, size_t errlen, const char *what, const NetNode *n
     return -1;
 }
 
+/* A convolution's or max pool's window over an H x W input: kernel and stride in range, and
+ * the output size (maxpool_out_size: the same rule for both), which must keep a pixel. */
+static int window(NetNode *n, int H, int W, const char *what, char *err, size_t errlen) {
+    if (n->k < 1 || n->k > NET_MAX_KERNEL)
+        return node_err(err, errlen, what, n, "kernel", "%d is not in 1..%d", n->k, NET_MAX_KERNEL);
+    if (n->stride < 1 || n->stride > NET_MAX_KERNEL)
+        return node_err(err, errlen, what, n, "stride", "%d is not in 1..%d", n->stride, NET_MAX_KERNEL);
+    n->H = maxpool_out_size(H, n->k, n->stride, n->pad);
+    n->W = maxpool_out_size(W, n->k, n->stride, n->pad);
+    if (n->H < 1 || n->W < 1)
+        return node_err(err, errlen, what, n, "stride", "a %dx%d window at stride %d with padding %d leaves no "
+                        "pixels of the %dx%d input", n->k, n->k, n->stride, n->pad, H, W);
+    return 0;
+}
+
 int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *what, char *err, size_t errlen) {
     if (s->n == 0) {
         snprintf(err, errlen, "%s: the network has no nodes", QUOTED(what));
@@ -142,33 +157,17 @@ int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *wha
         case NODE_CONV:
             if (n->out < 1 || n->out > NET_MAX_CHANNELS)
                 return node_err(err, errlen, what, n, "out_channels", "%d is not in 1..%d", n->out, NET_MAX_CHANNELS);
-            if (n->k < 1 || n->k > NET_MAX_KERNEL)
-                return node_err(err, errlen, what, n, "kernel", "%d is not in 1..%d", n->k, NET_MAX_KERNEL);
-            if (n->stride < 1 || n->stride > NET_MAX_KERNEL)
-                return node_err(err, errlen, what, n, "stride", "%d is not in 1..%d", n->stride, NET_MAX_KERNEL);
             if (n->pad < 0 || n->pad >= n->k)
                 return node_err(err, errlen, what, n, "padding", "%d is not in 0..%d (below the kernel size)", n->pad,
                                 n->k - 1);
+            if (window(n, H, W, what, err, errlen)) return -1;
             n->C = n->out;
-            n->H = (H + 2 * n->pad - n->k) < 0 ? 0 : (H + 2 * n->pad - n->k) / n->stride + 1;
-            n->W = (W + 2 * n->pad - n->k) < 0 ? 0 : (W + 2 * n->pad - n->k) / n->stride + 1;
-            if (n->H < 1 || n->W < 1)
-                return node_err(err, errlen, what, n, "stride", "a %dx%d window at stride %d with padding %d leaves no "
-                                "pixels of the %dx%d input", n->k, n->k, n->stride, n->pad, H, W);
             break;
         case NODE_MAXPOOL:
-            if (n->k < 1 || n->k > NET_MAX_KERNEL)
-                return node_err(err, errlen, what, n, "kernel", "%d is not in 1..%d", n->k, NET_MAX_KERNEL);
-            if (n->stride < 1 || n->stride > NET_MAX_KERNEL)
-                return node_err(err, errlen, what, n, "stride", "%d is not in 1..%d", n->stride, NET_MAX_KERNEL);
             if (n->pad < 0 || 2 * n->pad > n->k)
                 return node_err(err, errlen, what, n, "padding", "%d is not in 0..%d (at most half the kernel, as "
                                 "nn.MaxPool2d)", n->pad, n->k / 2);
-            n->H = maxpool_out_size(H, n->k, n->stride, n->pad);
-            n->W = maxpool_out_size(W, n->k, n->stride, n->pad);
-            if (n->H < 1 || n->W < 1)
-                return node_err(err, errlen, what, n, "stride", "a %dx%d window at stride %d with padding %d leaves no "
-                                "pixels of the %dx%d input", n->k, n->k, n->stride, n->pad, H, W);
+            if (window(n, H, W, what, err, errlen)) return -1;
             break;
         case NODE_ADD: {
             const NetNode *b = n->in2 == NET_INPUT ? NULL : &s->node[n->in2];

@@ -42,7 +42,6 @@
 #include "model.h"
 #include "init_from.h"
 #include "netfile.h"
-#include "zoo.h"
 #ifdef HAVE_CUDA_BACKEND
 #include "plugin.h"
 #endif
@@ -172,8 +171,7 @@ int main(int argc, char **argv) {
     Model m;
     NetSpec net;
     char nerr[1200];
-    if (zoo_has(model) ? zoo_build(&net, model, width, blocks, nerr, sizeof nerr) : netfile_read(model, &net, nerr, sizeof nerr))
-        die_code(2, "%s", nerr);
+    if (netfile_load(model, width, blocks, &net, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
     if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
     m.width = width;
     m.blocks = blocks;
