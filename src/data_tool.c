@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "image_fit.h"
+#include "jpegs.h"
 #include "rng.h"
 #include "shards.h"
 #include "synth.h"
@@ -1139,8 +1141,51 @@ static int cmd_import(int argc, char **argv) {
 
 /* ---- inspect ------------------------------------------------------------------------------ */
 
-/* Validates one file fully (header, labels, every image chunk) and prints its summary.
- * Returns 0, or -1 after printing the one-line error. */
+/* Decodes every image of a JPEG shard (a few hundred at a time) and checks it against its
+ * recorded size; the smallest and largest sides seen go to the summary. 0, or -1 with err
+ * naming the shard and the sample. */
+static int inspect_jpegs(const ShardInfo *info, int minmax[4], char *err, size_t errlen) {
+    const size_t step = 256;
+    const int S = info->image_size;
+    const size_t cap = (size_t)2 * (size_t)S * (size_t)S * 3;
+    uint64_t *off = mallocCheck((step + 1) * sizeof *off);
+    uint16_t *sz = mallocCheck(step * 2 * sizeof *sz);
+    uint8_t *px = mallocCheck(cap);
+    minmax[0] = minmax[1] = INT32_MAX;
+    minmax[2] = minmax[3] = 0;
+    int rc = 0;
+    for (size_t s = 0; s < info->n && rc == 0; s += step) {
+        const size_t n = info->n - s < step ? info->n - s : step;
+        uint8_t *bytes;
+        if (shard_read_jpeg_range(info->path, s, n, off, sz, &bytes, NULL, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            char e[JPEG_ERR_LEN];
+            int w, h;
+            if (jpeg_decode_scaled_into(bytes + off[i], (size_t)(off[i + 1] - off[i]), 1, px, cap, &w, &h, e, sizeof e) != 0)
+                rc = errf(err, errlen, "%s: sample %zu: %s", info->path, s + i, e);
+            else if (h != sz[2 * i] || w != sz[2 * i + 1])
+                rc = errf(err, errlen, "%s: sample %zu: the JPEG decodes to %dx%d (height x width) but dataset 'sizes' says %dx%d",
+                          info->path, s + i, h, w, sz[2 * i], sz[2 * i + 1]);
+            if (rc == 0) {
+                if (h < minmax[0]) minmax[0] = h;
+                if (w < minmax[1]) minmax[1] = w;
+                if (h > minmax[2]) minmax[2] = h;
+                if (w > minmax[3]) minmax[3] = w;
+            }
+        }
+        free(bytes);
+    }
+    free(off);
+    free(sz);
+    free(px);
+    return rc;
+}
+
+/* Validates one file fully (header, labels, every image chunk, every JPEG decoded) and prints
+ * its summary. Returns 0, or -1 after printing the one-line error. */
 static int inspect_file(const char *path) {
     char err[2 * SHARD_PATH_MAX];
     ShardInfo info;
@@ -1150,24 +1195,43 @@ static int inspect_file(const char *path) {
         fprintf(stderr, "%s: error: %s\n", g_progname, err);
         return -1;
     }
-    size_t per = (size_t)info.image_size * (size_t)info.image_size * 3;
-    size_t step = (64u << 20) / per + 1;   /* ~64 MiB at a time */
-    uint8_t *buf = mallocCheck(step * per);
-    int rc = 0;
-    for (size_t s = 0; s < info.n && rc == 0; s += step) {
-        size_t n = info.n - s < step ? info.n - s : step;
-        if (shard_read_range(path, s, n, info.image_size, buf, NULL, err, sizeof err) != 0) {
+    int rc = 0, minmax[4] = {0, 0, 0, 0};
+    const int jpeg = info.encoding == SHARD_ENC_JPEG;
+    if (jpeg) {
+        if (inspect_jpegs(&info, minmax, err, sizeof err) != 0) {
             fflush(stdout);
             fprintf(stderr, "%s: error: %s\n", g_progname, err);
             rc = -1;
         }
+    } else {
+        size_t per = (size_t)info.image_size * (size_t)info.image_size * 3;
+        size_t step = (64u << 20) / per + 1;   /* ~64 MiB at a time */
+        uint8_t *buf = mallocCheck(step * per);
+        for (size_t s = 0; s < info.n && rc == 0; s += step) {
+            size_t n = info.n - s < step ? info.n - s : step;
+            if (shard_read_range(path, s, n, info.image_size, buf, NULL, err, sizeof err) != 0) {
+                fflush(stdout);
+                fprintf(stderr, "%s: error: %s\n", g_progname, err);
+                rc = -1;
+            }
+        }
+        free(buf);
     }
-    free(buf);
     if (rc == 0) {
         const ShardAttrs *a = &info.attrs;
         printf("%s\n", path);
         printf("  samples      %zu\n", info.n);
-        printf("  images       [%zu,%d,%d,3] uint8\n", info.n, info.image_size, info.image_size);
+        if (jpeg) {
+            printf("  images       [%zu] JPEG, shorter side %d, heights %d to %d, widths %d to %d\n", info.n,
+                   info.image_size, minmax[0], minmax[2], minmax[1], minmax[3]);
+            printf("  encoding     jpeg, %llu bytes, %.0f bytes per image\n", (unsigned long long)info.jpeg_bytes,
+                   (double)info.jpeg_bytes / (double)info.n);
+        } else {
+            printf("  images       [%zu,%d,%d,3] uint8\n", info.n, info.image_size, info.image_size);
+            printf("  encoding     raw, %llu bytes, %d bytes per image\n",
+                   (unsigned long long)info.n * (unsigned long long)info.image_size * (unsigned long long)info.image_size * 3,
+                   info.image_size * info.image_size * 3);
+        }
         printf("  num_classes  %d\n", a->num_classes);
         printf("  class_names ");
         if (a->class_names)
