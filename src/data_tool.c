@@ -28,6 +28,8 @@
 #include <unistd.h>
 
 #include "image.h"
+#include "image_fit.h"
+#include "jpegs.h"
 #include "rng.h"
 #include "shards.h"
 #include "synth.h"
@@ -96,6 +98,7 @@ static const char *USAGE_CIFAR100 =
 
 static const char *USAGE_IMPORT =
     "usage: ddptrain-data import --in DIR --out DIR [--size S] [--test_fraction F] [--shards S]\n"
+    "                            [--encoding raw|jpeg] [--quality Q]\n"
     "                            [--seed N] [--threads N] [--skip_bad] [--force]\n"
     "\n"
     "Converts JPEG and PNG images in torchvision's ImageFolder layout, DIR/train/<class>/* and\n"
@@ -107,6 +110,9 @@ static const char *USAGE_IMPORT =
     "the training images. Every image becomes RGB (grey replicated, palettes looked up, alpha\n"
     "dropped, 16-bit PNG samples keep their high byte), its shorter side is resized to S and\n"
     "the centre S x S cropped, as torchvision's Resize(S) + CenterCrop(S) do on a PIL image.\n"
+    "With --encoding jpeg the shards keep JPEG files instead, each image's aspect kept: its\n"
+    "shorter side resized to S as Resize(S) does, a longer side past 2S cut to its centre 2S,\n"
+    "then encoded at --quality (for training crops of the whole image; data/README.md).\n"
     "The output does not depend on --threads.\n"
     "\n"
     "  --in DIR            the image tree\n"
@@ -117,6 +123,9 @@ static const char *USAGE_IMPORT =
     "                      in that order, file k is a test image when\n"
     "                      floor((k+1)F) > floor(kF)\n"
     "  --shards S          shards per split (default 1)\n"
+    "  --encoding E        raw: S x S pixels (default); jpeg: JPEG files of shorter side S\n"
+    "                      (--size required)\n"
+    "  --quality Q         JPEG quality 1..100 with --encoding jpeg (default 90)\n"
     "  --seed N            the order of the images in the shards (default 1)\n"
     "  --threads N         decoding threads (default: the cores this process may use)\n"
     "  --skip_bad          skip unreadable images (counted in the summary) instead of failing\n"
@@ -134,7 +143,8 @@ static const char *USAGE_RESHARD =
     "usage: ddptrain-data reshard --in DIR --out DIR --shards S [--force]\n"
     "\n"
     "Rewrites the train and test splits of DIR into S shards each, keeping the sample order and\n"
-    "the attributes (num_classes, class_names, mean, std). --out must differ from --in.\n"
+    "the attributes (num_classes, class_names, mean, std). JPEG shards stay JPEG, their bytes\n"
+    "copied unchanged. --out must differ from --in.\n"
     "\n"
     "  --in DIR      input dataset directory\n"
     "  --out DIR     output directory (created if missing)\n"
@@ -248,6 +258,20 @@ __attribute__((noreturn)) static void output_fail(Output *o, const char *err) {
     die("%s", err);
 }
 
+/* Records a finished shard of o (its temporary file, to be renamed by output_commit). */
+static void output_add(Output *o, const ShardWriter *w) {
+    if (o->n == o->cap) {
+        o->cap = o->cap ? 2 * o->cap : 16;
+        Pending *v = realloc(o->p, (size_t)o->cap * sizeof *v);
+        CHECK(v != NULL);
+        o->p = v;
+    }
+    o->p[o->n].tmp = strdup(w->tmp_path);
+    o->p[o->n].path = strdup(w->path);
+    CHECK(o->p[o->n].tmp && o->p[o->n].path);
+    o->n++;
+}
+
 /* Writes `total` samples as `nshards` contiguous near-equal shards under temporary names into
  * o. */
 static void write_split(Output *o, const char *split, size_t total, int nshards, int image_size,
@@ -276,19 +300,104 @@ static void write_split(Output *o, const char *split, size_t total, int nshards,
             if (shard_writer_append(&w, img, lab, n, err, sizeof err) != 0) output_fail(o, err);
         }
         if (shard_writer_finish(&w, err, sizeof err) != 0) output_fail(o, err);
-        if (o->n == o->cap) {
-            o->cap = o->cap ? 2 * o->cap : 16;
-            Pending *v = realloc(o->p, (size_t)o->cap * sizeof *v);
-            CHECK(v != NULL);
-            o->p = v;
-        }
-        o->p[o->n].tmp = strdup(w.tmp_path);
-        o->p[o->n].path = strdup(w.path);
-        CHECK(o->p[o->n].tmp && o->p[o->n].path);
-        o->n++;
+        output_add(o, &w);
     }
     free(img);
     free(lab);
+    o->split[o->nsplits].split = split;
+    o->split[o->nsplits].nshards = nshards;
+    o->split[o->nsplits].total = total;
+    o->nsplits++;
+}
+
+/* Samples of a JPEG shard on their way to shard_writer_append_jpeg: their files end to end
+ * (offsets [n+1] from 0), their sizes [n][2] (height, width) and labels. */
+typedef struct {
+    uint8_t *bytes;
+    size_t len, cap;
+    uint64_t *offsets;
+    uint16_t *sizes;
+    int32_t *labels;
+    size_t n, ncap;
+} JpegBatch;
+
+static void jpeg_batch_reset(JpegBatch *b) {
+    b->len = b->n = 0;
+    if (!b->offsets) {
+        b->ncap = 64;
+        b->offsets = mallocCheck((b->ncap + 1) * sizeof *b->offsets);
+        b->sizes = mallocCheck(b->ncap * 2 * sizeof *b->sizes);
+        b->labels = mallocCheck(b->ncap * sizeof *b->labels);
+    }
+    b->offsets[0] = 0;
+}
+
+static void jpeg_batch_add(JpegBatch *b, const uint8_t *data, size_t len, int h, int w, int32_t label) {
+    if (b->n == b->ncap) {
+        b->ncap *= 2;
+        b->offsets = realloc(b->offsets, (b->ncap + 1) * sizeof *b->offsets);
+        b->sizes = realloc(b->sizes, b->ncap * 2 * sizeof *b->sizes);
+        b->labels = realloc(b->labels, b->ncap * sizeof *b->labels);
+        CHECK(b->offsets && b->sizes && b->labels);
+    }
+    if (b->len + len > b->cap) {
+        size_t cap = b->cap ? b->cap : (size_t)1 << 20;
+        while (cap < b->len + len) cap *= 2;
+        b->bytes = realloc(b->bytes, cap);
+        CHECK(b->bytes != NULL);
+        b->cap = cap;
+    }
+    memcpy(b->bytes + b->len, data, len);
+    b->len += len;
+    CHECK(h >= 1 && h <= 65535 && w >= 1 && w <= 65535);
+    b->sizes[2 * b->n] = (uint16_t)h;
+    b->sizes[2 * b->n + 1] = (uint16_t)w;
+    b->labels[b->n] = label;
+    b->n++;
+    b->offsets[b->n] = b->len;
+}
+
+static void jpeg_batch_free(JpegBatch *b) {
+    free(b->bytes); free(b->offsets); free(b->sizes); free(b->labels);
+    memset(b, 0, sizeof *b);
+}
+
+/* Fills b (after jpeg_batch_reset) with samples [start, start+count) of the split. */
+typedef int (*JpegProduceFn)(void *ctx, size_t start, size_t count, JpegBatch *b, char *err, size_t errlen);
+
+/* write_split for JPEG shards of shorter side S. Samples go in groups of at most 1024, fewer
+ * for large S (the decoded size bounds a JPEG's, at most 2S x S x 3 bytes), so that the
+ * memory held stays near 64 MiB however large the images. */
+static void write_split_jpeg(Output *o, const char *split, size_t total, int nshards, int S,
+                             const ShardAttrs *attrs, JpegProduceFn produce, void *ctx) {
+    const char *dir = o->dir;
+    CHECK(o->nsplits < 2);
+    check_split_size(dir, split, total, nshards);
+    size_t per = (size_t)2 * (size_t)S * (size_t)S * 3;
+    size_t chunk = CHUNK * per <= CHUNK_BYTES ? CHUNK : CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
+    JpegBatch b = {0};
+    char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX], name[64];
+    for (int k = 0; k < nshards; k++) {
+        size_t a = total * (size_t)k / (size_t)nshards, e = total * (size_t)(k + 1) / (size_t)nshards;
+        shard_name(name, sizeof name, split, k, nshards);
+        snprintf_check(path, sizeof path, "%s/%s", dir, name);
+        ShardWriter w;
+        if (shard_writer_open_jpeg(&w, path, e - a, S, attrs, err, sizeof err) != 0) output_fail(o, err);
+        for (size_t s = a; s < e; s += chunk) {
+            size_t n = e - s < chunk ? e - s : chunk;
+            jpeg_batch_reset(&b);
+            if (produce(ctx, s, n, &b, err, sizeof err) != 0) {
+                shard_writer_abort(&w);
+                output_fail(o, err);
+            }
+            CHECK(b.n == n);
+            if (shard_writer_append_jpeg(&w, b.bytes, b.offsets, b.sizes, b.labels, n, err, sizeof err) != 0)
+                output_fail(o, err);
+        }
+        if (shard_writer_finish(&w, err, sizeof err) != 0) output_fail(o, err);
+        output_add(o, &w);
+    }
+    jpeg_batch_free(&b);
     o->split[o->nsplits].split = split;
     o->split[o->nsplits].nshards = nshards;
     o->split[o->nsplits].total = total;
@@ -853,6 +962,10 @@ typedef struct {
     const char *what;
     atomic_size_t *reads;         /* the test hook's count of reads (see fail_read), or NULL */
     size_t fail_read;
+    int fit;                      /* --encoding jpeg: image_fit to S (aspect kept), not S x S */
+    int quality;                  /* with fit: encode as JPEG into jpg/jlen at this quality */
+    uint8_t **jpg;                /* [n] malloc'd JPEG files, or NULL */
+    size_t *jlen;                 /* [n] */
 } Pass;
 
 typedef struct { Pass *p; int id; } Worker;
@@ -860,7 +973,7 @@ typedef struct { Pass *p; int id; } Worker;
 static void *pass_worker(void *arg) {
     Worker *wk = arg;
     Pass *p = wk->p;
-    uint8_t *scratch = (p->out || p->S == 0) ? NULL : mallocCheck((size_t)p->S * (size_t)p->S * 3);
+    uint8_t *scratch = (p->out || p->S == 0 || p->fit) ? NULL : mallocCheck((size_t)p->S * (size_t)p->S * 3);
     uint64_t acc[6] = {0};
     for (;;) {
         size_t i = atomic_fetch_add(&p->next, 1);
@@ -871,7 +984,21 @@ static void *pass_worker(void *arg) {
         int injected = p->reads && atomic_fetch_add(p->reads, 1) + 1 == p->fail_read;
         if (injected) snprintf(err, sizeof err, "%s: cannot read: failure injected by DDPTRAIN_DATA_TEST_FAIL_READ=%zu",
                                p->files[i].path, p->fail_read);
-        if (injected || load_image(p->files[i].path, p->S, dst, &im, err, sizeof err) != 0) {
+        int bad = injected || load_image(p->files[i].path, p->fit ? 0 : p->S, dst, &im, err, sizeof err) != 0;
+        if (!bad && p->fit) {   /* the whole image, resized with its aspect kept */
+            ImageRGB fitted;
+            image_fit(&im, p->S, &fitted);
+            free(im.rgb);
+            im = fitted;
+            char e[JPEG_ERR_LEN];
+            if (p->jpg && jpeg_encode_rgb(im.rgb, im.w, im.h, p->quality, &p->jpg[i], &p->jlen[i], e, sizeof e) != 0) {
+                snprintf(err, sizeof err, "%s: %s", QUOTED(p->files[i].path), e);
+                free(im.rgb);
+                im.rgb = NULL;
+                bad = 1;
+            }
+        }
+        if (bad) {
             if (p->errs) {
                 p->errs[i] = strdup(err);
                 CHECK(p->errs[i] != NULL);
@@ -884,11 +1011,12 @@ static void *pass_worker(void *arg) {
                 pthread_mutex_unlock(&p->mu);
             }
         } else {
-            const uint8_t *px = p->S > 0 ? dst : im.rgb;
-            size_t npx = p->S > 0 ? (size_t)p->S * (size_t)p->S : (size_t)im.w * (size_t)im.h;
+            const int square = p->S > 0 && !p->fit;   /* else the pixels are im's */
+            const uint8_t *px = square ? dst : im.rgb;
+            size_t npx = square ? (size_t)p->S * (size_t)p->S : (size_t)im.w * (size_t)im.h;
             if (p->w) {
-                p->w[i] = p->S > 0 ? p->S : im.w;
-                p->h[i] = p->S > 0 ? p->S : im.h;
+                p->w[i] = square ? p->S : im.w;
+                p->h[i] = square ? p->S : im.h;
             }
             if (p->sums && p->files[i].label >= 0)
                 for (size_t q = 0; q < npx; q++)
@@ -934,6 +1062,7 @@ typedef struct {
     Progress *prog;
     atomic_size_t *reads;   /* see fail_read */
     size_t fail_read;
+    int quality;            /* --encoding jpeg */
 } ImportCtx;
 
 static int import_produce(void *vctx, size_t start, size_t count, uint8_t *images, int32_t *labels,
@@ -954,6 +1083,34 @@ static int import_produce(void *vctx, size_t start, size_t count, uint8_t *image
     return 0;
 }
 
+/* import_produce for --encoding jpeg: each file decoded, fitted to S and encoded by the
+ * threads, then laid end to end in file order (so the bytes do not depend on --threads). */
+static int import_produce_jpeg(void *vctx, size_t start, size_t count, JpegBatch *b, char *err, size_t errlen) {
+    const ImportCtx *c = vctx;
+    Pass p = {.files = c->list->v + start, .n = count, .S = c->S, .threads = c->threads,
+              .w = mallocCheck(count * sizeof(int)), .h = mallocCheck(count * sizeof(int)),
+              .prog = c->prog, .what = "write", .reads = c->reads, .fail_read = c->fail_read,
+              .fit = 1, .quality = c->quality, .jpg = callocCheck(count, sizeof(uint8_t *)),
+              .jlen = callocCheck(count, sizeof(size_t))};
+    run_pass(&p);
+    int rc = 0;
+    if (p.first_bad != (size_t)-1) {   /* the file changed since it was checked */
+        snprintf(err, errlen, "%s", p.err);
+        rc = -1;
+    } else {
+        jpeg_batch_reset(b);
+        for (size_t i = 0; i < count; i++)
+            jpeg_batch_add(b, p.jpg[i], p.jlen[i], p.h[i], p.w[i], c->list->v[start + i].label);
+    }
+    for (size_t i = 0; i < count; i++) free(p.jpg[i]);
+    free(p.jpg); free(p.jlen); free(p.w); free(p.h);
+    if (rc == 0 && c->prog->tty && start + count == c->list->n) {
+        printf("\r\033[K");
+        g_console_line_open = 0;
+    }
+    return rc;
+}
+
 static int default_threads(void) {
     cpu_set_t set;
     if (sched_getaffinity(0, sizeof set, &set) == 0 && CPU_COUNT(&set) > 0) return CPU_COUNT(&set);
@@ -962,8 +1119,8 @@ static int default_threads(void) {
 }
 
 static int cmd_import(int argc, char **argv) {
-    const char *in = NULL, *out = NULL, *fraction = NULL;
-    long long nshards = 1, size = 0, threads = 0;
+    const char *in = NULL, *out = NULL, *fraction = NULL, *encoding = "raw";
+    long long nshards = 1, size = 0, threads = 0, quality = 0;
     uint64_t seed = 1;
     int skip_bad = 0, force = 0;
     Flag flags[] = {
@@ -971,6 +1128,8 @@ static int cmd_import(int argc, char **argv) {
         {"out", F_STR, &out, 0, 0},
         {"seed", F_U64, &seed, 0, 0},
         {"size", F_COUNT, &size, 8, 4096},
+        {"encoding", F_STR, &encoding, 0, 0},
+        {"quality", F_COUNT, &quality, 1, 100},
         {"test_fraction", F_STR, &fraction, 0, 0},
         {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
         {"threads", F_COUNT, &threads, 1, 1024},
@@ -991,7 +1150,17 @@ static int cmd_import(int argc, char **argv) {
         if (ppm < 1 || ppm > 999999)
             usage_error("import", "flag --test_fraction: %s is too close to 0 or 1 (steps of 0.000001)", fraction);
     }
+    const int jpeg = strcmp(encoding, "jpeg") == 0;
+    if (!jpeg && strcmp(encoding, "raw") != 0)
+        usage_error("import", "flag --encoding: '%s' is neither raw nor jpeg", QUOTED(encoding));
+    if (jpeg && !size)
+        usage_error("import", "--encoding jpeg needs --size S (the shorter side every image is resized to)");
+    if (!jpeg && quality)
+        usage_error("import", "flag --quality applies to --encoding jpeg only");
+    if (!quality) quality = JPEG_QUALITY_DEFAULT;
     if (!threads) threads = default_threads();
+    if (jpeg && !jpegs_available())
+        die("import: --encoding jpeg: this ddptrain-data was built without libjpeg (libjpeg-turbo) (install the -dev package and configure again, or pass --with-jpeg=DIR)");
     if (*image_missing_libs())
         die("import: this ddptrain-data was built without %s (install the -dev package and configure again, or pass --with-jpeg=DIR --with-png=DIR)",
             image_missing_libs());
@@ -1055,7 +1224,7 @@ static int cmd_import(int argc, char **argv) {
     Pass p1 = {.files = files, .n = all, .S = (int)size, .threads = (int)threads,
                .w = mallocCheck(all * sizeof(int)), .h = mallocCheck(all * sizeof(int)),
                .errs = callocCheck(all, sizeof(char *)), .sums = callocCheck((size_t)threads * 6, sizeof(uint64_t)),
-               .prog = &prog, .what = "check"};
+               .prog = &prog, .what = "check", .fit = jpeg};
     run_pass(&p1);
     size_t nbad = 0;
     for (size_t i = 0; i < all; i++) {
@@ -1089,6 +1258,11 @@ static int cmd_import(int argc, char **argv) {
         for (int k = 0; k < 6; k++) tot[k] += p1.sums[6 * (size_t)t + (size_t)k];
     ShardAttrs attrs = {.num_classes = ncls, .class_names = classes, .has_norm = 1};
     double npx = (double)keep[0].n * S * S;
+    if (jpeg) {   /* the sums are of each image as stored: its pixels, not S x S */
+        npx = 0;
+        for (size_t i = 0; i < train.n; i++)
+            if (!p1.errs[i]) npx += (double)p1.w[i] * (double)p1.h[i];
+    }
     for (int c = 0; c < 3; c++) {
         double m = (double)tot[c] / 255.0 / npx, var = (double)tot[3 + c] / (255.0 * 255.0) / npx - m * m;
         attrs.mean[c] = (float)m;
@@ -1115,18 +1289,26 @@ static int cmd_import(int argc, char **argv) {
     atomic_size_t reads;
     atomic_init(&reads, 0);
     size_t fail_read = hook ? (size_t)strtoull(hook, NULL, 10) : 0;
-    ImportCtx c0 = {&keep[0], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read};
-    ImportCtx c1 = {&keep[1], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read};
+    ImportCtx c0 = {&keep[0], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read, (int)quality};
+    ImportCtx c1 = {&keep[1], S, (int)threads, &prog, fail_read ? &reads : NULL, fail_read, (int)quality};
     Output o = {.dir = out};
-    write_split(&o, "train", keep[0].n, (int)nshards, S, &attrs, import_produce, &c0);
-    write_split(&o, "test", keep[1].n, (int)nshards, S, &attrs, import_produce, &c1);
+    if (jpeg) {
+        write_split_jpeg(&o, "train", keep[0].n, (int)nshards, S, &attrs, import_produce_jpeg, &c0);
+        write_split_jpeg(&o, "test", keep[1].n, (int)nshards, S, &attrs, import_produce_jpeg, &c1);
+    } else {
+        write_split(&o, "train", keep[0].n, (int)nshards, S, &attrs, import_produce, &c0);
+        write_split(&o, "test", keep[1].n, (int)nshards, S, &attrs, import_produce, &c1);
+    }
     output_commit(&o);
     progress_show(&prog, "done", 1);
     double dt = now_sec() - t0;
     printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
            (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
-    printf("imported %zu train and %zu test images of %d classes at %dx%d, %zu bad file%s skipped, in %.1f s (%.0f images/s, %lld thread%s)\n",
-           keep[0].n, keep[1].n, ncls, S, S, nbad, nbad == 1 ? "" : "s", dt, (double)(keep[0].n + keep[1].n) / dt,
+    char at[64];
+    if (jpeg) snprintf(at, sizeof at, "as JPEG (quality %lld) of shorter side %d", quality, S);
+    else snprintf(at, sizeof at, "at %dx%d", S, S);
+    printf("imported %zu train and %zu test images of %d classes %s, %zu bad file%s skipped, in %.1f s (%.0f images/s, %lld thread%s)\n",
+           keep[0].n, keep[1].n, ncls, at, nbad, nbad == 1 ? "" : "s", dt, (double)(keep[0].n + keep[1].n) / dt,
            threads, threads == 1 ? "" : "s");
     for (size_t i = 0; i < all; i++) free(p1.errs[i]);
     free(p1.errs); free(p1.w); free(p1.h); free(p1.sums);
@@ -1139,8 +1321,51 @@ static int cmd_import(int argc, char **argv) {
 
 /* ---- inspect ------------------------------------------------------------------------------ */
 
-/* Validates one file fully (header, labels, every image chunk) and prints its summary.
- * Returns 0, or -1 after printing the one-line error. */
+/* Decodes every image of a JPEG shard (a few hundred at a time) and checks it against its
+ * recorded size; the smallest and largest sides seen go to the summary. 0, or -1 with err
+ * naming the shard and the sample. */
+static int inspect_jpegs(const ShardInfo *info, int minmax[4], char *err, size_t errlen) {
+    const size_t step = 256;
+    const int S = info->image_size;
+    const size_t cap = (size_t)2 * (size_t)S * (size_t)S * 3;
+    uint64_t *off = mallocCheck((step + 1) * sizeof *off);
+    uint16_t *sz = mallocCheck(step * 2 * sizeof *sz);
+    uint8_t *px = mallocCheck(cap);
+    minmax[0] = minmax[1] = INT32_MAX;
+    minmax[2] = minmax[3] = 0;
+    int rc = 0;
+    for (size_t s = 0; s < info->n && rc == 0; s += step) {
+        const size_t n = info->n - s < step ? info->n - s : step;
+        uint8_t *bytes;
+        if (shard_read_jpeg_range(info->path, s, n, off, sz, &bytes, NULL, err, errlen) != 0) {
+            rc = -1;
+            break;
+        }
+        for (size_t i = 0; i < n && rc == 0; i++) {
+            char e[JPEG_ERR_LEN];
+            int w, h;
+            if (jpeg_decode_scaled_into(bytes + off[i], (size_t)(off[i + 1] - off[i]), 1, px, cap, &w, &h, e, sizeof e) != 0)
+                rc = errf(err, errlen, "%s: sample %zu: %s", info->path, s + i, e);
+            else if (h != sz[2 * i] || w != sz[2 * i + 1])
+                rc = errf(err, errlen, "%s: sample %zu: the JPEG decodes to %dx%d (height x width) but dataset 'sizes' says %dx%d",
+                          info->path, s + i, h, w, sz[2 * i], sz[2 * i + 1]);
+            if (rc == 0) {
+                if (h < minmax[0]) minmax[0] = h;
+                if (w < minmax[1]) minmax[1] = w;
+                if (h > minmax[2]) minmax[2] = h;
+                if (w > minmax[3]) minmax[3] = w;
+            }
+        }
+        free(bytes);
+    }
+    free(off);
+    free(sz);
+    free(px);
+    return rc;
+}
+
+/* Validates one file fully (header, labels, every image chunk, every JPEG decoded) and prints
+ * its summary. Returns 0, or -1 after printing the one-line error. */
 static int inspect_file(const char *path) {
     char err[2 * SHARD_PATH_MAX];
     ShardInfo info;
@@ -1150,24 +1375,43 @@ static int inspect_file(const char *path) {
         fprintf(stderr, "%s: error: %s\n", g_progname, err);
         return -1;
     }
-    size_t per = (size_t)info.image_size * (size_t)info.image_size * 3;
-    size_t step = (64u << 20) / per + 1;   /* ~64 MiB at a time */
-    uint8_t *buf = mallocCheck(step * per);
-    int rc = 0;
-    for (size_t s = 0; s < info.n && rc == 0; s += step) {
-        size_t n = info.n - s < step ? info.n - s : step;
-        if (shard_read_range(path, s, n, info.image_size, buf, NULL, err, sizeof err) != 0) {
+    int rc = 0, minmax[4] = {0, 0, 0, 0};
+    const int jpeg = info.encoding == SHARD_ENC_JPEG;
+    if (jpeg) {
+        if (inspect_jpegs(&info, minmax, err, sizeof err) != 0) {
             fflush(stdout);
             fprintf(stderr, "%s: error: %s\n", g_progname, err);
             rc = -1;
         }
+    } else {
+        size_t per = (size_t)info.image_size * (size_t)info.image_size * 3;
+        size_t step = (64u << 20) / per + 1;   /* ~64 MiB at a time */
+        uint8_t *buf = mallocCheck(step * per);
+        for (size_t s = 0; s < info.n && rc == 0; s += step) {
+            size_t n = info.n - s < step ? info.n - s : step;
+            if (shard_read_range(path, s, n, info.image_size, buf, NULL, err, sizeof err) != 0) {
+                fflush(stdout);
+                fprintf(stderr, "%s: error: %s\n", g_progname, err);
+                rc = -1;
+            }
+        }
+        free(buf);
     }
-    free(buf);
     if (rc == 0) {
         const ShardAttrs *a = &info.attrs;
         printf("%s\n", path);
         printf("  samples      %zu\n", info.n);
-        printf("  images       [%zu,%d,%d,3] uint8\n", info.n, info.image_size, info.image_size);
+        if (jpeg) {
+            printf("  images       [%zu] JPEG, shorter side %d, heights %d to %d, widths %d to %d\n", info.n,
+                   info.image_size, minmax[0], minmax[2], minmax[1], minmax[3]);
+            printf("  encoding     jpeg, %llu bytes, %.0f bytes per image\n", (unsigned long long)info.jpeg_bytes,
+                   (double)info.jpeg_bytes / (double)info.n);
+        } else {
+            printf("  images       [%zu,%d,%d,3] uint8\n", info.n, info.image_size, info.image_size);
+            printf("  encoding     raw, %llu bytes, %d bytes per image\n",
+                   (unsigned long long)info.n * (unsigned long long)info.image_size * (unsigned long long)info.image_size * 3,
+                   info.image_size * info.image_size * 3);
+        }
         printf("  num_classes  %d\n", a->num_classes);
         printf("  class_names ");
         if (a->class_names)
@@ -1269,6 +1513,38 @@ static int reshard_produce(void *vctx, size_t start, size_t count, uint8_t *imag
     return 0;
 }
 
+/* reshard_produce for JPEG shards: the samples' bytes, offsets, sizes and labels copied as
+ * they are (nothing decoded), a source shard's range at a time. */
+static int reshard_produce_jpeg(void *vctx, size_t start, size_t count, JpegBatch *b, char *err, size_t errlen) {
+    const ReshardCtx *c = vctx;
+    size_t off = 0, done = 0;
+    for (int i = 0; i < c->set->num_shards && done < count; i++) {
+        const ShardInfo *s = &c->set->shards[i];
+        size_t a = off, e = off + s->n;
+        off = e;
+        size_t lo = start + done;
+        if (lo >= e) continue;
+        size_t n = e - lo < count - done ? e - lo : count - done;
+        uint64_t *o = mallocCheck((n + 1) * sizeof *o);
+        uint16_t *sz = mallocCheck(n * 2 * sizeof *sz);
+        int32_t *lab = mallocCheck(n * sizeof *lab);
+        uint8_t *bytes = NULL;
+        int rc = shard_read_jpeg_range(s->path, lo - a, n, o, sz, &bytes, lab, err, errlen);
+        for (size_t j = 0; j < n && rc == 0; j++) {
+            if (lab[j] < 0 || lab[j] >= c->num_classes)
+                rc = errf(err, errlen, "%s: label %d at index %zu is outside [0, %d) (num_classes is %d)",
+                          s->path, lab[j], lo - a + j, c->num_classes, c->num_classes);
+            else
+                jpeg_batch_add(b, bytes + o[j], (size_t)(o[j + 1] - o[j]), sz[2 * j], sz[2 * j + 1], lab[j]);
+        }
+        free(o); free(sz); free(lab); free(bytes);
+        if (rc != 0) return -1;
+        done += n;
+    }
+    CHECK(done == count);
+    return 0;
+}
+
 static int cmd_reshard(int argc, char **argv) {
     const char *in = NULL, *out = NULL;
     long long nshards = 0;
@@ -1311,7 +1587,10 @@ static int cmd_reshard(int argc, char **argv) {
         if (!have[k]) continue;
         const ShardInfo *s0 = &sets[k].shards[0];
         ReshardCtx ctx = {&sets[k], s0->image_size, s0->attrs.num_classes};
-        write_split(&o, splits[k], sets[k].total, (int)nshards, s0->image_size, &s0->attrs, reshard_produce, &ctx);
+        if (s0->encoding == SHARD_ENC_JPEG)
+            write_split_jpeg(&o, splits[k], sets[k].total, (int)nshards, s0->image_size, &s0->attrs, reshard_produce_jpeg, &ctx);
+        else
+            write_split(&o, splits[k], sets[k].total, (int)nshards, s0->image_size, &s0->attrs, reshard_produce, &ctx);
     }
     output_commit(&o);
     for (int k = 0; k < 2; k++)

@@ -284,6 +284,231 @@ static hid_t open_dataset(hid_t file, const char *path, const char *name, const 
 
 void shard_info_free(ShardInfo *info) { shard_attrs_free(&info->attrs); }
 
+/* ---- JPEG shards --------------------------------------------------------------------------- */
+
+/* A string attribute of one element (variable- or fixed-length, as h5py or ddptrain-data
+ * writes it) into buf; -1 with err when it is not one or cannot be read. */
+static int read_string_attr(hid_t file, const char *path, const char *name, char *buf, size_t len,
+                            char *err, size_t errlen) {
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute '%s' (corrupt file?)", path, name);
+    hid_t ft = H5Aget_type(a);
+    long long np = attr_npoints(a);
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING || np != 1) {
+        if (ft >= 0) H5Tclose(ft);
+        H5Aclose(a);
+        return errf(err, errlen, "%s: attribute '%s' must be a single string", path, name);
+    }
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mt, H5Tget_cset(ft));
+    herr_t r;
+    buf[0] = '\0';
+    if (H5Tis_variable_str(ft) > 0) {
+        H5Tset_size(mt, H5T_VARIABLE);
+        char *v = NULL;
+        r = H5Aread(a, mt, &v);
+        if (r >= 0) {
+            snprintf(buf, len, "%s", v ? v : "");
+            hid_t sp = H5Aget_space(a);
+#if H5_VERSION_GE(1, 12, 0)
+            H5Treclaim(mt, sp, H5P_DEFAULT, &v);
+#else
+            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, &v);
+#endif
+            H5Sclose(sp);
+        }
+    } else {
+        size_t sz = H5Tget_size(ft);
+        if (sz >= len) sz = len - 1;   /* longer than any value we accept: cut, then refused */
+        H5Tset_size(mt, sz + 1);
+        H5Tset_strpad(mt, H5T_STR_NULLTERM);
+        r = H5Aread(a, mt, buf);
+        buf[sz] = '\0';
+    }
+    H5Tclose(mt);
+    H5Tclose(ft);
+    H5Aclose(a);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute '%s' (corrupt file?)", path, name);
+    return 0;
+}
+
+/* The file attribute `encoding`: absent or "raw" is SHARD_ENC_RAW, "jpeg" SHARD_ENC_JPEG. */
+static int read_encoding(hid_t file, const char *path, int *out, char *err, size_t errlen) {
+    *out = SHARD_ENC_RAW;
+    if (H5Aexists(file, "encoding") <= 0) return 0;
+    char v[64];
+    if (read_string_attr(file, path, "encoding", v, sizeof v, err, errlen) != 0) return -1;
+    if (strcmp(v, "raw") == 0) return 0;
+    if (strcmp(v, "jpeg") == 0) {
+        *out = SHARD_ENC_JPEG;
+        return 0;
+    }
+    return errf(err, errlen, "%s: attribute 'encoding' is %s but must be \"raw\" or \"jpeg\"", path, QUOTED(v));
+}
+
+/* The file attribute `image_size` of a JPEG shard: S, every image's shorter side. */
+static int read_image_size(hid_t file, const char *path, int *out, char *err, size_t errlen) {
+    if (H5Aexists(file, "image_size") <= 0)
+        return errf(err, errlen, "%s: attribute 'image_size' is missing (a JPEG shard needs it: an integer, the shorter side of every image)", path);
+    hid_t a = H5Aopen(file, "image_size", H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'image_size' (corrupt file?)", path);
+    hid_t t = H5Aget_type(a);
+    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    long long np = attr_npoints(a);
+    long long v = 0;
+    herr_t r = (isint && np == 1) ? H5Aread(a, H5T_NATIVE_LLONG, &v) : -1;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    if (!isint || np != 1) return errf(err, errlen, "%s: attribute 'image_size' must be a single integer", path);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute 'image_size' (corrupt file?)", path);
+    if (v < 1 || v > SHARD_MAX_JPEG_SIZE)
+        return errf(err, errlen, "%s: attribute 'image_size' is %lld but must be in [1, %d]", path, v, SHARD_MAX_JPEG_SIZE);
+    *out = (int)v;
+    return 0;
+}
+
+/* Opens dataset `name` and checks it is an unsigned integer of `bytes` bytes and rank `rank`;
+ * dims filled. `want` says what is required ("uint64 [N+1]"). */
+static hid_t open_typed(hid_t file, const char *path, const char *name, size_t bytes, int rank,
+                        hsize_t *dims, const char *want, char *err, size_t errlen) {
+    hid_t d = open_dataset(file, path, name, want, err, errlen);
+    if (d < 0) return -1;
+    hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
+    int rk = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    int ok = t >= 0 && rk >= 0 && rk <= H5S_MAX_RANK;
+    hsize_t all[H5S_MAX_RANK];
+    char tdesc[32] = "", ddesc[128] = "";
+    if (ok) {
+        H5Sget_simple_extent_dims(sp, all, NULL);
+        describe_dims(all, rk, ddesc, sizeof ddesc);
+        describe_type(t, tdesc, sizeof tdesc);
+    }
+    int type_ok = ok && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == bytes && H5Tget_sign(t) == H5T_SGN_NONE;
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    if (!ok) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: cannot read the header of dataset '%s' (corrupt file?)", path, name);
+        return -1;
+    }
+    if (!type_ok) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: dataset '%s' has type %s but %s is required", path, name, tdesc, want);
+        return -1;
+    }
+    if (rk != rank) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: dataset '%s' has shape %s but %s is required", path, name, ddesc, want);
+        return -1;
+    }
+    memcpy(dims, all, (size_t)rank * sizeof *dims);
+    return d;
+}
+
+/* The datasets of a JPEG shard: jpeg uint8 [B], offsets uint64 [N+1], sizes uint16 [N,2],
+ * and the attribute image_size; info->n, image_size and jpeg_bytes filled. */
+static int jpeg_header(hid_t file, const char *path, int expected_image_size, ShardInfo *info,
+                       hid_t *dj, hid_t *doff, hid_t *dsz, char *err, size_t errlen) {
+    hsize_t dims[2];
+    char want[64];
+    if (read_image_size(file, path, &info->image_size, err, errlen) != 0) return -1;
+    if (expected_image_size > 0 && info->image_size != expected_image_size)
+        return errf(err, errlen, "%s: attribute 'image_size' is %d but the configured image size is %d (a JPEG shard of shorter side %d is required)",
+                    path, info->image_size, expected_image_size, expected_image_size);
+    if ((*doff = open_typed(file, path, "offsets", 8, 1, dims, "uint64 [N+1]", err, errlen)) < 0) return -1;
+    if (dims[0] < 2)
+        return errf(err, errlen, "%s: dataset 'offsets' has shape [%llu] but uint64 [N+1] with N >= 1 samples is required",
+                    path, (unsigned long long)dims[0]);
+    if (dims[0] - 1 > SHARD_MAX_SAMPLES)
+        return errf(err, errlen, "%s: dataset 'offsets' claims %llu samples; at most %d per shard are supported",
+                    path, (unsigned long long)(dims[0] - 1), SHARD_MAX_SAMPLES);
+    info->n = (size_t)(dims[0] - 1);
+    snprintf(want, sizeof want, "uint16 [%zu,2]", info->n);
+    if ((*dsz = open_typed(file, path, "sizes", 2, 2, dims, want, err, errlen)) < 0) return -1;
+    if (dims[0] != info->n || dims[1] != 2)
+        return errf(err, errlen, "%s: dataset 'sizes' has shape [%llu,%llu] but %s (height, width of each of the %zu samples) is required",
+                    path, (unsigned long long)dims[0], (unsigned long long)dims[1], want, info->n);
+    if ((*dj = open_typed(file, path, "jpeg", 1, 1, dims, "uint8 [B]", err, errlen)) < 0) return -1;
+    /* Offsets increase strictly from 0 to B: at least a byte a sample. */
+    if (dims[0] < info->n)
+        return errf(err, errlen, "%s: dataset 'jpeg' holds %llu bytes for %zu samples (at least one byte a sample is required)",
+                    path, (unsigned long long)dims[0], info->n);
+    info->jpeg_bytes = (uint64_t)dims[0];
+    return 0;
+}
+
+/* Checks the offsets of samples [start, start + count) of a shard of n samples and B bytes:
+ * off [count+1], as stored. */
+static int check_offsets(const char *path, const uint64_t *off, size_t start, size_t count, size_t n,
+                         uint64_t B, char *err, size_t errlen) {
+    if (start == 0 && off[0] != 0)
+        return errf(err, errlen, "%s: sample 0: dataset 'offsets' starts at %llu (0 is required)", path, (unsigned long long)off[0]);
+    for (size_t i = 0; i < count; i++)
+        if (off[i + 1] <= off[i])
+            return errf(err, errlen, "%s: sample %zu: dataset 'offsets' says it ends at byte %llu, not after its start %llu (offsets must increase strictly)",
+                        path, start + i, (unsigned long long)off[i + 1], (unsigned long long)off[i]);
+    if (start + count == n && off[count] != B)
+        return errf(err, errlen, "%s: sample %zu: dataset 'offsets' ends at byte %llu but 'jpeg' holds %llu bytes (offsets[N] must be B)",
+                    path, n - 1, (unsigned long long)off[count], (unsigned long long)B);
+    if (off[count] > B)
+        return errf(err, errlen, "%s: sample %zu: dataset 'offsets' says it ends at byte %llu, past the %llu bytes of 'jpeg'",
+                    path, start + count - 1, (unsigned long long)off[count], (unsigned long long)B);
+    return 0;
+}
+
+/* Checks sizes [count][2] of samples [start, start + count): the shorter side S, the longer
+ * at most 2S. */
+static int check_sizes(const char *path, const uint16_t *sz, size_t start, size_t count, int S,
+                       char *err, size_t errlen) {
+    for (size_t i = 0; i < count; i++) {
+        int h = sz[2 * i], w = sz[2 * i + 1];
+        int lo = h < w ? h : w, hi = h < w ? w : h;
+        if (lo != S || hi > 2 * S)
+            return errf(err, errlen, "%s: sample %zu: dataset 'sizes' says %dx%d (height x width), but the shorter side must be %d (attribute 'image_size') and the longer at most %d",
+                        path, start + i, h, w, S, 2 * S);
+    }
+    return 0;
+}
+
+/* Reads elements [start, start + count) of a 1-D dataset, or rows of a 2-D one with `cols`
+ * columns, as `mtype` into buf, after the chunk check. */
+static int read_rows(hid_t d, const char *path, const char *name, hid_t mtype, int rank, hsize_t cols,
+                     hsize_t start, hsize_t count, void *buf, char *err, size_t errlen) {
+    hsize_t off[2] = {start, 0}, cnt[2] = {count, cols};
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = H5Screate_simple(rank, cnt, NULL);
+    herr_t r = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+    char why[160];
+    int rc = 0;
+    if (r >= 0 && h5check_chunks(d, off, cnt, why, sizeof why) != 0)
+        rc = errf(err, errlen, "%s: dataset '%s' has %s (damaged file?)", path, name, why);
+    else if (r < 0 || H5Dread(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0)
+        rc = errf(err, errlen, "%s: cannot read [%llu, %llu) of dataset '%s' (truncated or corrupt file)",
+                  path, (unsigned long long)start, (unsigned long long)(start + count), name);
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    return rc;
+}
+
+/* Reads and checks all offsets and sizes of a JPEG shard (shard_read_info with labels). */
+static int check_jpeg_index(hid_t doff, hid_t dsz, const ShardInfo *info, char *err, size_t errlen) {
+    const char *path = info->path;
+    uint64_t *off = malloc((info->n + 1) * sizeof *off);
+    uint16_t *sz = malloc(info->n * 2 * sizeof *sz);
+    int rc = -1;
+    if (!off || !sz)
+        errf(err, errlen, "%s: cannot allocate %zu bytes for the offsets and sizes of %zu samples", path, info->n * 12 + 8, info->n);
+    else if (read_rows(doff, path, "offsets", H5T_NATIVE_UINT64, 1, 1, 0, info->n + 1, off, err, errlen) == 0 &&
+             read_rows(dsz, path, "sizes", H5T_NATIVE_UINT16, 2, 2, 0, info->n, sz, err, errlen) == 0 &&
+             check_offsets(path, off, 0, info->n, info->n, info->jpeg_bytes, err, errlen) == 0 &&
+             check_sizes(path, sz, 0, info->n, info->image_size, err, errlen) == 0)
+        rc = 0;
+    free(off);
+    free(sz);
+    return rc;
+}
+
+
 static int shard_read_info_locked(ShardInfo *info, const char *path, int expected_image_size,
                     int expected_num_classes, int32_t **labels_out, char *err, size_t errlen) {
     memset(info, 0, sizeof *info);
@@ -304,43 +529,50 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
 
     int rc = -1;
     hid_t di = -1, dl = -1, ti = -1, tl = -1, si = -1, sl = -1;
+    hid_t dj = -1, doff = -1, dsz = -1;   /* a JPEG shard's */
     char tdesc[32], ddesc[128];
     hsize_t dims[H5S_MAX_RANK];
+    int rank;
 
-    /* images: uint8 [N,S,S,3] */
-    if ((di = open_dataset(file, path, "images", want, err, errlen)) < 0) goto done;
-    ti = H5Dget_type(di);
-    si = H5Dget_space(di);
-    if (ti < 0 || si < 0) { errf(err, errlen, "%s: cannot read the header of dataset 'images' (corrupt file?)", path); goto done; }
-    int rank = H5Sget_simple_extent_ndims(si);
-    if (rank < 0 || rank > H5S_MAX_RANK) { errf(err, errlen, "%s: cannot read the shape of dataset 'images' (corrupt file?)", path); goto done; }
-    H5Sget_simple_extent_dims(si, dims, NULL);
-    describe_dims(dims, rank, ddesc, sizeof ddesc);
-    describe_type(ti, tdesc, sizeof tdesc);
-    if (!(H5Tget_class(ti) == H5T_INTEGER && H5Tget_size(ti) == 1 && H5Tget_sign(ti) == H5T_SGN_NONE)) {
-        errf(err, errlen, "%s: dataset 'images' has type %s but %s is required", path, tdesc, want);
-        goto done;
+    if (read_encoding(file, path, &info->encoding, err, errlen) != 0) goto done;
+    if (info->encoding == SHARD_ENC_JPEG) {
+        if (jpeg_header(file, path, expected_image_size, info, &dj, &doff, &dsz, err, errlen) != 0) goto done;
+    } else {
+        /* images: uint8 [N,S,S,3] */
+        if ((di = open_dataset(file, path, "images", want, err, errlen)) < 0) goto done;
+        ti = H5Dget_type(di);
+        si = H5Dget_space(di);
+        if (ti < 0 || si < 0) { errf(err, errlen, "%s: cannot read the header of dataset 'images' (corrupt file?)", path); goto done; }
+        rank = H5Sget_simple_extent_ndims(si);
+        if (rank < 0 || rank > H5S_MAX_RANK) { errf(err, errlen, "%s: cannot read the shape of dataset 'images' (corrupt file?)", path); goto done; }
+        H5Sget_simple_extent_dims(si, dims, NULL);
+        describe_dims(dims, rank, ddesc, sizeof ddesc);
+        describe_type(ti, tdesc, sizeof tdesc);
+        if (!(H5Tget_class(ti) == H5T_INTEGER && H5Tget_size(ti) == 1 && H5Tget_sign(ti) == H5T_SGN_NONE)) {
+            errf(err, errlen, "%s: dataset 'images' has type %s but %s is required", path, tdesc, want);
+            goto done;
+        }
+        if (rank != 4 || dims[3] != 3 || dims[1] != dims[2] || dims[1] == 0) {
+            errf(err, errlen, "%s: dataset 'images' has shape %s but %s is required", path, ddesc, want);
+            goto done;
+        }
+        if (expected_image_size > 0 && dims[1] != (hsize_t)expected_image_size) {
+            errf(err, errlen, "%s: images are %llux%llu but the configured image size is %d (%s is required)",
+                 path, (unsigned long long)dims[1], (unsigned long long)dims[2], expected_image_size, want);
+            goto done;
+        }
+        if (dims[0] == 0) { errf(err, errlen, "%s: dataset 'images' holds no samples (shape %s)", path, ddesc); goto done; }
+        if (dims[1] > 65536) { errf(err, errlen, "%s: images of %llu pixels a side are not supported", path, (unsigned long long)dims[1]); goto done; }
+        /* The sample count sizes every buffer (labels: n * 4 bytes, images: n * S*S*3): a header
+         * may claim any count, e.g. 2^62 in chunks never written, whose products wrap. */
+        if (dims[0] > SHARD_MAX_SAMPLES || dims[0] > (hsize_t)(SIZE_MAX / 2 / (dims[1] * dims[1] * 3))) {
+            errf(err, errlen, "%s: dataset 'images' claims %llu samples of %llux%llu; at most %d per shard are supported",
+                 path, (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[1], SHARD_MAX_SAMPLES);
+            goto done;
+        }
+        info->n = (size_t)dims[0];
+        info->image_size = (int)dims[1];
     }
-    if (rank != 4 || dims[3] != 3 || dims[1] != dims[2] || dims[1] == 0) {
-        errf(err, errlen, "%s: dataset 'images' has shape %s but %s is required", path, ddesc, want);
-        goto done;
-    }
-    if (expected_image_size > 0 && dims[1] != (hsize_t)expected_image_size) {
-        errf(err, errlen, "%s: images are %llux%llu but the configured image size is %d (%s is required)",
-             path, (unsigned long long)dims[1], (unsigned long long)dims[2], expected_image_size, want);
-        goto done;
-    }
-    if (dims[0] == 0) { errf(err, errlen, "%s: dataset 'images' holds no samples (shape %s)", path, ddesc); goto done; }
-    if (dims[1] > 65536) { errf(err, errlen, "%s: images of %llu pixels a side are not supported", path, (unsigned long long)dims[1]); goto done; }
-    /* The sample count sizes every buffer (labels: n * 4 bytes, images: n * S*S*3): a header
-     * may claim any count, e.g. 2^62 in chunks never written, whose products wrap. */
-    if (dims[0] > SHARD_MAX_SAMPLES || dims[0] > (hsize_t)(SIZE_MAX / 2 / (dims[1] * dims[1] * 3))) {
-        errf(err, errlen, "%s: dataset 'images' claims %llu samples of %llux%llu; at most %d per shard are supported",
-             path, (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[1], SHARD_MAX_SAMPLES);
-        goto done;
-    }
-    info->n = (size_t)dims[0];
-    info->image_size = (int)dims[1];
 
     /* labels: integer [N] */
     if ((dl = open_dataset(file, path, "labels", "an integer dataset [N]", err, errlen)) < 0) goto done;
@@ -361,8 +593,8 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
         goto done;
     }
     if (dims[0] != info->n) {
-        errf(err, errlen, "%s: dataset 'labels' has %llu entries but 'images' has %zu (one label per image is required)",
-             path, (unsigned long long)dims[0], info->n);
+        errf(err, errlen, "%s: dataset 'labels' has %llu entries but '%s' has %zu (one label per image is required)",
+             path, (unsigned long long)dims[0], info->encoding == SHARD_ENC_JPEG ? "sizes" : "images", info->n);
         goto done;
     }
 
@@ -403,9 +635,12 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
      * the fill value): each dataset must store at least what deflate at its best (1032:1)
      * could pack its samples into, or a 2 kB file would have the loader allocate and fill
      * gigabytes. */
-    const struct { hid_t d; const char *name; double bytes; } need[2] = {
-        {di, "images", (double)info->n * 3.0 * info->image_size * info->image_size}, {dl, "labels", (double)info->n}};
-    for (int k = 0; k < 2; k++) {
+    const int jp = info->encoding == SHARD_ENC_JPEG;
+    const struct { hid_t d; const char *name; double bytes; } need[4] = {
+        {dl, "labels", (double)info->n},
+        {jp ? dj : di, jp ? "jpeg" : "images", jp ? (double)info->jpeg_bytes : (double)info->n * 3.0 * info->image_size * info->image_size},
+        {doff, "offsets", 8.0 * ((double)info->n + 1)}, {dsz, "sizes", 4.0 * (double)info->n}};
+    for (int k = 0; k < (jp ? 4 : 2); k++) {
         hsize_t stored = H5Dget_storage_size(need[k].d);
         if ((double)stored * 1100.0 < need[k].bytes) {
             errf(err, errlen, "%s: dataset '%s' stores %llu bytes for %zu samples (chunks never written? truncated?)",
@@ -438,6 +673,10 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
                 free(lab);
                 goto done;
             }
+        if (jp && check_jpeg_index(doff, dsz, info, err, errlen) != 0) {
+            free(lab);
+            goto done;
+        }
         *labels_out = lab;
     }
     rc = 0;
@@ -448,6 +687,9 @@ done:
     if (tl >= 0) H5Tclose(tl);
     if (di >= 0) H5Dclose(di);
     if (dl >= 0) H5Dclose(dl);
+    if (dj >= 0) H5Dclose(dj);
+    if (doff >= 0) H5Dclose(doff);
+    if (dsz >= 0) H5Dclose(dsz);
     if (H5Fclose(file) < 0 && rc == 0) rc = errf(err, errlen, "%s: error closing the file (corrupt file?)", path);
     if (rc != 0) shard_attrs_free(&info->attrs);
     return rc;
@@ -482,6 +724,73 @@ static int shard_read_range_locked(const char *path, size_t start, size_t count,
         if (fs >= 0) H5Sclose(fs);
         H5Dclose(d);
     }
+    H5Fclose(file);
+    return rc;
+}
+
+static int shard_read_jpeg_range_locked(const char *path, size_t start, size_t count, uint64_t *offsets,
+                                        uint16_t *sizes, uint8_t **bytes, int32_t *labels, char *err,
+                                        size_t errlen) {
+    if (bytes) *bytes = NULL;
+    CHECK(count >= 1 && offsets != NULL);
+    hid_t file;
+    if (open_file(path, &file, err, errlen) != 0) return -1;
+    ShardInfo info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.path, sizeof info.path, "%s", path);
+    hid_t dj = -1, doff = -1, dsz = -1, dl = -1;
+    uint16_t *sz = NULL;
+    uint8_t *buf = NULL;
+    int rc = -1;
+    if (read_encoding(file, path, &info.encoding, err, errlen) != 0) goto done;
+    if (info.encoding != SHARD_ENC_JPEG) {
+        errf(err, errlen, "%s: not a JPEG shard (attribute 'encoding' is not \"jpeg\")", path);
+        goto done;
+    }
+    if (jpeg_header(file, path, 0, &info, &dj, &doff, &dsz, err, errlen) != 0) goto done;
+    if (start > info.n || count > info.n - start) {
+        errf(err, errlen, "%s: samples [%zu, %zu) asked for, but the shard holds %zu (changed since it was opened?)",
+             path, start, start + count, info.n);
+        goto done;
+    }
+    if (read_rows(doff, path, "offsets", H5T_NATIVE_UINT64, 1, 1, start, count + 1, offsets, err, errlen) != 0 ||
+        check_offsets(path, offsets, start, count, info.n, info.jpeg_bytes, err, errlen) != 0)
+        goto done;
+    sz = sizes ? sizes : malloc(count * 2 * sizeof *sz);
+    if (!sz) {
+        errf(err, errlen, "%s: cannot allocate the sizes of %zu samples", path, count);
+        goto done;
+    }
+    if (read_rows(dsz, path, "sizes", H5T_NATIVE_UINT16, 2, 2, start, count, sz, err, errlen) != 0 ||
+        check_sizes(path, sz, start, count, info.image_size, err, errlen) != 0)
+        goto done;
+    if (labels) {
+        /* Range-checked by the caller against num_classes, as shard_read_range's. */
+        if ((dl = open_dataset(file, path, "labels", "an integer dataset [N]", err, errlen)) < 0 ||
+            read_rows(dl, path, "labels", H5T_NATIVE_INT32, 1, 1, start, count, labels, err, errlen) != 0)
+            goto done;
+    }
+    const uint64_t first = offsets[0], len = offsets[count] - first;
+    if (bytes) {
+        buf = len <= SIZE_MAX ? malloc((size_t)len) : NULL;
+        if (!buf) {
+            errf(err, errlen, "%s: cannot allocate %llu bytes for samples [%zu, %zu)", path, (unsigned long long)len,
+                 start, start + count);
+            goto done;
+        }
+        if (read_rows(dj, path, "jpeg", H5T_NATIVE_UINT8, 1, 1, first, len, buf, err, errlen) != 0) goto done;
+    }
+    for (size_t i = 0; i <= count; i++) offsets[i] -= first;
+    if (bytes) *bytes = buf;
+    buf = NULL;
+    rc = 0;
+done:
+    free(buf);
+    if (sz != sizes) free(sz);
+    if (dj >= 0) H5Dclose(dj);
+    if (doff >= 0) H5Dclose(doff);
+    if (dsz >= 0) H5Dclose(dsz);
+    if (dl >= 0) H5Dclose(dl);
     H5Fclose(file);
     return rc;
 }
@@ -600,7 +909,14 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
         ShardInfo *s = &set->shards[i];
         if (shard_read_info(s, p1, expected_image_size, expected_num_classes, NULL, err, errlen) != 0) { rc = -1; break; }
         const ShardInfo *s0 = &set->shards[0];
-        if (s->image_size != s0->image_size)
+        static const char *const enc_name[2] = {"raw", "jpeg"};
+        if (s->encoding != s0->encoding)
+            rc = errf(err, errlen, "%s: its images are stored %s but %s stores them %s (all shards of a split must have one encoding)",
+                      p1, enc_name[s->encoding], s0->path, enc_name[s0->encoding]);
+        else if (s->encoding == SHARD_ENC_JPEG && s->image_size != s0->image_size)
+            rc = errf(err, errlen, "%s: attribute 'image_size' is %d but %s says %d (all shards of a split must have one image size)",
+                      p1, s->image_size, s0->path, s0->image_size);
+        else if (s->image_size != s0->image_size)
             rc = errf(err, errlen, "%s: images are %dx%d but %s has %dx%d (all shards must have one image size)",
                       p1, s->image_size, s->image_size, s0->path, s0->image_size, s0->image_size);
         else if (s->attrs.num_classes != s0->attrs.num_classes)
@@ -662,20 +978,57 @@ static int write_attr(hid_t file, const char *name, hid_t ftype, hid_t mtype, in
 static void shard_writer_abort_locked(ShardWriter *w) {
     if (w->images >= 0) H5Dclose(w->images);
     if (w->labels >= 0) H5Dclose(w->labels);
+    if (w->jpeg >= 0) H5Dclose(w->jpeg);
+    if (w->offsets >= 0) H5Dclose(w->offsets);
+    if (w->sizes >= 0) H5Dclose(w->sizes);
     if (w->file >= 0) H5Fclose(w->file);
-    w->images = w->labels = w->file = -1;
+    w->images = w->labels = w->jpeg = w->offsets = w->sizes = w->file = -1;
     if (w->tmp_path[0]) unlink(w->tmp_path);
     w->tmp_path[0] = '\0';
 }
 
+/* The datasets of a JPEG shard (the raw one's are made below, as they always were). */
+static int create_jpeg_datasets(ShardWriter *w, hid_t dcpl) {
+    const hsize_t n = w->n, S = (hsize_t)w->image_size;
+    /* `jpeg` grows as samples arrive (B is known at the end only), in chunks of 1 MiB, or
+     * less for a small shard (an estimate from its pixels, so a test's tiny shard is not a
+     * MiB); either way a function of n and S alone, so the bytes stay reproducible. */
+    hsize_t jc = n * S * S / 2;
+    jc = (jc + 4095) / 4096 * 4096;
+    if (jc < 4096) jc = 4096;
+    if (jc > ((hsize_t)1 << 20)) jc = (hsize_t)1 << 20;
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED, odims = n + 1, ochunk = odims < 65536 ? odims : 65536;
+    hsize_t sdims[2] = {n, 2}, schunk[2] = {n < 32768 ? n : 32768, 2};
+    /* A chunk cache that holds a whole chunk, so appends that end inside a chunk do not write
+     * it out and read it back. */
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 4u << 20, H5D_CHUNK_CACHE_W0_DEFAULT);
+    H5Pset_chunk(dcpl, 1, &jc);
+    hid_t sp = H5Screate_simple(1, &zero, &unlimited);
+    w->jpeg = H5Dcreate2(w->file, "jpeg", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, dapl);
+    H5Sclose(sp);
+    H5Pclose(dapl);
+    H5Pset_chunk(dcpl, 1, &ochunk);
+    sp = H5Screate_simple(1, &odims, NULL);
+    w->offsets = H5Dcreate2(w->file, "offsets", H5T_STD_U64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Sclose(sp);
+    H5Pset_chunk(dcpl, 2, schunk);
+    sp = H5Screate_simple(2, sdims, NULL);
+    w->sizes = H5Dcreate2(w->file, "sizes", H5T_STD_U16LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Sclose(sp);
+    return w->jpeg < 0 || w->offsets < 0 || w->sizes < 0 ? -1 : 0;
+}
+
 static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, int image_size,
-                      const ShardAttrs *attrs, char *err, size_t errlen) {
+                      int encoding, const ShardAttrs *attrs, char *err, size_t errlen) {
     memset(w, 0, sizeof *w);
-    w->file = w->images = w->labels = -1;
+    w->file = w->images = w->labels = w->jpeg = w->offsets = w->sizes = -1;
+    w->encoding = encoding;
     shards_quiet_hdf5();
     if (strlen(path) >= sizeof w->path) return errf(err, errlen, "%s: path too long", path);
     if (n == 0) return errf(err, errlen, "%s: a shard needs at least one sample", path);
     CHECK(image_size > 0 && attrs->num_classes > 0);
+    CHECK(encoding == SHARD_ENC_RAW || (encoding == SHARD_ENC_JPEG && image_size <= SHARD_MAX_JPEG_SIZE));
     strcpy(w->path, path);
     w->n = n;
     w->image_size = image_size;
@@ -712,16 +1065,23 @@ static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, 
     hsize_t ichunk[4] = {per, S, S, 3}, lchunk[1] = {n < 65536 ? n : 65536};
     hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
     H5Pset_obj_track_times(dcpl, 0);
-    H5Pset_chunk(dcpl, 4, ichunk);
-    hid_t sp = H5Screate_simple(4, idims, NULL);
-    w->images = H5Dcreate2(w->file, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
-    H5Sclose(sp);
+    int bad = 0;
+    hid_t sp;
+    if (encoding == SHARD_ENC_JPEG) {
+        bad = create_jpeg_datasets(w, dcpl) != 0;
+    } else {
+        H5Pset_chunk(dcpl, 4, ichunk);
+        sp = H5Screate_simple(4, idims, NULL);
+        w->images = H5Dcreate2(w->file, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5Sclose(sp);
+        bad = w->images < 0;
+    }
     H5Pset_chunk(dcpl, 1, lchunk);
     sp = H5Screate_simple(1, ldims, NULL);
     w->labels = H5Dcreate2(w->file, "labels", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
     H5Sclose(sp);
     H5Pclose(dcpl);
-    int bad = w->images < 0 || w->labels < 0;
+    bad = bad || w->labels < 0;
 
     int nc = attrs->num_classes;
     bad = bad || write_attr(w->file, "num_classes", H5T_STD_I32LE, H5T_NATIVE_INT, 0, 1, &nc) != 0;
@@ -736,6 +1096,16 @@ static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, 
         bad = write_attr(w->file, "mean", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->mean) != 0 ||
               write_attr(w->file, "std", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->std) != 0;
     }
+    if (!bad && encoding == SHARD_ENC_JPEG) {
+        /* A variable-length UTF-8 string, as h5py writes a str (it reads back as one). */
+        const char *enc = "jpeg";
+        hid_t st = H5Tcopy(H5T_C_S1);
+        H5Tset_size(st, H5T_VARIABLE);
+        H5Tset_cset(st, H5T_CSET_UTF8);
+        bad = write_attr(w->file, "encoding", st, st, 0, 1, &enc) != 0 ||
+              write_attr(w->file, "image_size", H5T_STD_I32LE, H5T_NATIVE_INT, 0, 1, &image_size) != 0;
+        H5Tclose(st);
+    }
     if (bad) {
         shard_writer_abort(w);
         return errf(err, errlen, "%s: cannot create the datasets (disk full?)", path);
@@ -746,7 +1116,7 @@ static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, 
 static int shard_writer_append_locked(ShardWriter *w, const uint8_t *images, const int32_t *labels,
                         size_t count, char *err, size_t errlen) {
     if (count == 0) return 0;
-    CHECK(w->file >= 0 && w->written + count <= w->n);
+    CHECK(w->file >= 0 && w->written + count <= w->n && w->encoding == SHARD_ENC_RAW);
     for (size_t i = 0; i < count; i++)
         CHECK(labels[i] >= 0);
     hsize_t S = (hsize_t)w->image_size;
@@ -771,13 +1141,60 @@ static int shard_writer_append_locked(ShardWriter *w, const uint8_t *images, con
     return 0;
 }
 
+/* Writes `count` elements (rows of `cols`) from buf at `start` of a 1-D or 2-D dataset. */
+static herr_t write_rows(hid_t d, hid_t mtype, int rank, hsize_t cols, hsize_t start, hsize_t count, const void *buf) {
+    hsize_t off[2] = {start, 0}, cnt[2] = {count, cols};
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = H5Screate_simple(rank, cnt, NULL);
+    herr_t r = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+    if (r >= 0) r = H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf);
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    return r;
+}
+
+static int shard_writer_append_jpeg_locked(ShardWriter *w, const uint8_t *bytes, const uint64_t *offsets,
+                                           const uint16_t *sizes, const int32_t *labels, size_t count,
+                                           char *err, size_t errlen) {
+    if (count == 0) return 0;
+    CHECK(w->file >= 0 && w->written + count <= w->n && w->encoding == SHARD_ENC_JPEG);
+    CHECK(offsets[0] == 0);
+    const int S = w->image_size;
+    for (size_t i = 0; i < count; i++) {
+        const int h = sizes[2 * i], wd = sizes[2 * i + 1];
+        CHECK(labels[i] >= 0 && offsets[i + 1] > offsets[i]);
+        CHECK((h < wd ? h : wd) == S && (h < wd ? wd : h) <= 2 * S);
+    }
+    const uint64_t len = offsets[count];
+    /* Absolute offsets of samples written .. written + count, the first being where this
+     * append starts (written again by each append: the same value). */
+    uint64_t *abs = mallocCheck((count + 1) * sizeof *abs);
+    for (size_t i = 0; i <= count; i++) abs[i] = w->jpeg_written + offsets[i];
+    hsize_t newlen = w->jpeg_written + len;
+    herr_t r = H5Dset_extent(w->jpeg, &newlen);
+    if (r >= 0) r = write_rows(w->jpeg, H5T_NATIVE_UINT8, 1, 1, w->jpeg_written, len, bytes);
+    if (r >= 0) r = write_rows(w->offsets, H5T_NATIVE_UINT64, 1, 1, w->written, count + 1, abs);
+    if (r >= 0) r = write_rows(w->sizes, H5T_NATIVE_UINT16, 2, 2, w->written, count, sizes);
+    if (r >= 0) r = write_rows(w->labels, H5T_NATIVE_INT32, 1, 1, w->written, count, labels);
+    free(abs);
+    if (r < 0) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: write failed (disk full?)", w->path);
+    }
+    w->jpeg_written += len;
+    w->written += count;
+    return 0;
+}
+
 int shard_writer_finish(ShardWriter *w, char *err, size_t errlen) {
     CHECK(w->written == w->n);
     hdf5_lock();
-    herr_t r = H5Dclose(w->images);
-    w->images = -1;
-    if (H5Dclose(w->labels) < 0) r = -1;
-    w->labels = -1;
+    herr_t r = 0;
+    hid_t *ds[5] = {&w->images, &w->labels, &w->jpeg, &w->offsets, &w->sizes};
+    for (int k = 0; k < 5; k++) {
+        if (*ds[k] >= 0 && H5Dclose(*ds[k]) < 0) r = -1;
+        *ds[k] = -1;
+    }
     if (H5Fclose(w->file) < 0) r = -1;
     w->file = -1;
     hdf5_unlock();
@@ -832,6 +1249,15 @@ int shard_read_range(const char *path, size_t start, size_t count, int image_siz
     return rc;
 }
 
+int shard_read_jpeg_range(const char *path, size_t start, size_t count, uint64_t *offsets,
+                          uint16_t *sizes, uint8_t **bytes, int32_t *labels, char *err,
+                          size_t errlen) {
+    hdf5_lock();
+    int rc = shard_read_jpeg_range_locked(path, start, count, offsets, sizes, bytes, labels, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
 void shard_writer_abort(ShardWriter *w) {
     hdf5_lock();
     shard_writer_abort_locked(w);
@@ -841,7 +1267,24 @@ void shard_writer_abort(ShardWriter *w) {
 int shard_writer_open(ShardWriter *w, const char *path, size_t n, int image_size,
                       const ShardAttrs *attrs, char *err, size_t errlen) {
     hdf5_lock();
-    int rc = shard_writer_open_locked(w, path, n, image_size, attrs, err, errlen);
+    int rc = shard_writer_open_locked(w, path, n, image_size, SHARD_ENC_RAW, attrs, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_writer_open_jpeg(ShardWriter *w, const char *path, size_t n, int image_size,
+                           const ShardAttrs *attrs, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_open_locked(w, path, n, image_size, SHARD_ENC_JPEG, attrs, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_writer_append_jpeg(ShardWriter *w, const uint8_t *bytes, const uint64_t *offsets,
+                             const uint16_t *sizes, const int32_t *labels, size_t count,
+                             char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_append_jpeg_locked(w, bytes, offsets, sizes, labels, count, err, errlen);
     hdf5_unlock();
     return rc;
 }

@@ -13,6 +13,14 @@
                                     TRAIN and TEST images per class, 80x72, JPEG and PNG; a
                                     class is a 4x4 grid of colours, an image it shifted by up to
                                     6 pixels, with noise
+  make_image_tree.py check_jpeg TREE OUT S Q
+                                    the same for OUT's JPEG shards (import --encoding jpeg):
+                                    each stored JPEG decoded by PIL has the size 'sizes' records,
+                                    the shorter side S and the longer at most 2S, and lies within
+                                    a mean absolute difference of 1 level of PIL's JPEG (quality
+                                    Q) of Resize(S) with the aspect kept, cut to its centre 2S;
+                                    the offsets run from 0 to the end of 'jpeg'; mean/std are
+                                    those of the resized pixels
   make_image_tree.py check TREE OUT S [FRACTION]
                                     every image of OUT's shards against PIL's decode of TREE's
                                     file + torchvision's Resize(S) + CenterCrop(S), whatever the
@@ -217,6 +225,81 @@ def check(tree, out, s, fraction=None):
     return 1 if bad else 0
 
 
+def resize_keep(im, s):
+    """torchvision's Resize(s) on a PIL image, a longer side past 2s cut to its centre 2s."""
+    w, h = im.size
+    short, long = (w, h) if w <= h else (h, w)
+    new_short, new_long = s, int(s * long / short)
+    nw, nh = (new_short, new_long) if w <= h else (new_long, new_short)
+    if (nw, nh) != (w, h):
+        im = im.resize((nw, nh), Image.BILINEAR)
+    ow, oh = min(nw, 2 * s), min(nh, 2 * s)
+    top, left = int(round((nh - oh) / 2.0)), int(round((nw - ow) / 2.0))
+    return np.asarray(im.crop((left, top, left + ow, top + oh)))
+
+
+def check_jpeg(tree, out, s, quality):
+    classes, want = samples(tree, None)
+    worst, q_err, bad, same, total = 0.0, 0.0, 0, 0, 0
+    for split in ("train", "test"):
+        fs = [h5py.File(p, "r") for p in sorted(glob.glob(os.path.join(out, split + "-*.h5")))]
+        x, y, blobs = [], [], []
+        for f in fs:
+            enc = f.attrs["encoding"]
+            enc = enc.decode() if isinstance(enc, bytes) else enc
+            if enc != "jpeg" or int(f.attrs["image_size"]) != s or "images" in f:
+                print("%s: encoding %r, image_size %s; want jpeg, %d, no 'images'" % (f.filename, enc, f.attrs.get("image_size"), s)); bad += 1
+            data, off, sizes = f["jpeg"][:], f["offsets"][:], f["sizes"][:]
+            if off.dtype != np.uint64 or sizes.dtype != np.uint16 or data.dtype != np.uint8:
+                print("%s: types %s %s %s" % (f.filename, data.dtype, off.dtype, sizes.dtype)); bad += 1
+            if off[0] != 0 or off[-1] != len(data) or not (np.diff(off.astype(np.int64)) > 0).all() or len(off) != len(sizes) + 1:
+                print("%s: offsets %s for %d bytes" % (f.filename, off, len(data))); bad += 1
+                continue
+            for i, (h, w) in enumerate(sizes):
+                im = Image.open(io.BytesIO(data[off[i]:off[i + 1]].tobytes()))
+                if im.format != "JPEG" or im.size != (w, h) or min(h, w) != s or max(h, w) > 2 * s:
+                    print("%s: sample %d is %s %s, 'sizes' says %dx%d" % (f.filename, i, im.format, im.size, h, w)); bad += 1
+                x.append(np.asarray(im.convert("RGB")))
+                blobs.append(data[off[i]:off[i + 1]].tobytes())
+            y += list(f["labels"][:])
+        labels = [l for _, l in want[split]]
+        if sorted(y) != sorted(labels):
+            print("%s: labels %s, want %s in some order" % (split, sorted(y), sorted(labels))); bad += 1
+            continue
+        refs = [(resize_keep(pil_rgb(p), s).astype(int), l, p) for p, l in want[split]]
+        if split == "train":
+            m = np.concatenate([r.reshape(-1, 3) for r, _, _ in refs]).astype(np.float64) / 255
+            mean, std = m.mean(0), m.std(0)
+            # The importer's resize is PIL's within 1 level on some pixels: 1e-3 is ample.
+            if np.abs(mean - fs[0].attrs["mean"]).max() > 1e-3 or np.abs(std - fs[0].attrs["std"]).max() > 1e-3:
+                print("mean/std %s %s, want %s %s" % (fs[0].attrs["mean"], fs[0].attrs["std"], mean, std)); bad += 1
+        # The test images are noise, which JPEG keeps poorly (4:2:0 chroma above all): the
+        # reference is PIL's own round trip of PIL's Resize through its JPEG writer at the same
+        # quality (the same libjpeg, so mostly the very bytes stored).
+        left = list(range(len(x)))
+        for ref, label, path in refs:
+            cands = [i for i in left if y[i] == label and x[i].shape == ref.shape]
+            if not cands:
+                print("%s: no stored sample of label %d and shape %s left for it" % (path, label, ref.shape)); bad += 1
+                continue
+            b = io.BytesIO()
+            Image.fromarray(ref.astype(np.uint8)).save(b, "JPEG", quality=quality)
+            rt = np.asarray(Image.open(io.BytesIO(b.getvalue())).convert("RGB")).astype(int)
+            ds = [float(np.abs(rt - x[i].astype(int)).mean()) for i in cands]
+            k = int(np.argmin(ds))
+            left.remove(cands[k])
+            same += blobs[cands[k]] == b.getvalue()
+            total += 1
+            worst = max(worst, ds[k])
+            q_err = max(q_err, float(np.abs(ref - x[cands[k]].astype(int)).mean()))
+            if ds[k] > 1.0:
+                print("%s: differs from PIL's Resize(%d) + JPEG at quality %d by %.2f levels on average (tolerance 1)"
+                      % (path, s, quality, ds[k])); bad += 1
+    print("%d of %d JPEGs byte-identical to PIL's (Resize(%d), quality %d); largest mean difference from PIL's decode "
+          "%.2f levels, from the pixels before encoding %.2f" % (same, total, s, quality, worst, q_err))
+    return 1 if bad else 0
+
+
 def make_classes(root, k, n_train, n_test):
     r = np.random.RandomState(1)
     grids = r.randint(0, 256, size=(k, 4, 4, 3))
@@ -237,6 +320,8 @@ if __name__ == "__main__":
         make(a[1], a[0])
     elif a and a[0] == "classes" and len(a) == 5:
         make_classes(a[1], int(a[2]), int(a[3]), int(a[4]))
+    elif a and a[0] == "check_jpeg" and len(a) == 5:
+        sys.exit(check_jpeg(a[1], a[2], int(a[3]), int(a[4])))
     elif a and a[0] == "check" and len(a) in (4, 5):
         sys.exit(check(a[1], a[2], int(a[3]), a[4] if len(a) == 5 else None))
     else:
