@@ -22,12 +22,16 @@ static void open_device_data(Batches *b, int max_batch, Logger *log) {
      * as those of a split too large for the GPU. */
     if (dataloader_streaming(b->dl[BATCH_TRAIN])) {
         snprintf(derr, sizeof derr, "the training split is streamed from the shards (--data_in_memory)");
+    } else if (!dataloader_images(b->dl[BATCH_TRAIN])) {
+        snprintf(derr, sizeof derr, "the training split is held as JPEG files, decoded on the host");
     } else {
         b->dd[BATCH_TRAIN] = cu->device_data_open(b->dl[BATCH_TRAIN], max_batch, derr, sizeof derr);
     }
     if (!b->dd[BATCH_TRAIN]) log_warn(log, "data: training images stay on the host (uploaded per batch): %s", derr);
     if (b->dd[BATCH_TRAIN] && dataloader_streaming(b->dl[BATCH_TEST]))
         snprintf(derr, sizeof derr, "the test split is streamed from the shards (--data_in_memory)");
+    else if (b->dd[BATCH_TRAIN] && !dataloader_images(b->dl[BATCH_TEST]))
+        snprintf(derr, sizeof derr, "the test split is held as JPEG files, decoded on the host");
     else if (b->dd[BATCH_TRAIN])
         b->dd[BATCH_TEST] = cu->device_data_open(b->dl[BATCH_TEST], max_batch, derr, sizeof derr);
     if (b->dd[BATCH_TRAIN] && !b->dd[BATCH_TEST]) log_warn(log, "data: test images stay on the host: %s", derr);

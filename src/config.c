@@ -251,6 +251,20 @@ int config_parse_args(Config *c, int argc, char **argv) {
     }
 }
 
+int config_rrc_scale(const Config *c, double *lo, double *hi) {
+    const char *s = c->rrc_scale;
+    char *end;
+    errno = 0;
+    *lo = strtod(s, &end);
+    if (end == s || *end != ',' || errno) return -1;
+    s = end + 1;
+    *hi = strtod(s, &end);
+    if (end == s || *end != '\0' || errno) return -1;
+    return *lo > 0.0 && *lo <= *hi && *hi <= 1.0 ? 0 : -1;   /* false for NaN too */
+}
+
+long config_input_size(const Config *c) { return c->train_crop_size ? c->train_crop_size : c->image_size; }
+
 int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->straggler_factor > 0.0 && c->straggler_factor <= 1.0)
         return errf(err, errlen, "--straggler_factor %g: must be 0 (off) or above 1", c->straggler_factor);
@@ -260,6 +274,25 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->ema_decay >= 1.0) return errf(err, errlen, "--ema_decay %g: must be below 1 (0: off)", c->ema_decay);
     if (c->label_smoothing >= 1.0)
         return errf(err, errlen, "--label_smoothing %g: must be below 1", c->label_smoothing);
+    double lo, hi;
+    if (config_rrc_scale(c, &lo, &hi) != 0)
+        return errf(err, errlen, "--rrc_scale %s: must be LO,HI with 0 < LO <= HI <= 1 (RandomResizedCrop's scale)",
+                    c->rrc_scale);
+    if (c->train_crop_size > c->image_size)
+        return errf(err, errlen,
+                    "--train_crop_size %ld: larger than the stored images (--image_size %ld); import them at a size "
+                    "of at least the crop (ddptrain-data import --size)", c->train_crop_size, c->image_size);
+    if (!c->train_crop_size && (c->val_resize_size || c->val_crop_size))
+        return errf(err, errlen, "--%s: needs --train_crop_size (without it images are used at their stored size)",
+                    c->val_resize_size ? "val_resize_size" : "val_crop_size");
+    const long input = config_input_size(c);
+    if (c->val_crop_size && c->val_crop_size != input)
+        return errf(err, errlen,
+                    "--val_crop_size %ld: the network is built for one input size, --train_crop_size %ld (evaluating at "
+                    "another size is not supported)", c->val_crop_size, input);
+    if (c->val_resize_size && c->val_resize_size < input)
+        return errf(err, errlen, "--val_resize_size %ld: smaller than the centre crop (%ld) taken from it",
+                    c->val_resize_size, input);
     const int onecycle = !strcmp(c->lr_schedule, "onecycle");
     if (onecycle && c->warmup_steps > 0)
         return errf(err, errlen, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");

@@ -46,6 +46,11 @@ int config_json_apply(Config *c, const char *text, size_t len, const char *what,
  * with --warmup_steps or --min_lr). Returns 0, or -1 with one line in err naming the flag. */
 int config_check_recipe(const Config *c, char *err, size_t errlen);
 
+/* --rrc_scale's two numbers; -1 unless they are LO,HI with 0 < LO <= HI <= 1. */
+int config_rrc_scale(const Config *c, double *lo, double *hi);
+/* The network's input size: --train_crop_size, or the stored --image_size without it. */
+long config_input_size(const Config *c);
+
 /* Set one option from a string value as the command line would (tests, environment). Returns 0,
  * or -1 with a one-line reason in err. */
 int config_set(Config *c, const char *name, const char *value, char *err, size_t errlen);

@@ -32,9 +32,13 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "crops.h"
+#include "jpegs.h"
 #include "rng.h"
 #include "shards.h"
+#include "transform.h"
 #include "util.h"
+#include "workpool.h"
 
 #define AUG_SALT 0x6175676d656e7431ULL   /* "augment1": separates the augmentation streams */
 #define FLIP_SALT 0x616c74666c697031ULL  /* "altflip1": the per-image coins of alternating flips */
@@ -63,23 +67,33 @@ typedef struct {
 struct DataLoader {
     DataLoaderOptions opt;
     char *data_dir, *split;          /* owned copies of opt's strings */
-    int S;                           /* image size */
-    size_t per;                      /* bytes per image, S*S*3 */
+    int S;                           /* image size: the side of a raw shard's images, a JPEG shard's shorter side */
+    size_t per;                      /* bytes per raw image, S*S*3 */
     size_t n, global_n, num_batches;
     int num_shards;
-    uint8_t *images;                 /* [n, S, S, 3] in assignment order */
+    uint8_t *images;                 /* raw: [n, S, S, 3]; JPEG: the files, off[n] bytes; in assignment order */
     int32_t *labels;                 /* [n] */
+    int jpeg;                        /* the shards hold JPEG files (data/README.md) */
+    uint64_t *off;                   /* JPEG: [n + 1], sample i's bytes are [off[i], off[i+1]) of the share */
+    uint16_t *dims;                  /* JPEG: [n][2], sample i's height and width */
+    size_t share_bytes;              /* the whole share as stored */
+    Transform tf;                    /* the view a batch holds (transform.h) */
+    size_t out_floats;               /* floats per output image, O*O*3 */
+    WorkPool *pool;                  /* opt.workers threads making a batch's samples */
+    TransformScratch *scratch;       /* [opt.workers] */
+    PixelBox *box, *pre_box;         /* the RandomResizedCrop boxes of the caller's and the worker's plans */
     ShardAttrs attrs;
     float lut[3][256];               /* normalised value of each pixel value, per channel */
     char describe[1024];
     uint64_t shard_list_hash;        /* see dataloader_shard_list_hash */
     char memory_note[256];
 
+    Slice *slices;                   /* the shard ranges of the share, in assignment order */
+    int num_slices;
+
     /* streaming (NULL/0 otherwise) */
     int streaming;
     size_t C, W, num_chunks, num_windows;
-    Slice *slices;
-    int num_slices;
     uint32_t *chunk_perm;            /* [num_chunks] this epoch's order of chunks */
     uint32_t *chunk_win;             /* [num_chunks] the window chunk c is in this epoch */
     size_t *win_start;               /* [num_windows + 1] first position of each window */
@@ -111,7 +125,7 @@ _Static_assert(sizeof(SamplePlan) == 12, "SamplePlan is copied to the GPU as is"
 /* The plan and labels of batch b of the current epoch; returns its size. Pure function of
  * (loaded labels, order, epoch, b), so the worker, the caller and the GPU path all get the
  * same plan. */
-static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, int *labels) {
+static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, PixelBox *box, int *labels) {
     size_t B = (size_t)dl->opt.batch_size, start = b * B;
     size_t n = dl->n - start < B ? dl->n - start : B;
     const int pad = dl->opt.crop_pad < 0 ? 0 : dl->opt.crop_pad > 0 ? dl->opt.crop_pad : DL_CROP_PAD;
@@ -124,9 +138,13 @@ static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, int *labe
         plan[i].ox = plan[i].oy = 0;
         plan[i].flip = 0;
         if (!dl->opt.augment) continue;
-        /* Crop offsets in [-pad, pad]: a crop of the image padded by pad zeros on each side,
-         * as torchvision's RandomCrop(padding=pad). */
-        if (pad > 0) {
+        if (dl->tf.mode == TF_RRC) {
+            /* RandomResizedCrop's box of the whole stored image, then the flip */
+            const int w = dl->jpeg ? dl->dims[2 * (size_t)idx + 1] : dl->S, h = dl->jpeg ? dl->dims[2 * (size_t)idx] : dl->S;
+            box[i] = rrc_box(&r, w, h, dl->opt.rrc_scale_lo, dl->opt.rrc_scale_hi, NULL);
+        } else if (pad > 0) {
+            /* Crop offsets in [-pad, pad]: a crop of the image padded by pad zeros on each side,
+             * as torchvision's RandomCrop(padding=pad). */
             plan[i].ox = (int16_t)((int)rng_below(&r, 2 * (uint32_t)pad + 1) - pad);
             plan[i].oy = (int16_t)((int)rng_below(&r, 2 * (uint32_t)pad + 1) - pad);
         }
@@ -141,42 +159,93 @@ static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, int *labe
     return (int)n;
 }
 
-void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, float *x) {
-    int S = dl->S;
-    size_t plane = (size_t)S * (size_t)S * 3;
-    for (int i = 0; i < n; i++) {
-        const SamplePlan *p = &plan[i];
-        CHECK(p->index >= 0 && (size_t)p->index < dl->n);
-        const uint8_t *src;
-        if (dl->streaming) {
-            const uint8_t *chunk = dl->chunk_data[(size_t)p->index / dl->C];
-            CHECK(chunk != NULL);   /* the plan's batch was made last (dataloader.h) */
-            src = chunk + ((size_t)p->index % dl->C) * dl->per;
-        } else {
-            src = dl->images + (size_t)p->index * dl->per;
-        }
-        float *dst = x + (size_t)i * plane;
-        if (p->ox == 0 && p->oy == 0 && !p->flip) {   /* the whole image: no bounds to test */
-            for (size_t q = 0; q < (size_t)S * (size_t)S; q++)
-                for (int c = 0; c < 3; c++) dst[q * 3 + (size_t)c] = dl->lut[c][src[q * 3 + (size_t)c]];
-            continue;
-        }
-        /* out(y, x) = src(y + oy, x' + ox) with x' = S-1-x when flipped; outside the image
-         * the padding is pixel value 0 before normalisation. */
-        for (int y = 0; y < S; y++) {
-            int sy = y + p->oy;
-            for (int xx = 0; xx < S; xx++) {
-                int sx = (p->flip ? S - 1 - xx : xx) + p->ox;
-                float *d = dst + ((size_t)y * (size_t)S + (size_t)xx) * 3;
-                if (sy < 0 || sy >= S || sx < 0 || sx >= S) {
-                    for (int c = 0; c < 3; c++) d[c] = dl->lut[c][0];
-                } else {
-                    const uint8_t *s = src + ((size_t)sy * (size_t)S + (size_t)sx) * 3;
-                    for (int c = 0; c < 3; c++) d[c] = dl->lut[c][s[c]];
-                }
-            }
+/* Where sample i (assignment order) comes from: its shard and index there, for messages. */
+static void sample_origin(const DataLoader *dl, size_t i, const char **path, size_t *k) {
+    for (int j = 0; j < dl->num_slices; j++) {
+        const Slice *sl = &dl->slices[j];
+        if (i >= sl->off && i < sl->off + sl->count) {
+            *path = sl->path;
+            *k = sl->begin + (i - sl->off);
+            return;
         }
     }
+    CHECK(!"a sample outside every slice");
+}
+
+/* The stored bytes of sample i: a raw image or a JPEG file. */
+static const uint8_t *sample_bytes(const DataLoader *dl, size_t i, size_t *len) {
+    if (!dl->streaming) {
+        *len = dl->jpeg ? (size_t)(dl->off[i + 1] - dl->off[i]) : dl->per;
+        return dl->images + (dl->jpeg ? (size_t)dl->off[i] : i * dl->per);
+    }
+    const size_t c = i / dl->C;
+    const uint8_t *chunk = dl->chunk_data[c];
+    CHECK(chunk != NULL);   /* the plan's batch was made last (dataloader.h) */
+    if (!dl->jpeg) {
+        *len = dl->per;
+        return chunk + (i % dl->C) * dl->per;
+    }
+    *len = (size_t)(dl->off[i + 1] - dl->off[i]);
+    return chunk + (size_t)(dl->off[i] - dl->off[c * dl->C]);
+}
+
+typedef struct {
+    const DataLoader *dl;
+    const SamplePlan *plan;
+    const PixelBox *box;
+    float *x;
+} SampleJob;
+
+/* Sample i of a batch, on worker `worker`: decoded when stored as JPEG (at the DCT scale the
+ * view allows), then the view. A JPEG that does not decode ends the run naming its shard and
+ * index: the epoch's order cannot go on without it. */
+static void make_sample(void *vjob, int i, int worker) {
+    const SampleJob *job = vjob;
+    const DataLoader *dl = job->dl;
+    const SamplePlan *p = &job->plan[i];
+    CHECK(p->index >= 0 && (size_t)p->index < dl->n);
+    const size_t idx = (size_t)p->index;
+    size_t len;
+    const uint8_t *bytes = sample_bytes(dl, idx, &len);
+    PixelBox box = job->box && dl->tf.mode == TF_RRC ? job->box[i] : (PixelBox){0, 0, dl->S, dl->S};
+    ImageView v = {bytes, dl->S, dl->S, (size_t)dl->S * 3};
+    ImageRGB dec = {0, 0, NULL};
+    if (dl->jpeg) {
+        const int h = dl->dims[2 * idx], w = dl->dims[2 * idx + 1];
+        if (!(job->box && dl->tf.mode == TF_RRC)) box = (PixelBox){0, 0, w, h};
+        const int d = transform_jpeg_denom(&dl->tf, box, w, h);
+        char err[256];
+        const char *path;
+        size_t k;
+        if (jpeg_decode_scaled(bytes, len, d, &dec, err, sizeof err) != 0) {
+            sample_origin(dl, idx, &path, &k);
+            die("%s: sample %zu: %s", path, k, err);
+        }
+        if (d == 1 && (dec.w != w || dec.h != h)) {
+            sample_origin(dl, idx, &path, &k);
+            die("%s: sample %zu: the JPEG decodes to %dx%d pixels but 'sizes' says %dx%d (damaged file?)", path, k,
+                dec.w, dec.h, w, h);
+        }
+        if (d > 1) box = transform_scale_box(box, w, h, dec.w, dec.h);
+        v = (ImageView){dec.rgb, dec.w, dec.h, (size_t)dec.w * 3};
+        if (dl->tf.mode == TF_PAD_CROP) {   /* the centre S x S, as Resize(S) + CenterCrop(S) */
+            const PixelBox c = centre_crop(dec.w, dec.h, dl->S);
+            v.rgb += (size_t)c.y * v.stride + (size_t)c.x * 3;
+            v.w = v.h = dl->S;
+        }
+    }
+    transform_apply(&dl->tf, &v, p, box, job->x + (size_t)i * dl->out_floats, &dl->scratch[worker]);
+    free(dec.rgb);
+}
+
+static void make_samples(const DataLoader *dl, const SamplePlan *plan, const PixelBox *box, int n, float *x) {
+    SampleJob job = {dl, plan, box, x};
+    workpool_run(dl->pool, n, make_sample, &job);
+}
+
+void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, float *x) {
+    CHECK(dl->tf.mode != TF_RRC);   /* a plan holds no box (dataloader.h) */
+    make_samples(dl, plan, NULL, n, x);
 }
 
 /* The window holding position p of this epoch's order. */
@@ -226,6 +295,32 @@ static void check_shard_unchanged(const Slice *s) {
 /* Streaming: makes the chunks of the windows batch b's samples lie in resident, and frees every
  * other chunk. A chunk that cannot be read ends the process naming the file: the epoch cannot
  * go on without it. */
+/* Bytes chunk c takes in memory. */
+static size_t chunk_bytes(const DataLoader *dl, size_t c) {
+    if (!dl->jpeg) return dl->C * dl->per;
+    const size_t a = c * dl->C, z = a + dl->C < dl->n ? a + dl->C : dl->n;
+    return (size_t)(dl->off[z] - dl->off[a]);
+}
+
+/* Samples [a, a + count) of slice s (assignment order) into buf: their raw images, or their
+ * JPEG files, which must be the bytes the loader recorded at open. */
+static int read_samples(const DataLoader *dl, const Slice *s, size_t a, size_t count, uint8_t *buf, char *err,
+                        size_t errlen) {
+    const size_t first = s->begin + (a - s->off);
+    if (!dl->jpeg) return shard_read_range(s->path, first, count, dl->S, buf, NULL, err, errlen);
+    uint64_t *off = mallocCheck((count + 1) * sizeof(uint64_t));
+    uint8_t *bytes = NULL;
+    int rc = shard_read_jpeg_range(s->path, first, count, off, NULL, &bytes, NULL, err, errlen);
+    if (rc == 0 && off[count] != dl->off[a + count] - dl->off[a])
+        rc = errf(err, errlen, "%s: samples %zu to %zu hold %llu bytes, %llu when the shard was opened (rewritten?)",
+                  s->path, first, first + count - 1, (unsigned long long)off[count],
+                  (unsigned long long)(dl->off[a + count] - dl->off[a]));
+    if (rc == 0) memcpy(buf, bytes, (size_t)off[count]);
+    free(bytes);
+    free(off);
+    return rc;
+}
+
 static void stream_batch(DataLoader *dl, size_t b) {
     size_t B = (size_t)dl->opt.batch_size, start = b * B;
     size_t end = start + B < dl->n ? start + B : dl->n;
@@ -234,13 +329,13 @@ static void stream_batch(DataLoader *dl, size_t b) {
         if (dl->chunk_data[c] && (dl->chunk_win[c] < wf || dl->chunk_win[c] > wl)) {
             free(dl->chunk_data[c]);
             dl->chunk_data[c] = NULL;
-            add_held(dl, dl->C * dl->per, -1);
+            add_held(dl, chunk_bytes(dl, c), -1);
         }
     size_t j1 = (wl + 1) * dl->W < dl->num_chunks ? (wl + 1) * dl->W : dl->num_chunks;
     for (size_t j = wf * dl->W; j < j1; j++) {
         size_t c = dl->chunk_perm[j];
         if (dl->chunk_data[c]) continue;
-        uint8_t *buf = mallocCheck(dl->C * dl->per);
+        uint8_t *buf = mallocCheck(chunk_bytes(dl, c));
         size_t a = c * dl->C, z = a + dl->C < dl->n ? a + dl->C : dl->n;
         for (int k = 0; k < dl->num_slices; k++) {
             const Slice *s = &dl->slices[k];
@@ -248,22 +343,22 @@ static void stream_batch(DataLoader *dl, size_t b) {
             if (sa >= sz) continue;
             char err[512];
             check_shard_unchanged(s);
-            int rc = shard_read_range(s->path, s->begin + (sa - s->off), sz - sa, dl->S, buf + (sa - a) * dl->per,
-                                      NULL, err, sizeof err);
+            const size_t at = dl->jpeg ? (size_t)(dl->off[sa] - dl->off[a]) : (sa - a) * dl->per;
+            int rc = read_samples(dl, s, sa, sz - sa, buf + at, err, sizeof err);
             check_shard_unchanged(s);
             if (rc != 0) die("%s", err);
         }
         dl->chunk_data[c] = buf;
-        add_held(dl, dl->C * dl->per, +1);
+        add_held(dl, chunk_bytes(dl, c), +1);
     }
 }
 
 /* Fills x/labels with batch b of the current epoch; returns its size. `plan` is scratch of
  * batch_size entries owned by the calling thread. */
-static int produce(DataLoader *dl, size_t b, SamplePlan *plan, float *x, int *labels) {
+static int produce(DataLoader *dl, size_t b, SamplePlan *plan, PixelBox *box, float *x, int *labels) {
     if (dl->streaming) stream_batch(dl, b);
-    int n = make_plan(dl, b, plan, labels);
-    dataloader_apply_plan(dl, plan, n, x);
+    int n = make_plan(dl, b, plan, box, labels);
+    make_samples(dl, plan, box, n, x);
     return n;
 }
 
@@ -278,7 +373,7 @@ static void *worker_main(void *arg) {
         uint64_t g = dl->gen;
         dl->busy = 1;
         pthread_mutex_unlock(&dl->mu);
-        int n = produce(dl, b, dl->pre_plan, dl->pre_x, dl->pre_labels);
+        int n = produce(dl, b, dl->pre_plan, dl->pre_box, dl->pre_x, dl->pre_labels);
         pthread_mutex_lock(&dl->mu);
         dl->busy = 0;
         if (g == dl->gen) {
@@ -305,10 +400,102 @@ static DataLoader *open_fail(DataLoader *dl, char *err, size_t errlen, const cha
     return NULL;
 }
 
+/* The view a batch holds (dataloader.h's options), with its output size; -1 and one line in
+ * err when the options cannot make it. */
+static int choose_view(DataLoader *dl, const DataLoaderOptions *opt, char *err, size_t errlen) {
+    Transform *t = &dl->tf;
+    t->lut = &dl->lut[0][0];
+    if (opt->crop_size > 0 && opt->augment) {
+        t->mode = TF_RRC;
+        t->out = opt->crop_size;
+        if (!(opt->rrc_scale_lo > 0.0 && opt->rrc_scale_lo <= opt->rrc_scale_hi && opt->rrc_scale_hi <= 1.0))
+            return errf(err, errlen, "%s: invalid RandomResizedCrop scale (%g, %g)", dl->data_dir, opt->rrc_scale_lo,
+                        opt->rrc_scale_hi);
+    } else if (opt->crop_size > 0 || opt->out_size > 0) {
+        t->mode = TF_CENTRE;
+        t->out = opt->out_size > 0 ? opt->out_size : opt->crop_size;
+        t->resize = opt->resize_size > 0 ? opt->resize_size : t->out;
+        if (t->resize < t->out)
+            return errf(err, errlen, "%s: a centre crop of %d from images resized to %d", dl->data_dir, t->out, t->resize);
+    } else {
+        t->mode = TF_PAD_CROP;
+        t->out = dl->S;
+    }
+    if (t->out > dl->S)
+        return errf(err, errlen, "%s: the %s images are stored at %d pixels%s, smaller than the %d-pixel crop asked for; "
+                    "import them at a size of at least the crop (ddptrain-data import --size)", dl->data_dir, dl->split,
+                    dl->S, dl->jpeg ? " on their shorter side" : "", t->out);
+    dl->out_floats = (size_t)t->out * t->out * 3;
+    return 0;
+}
+
+/* Reads this rank's labels (and, for JPEG shards, the files' offsets and sizes) for every slice,
+ * checking the labels; the images themselves only when `images` is given (in memory). */
+static int read_share(DataLoader *dl, const ShardSet *set, const ShardSlice *sl, int ns, int with_images, char *err,
+                      size_t errlen) {
+    size_t off = 0, dlen = 0;
+    int listed = 0;
+    uint64_t *poff = dl->jpeg ? mallocCheck((READ_PIECE + 1) * sizeof(uint64_t)) : NULL;
+    int rc = 0;
+    for (int k = 0; k < ns && rc == 0; k++) {
+        const ShardInfo *s = &set->shards[sl[k].shard];
+        size_t cnt = sl[k].end - sl[k].begin;
+        /* In pieces: each read holds the process-wide HDF5 lock, which a checkpoint being
+         * written in the background also needs. */
+        for (size_t p = 0; p < cnt && rc == 0; p += READ_PIECE) {
+            size_t m = cnt - p < READ_PIECE ? cnt - p : READ_PIECE;
+            const size_t at = off + p;
+            if (!dl->jpeg) {
+                rc = shard_read_range(s->path, sl[k].begin + p, m, dl->S, with_images ? dl->images + at * dl->per : NULL,
+                                      dl->labels + at, err, errlen);
+                continue;
+            }
+            uint8_t *bytes = NULL;
+            rc = shard_read_jpeg_range(s->path, sl[k].begin + p, m, poff, dl->dims + 2 * at, with_images ? &bytes : NULL,
+                                       dl->labels + at, err, errlen);
+            if (rc != 0) break;
+            for (size_t i = 1; i <= m; i++) dl->off[at + i] = dl->off[at] + poff[i];
+            if (with_images) {
+                if (dl->off[at + m] > dl->share_bytes)   /* the file changed between the two reads */
+                    rc = errf(err, errlen, "%s: the shard changed while it was read (restart the run)", s->path);
+                else
+                    memcpy(dl->images + dl->off[at], bytes, (size_t)poff[m]);
+            }
+            free(bytes);
+        }
+        if (rc != 0) break;
+        for (size_t i = 0; i < cnt; i++) {
+            int32_t l = dl->labels[off + i];
+            if (l < 0 || l >= dl->attrs.num_classes) {
+                rc = errf(err, errlen, "%s: label %d at index %zu is outside [0, %d) (num_classes is %d)", s->path, l,
+                          sl[k].begin + i, dl->attrs.num_classes, dl->attrs.num_classes);
+                break;
+            }
+        }
+        off += cnt;
+        if (!with_images && dl->jpeg) continue;   /* described on the second pass */
+        /* Keep the log line short for many shards: the first few, then a count. */
+        if (listed < 6) {
+            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, "%s%s [%zu, %zu)", k ? ", " : "",
+                                     s->name, sl[k].begin, sl[k].end);
+            listed++;
+        } else if (k == ns - 1) {
+            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, ", ... (%d more)", ns - listed);
+        }
+        if (dlen >= sizeof dl->describe) dlen = sizeof dl->describe - 1;
+    }
+    free(poff);
+    if (rc == 0 && (with_images || !dl->jpeg))
+        snprintf(dl->describe + dlen, sizeof dl->describe - dlen, " = %zu of %zu %s samples (rank %d of %d)", dl->n,
+                 dl->global_n, dl->split, dl->opt.rank, dl->opt.world_size);
+    return rc;
+}
+
 DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errlen) {
     shards_quiet_hdf5();
     DataLoader *dl = callocCheck(1, sizeof *dl);
     dl->opt = *opt;
+    if (dl->opt.workers < 1) dl->opt.workers = 1;
     dl->data_dir = strdup(opt->data_dir ? opt->data_dir : "");
     dl->split = strdup(opt->split ? opt->split : "");
     CHECK(dl->data_dir && dl->split);
@@ -322,6 +509,7 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
     if (shardset_open(&set, dl->data_dir, dl->split, opt->image_size, opt->num_classes, err, errlen) != 0)
         return open_fail(dl, NULL, 0, NULL);
     dl->S = set.shards[0].image_size;
+    dl->jpeg = set.shards[0].encoding == SHARD_ENC_JPEG;
     dl->per = (size_t)dl->S * (size_t)dl->S * 3;
     dl->global_n = set.total;
     dl->shard_list_hash = 1469598103934665603ULL;   /* FNV-1a of every shard's name and size */
@@ -332,6 +520,10 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
     }
     dl->num_shards = set.num_shards;
     shard_attrs_copy(&dl->attrs, &set.shards[0].attrs);
+    if (choose_view(dl, opt, err, errlen) != 0) {
+        shardset_free(&set);
+        return open_fail(dl, NULL, 0, NULL);
+    }
 
     size_t *counts = mallocCheck((size_t)set.num_shards * sizeof(size_t));
     for (int i = 0; i < set.num_shards; i++) counts[i] = set.shards[i].n;
@@ -349,16 +541,55 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
                          dl->data_dir, dl->split, total, nsh, opt->world_size, opt->rank);
     }
     CHECK(dl->n < UINT32_MAX);
-    const double share_mib = (double)(dl->n * dl->per) / 1048576.0;
+    dl->slices = callocCheck((size_t)ns, sizeof(Slice));
+    dl->num_slices = ns;
+    size_t o = 0;
+    for (int k = 0; k < ns; k++) {
+        dl->slices[k].path = strdup(set.shards[sl[k].shard].path);
+        CHECK(dl->slices[k].path);
+        struct stat st;
+        if (stat(dl->slices[k].path, &st) != 0) {
+            snprintf(err, errlen, "%s: cannot stat: %s", dl->slices[k].path, strerror(errno));
+            free(sl);
+            shardset_free(&set);
+            return open_fail(dl, NULL, 0, NULL);
+        }
+        dl->slices[k].id = (ShardId){st.st_dev, st.st_ino, st.st_size, st.st_mtim, set.shards[sl[k].shard].n};
+        dl->slices[k].begin = sl[k].begin;
+        dl->slices[k].count = sl[k].end - sl[k].begin;
+        dl->slices[k].off = o;
+        o += dl->slices[k].count;
+    }
+    dl->labels = malloc(dl->n * sizeof(int32_t));
+    dl->order = malloc(dl->n * sizeof(uint32_t));
+    if (dl->jpeg) {
+        dl->off = calloc(dl->n + 1, sizeof(uint64_t));
+        dl->dims = malloc(dl->n * 2 * sizeof(uint16_t));
+    }
+    if (!dl->labels || !dl->order || (dl->jpeg && (!dl->off || !dl->dims))) {
+        free(sl);
+        shardset_free(&set);
+        return open_fail(dl, err, errlen, "%s: rank %d's share of the %s split (%zu samples) does not fit in memory; use more ranks",
+                         dl->data_dir, opt->rank, dl->split, dl->n);
+    }
+    /* A JPEG share's size is known once its offsets are read. */
+    if (dl->jpeg && read_share(dl, &set, sl, ns, 0, err, errlen) != 0) {
+        free(sl);
+        shardset_free(&set);
+        return open_fail(dl, NULL, 0, NULL);
+    }
+    dl->share_bytes = dl->jpeg ? (size_t)dl->off[dl->n] : dl->n * dl->per;
+    const double share_mib = (double)dl->share_bytes / 1048576.0;
+    const char *what = dl->jpeg ? " of JPEG files" : "";
     dl->streaming = opt->in_memory == DL_MEMORY_NO ||
-                    (opt->in_memory == DL_MEMORY_AUTO && opt->memory_budget && dl->n * dl->per > opt->memory_budget);
+                    (opt->in_memory == DL_MEMORY_AUTO && opt->memory_budget && dl->share_bytes > opt->memory_budget);
     if (opt->in_memory == DL_MEMORY_AUTO && opt->memory_budget)
-        snprintf(dl->memory_note, sizeof dl->memory_note, "%s: the %s share is %.1f MiB, %s the budget of %.1f MiB",
-                 dl->streaming ? "streamed" : "in memory", dl->split, share_mib, dl->streaming ? "over" : "within",
+        snprintf(dl->memory_note, sizeof dl->memory_note, "%s: the %s share is %.1f MiB%s, %s the budget of %.1f MiB",
+                 dl->streaming ? "streamed" : "in memory", dl->split, share_mib, what, dl->streaming ? "over" : "within",
                  (double)opt->memory_budget / 1048576.0);
     else
-        snprintf(dl->memory_note, sizeof dl->memory_note, "%s: the %s share is %.1f MiB%s", dl->streaming ? "streamed" : "in memory",
-                 dl->split, share_mib, opt->in_memory == DL_MEMORY_AUTO ? " (no budget given)" : "");
+        snprintf(dl->memory_note, sizeof dl->memory_note, "%s: the %s share is %.1f MiB%s%s", dl->streaming ? "streamed" : "in memory",
+                 dl->split, share_mib, what, opt->in_memory == DL_MEMORY_AUTO ? " (no budget given)" : "");
     if (dl->streaming) {
         dl->C = opt->chunk_images > 0 ? (size_t)opt->chunk_images : DL_CHUNK_IMAGES;
         dl->W = opt->window_chunks > 0 ? (size_t)opt->window_chunks : DL_WINDOW_CHUNKS;
@@ -371,76 +602,30 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
         dl->chunk_win = mallocCheck(dl->num_chunks * sizeof(uint32_t));
         dl->win_start = mallocCheck((dl->num_windows + 1) * sizeof(size_t));
         dl->chunk_data = callocCheck(dl->num_chunks, sizeof(uint8_t *));
-        dl->slices = callocCheck((size_t)ns, sizeof(Slice));
-        dl->num_slices = ns;
-        size_t o = 0;
-        for (int k = 0; k < ns; k++) {
-            dl->slices[k].path = strdup(set.shards[sl[k].shard].path);
-            CHECK(dl->slices[k].path);
-            struct stat st;
-            if (stat(dl->slices[k].path, &st) != 0) {
-                snprintf(err, errlen, "%s: cannot stat: %s", dl->slices[k].path, strerror(errno));
-                free(sl);
-                shardset_free(&set);
-                return open_fail(dl, NULL, 0, NULL);
-            }
-            dl->slices[k].id = (ShardId){st.st_dev, st.st_ino, st.st_size, st.st_mtim, set.shards[sl[k].shard].n};
-            dl->slices[k].begin = sl[k].begin;
-            dl->slices[k].count = sl[k].end - sl[k].begin;
-            dl->slices[k].off = o;
-            o += dl->slices[k].count;
+    } else {
+        dl->images = malloc(dl->share_bytes);
+        if (!dl->images) {
+            free(sl);
+            shardset_free(&set);
+            return open_fail(dl, err, errlen, "%s: rank %d's share of the %s split (%zu samples, %.2f GiB) does not fit in memory; use more ranks or --data_in_memory no",
+                             dl->data_dir, opt->rank, dl->split, dl->n, (double)dl->share_bytes / (1u << 30));
         }
     }
-    dl->images = dl->streaming ? NULL : malloc(dl->n * dl->per);
-    dl->labels = malloc(dl->n * sizeof(int32_t));
-    dl->order = malloc(dl->n * sizeof(uint32_t));
-    if ((!dl->streaming && !dl->images) || !dl->labels || !dl->order) {
+    /* Read the share (labels, and the images when held) and describe it ("train-00000-of-00002.h5 [0, 2500)" ...). */
+    if ((!dl->jpeg || !dl->streaming) && read_share(dl, &set, sl, ns, !dl->streaming, err, errlen) != 0) {
         free(sl);
         shardset_free(&set);
-        return open_fail(dl, err, errlen, "%s: rank %d's share of the %s split (%zu samples, %.2f GiB) does not fit in memory; use more ranks or --data_in_memory no",
-                         dl->data_dir, opt->rank, dl->split, dl->n, (double)(dl->n * dl->per) / (1u << 30));
+        return open_fail(dl, NULL, 0, NULL);
     }
-
-    /* Read the slices and describe them ("train-00000-of-00002.h5 [0, 2500)" ...). */
-    size_t off = 0, dlen = 0;
-    int listed = 0;
-    for (int k = 0; k < ns; k++) {
-        const ShardInfo *s = &set.shards[sl[k].shard];
-        size_t cnt = sl[k].end - sl[k].begin;
-        /* In pieces: each read holds the process-wide HDF5 lock, which a checkpoint being
-         * written in the background also needs. */
-        for (size_t p = 0; p < cnt; p += READ_PIECE) {
-            size_t m = cnt - p < READ_PIECE ? cnt - p : READ_PIECE;
-            if (shard_read_range(s->path, sl[k].begin + p, m, dl->S, dl->streaming ? NULL : dl->images + (off + p) * dl->per,
-                                 dl->labels + off + p, err, errlen) != 0) {
-                free(sl);
-                shardset_free(&set);
-                return open_fail(dl, NULL, 0, NULL);
-            }
-        }
-        for (size_t i = 0; i < cnt; i++) {
-            int32_t l = dl->labels[off + i];
-            if (l < 0 || l >= dl->attrs.num_classes) {
-                snprintf(err, errlen, "%s: label %d at index %zu is outside [0, %d) (num_classes is %d)",
-                         s->path, l, sl[k].begin + i, dl->attrs.num_classes, dl->attrs.num_classes);
-                free(sl);
-                shardset_free(&set);
-                return open_fail(dl, NULL, 0, NULL);
-            }
-        }
-        off += cnt;
-        /* Keep the log line short for many shards: the first few, then a count. */
-        if (listed < 6) {
-            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, "%s%s [%zu, %zu)",
-                                     k ? ", " : "", s->name, sl[k].begin, sl[k].end);
-            listed++;
-        } else if (k == ns - 1) {
-            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, ", ... (%d more)", ns - listed);
-        }
-        if (dlen >= sizeof dl->describe) dlen = sizeof dl->describe - 1;
+    if (dl->jpeg && dl->streaming) {   /* the first pass read all but the images: describe it */
+        size_t dlen = 0;
+        for (int k = 0; k < ns && dlen < sizeof dl->describe - 1; k++)
+            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, "%s%s [%zu, %zu)", k ? ", " : "",
+                                     set.shards[sl[k].shard].name, sl[k].begin, sl[k].end);
+        if (dlen < sizeof dl->describe - 1)
+            snprintf(dl->describe + dlen, sizeof dl->describe - dlen, " = %zu of %zu %s samples (rank %d of %d)", dl->n,
+                     dl->global_n, dl->split, opt->rank, opt->world_size);
     }
-    snprintf(dl->describe + dlen, sizeof dl->describe - dlen, " = %zu of %zu %s samples (rank %d of %d)",
-             dl->n, dl->global_n, dl->split, opt->rank, opt->world_size);
     free(sl);
     shardset_free(&set);
 
@@ -450,11 +635,15 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
     size_t B = (size_t)opt->batch_size;
     dl->num_batches = opt->drop_last ? dl->n / B : (dl->n + B - 1) / B;
     dl->plan = mallocCheck(B * sizeof(SamplePlan));
+    dl->box = mallocCheck(B * sizeof(PixelBox));
+    dl->pool = workpool_create(dl->opt.workers);
+    dl->scratch = callocCheck((size_t)dl->opt.workers, sizeof(TransformScratch));
 
     if (opt->prefetch) {
-        dl->pre_x = mallocCheck(B * dl->per * sizeof(float));
+        dl->pre_x = mallocCheck(B * dl->out_floats * sizeof(float));
         dl->pre_labels = mallocCheck(B * sizeof(int));
         dl->pre_plan = mallocCheck(B * sizeof(SamplePlan));
+        dl->pre_box = mallocCheck(B * sizeof(PixelBox));
         CHECK(pthread_mutex_init(&dl->mu, NULL) == 0);
         CHECK(pthread_cond_init(&dl->cv, NULL) == 0);
         CHECK(helper_thread_create(&dl->thread, worker_main, dl) == 0);
@@ -472,7 +661,11 @@ uint64_t dataloader_shard_list_hash(const DataLoader *dl) { return dl->shard_lis
 int dataloader_num_classes(const DataLoader *dl) { return dl->attrs.num_classes; }
 int dataloader_image_size(const DataLoader *dl) { return dl->S; }
 int dataloader_batch_size(const DataLoader *dl) { return dl->opt.batch_size; }
-const uint8_t *dataloader_images(const DataLoader *dl) { return dl->images; }
+const uint8_t *dataloader_images(const DataLoader *dl) {
+    return dl->jpeg || dl->tf.mode != TF_PAD_CROP ? NULL : dl->images;
+}
+int dataloader_output_size(const DataLoader *dl) { return dl->tf.out; }
+int dataloader_jpeg(const DataLoader *dl) { return dl->jpeg; }
 const float *dataloader_lut(const DataLoader *dl) { return &dl->lut[0][0]; }
 int dataloader_streaming(const DataLoader *dl) { return dl->streaming; }
 void dataloader_order_shape(const DataLoader *dl, long *chunk_images, long *window_chunks) {
@@ -481,10 +674,10 @@ void dataloader_order_shape(const DataLoader *dl, long *chunk_images, long *wind
 }
 const char *dataloader_memory_note(const DataLoader *dl) { return dl->memory_note; }
 size_t dataloader_bytes_held(const DataLoader *dl) {
-    return dl->streaming ? __atomic_load_n(&dl->held, __ATOMIC_RELAXED) : dl->n * dl->per;
+    return dl->streaming ? __atomic_load_n(&dl->held, __ATOMIC_RELAXED) : dl->share_bytes;
 }
 size_t dataloader_peak_bytes_held(const DataLoader *dl) {
-    return dl->streaming ? __atomic_load_n(&dl->peak, __ATOMIC_RELAXED) : dl->n * dl->per;
+    return dl->streaming ? __atomic_load_n(&dl->peak, __ATOMIC_RELAXED) : dl->share_bytes;
 }
 
 const char *dataloader_class_name(const DataLoader *dl, int k) {
@@ -555,14 +748,14 @@ int dataloader_next(DataLoader *dl, float *x, int *labels) {
     double t0 = now_sec();
     int n;
     if (!dl->has_thread) {
-        n = produce(dl, dl->next_batch, dl->plan, x, labels);
+        n = produce(dl, dl->next_batch, dl->plan, dl->box, x, labels);
         dl->wait += now_sec() - t0;
     } else {
         pthread_mutex_lock(&dl->mu);
         while (!(dl->ready && dl->ready_batch == dl->next_batch)) pthread_cond_wait(&dl->cv, &dl->mu);
         dl->wait += now_sec() - t0;
         n = dl->pre_n;
-        memcpy(x, dl->pre_x, (size_t)n * dl->per * sizeof(float));
+        memcpy(x, dl->pre_x, (size_t)n * dl->out_floats * sizeof(float));
         memcpy(labels, dl->pre_labels, (size_t)n * sizeof(int));
         dl->ready = 0;
         pthread_cond_broadcast(&dl->cv);
@@ -588,9 +781,11 @@ static void stop_prefetch(DataLoader *dl) {
     free(dl->pre_x);
     free(dl->pre_labels);
     free(dl->pre_plan);
+    free(dl->pre_box);
     dl->pre_x = NULL;
     dl->pre_labels = NULL;
     dl->pre_plan = NULL;
+    dl->pre_box = NULL;
 }
 
 int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels) {
@@ -598,8 +793,9 @@ int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels) {
     if (!dl->started) dataloader_start_epoch(dl, 0, 0);
     if (dl->next_batch >= dl->num_batches) return 0;
     double t0 = now_sec();
+    CHECK(dl->tf.mode != TF_RRC);   /* a plan holds no box (dataloader.h) */
     if (dl->streaming) stream_batch(dl, dl->next_batch);
-    int n = make_plan(dl, dl->next_batch, plan, labels);
+    int n = make_plan(dl, dl->next_batch, plan, NULL, labels);
     dl->wait += now_sec() - t0;
     dl->next_batch++;
     return n;
@@ -619,6 +815,12 @@ void dataloader_free(DataLoader *dl) {
     free(dl->labels);
     free(dl->order);
     free(dl->plan);
+    free(dl->box);
+    free(dl->off);
+    free(dl->dims);
+    workpool_free(dl->pool);
+    for (int w = 0; dl->scratch && w < dl->opt.workers; w++) transform_scratch_free(&dl->scratch[w]);
+    free(dl->scratch);
     for (size_t c = 0; dl->chunk_data && c < dl->num_chunks; c++) free(dl->chunk_data[c]);
     free(dl->chunk_data);
     for (int k = 0; dl->slices && k < dl->num_slices; k++) free(dl->slices[k].path);

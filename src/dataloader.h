@@ -55,6 +55,15 @@ typedef struct {
     size_t memory_budget;
     int chunk_images;         /* 0: DL_CHUNK_IMAGES */
     int window_chunks;        /* 0: DL_WINDOW_CHUNKS */
+    /* ImageNet-style views (transform.h), instead of the stored size with crop_pad's crop:
+     * crop_size > 0 with augment: RandomResizedCrop to crop_size x crop_size, a box of
+     * [rrc_scale_lo, rrc_scale_hi] of the image's area, flipped as augment flips; else
+     * out_size > 0: the shorter side resized to resize_size (0: out_size), the centre
+     * out_size x out_size kept. Both 0: the stored S x S (a JPEG split: its centre S x S). */
+    int crop_size;
+    double rrc_scale_lo, rrc_scale_hi;
+    int resize_size, out_size;
+    int workers;              /* threads that make a batch's samples (0: 1) */
 } DataLoaderOptions;
 
 enum { DL_MEMORY_YES = 0, DL_MEMORY_NO = 1, DL_MEMORY_AUTO = 2 };
@@ -98,7 +107,8 @@ size_t dataloader_peak_bytes_held(const DataLoader *dl);
 /* Start epoch `epoch`, beginning at batch `start_batch` (resume mid-epoch). Restarts prefetch. */
 void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch);
 
-/* Next batch of this epoch: x receives NHWC float32 [n, S, S, 3] normalised, labels [n].
+/* Next batch of this epoch: x receives NHWC float32 [n, O, O, 3] normalised (O:
+ * dataloader_output_size), labels [n].
  * Returns n (batch_size, or fewer for a short last batch), 0 at the end of the epoch. */
 int dataloader_next(DataLoader *dl, float *x, int *labels);
 
@@ -117,13 +127,20 @@ int dataloader_batch_size(const DataLoader *dl);
 /* For applying plans elsewhere: this rank's images, uint8 [n, S, S, 3] in assignment order
  * (SamplePlan.index indexes it, n = dataloader_num_samples), and the normalisation table,
  * float [3][256]: lut[c * 256 + v] is the normalised value of pixel value v in channel c.
- * Both stay valid and unchanged until dataloader_free. The images are NULL when streaming. */
+ * Both stay valid and unchanged until dataloader_free. The images are NULL when streaming, for
+ * JPEG shards, and with crop_size or out_size (plans then carry only a part of the view). */
 const uint8_t *dataloader_images(const DataLoader *dl);
 const float *dataloader_lut(const DataLoader *dl);
 
 /* Seconds the caller spent blocked in dataloader_next (or making plans in
  * dataloader_next_plan) since the last call (data wait). */
 double dataloader_take_wait_time(DataLoader *dl);
+
+/* The side of the images a batch holds (x is [n, O, O, 3]): crop_size or out_size when given,
+ * else the stored size. */
+int dataloader_output_size(const DataLoader *dl);
+/* 1 when the split's shards hold JPEG files (decoded as batches are made). */
+int dataloader_jpeg(const DataLoader *dl);
 
 /* Dataset attributes: num_classes, class names (may be NULL), per-channel mean and std used to
  * normalise (from the file's attributes, or computed defaults). */

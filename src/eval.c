@@ -18,7 +18,7 @@ void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *
     e->last_acc = -1.0;
     e->eval_step = -1;
     if (strcmp(c->tta, "none") != 0) {   /* the model's forwards take at most batch_size images */
-        const size_t img = (size_t)c->image_size * c->image_size * 3;
+        const size_t img = (size_t)config_input_size(c) * config_input_size(c) * 3;
         e->tta_x = alignedAllocCheck((size_t)c->batch_size * img * sizeof(float));
         e->tta_logits = mallocCheck((size_t)c->batch_size * c->num_classes * sizeof(float));
     }

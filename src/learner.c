@@ -15,7 +15,7 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
     snprintf(what, sizeof what, "%s%s", zoo_has(c->model) ? "--model " : "", c->model);
     NetSpec trial;   /* shapes for this run's images and classes, checked now */
     netspec_copy(&trial, net);
-    const int rc = netspec_resolve(&trial, (int)c->image_size, (int)c->num_classes, what, err, errlen);
+    const int rc = netspec_resolve(&trial, (int)config_input_size(c), (int)c->num_classes, what, err, errlen);
     netspec_free(&trial);
     if (rc != 0) netspec_free(net);
     return rc;
@@ -24,7 +24,7 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
 int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size_t errlen) {
     if (!c->init_from[0]) return 0;
     Model probe;
-    if (model_init_net(&probe, &backend_cpu, net, c->model, (int)c->num_classes, (int)c->image_size, 1, err, errlen) != 0)
+    if (model_init_net(&probe, &backend_cpu, net, c->model, (int)c->num_classes, (int)config_input_size(c), 1, err, errlen) != 0)
         return -1;
     char note[1400];
     const int rc = init_from_file(&probe, c->init_from, note, sizeof note, err, errlen);
@@ -36,7 +36,7 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
     memset(l, 0, sizeof *l);
     Model *m = &l->model;
     char err[4800];
-    if (model_init_net(m, be, net, c->model, (int)c->num_classes, (int)c->image_size, (int)c->batch_size, err,
+    if (model_init_net(m, be, net, c->model, (int)c->num_classes, (int)config_input_size(c), (int)c->batch_size, err,
                        sizeof err) != 0)
         die("%s", err);   /* learner_network checked it: not reached */
     const int mini = !strcmp(c->model, "miniresnet");
@@ -52,7 +52,7 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
     char shape[64] = "";
     if (mini) snprintf(shape, sizeof shape, " width %ld blocks %ld", c->width, c->blocks);
     log_info(log, "model: %s%s: %zu parameters, %.3f GMACs per %ldx%ld image, %d batch norms%s", m->net.name, shape,
-             m->num_params, model_macs_per_image(m) / 1e9, c->image_size, c->image_size, m->n_bn,
+             m->num_params, model_macs_per_image(m) / 1e9, config_input_size(c), config_input_size(c), m->n_bn,
              c->zero_init_residual ? ", residual branches' last batch norms start at 0" : "");
 
     sgd_init_on(&l->opt, be, m->num_params, (float)c->momentum, (float)c->weight_decay);

@@ -25,7 +25,14 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
         .in_memory = mode,
         .memory_budget = s->mem_budget,
         .chunk_images = (int)c->data_chunk_images, .window_chunks = (int)c->data_window_chunks,
+        /* ImageNet-style views: RandomResizedCrop for training, resize + centre crop for evaluation
+         * (and for training without --augment) */
+        .crop_size = train ? (int)c->train_crop_size : 0,
+        .resize_size = (int)c->val_resize_size,
+        .out_size = c->train_crop_size ? (int)config_input_size(c) : 0,
+        .workers = (int)c->data_workers,
     };
+    config_rrc_scale(c, &o.rrc_scale_lo, &o.rrc_scale_hi);
     return dataloader_open(&o, err, n);
 }
 

@@ -156,6 +156,11 @@ static void setup(Run *r, int argc, char **argv) {
     if (r->dev.be->on_device && strcmp(r->cfg.model, "miniresnet") != 0)
         die_code(2, "--model %s: the %s backend trains only --model miniresnet for now; use --device cpu", r->cfg.model,
                  r->dev.be->name);
+    /* the crops and the JPEG decoding are made on the host alone: the GPU applies only --crop_padding's
+     * plans to a split it holds (device_data.h) */
+    if (r->dev.be->on_device && r->cfg.train_crop_size)
+        die_code(2, "--train_crop_size %ld: the %s backend does not crop and resize images yet; use --device cpu",
+                 r->cfg.train_crop_size, r->dev.be->name);
     if (device_connect(&r->dev, &r->world, &r->cfg, err, sizeof err) != 0) die("%s", err);
     r->comm = r->world.comm;
     /* Gradient buckets round ddptrain's ring (comm_mpi.c: MPI libraries send small rank counts'
@@ -308,7 +313,7 @@ static void resume_or_start(Run *r) {
 static void prepare_batches(Run *r) {
     const Config *cfg = &r->cfg;
     const int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
-    batches_init(&r->batches, &r->dev, r->data.train, r->data.test, (int)cfg->image_size, max_batch, &r->log);
+    batches_init(&r->batches, &r->dev, r->data.train, r->data.test, (int)config_input_size(cfg), max_batch, &r->log);
     eval_init(&r->eval, cfg, r->comm, &r->log, &r->batches);
 }
 
