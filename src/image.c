@@ -10,6 +10,7 @@
 #include <string.h>
 
 #include "build_config.h"
+#include "resample.h"
 #include "util.h"
 
 #ifdef HAVE_JPEG
@@ -267,71 +268,6 @@ int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRG
 
 /* ---- resize + crop ------------------------------------------------------------------------ */
 
-#define PRECISION_BITS (32 - 8 - 2)
-
-/* PIL's precompute_coeffs for the bilinear (triangle) filter over the box [0, in_size) resized
- * to out_size, then normalize_coeffs_8bpc, for the count output indices from first on only:
- * each index's coefficients depend on nothing but the index, and the centre crop keeps S of
- * them (out_size may pass 2^31 for a very elongated image; in_size < 2^31). bounds: [count][2]
- * (first input index, count); kk: [count][ksize]. */
-static int coeffs(int64_t in_size, int64_t out_size, int64_t first, int count, int **bounds_out, int32_t **kk_out) {
-    double scale = (double)in_size / (double)out_size;
-    double filterscale = scale < 1.0 ? 1.0 : scale;
-    double support = 1.0 * filterscale;
-    int ksize = (int)ceil(support) * 2 + 1;
-    int *bounds = mallocCheck((size_t)count * 2 * sizeof(int));
-    int32_t *kk = mallocCheck((size_t)count * (size_t)ksize * sizeof(int32_t));
-    double *k = mallocCheck((size_t)ksize * sizeof(double));
-    for (int i = 0; i < count; i++) {
-        int64_t xx = first + i;
-        double center = ((double)xx + 0.5) * scale, ww = 0.0, ss = 1.0 / filterscale;
-        int xmin = (int)(center - support + 0.5);
-        if (xmin < 0) xmin = 0;
-        int xmax = (int)(center + support + 0.5);
-        if (xmax > in_size) xmax = (int)in_size;
-        xmax -= xmin;
-        int x;
-        for (x = 0; x < xmax; x++) {
-            double t = fabs((x + xmin - center + 0.5) * ss);
-            double wgt = t < 1.0 ? 1.0 - t : 0.0;
-            k[x] = wgt;
-            ww += wgt;
-        }
-        for (x = 0; x < xmax; x++)
-            if (ww != 0.0) k[x] /= ww;
-        for (; x < ksize; x++) k[x] = 0;
-        for (x = 0; x < ksize; x++)
-            kk[(size_t)i * (size_t)ksize + (size_t)x] = k[x] < 0 ? (int32_t)(-0.5 + k[x] * (1 << PRECISION_BITS))
-                                                                : (int32_t)(0.5 + k[x] * (1 << PRECISION_BITS));
-        bounds[i * 2] = xmin;
-        bounds[i * 2 + 1] = xmax;
-    }
-    free(k);
-    *bounds_out = bounds;
-    *kk_out = kk;
-    return ksize;
-}
-
-static inline uint8_t clip8(int32_t v) {
-    v >>= PRECISION_BITS;
-    return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
-}
-
-/* One RGB pixel of a separable pass, PIL's fixed-point arithmetic: the n taps k over the
- * pixels p, p + step, p + 2*step... (step in bytes: 3 along a row, a row's bytes down a
- * column). */
-static void filter_px(const uint8_t *p, size_t step, const int32_t *k, int n, uint8_t *o) {
-    int32_t s0 = 1 << (PRECISION_BITS - 1), s1 = s0, s2 = s0;
-    for (int i = 0; i < n; i++, p += step) {
-        s0 += p[0] * k[i];
-        s1 += p[1] * k[i];
-        s2 += p[2] * k[i];
-    }
-    o[0] = clip8(s0);
-    o[1] = clip8(s1);
-    o[2] = clip8(s2);
-}
-
 /* Python's int(round(x / 2.0)) for an integer x >= 0: half to even. */
 static int64_t half_round_even(int64_t x) {
     int64_t q = x / 2;
@@ -340,10 +276,9 @@ static int64_t half_round_even(int64_t x) {
 
 void image_resize_crop(const ImageRGB *in, int S, uint8_t *out) {
     /* 64-bit: the longer side's new length, S * long / short, passes 2^31 for a 1 x 2^20 image
-     * at S = 4096. Only the S x S crop is ever computed: the coefficients of the S kept columns
-     * and rows, and the horizontal pass on the input rows the kept rows read, as PIL's
-     * resample does for its vertical pass; every output pixel is PIL's, which computes the
-     * whole resized image and then crops it. */
+     * at S = 4096. Only the S x S crop is computed (resample.h): the coefficients of the kept
+     * columns and rows, and the horizontal pass on the input rows the kept rows read; every
+     * output pixel is PIL's, which resizes the whole image and then crops it. */
     const int64_t w = in->w, h = in->h;
     int64_t nw, nh;
     if (w <= h) {
@@ -353,66 +288,9 @@ void image_resize_crop(const ImageRGB *in, int S, uint8_t *out) {
         nh = S;
         nw = (int64_t)S * w / h;
     }
-    const int64_t left = half_round_even(nw - S), top = half_round_even(nh - S);
-    if (nw == w && nh == h) {   /* no resampling: PIL's resize returns a copy */
-        for (int y = 0; y < S; y++)
-            memcpy(out + (size_t)y * S * 3, in->rgb + ((size_t)(y + top) * (size_t)w + (size_t)left) * 3, (size_t)S * 3);
-        return;
-    }
-    /* The input rows [y0, y1) the S output rows read. */
-    int *vb = NULL;
-    int32_t *vkk = NULL;
-    int vks = 0;
-    int64_t y0 = top, y1 = top + S;
-    if (nh != h) {
-        vks = coeffs(h, nh, top, S, &vb, &vkk);
-        y0 = h;
-        y1 = 0;
-        for (int yo = 0; yo < S; yo++) {
-            if (vb[yo * 2] < y0) y0 = vb[yo * 2];
-            if (vb[yo * 2] + vb[yo * 2 + 1] > y1) y1 = vb[yo * 2] + vb[yo * 2 + 1];
-        }
-        if (y1 < y0) y1 = y0;
-    }
-    /* Horizontal pass over rows [y0, y1) (only the S output columns kept), into tmp
-     * [y1 - y0][S]. src: row r of it is input row src_y0 + r; src_w pixels a row; output
-     * column 0 is its column cols_off. */
-    const uint8_t *src = in->rgb;
-    int64_t src_w = w, src_y0 = 0, cols_off = 0;
-    uint8_t *tmp = NULL;
-    if (nw != w) {
-        int *b;
-        int32_t *kk;
-        int ks = coeffs(w, nw, left, S, &b, &kk);
-        tmp = mallocCheck((size_t)(y1 - y0) * (size_t)S * 3 + 1);
-        for (int64_t y = y0; y < y1; y++) {
-            const uint8_t *row = in->rgb + (size_t)y * (size_t)w * 3;
-            for (int xo = 0; xo < S; xo++)
-                filter_px(row + (size_t)b[xo * 2] * 3, 3, kk + (size_t)xo * (size_t)ks, b[xo * 2 + 1],
-                          tmp + ((size_t)(y - y0) * (size_t)S + (size_t)xo) * 3);
-        }
-        free(b);
-        free(kk);
-        src = tmp;
-        src_w = S;
-        src_y0 = y0;
-    } else {
-        cols_off = left;
-    }
-    if (nh != h) {
-        for (int yo = 0; yo < S; yo++) {
-            const int64_t ymin = vb[yo * 2];
-            const int32_t *k = vkk + (size_t)yo * (size_t)vks;
-            for (int xo = 0; xo < S; xo++)
-                filter_px(src + ((size_t)(ymin - src_y0) * (size_t)src_w + (size_t)(xo + cols_off)) * 3, (size_t)src_w * 3, k,
-                          vb[yo * 2 + 1], out + ((size_t)yo * S + (size_t)xo) * 3);
-        }
-    } else {
-        for (int y = 0; y < S; y++)
-            memcpy(out + (size_t)y * S * 3, src + ((size_t)(y + top - src_y0) * (size_t)src_w + (size_t)cols_off) * 3,
-                   (size_t)S * 3);
-    }
-    free(vb);
-    free(vkk);
-    free(tmp);
+    const PixelBox whole = {.x = 0, .y = 0, .w = in->w, .h = in->h};
+    const PixelBox crop = {.x = half_round_even(nw - S), .y = half_round_even(nh - S), .w = S, .h = S};
+    ResampleScratch scratch = {0};
+    resample_box(in->rgb, in->w, in->h, whole, nw, nh, crop, out, &scratch);
+    resample_scratch_free(&scratch);
 }

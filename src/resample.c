@@ -3,12 +3,14 @@
  *
  * The arithmetic is Pillow's (libImaging/Resample.c, read for its rounding rules, not copied):
  * for an input of n pixels resized to m, scale = n / m and the filter is widened to
- * max(scale, 1) pixels each way; output pixel i is centred at (i + 0.5) * scale, takes the
- * source pixels from (int)(centre - support + 0.5) to (int)(centre + support + 0.5) (C casts,
- * clamped to the image), weighs each with the triangle filter at its distance over the
- * widening, and divides by their sum. The weights are rounded to 22-bit fixed point; a pixel
- * is the sum of weight x value plus a half, shifted right and clamped to 0-255. The rows a
- * vertical pass needs are resampled horizontally first, into uint8. */
+ * max(scale, 1) pixels each way (n as a float: Pillow's box is four floats, so a side past 2^24
+ * pixels is rounded there; the clamping below uses the exact n); output pixel i is centred at
+ * (i + 0.5) * scale, takes the source pixels from (int)(centre - support + 0.5) to
+ * (int)(centre + support + 0.5) (C casts, clamped to the image), weighs each with the
+ * triangle filter at its distance over the widening, and divides by their sum. The weights are
+ * rounded to 22-bit fixed point; a pixel is the sum of weight x value plus a half, shifted right
+ * and clamped to 0-255. The rows a vertical pass needs are resampled horizontally first, into
+ * uint8. n is the box's size, not the image's: torchvision crops before it resizes. */
 #include "resample.h"
 
 #include <math.h>
@@ -41,19 +43,24 @@ void resample_scratch_free(ResampleScratch *s) {
     memset(s, 0, sizeof *s);
 }
 
+/* Pillow's scale, (double)(in1 - in0) / outSize with in0 = 0.0f and in1 = (float)n. */
+static double scale_of(int n, int64_t m) {
+    return (double)(float)n / (double)m;
+}
+
 /* Taps per output pixel for n inputs resized to m. */
-static int taps(int n, int m) {
-    const double scale = (double)n / m, support = scale < 1.0 ? 1.0 : scale;
+static int taps(int n, int64_t m) {
+    const double scale = scale_of(n, m), support = scale < 1.0 ? 1.0 : scale;
     return (int)ceil(support) * 2 + 1;
 }
 
 /* Weights of outputs [first, first + count) of n inputs resized to m: bounds[2i] is the first
  * input of output first + i and bounds[2i + 1] how many follow; k[i * ks + t] their weights. */
-static void coeffs(int n, int m, int first, int count, int ks, int32_t *k, int *bounds, double *w) {
-    const double scale = (double)n / m, filterscale = scale < 1.0 ? 1.0 : scale;
+static void coeffs(int n, int64_t m, int64_t first, int count, int ks, int32_t *k, int *bounds, double *w) {
+    const double scale = scale_of(n, m), filterscale = scale < 1.0 ? 1.0 : scale;
     const double support = filterscale, ss = 1.0 / filterscale;
     for (int i = 0; i < count; i++) {
-        const double centre = (first + i + 0.5) * scale;
+        const double centre = ((double)(first + i) + 0.5) * scale;
         int xmin = (int)(centre - support + 0.5), xmax = (int)(centre + support + 0.5);
         if (xmin < 0) xmin = 0;
         if (xmax > n) xmax = n;
@@ -79,7 +86,7 @@ static inline uint8_t clip8(int32_t v) {
     return (uint8_t)(v < 0 ? 0 : v > 255 ? 255 : v);
 }
 
-void resample_box(const uint8_t *src, int src_w, int src_h, PixelBox box, int out_w, int out_h,
+void resample_box(const uint8_t *src, int src_w, int src_h, PixelBox box, int64_t out_w, int64_t out_h,
                   PixelBox win, uint8_t *dst, ResampleScratch *s) {
     CHECK(box.x >= 0 && box.y >= 0 && box.w > 0 && box.h > 0 && box.x + box.w <= src_w && box.y + box.h <= src_h);
     CHECK(out_w > 0 && out_h > 0 && win.x >= 0 && win.y >= 0 && win.w > 0 && win.h > 0 &&

@@ -14,9 +14,12 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* A rectangle of pixels: columns [x, x + w), rows [y, y + h). */
+/* A rectangle of pixels: columns [x, x + w), rows [y, y + h). The offsets are 64-bit because a
+ * window of a resized image can lie past 2^31: Resize(4096) of a 1 x 600,000 image is
+ * 2,457,600,000 pixels long, of which `ddptrain-data import` computes only the centre. */
 typedef struct {
-    int x, y, w, h;
+    int64_t x, y;
+    int w, h;
 } PixelBox;
 
 /* Buffers the passes grow and reuse; zero-initialise, free with resample_scratch_free. One per
@@ -32,9 +35,12 @@ typedef struct {
 void resample_scratch_free(ResampleScratch *s);
 
 /* dst [win.h][win.w][3] = the window `win` of the box `box` of src (an image of src_w x src_h
- * pixels, rows of src_w * 3 bytes) resized to out_w x out_h with Pillow's bilinear filter.
- * box lies within the image, win within the out_w x out_h output. */
-void resample_box(const uint8_t *src, int src_w, int src_h, PixelBox box, int out_w, int out_h,
+ * pixels, rows of src_w * 3 bytes) resized to out_w x out_h with Pillow's bilinear filter, as
+ * torchvision's resized_crop does it on a PIL image: img.crop(box).resize((out_w, out_h)), so
+ * the filter reads nothing outside the box (Image.resize's own box argument would read past its
+ * edges). box lies within the image, win within the out_w x out_h output (either side may pass
+ * 2^31). */
+void resample_box(const uint8_t *src, int src_w, int src_h, PixelBox box, int64_t out_w, int64_t out_h,
                   PixelBox win, uint8_t *dst, ResampleScratch *s);
 
 #endif
