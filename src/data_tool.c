@@ -42,7 +42,8 @@ static const char *USAGE_MAIN =
     "usage: ddptrain-data COMMAND [flags]\n"
     "\n"
     "Datasets for ddptrain: directories of HDF5 shards <split>-NNNNN-of-MMMMM.h5 (split = train\n"
-    "or test) holding 'images' uint8 [N,S,S,3] and 'labels' [N]; see data/README.md.\n"
+    "or test) holding 'images' uint8 [N,S,S,3] (or JPEG files: import --encoding jpeg) and\n"
+    "'labels' [N]; see data/README.md.\n"
     "\n"
     "commands:\n"
     "  synth    generate the procedural 10-class dataset\n"
@@ -134,8 +135,9 @@ static const char *USAGE_IMPORT =
 static const char *USAGE_INSPECT =
     "usage: ddptrain-data inspect FILE|DIR...\n"
     "\n"
-    "Validates each shard file (every check ddptrain makes, and that all images are readable) and\n"
-    "prints its sample count, image shape, num_classes, class names, label histogram and mean/std.\n"
+    "Validates each shard file (every check ddptrain makes, and that all images are readable: the\n"
+    "JPEGs of a JPEG shard decoded, each to the size it records) and prints its sample count,\n"
+    "image shape, encoding and bytes, num_classes, class names, label histogram and mean/std.\n"
     "A directory is checked as a dataset: both splits' shard sets must be complete and consistent.\n"
     "Exits 1 with one line naming the file if anything is wrong.\n";
 

@@ -911,7 +911,7 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
         const ShardInfo *s0 = &set->shards[0];
         static const char *const enc_name[2] = {"raw", "jpeg"};
         if (s->encoding != s0->encoding)
-            rc = errf(err, errlen, "%s: its images are stored %s but %s stores them %s (all shards of a split must have one encoding)",
+            rc = errf(err, errlen, "%s: encoding %s but %s has encoding %s (all shards of a split must have one encoding)",
                       p1, enc_name[s->encoding], s0->path, enc_name[s0->encoding]);
         else if (s->encoding == SHARD_ENC_JPEG && s->image_size != s0->image_size)
             rc = errf(err, errlen, "%s: attribute 'image_size' is %d but %s says %d (all shards of a split must have one image size)",

@@ -6,7 +6,9 @@ Run once (the outputs are committed); needs numpy and h5py, and ddptrain and ddp
 built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
   shard/       tiny shards (2 images of 4x4) in HDF5's oldest format (no metadata checksums,
                so a mutation reaches the values rather than a checksum), one per way the tests
-               break a shard, and one written by ddptrain-data itself
+               break a shard, and one written by ddptrain-data itself; JPEG shards (2 images
+               of shorter side 8, PIL's JPEGs at quality 50; needs PIL) good, with offsets out
+               of order, and with one sample's bytes garbled
   checkpoint/  a checkpoint of the model fuzz_checkpoint.c loads (width 4, 1 block, 10 classes,
                16x16), from a 2-step run on 2 ranks' worth of data, rewritten without
                checksums or filters; plus variants (amp state, per-rank rows, /config shapes)
@@ -79,6 +81,36 @@ def shard_seeds():
         f.create_dataset("labels", shape=(2**62 + 1,), dtype="i4", chunks=(16,), fillvalue=1)
         f.attrs["num_classes"] = np.int32(3)
     out("shard", "huge_count", h5_bytes(huge))
+
+
+def jpeg_shard_seeds():
+    import io
+    from PIL import Image
+    rng = np.random.default_rng(1)
+    blobs = []
+    for h, w in ((8, 8), (16, 8)):
+        b = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (h, w, 3)).astype(np.uint8)).save(b, "JPEG", quality=50)
+        blobs.append(b.getvalue())
+
+    def jshard(off=None, data=None):
+        def build(f):
+            d = data if data is not None else b"".join(blobs)
+            f.create_dataset("jpeg", data=np.frombuffer(d, np.uint8))
+            f.create_dataset("offsets", data=np.array(off or [0, len(blobs[0]), len(d)], np.uint64))
+            f.create_dataset("sizes", data=np.array([[8, 8], [16, 8]], np.uint16))
+            f.create_dataset("labels", data=np.array([0, 2], np.int32))
+            f.attrs["num_classes"] = np.int32(3)
+            f.attrs["encoding"] = "jpeg"
+            f.attrs["image_size"] = np.int32(8)
+        return h5_bytes(build)
+
+    out("shard", "jpeg_good", jshard())
+    n = len(blobs[0]) + len(blobs[1])
+    out("shard", "jpeg_offsets_order", jshard(off=[0, len(blobs[0]) + len(blobs[1]) // 2 + len(blobs[1]), n]))
+    garbled = bytearray(b"".join(blobs))
+    garbled[len(blobs[0]) + len(blobs[1]) // 2:] = rng.integers(0, 256, n - len(blobs[0]) - len(blobs[1]) // 2).astype(np.uint8).tobytes()
+    out("shard", "jpeg_garbled", jshard(data=bytes(garbled)))
 
 
 def checkpoint_seeds(build):
@@ -242,6 +274,7 @@ def main():
     # Seeds are written over their old files; nothing else in the corpora is removed, since the
     # inputs a fuzzer found (crashes once) are kept there too. config_file/ is written by hand.
     shard_seeds()
+    jpeg_shard_seeds()
     checkpoint_seeds(build)
     cli_seeds()
     env_seeds()

@@ -29,6 +29,19 @@ then breaks one file (always OUTDIR/train-00000-of-00002.h5 unless said otherwis
                   v1 B-tree of symbol table nodes) set to the undefined address: HDF5 1.10
                   read a symbol table node from address 2^64 - 1 and crashed
 
+JPEG shards (the layout of `import --encoding jpeg`: 'jpeg', 'offsets', 'sizes', attributes
+'encoding' and 'image_size' 32; 16 images of 32x32 or 32x48, PIL's JPEGs), broken the same way:
+
+  jpeg_offsets_order  offsets[4] == offsets[3]: sample 3 of no bytes
+  jpeg_offsets_end    4 bytes more in 'jpeg' than offsets[N] says
+  jpeg_size_zero      sizes[6] == (0, 32)
+  jpeg_garbled        the second half of sample 5's bytes (its end marker included) replaced
+                      by random bytes: a corrupt JPEG, which libjpeg would pad with grey
+  jpeg_no_image_size  no attribute 'image_size'
+  jpeg_mixed          train-00001-of-00002.h5 raw beside a JPEG train-00000 (the broken file
+                      is train-00001)
+These need PIL as well and are not in KINDS (JPEG_KINDS): the trainer's tests leave them out.
+
 Prints the path of the broken file (or OUTDIR for no_train) on stdout, so a test can check
 that the error message names it. Needs numpy and h5py: without them it exits 77 (the
 automake code for "skip") with a one-line message.
@@ -39,11 +52,13 @@ import sys
 KINDS = ("truncated", "corrupt", "wrong_shape", "wrong_rank", "wrong_dtype", "bad_label",
          "missing_labels", "count_mismatch", "no_train", "huge_count", "huge_count61", "unwritten", "inf_mean",
          "nan_std", "escape_names", "attr_overrun", "btree_undef")
+JPEG_KINDS = ("jpeg_offsets_order", "jpeg_offsets_end", "jpeg_size_zero", "jpeg_garbled", "jpeg_no_image_size",
+              "jpeg_mixed")
 
 
 def main():
-    if len(sys.argv) != 3 or sys.argv[1] not in KINDS:
-        sys.stderr.write("usage: make_bad_shards.py KIND OUTDIR  (KIND: %s)\n" % ", ".join(KINDS))
+    if len(sys.argv) != 3 or sys.argv[1] not in KINDS + JPEG_KINDS:
+        sys.stderr.write("usage: make_bad_shards.py KIND OUTDIR  (KIND: %s)\n" % ", ".join(KINDS + JPEG_KINDS))
         return 2
     try:
         import numpy as np
@@ -79,6 +94,8 @@ def main():
                 rng.integers(0, num_classes, n).astype(np.int64))
 
     names = ["train-00000-of-00002.h5", "train-00001-of-00002.h5", "test-00000-of-00001.h5"]
+    if kind in JPEG_KINDS:
+        return jpeg_kind(kind, out, names, rng, n, num_classes, write, good)
     if kind == "no_train":
         names = names[2:]
     for name in names:
@@ -145,6 +162,69 @@ def main():
                 return 1
             f.seek(trees[0] + 32)
             f.write(b"\xff" * 8)
+    print(bad)
+    return 0
+
+
+def jpeg_kind(kind, out, names, rng, n, num_classes, write_raw, good_raw):
+    import io
+    import numpy as np
+    import h5py
+    try:
+        from PIL import Image
+    except ImportError as e:
+        sys.stderr.write("make_bad_shards.py: PIL is required for the JPEG kinds (%s)\n" % e)
+        return 77
+
+    def samples():
+        blobs, sizes = [], []
+        for i in range(n):
+            h, w = (32, 48) if i % 3 == 1 else (32, 32)
+            if i % 4 == 2:
+                h, w = w, h
+            b = io.BytesIO()
+            Image.fromarray(rng.integers(0, 256, (h, w, 3), dtype=np.uint8)).save(b, "JPEG", quality=90)
+            blobs.append(b.getvalue())
+            sizes.append((h, w))
+        return blobs, np.array(sizes, np.uint16), rng.integers(0, num_classes, n).astype(np.int32)
+
+    def write(path, blobs, sizes, labels, extra=b"", image_size=True):
+        off = np.cumsum([0] + [len(b) for b in blobs]).astype(np.uint64)
+        with h5py.File(path, "w") as f:
+            f.create_dataset("jpeg", data=np.frombuffer(b"".join(blobs) + extra, np.uint8))
+            f.create_dataset("offsets", data=off)
+            f.create_dataset("sizes", data=sizes)
+            f.create_dataset("labels", data=labels)
+            f.attrs["num_classes"] = np.int32(num_classes)
+            f.attrs["encoding"] = "jpeg"
+            if image_size:
+                f.attrs["image_size"] = np.int32(32)
+
+    for name in names:
+        write(os.path.join(out, name), *samples())
+    bad = os.path.join(out, names[0])
+    blobs, sizes, labels = samples()
+    if kind == "jpeg_offsets_order":
+        write(bad, blobs, sizes, labels)
+        with h5py.File(bad, "r+") as f:
+            f["offsets"][4] = f["offsets"][3]
+    elif kind == "jpeg_offsets_end":
+        write(bad, blobs, sizes, labels, extra=b"\0\0\0\0")
+    elif kind == "jpeg_size_zero":
+        sizes[6] = (0, 32)
+        write(bad, blobs, sizes, labels)
+    elif kind == "jpeg_garbled":
+        b = bytearray(blobs[5])
+        half = len(b) // 2
+        b[half:] = rng.integers(0, 256, len(b) - half, dtype=np.uint8).tobytes()
+        blobs[5] = bytes(b)
+        write(bad, blobs, sizes, labels)
+    elif kind == "jpeg_no_image_size":
+        write(bad, blobs, sizes, labels, image_size=False)
+    elif kind == "jpeg_mixed":
+        bad = os.path.join(out, names[1])
+        os.unlink(bad)
+        write_raw(bad, *good_raw())
     print(bad)
     return 0
 
