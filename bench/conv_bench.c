@@ -69,18 +69,16 @@ static void time_winograd(int C, int N, int H, const float *x, const float *w, c
                           float *y, float *dx, float *dw, int reps, Times *t) {
     Winograd p;
     winograd_init(&p, C, C, N, H, H);
-    WinogradWeights u;
-    winograd_weights_init(&u, C, C);
     void *ws = alignedAllocCheck(winograd_workspace_bytes(&p));
     t->fwd = t->bwd = t->bwd_w = 1e30;
     for (int r = 0; r < reps + 1; r++) {
         /* A new version each round, as after an optimizer step: the weight transform counts. */
         double a = now();
-        winograd_forward(&p, &u, w, (unsigned)r + 1, x, y, ws);
+        winograd_forward(&p, w, x, y, ws);
         double b = now();
-        winograd_backward(&p, &u, w, (unsigned)r + 1, x, dy, dx, dw, ws);
+        winograd_backward(&p, w, x, dy, dx, dw, ws);
         double d = now();
-        winograd_backward(&p, &u, w, (unsigned)r + 1, x, dy, NULL, dw, ws);
+        winograd_backward(&p, w, x, dy, NULL, dw, ws);
         double e = now();
         if (r == 0) continue;
         t->fwd = best(t->fwd, b - a);
@@ -88,7 +86,6 @@ static void time_winograd(int C, int N, int H, const float *x, const float *w, c
         t->bwd_w = best(t->bwd_w, e - d);
     }
     free(ws);
-    winograd_weights_free(&u);
     winograd_free(&p);
 }
 

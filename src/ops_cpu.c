@@ -358,7 +358,6 @@ typedef struct ConvImpl {
     int winograd;   /* g_dnnl.winograd when the conv was initialised */
     int own_winograd;               /* g_dnnl.own_winograd, likewise */
     struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
-    WinogradWeights *wino_w;        /* their transformed weights, made with the first plan */
     char wino_name[32];
 } ConvImpl;
 
@@ -582,10 +581,6 @@ static WinoPlan *wino_plan_get(Conv2d *c, int N, int H, int W) {
     if (!wino_selected(c, im, H, W)) return NULL;
     for (WinoPlan *wp = im->wino_plans; wp; wp = wp->next)
         if (wp->p.N == N && wp->p.H == H && wp->p.W == W) return wp;
-    if (!im->wino_w) {
-        im->wino_w = callocCheck(1, sizeof *im->wino_w);
-        winograd_weights_init(im->wino_w, c->C_in, c->C_out);
-    }
     WinoPlan *wp = callocCheck(1, sizeof *wp);
     winograd_init(&wp->p, c->C_in, c->C_out, N, H, W);
     snprintf(im->wino_name, sizeof im->wino_name, "winograd4x3:%s", winograd_isa_name());
@@ -601,9 +596,6 @@ static void wino_free(ConvImpl *im) {
         free(im->wino_plans);
         im->wino_plans = next;
     }
-    if (im->wino_w) winograd_weights_free(im->wino_w);
-    free(im->wino_w);
-    im->wino_w = NULL;
 }
 
 void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad) {
@@ -666,8 +658,7 @@ void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float 
     WinoPlan *wp = wino_plan_get(c, N, H, W);
     if (wp) {
         ws_reserve(winograd_workspace_bytes(&wp->p));
-        winograd_forward(&wp->p, ((ConvImpl *)c->impl)->wino_w, w, ((ConvImpl *)c->impl)->w_version,
-                         x, y, g_dnnl.ws);
+        winograd_forward(&wp->p, w, x, y, g_dnnl.ws);
         return;
     }
     ConvPlan *pl = plan_get(c, N, H, W);
@@ -690,8 +681,7 @@ void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float
     WinoPlan *wp = wino_plan_get(c, N, H, W);
     if (wp) {
         ws_reserve(winograd_workspace_bytes(&wp->p));
-        winograd_backward(&wp->p, ((ConvImpl *)c->impl)->wino_w, w, ((ConvImpl *)c->impl)->w_version,
-                          x, dy, dx, dw, g_dnnl.ws);
+        winograd_backward(&wp->p, w, x, dy, dx, dw, g_dnnl.ws);
         return;
     }
     ConvPlan *pl = plan_get(c, N, H, W);

@@ -338,21 +338,6 @@ static void gemm(int ta, long M, long N, long K, const float *A, long lda, const
 
 /* ---- weights ---- */
 
-void winograd_weights_init(WinogradWeights *u, int C_in, int C_out) {
-    memset(u, 0, sizeof *u);
-    u->C_in = C_in;
-    u->C_out = C_out;
-    const size_t n = (size_t)NP * C_in * C_out * sizeof(float);
-    u->u_fwd = alignedAllocCheck(n);
-    u->u_bwd = alignedAllocCheck(n);
-}
-
-void winograd_weights_free(WinogradWeights *u) {
-    free(u->u_fwd);
-    free(u->u_bwd);
-    memset(u, 0, sizeof *u);
-}
-
 /* out[q * os + k] = (G g_k G^T)[q] for k < n, where kernel k's taps are g[j * n + k], j < 9.
  * Computed in double, so that the transformed weights carry one rounding only, with the loops
  * over kernels innermost so that they vectorise; t holds 18 * n doubles. */
@@ -380,8 +365,7 @@ static void weight_rows(const float *restrict g, int n, double *restrict t, floa
 /* u_fwd[q][ci][co] from w[co][ci] (rotate 0), or u_bwd[q][co][ci] from w[co][ci] rotated by 180
  * degrees. Row by row of the destination: the row's kernels are gathered tap by tap first, so
  * the transform reads and writes contiguous vectors. */
-static void weights_transform(const WinogradWeights *u, const float *w, int rotate, float *dst) {
-    const int Ci = u->C_in, Co = u->C_out;
+static void weights_transform(int Ci, int Co, const float *w, int rotate, float *dst) {
     const int rows = rotate ? Co : Ci, cols = rotate ? Ci : Co;
     #pragma omp parallel
     {
@@ -400,22 +384,6 @@ static void weights_transform(const WinogradWeights *u, const float *w, int rota
     }
 }
 
-static const float *weights_fwd(WinogradWeights *u, const float *w, unsigned version) {
-    if (!u->have_fwd || u->src_fwd != w || u->ver_fwd != version) {
-        weights_transform(u, w, 0, u->u_fwd);
-        u->have_fwd = 1; u->src_fwd = w; u->ver_fwd = version;
-    }
-    return u->u_fwd;
-}
-
-static const float *weights_bwd(WinogradWeights *u, const float *w, unsigned version) {
-    if (!u->have_bwd || u->src_bwd != w || u->ver_bwd != version) {
-        weights_transform(u, w, 1, u->u_bwd);
-        u->have_bwd = 1; u->src_bwd = w; u->ver_bwd = version;
-    }
-    return u->u_bwd;
-}
-
 /* ---- plans ---- */
 
 /* Each thread takes a contiguous range of tiles and works through it in blocks: transform a
@@ -423,8 +391,18 @@ static const float *weights_bwd(WinogradWeights *u, const float *w, unsigned ver
  * transformed copies are about BLOCK_BYTES, so they stay in the core's caches between the
  * steps, but at least MIN_BLOCK tiles, so that each GEMM has rows enough to reuse the weights
  * it streams (block sizes from 16 to 256 tiles measured within noise of each other at 64-256
- * channels). No thread waits for another until the pass ends. The weight gradient's partial
- * sums take 36 * C_in * C_out floats per thread. */
+ * channels). No thread waits for another until the pass ends.
+ *
+ * The workspace, in this order:
+ *   U       36 * C_in * C_out floats: the transformed weights of this pass. They are made again
+ *           at every pass rather than kept per convolution: the weights change at every step,
+ *           so a training step transforms each conv's weights once forward and once backward
+ *           either way, and kept they took 8x the 3x3 weights (300 MB for ResNet-18). An
+ *           evaluation, or a micro-step of accumulation, transforms again: 162 multiply-adds
+ *           per (C_in, C_out) pair, against 36 per pair and tile in the GEMMs.
+ *   blocks  a block's transformed tiles, for each thread
+ *   dW^     the weight gradient's partial sums, 36 * C_in * C_out floats for each thread but
+ *           the first, whose sums take U's place (U is done with once dx is computed). */
 #define BLOCK_BYTES (2u << 20)
 #define MIN_BLOCK 64
 #define MAX_BLOCK 256
@@ -468,7 +446,19 @@ void winograd_free(Winograd *p) {
 }
 
 size_t winograd_workspace_bytes(const Winograd *p) {
-    return (size_t)p->threads * (p->ws_thread + p->ws_dw);
+    return (size_t)p->threads * (p->ws_thread + p->ws_dw);   /* U + blocks + threads - 1 dW^ */
+}
+
+static float *ws_u(const Winograd *p, void *ws) { (void)p; return ws; }
+
+static char *ws_block(const Winograd *p, void *ws, int thread) {
+    return (char *)ws + p->ws_dw + (size_t)thread * p->ws_thread;
+}
+
+static float *ws_dw_part(const Winograd *p, void *ws, int thread) {
+    if (thread == 0) return ws_u(p, ws);
+    return (float *)((char *)ws + p->ws_dw + (size_t)p->threads * p->ws_thread +
+                     (size_t)(thread - 1) * p->ws_dw);
 }
 
 /* Split [0, n) into nthr contiguous parts; part i is [*a, *b). */
@@ -488,13 +478,13 @@ static int thread_num(void) {
 /* y = conv3x3(x) with transformed weights U[q][Ci][Co]: the forward, and the backward-data pass
  * with the rotated weights. V and M are a block's transformed inputs and outputs. */
 static void conv_pass(const Winograd *p, int Ci, int Co, const float *x, const float *U, float *y,
-                      char *ws) {
+                      void *ws) {
     const TileGeom g = { p->H, p->W, p->tiles_h, p->tiles_w, p->zeros };
     const Kernels *k = kernels_for(p->isa);
     #pragma omp parallel num_threads(p->threads)
     {
         const int me = thread_num();
-        char *mine = ws + (size_t)me * p->ws_thread;
+        char *mine = ws_block(p, ws, me);
         float *V = (float *)mine;
         float *M = (float *)(mine + align64((size_t)NP * p->block * Ci * sizeof(float)));
         long a, b;
@@ -510,28 +500,27 @@ static void conv_pass(const Winograd *p, int Ci, int Co, const float *x, const f
     }
 }
 
-void winograd_forward(const Winograd *p, WinogradWeights *u, const float *w, unsigned w_version,
-                      const float *x, float *y, void *ws) {
-    CHECK(u->C_in == p->C_in && u->C_out == p->C_out);
-    conv_pass(p, p->C_in, p->C_out, x, weights_fwd(u, w, w_version), y, ws);
+void winograd_forward(const Winograd *p, const float *w, const float *x, float *y, void *ws) {
+    float *U = ws_u(p, ws);
+    weights_transform(p->C_in, p->C_out, w, 0, U);
+    conv_pass(p, p->C_in, p->C_out, x, U, y, ws);
 }
 
 /* dw[co][ci] += G^T (sum over threads of dW^[thread][.][co][ci]) G, the threads' partial sums
  * added in thread order. */
-static void dw_finish(const Winograd *p, const char *ws, float *dw) {
+static void dw_finish(const Winograd *p, void *ws, float *dw) {
     static const double GT[3][6] = {
         { 1.0 / 2, -1.0 / 6, 1.0 / 6, 1.0 / 30, -16.0 / 15, 0.0 },
         { 0.0, -1.0 / 6, -1.0 / 6, 1.0 / 15, 8.0 / 15, 0.0 },
         { 0.0, -1.0 / 6, 1.0 / 6, 2.0 / 15, -4.0 / 15, 1.0 / 2 } };
     const int Ci = p->C_in, Co = p->C_out;
     const size_t ps = (size_t)Ci * Co;
-    const char *parts = ws + (size_t)p->threads * p->ws_thread;
     #pragma omp parallel for schedule(static) num_threads(p->threads)
     for (int co = 0; co < Co; co++)
         for (int ci = 0; ci < Ci; ci++) {
             double X[6][6] = { { 0.0 } }, t[3][6];
             for (int th = 0; th < p->threads; th++) {
-                const float *dWh = (const float *)(parts + (size_t)th * p->ws_dw);
+                const float *dWh = ws_dw_part(p, ws, th);
                 for (int q = 0; q < NP; q++) X[q / 6][q % 6] += dWh[q * ps + (size_t)co * Ci + ci];
             }
             for (int a = 0; a < 3; a++)
@@ -550,21 +539,24 @@ static void dw_finish(const Winograd *p, const char *ws, float *dw) {
         }
 }
 
-void winograd_backward(const Winograd *p, WinogradWeights *u, const float *w, unsigned w_version,
-                       const float *x, const float *dy, float *dx, float *dw, void *ws) {
-    CHECK(u->C_in == p->C_in && u->C_out == p->C_out);
+void winograd_backward(const Winograd *p, const float *w, const float *x, const float *dy,
+                       float *dx, float *dw, void *ws) {
     const int Ci = p->C_in, Co = p->C_out;
-    if (dx) conv_pass(p, Co, Ci, dy, weights_bwd(u, w, w_version), dx, ws);
+    if (dx) {
+        float *U = ws_u(p, ws);
+        weights_transform(Ci, Co, w, 1, U);
+        conv_pass(p, Co, Ci, dy, U, dx, ws);
+    }
 
     const TileGeom g = { p->H, p->W, p->tiles_h, p->tiles_w, p->zeros };
     const Kernels *k = kernels_for(p->isa);
     #pragma omp parallel num_threads(p->threads)
     {
         const int me = thread_num();
-        char *mine = (char *)ws + (size_t)me * p->ws_thread;
+        char *mine = ws_block(p, ws, me);
         float *X = (float *)mine;
         float *D = (float *)(mine + align64((size_t)NP * p->block * Ci * sizeof(float)));
-        float *dWh = (float *)((char *)ws + (size_t)p->threads * p->ws_thread + (size_t)me * p->ws_dw);
+        float *dWh = ws_dw_part(p, ws, me);
         long a, b;
         split(p->tiles, p->threads, me, &a, &b);
         if (a == b) memset(dWh, 0, (size_t)NP * Ci * Co * sizeof(float));

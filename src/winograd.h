@@ -15,27 +15,14 @@
  * from the ISA oneDNN reports (so ONEDNN_MAX_CPU_ISA limits both); the GEMMs go through
  * oneDNN's sgemm. Each thread works through its own range of tiles a block at a time, and a
  * block's transformed copies live in a workspace the caller owns (one for all layers), so
- * memory grows with the thread count, not with the batch. The weight gradient is summed per
+ * memory grows with the thread count, not with the batch; the transformed weights are made
+ * there at each pass, not kept per convolution. The weight gradient is summed per
  * thread and the partial sums added in thread order: results are bitwise repeatable for a
  * given thread count (the one current when the plan was made). */
 #ifndef DDP_WINOGRAD_H
 #define DDP_WINOGRAD_H
 
 #include <stddef.h>
-
-/* The transformed weights of one conv, shared by its plans (one per batch size). Refreshed
- * lazily: a pass that needs them checks the (pointer, version) they were made from. */
-typedef struct WinogradWeights {
-    int C_in, C_out;
-    float *u_fwd;           /* [36][C_in][C_out]: G w G^T */
-    float *u_bwd;           /* [36][C_out][C_in]: of w rotated by 180 degrees */
-    const float *src_fwd, *src_bwd;
-    unsigned ver_fwd, ver_bwd;
-    int have_fwd, have_bwd;
-} WinogradWeights;
-
-void winograd_weights_init(WinogradWeights *u, int C_in, int C_out);
-void winograd_weights_free(WinogradWeights *u);
 
 /* A plan for one input shape. */
 typedef struct Winograd {
@@ -47,23 +34,22 @@ typedef struct Winograd {
     int isa;                /* transform code in use, see winograd_isa_name */
     float *zeros;           /* max(C_in, C_out) zeros: the padding around the image */
     size_t ws_thread;       /* workspace per thread: a block's transformed tiles */
-    size_t ws_dw;           /* and its partial weight gradient */
+    size_t ws_dw;           /* the transformed weights, or a thread's partial weight gradient */
 } Winograd;
 
 void winograd_init(Winograd *p, int C_in, int C_out, int N, int H, int W);
 void winograd_free(Winograd *p);
 
-/* Bytes of workspace the passes need (the larger of forward and backward), 64-byte aligned. */
+/* Bytes of workspace the passes need (the larger of forward and backward), 64-byte aligned:
+ * the transformed weights live there too, made at every pass. */
 size_t winograd_workspace_bytes(const Winograd *p);
 
-/* y[N,H,W,C_out] = conv3x3(x[N,H,W,C_in], w[C_out,C_in,3,3]), stride 1, pad 1. w_version
- * changes whenever the contents of w change (the transformed copy is reused otherwise). */
-void winograd_forward(const Winograd *p, WinogradWeights *u, const float *w, unsigned w_version,
-                      const float *x, float *y, void *ws);
+/* y[N,H,W,C_out] = conv3x3(x[N,H,W,C_in], w[C_out,C_in,3,3]), stride 1, pad 1. */
+void winograd_forward(const Winograd *p, const float *w, const float *x, float *y, void *ws);
 
 /* dw += dL/dw; dx = dL/dx (overwritten) unless dx == NULL. */
-void winograd_backward(const Winograd *p, WinogradWeights *u, const float *w, unsigned w_version,
-                       const float *x, const float *dy, float *dx, float *dw, void *ws);
+void winograd_backward(const Winograd *p, const float *w, const float *x, const float *dy,
+                       float *dx, float *dw, void *ws);
 
 /* "avx512", "avx2" or "sse41": the transform code a plan made now would use. */
 const char *winograd_isa_name(void);

@@ -74,8 +74,6 @@ static void test_shape(int Ci, int Co, int N, int H, int W) {
     conv2d_init(&direct, Ci, Co, 3, 1, 1);
     Winograd p;
     winograd_init(&p, Ci, Co, N, H, W);
-    WinogradWeights u;
-    winograd_weights_init(&u, Ci, Co);
     void *ws = alignedAllocCheck(winograd_workspace_bytes(&p));
     const size_t nx = (size_t)N * H * W * Ci, ny = (size_t)N * H * W * Co, nw = (size_t)Co * Ci * 9;
     float *x = frand(nx, 1.0), *w = frand(nw, 0.1), *dy = frand(ny, 1.0), *dw0 = frand(nw, 1.0);
@@ -84,11 +82,10 @@ static void test_shape(int Ci, int Co, int N, int H, int W) {
     float *dw = falloc(nw), *dw_ref = falloc(nw), *dw_dir = falloc(nw), *dw2 = falloc(nw);
     char tag[96], name[160];
     snprintf(tag, sizeof tag, "%d->%d N%d %dx%d", Ci, Co, N, H, W);
-    unsigned ver = 1;
 
     conv2d_reference_forward(&ref, N, H, W, x, w, y_ref);
     conv2d_forward(&direct, N, H, W, x, w, y_dir);
-    winograd_forward(&p, &u, w, ver, x, y, ws);
+    winograd_forward(&p, w, x, y, ws);
     snprintf(name, sizeof name, "fwd %s", tag);
     check(name, y, y_ref, y_dir, ny);
 
@@ -98,7 +95,7 @@ static void test_shape(int Ci, int Co, int N, int H, int W) {
     memcpy(dw_dir, dw0, nw * sizeof(float));
     conv2d_reference_backward(&ref, N, H, W, x, w, dy, dx_ref, dw_ref);
     conv2d_backward(&direct, N, H, W, x, w, dy, dx_dir, dw_dir);
-    winograd_backward(&p, &u, w, ver, x, dy, dx, dw, ws);
+    winograd_backward(&p, w, x, dy, dx, dw, ws);
     snprintf(name, sizeof name, "dx  %s", tag);
     check(name, dx, dx_ref, dx_dir, nx);
     /* The accumulated dw is compared as the gradient alone, so that dw0 cannot hide errors. */
@@ -111,12 +108,12 @@ static void test_shape(int Ci, int Co, int N, int H, int W) {
     /* dx == NULL: the same dw, bit for bit, and dx untouched; then twice: += twice. */
     float *y2 = falloc(ny), *dx2 = falloc(nx), *dw3 = falloc(nw);
     memcpy(dw2, dw0, nw * sizeof(float));
-    winograd_backward(&p, &u, w, ver, x, dy, NULL, dw2, ws);
+    winograd_backward(&p, w, x, dy, NULL, dw2, ws);
     for (size_t i = 0; i < nw; i++) dw2[i] -= dw0[i];
     snprintf(name, sizeof name, "dx NULL: same dw bitwise %s", tag);
     check_true(name, !memcmp(dw2, dw, nw * sizeof(float)));
-    winograd_backward(&p, &u, w, ver, x, dy, NULL, dw3, ws);
-    winograd_backward(&p, &u, w, ver, x, dy, NULL, dw3, ws);
+    winograd_backward(&p, w, x, dy, NULL, dw3, ws);
+    winograd_backward(&p, w, x, dy, NULL, dw3, ws);
     for (size_t i = 0; i < nw; i++) dw3[i] -= 2.0f * dw_ref[i];
     double worst = 0.0, big = 0.0;
     for (size_t i = 0; i < nw; i++) { worst = fmax(worst, fabs(dw3[i])); big = fmax(big, fabs(dw_ref[i])); }
@@ -126,20 +123,19 @@ static void test_shape(int Ci, int Co, int N, int H, int W) {
     /* Repeatable: the same inputs give the same bits. */
     memset(dw2, 0, nw * sizeof(float));
     memset(dw3, 0, nw * sizeof(float));
-    winograd_forward(&p, &u, w, ver, x, y2, ws);
-    winograd_backward(&p, &u, w, ver, x, dy, dx2, dw2, ws);
-    winograd_backward(&p, &u, w, ver, x, dy, dx2, dw3, ws);
+    winograd_forward(&p, w, x, y2, ws);
+    winograd_backward(&p, w, x, dy, dx2, dw2, ws);
+    winograd_backward(&p, w, x, dy, dx2, dw3, ws);
     snprintf(name, sizeof name, "bitwise repeatable %s", tag);
     check_true(name, !memcmp(y, y2, ny * sizeof(float)) && !memcmp(dx, dx2, nx * sizeof(float)) &&
                      !memcmp(dw2, dw3, nw * sizeof(float)));
 
-    /* New weights, new version: the transformed copies must follow. */
+    /* New weights: the transformed weights are made again at each pass, none kept. */
     for (size_t i = 0; i < nw; i++) w[i] = -0.5f * w[i] + 0.01f;
-    ver++;
     conv2d_reference_forward(&ref, N, H, W, x, w, y_ref);
     conv2d_reference_backward(&ref, N, H, W, x, w, dy, dx_ref, dw_ref);
-    winograd_forward(&p, &u, w, ver, x, y, ws);
-    winograd_backward(&p, &u, w, ver, x, dy, dx, dw, ws);
+    winograd_forward(&p, w, x, y, ws);
+    winograd_backward(&p, w, x, dy, dx, dw, ws);
     snprintf(name, sizeof name, "fwd after weights change %s", tag);
     check(name, y, y_ref, NULL, ny);
     snprintf(name, sizeof name, "dx  after weights change %s", tag);
@@ -149,7 +145,6 @@ static void test_shape(int Ci, int Co, int N, int H, int W) {
     free(x); free(w); free(dy); free(dw0); free(y); free(y_ref); free(y_dir);
     free(dx); free(dx_ref); free(dx_dir); free(dw); free(dw_ref); free(dw_dir); free(dw2);
     free(ws);
-    winograd_weights_free(&u);
     winograd_free(&p);
     conv2d_free(&direct);
     conv2d_use_winograd(1);
