@@ -37,5 +37,14 @@ expect_err "--lr_schedule: 'linear' is not one of" --lr_schedule linear
 expect_err "unexpected argument 'train'" train
 expect_err "--nesterov: needs a nonzero --momentum" --nesterov --momentum 0
 expect_err "--label_smoothing 1: must be below 1" --label_smoothing 1
+# ImageNet-style views: checked before any data is opened
+expect_err "--rrc_scale 0,1: must be LO,HI with 0 < LO <= HI <= 1" --train_crop_size 16 --rrc_scale 0,1
+expect_err "--rrc_scale 0.5,1.5: must be LO,HI" --train_crop_size 16 --rrc_scale 0.5,1.5
+expect_err "--rrc_scale 0.8,0.2: must be LO,HI" --train_crop_size 16 --rrc_scale 0.8,0.2
+expect_err "--rrc_scale 0.08: must be LO,HI" --rrc_scale 0.08
+expect_err "--train_crop_size 40: larger than the stored images (--image_size 32)" --train_crop_size 40
+expect_err "--val_crop_size 24: the network is built for one input size, --train_crop_size 16" --train_crop_size 16 --val_crop_size 24
+expect_err "--val_resize_size 12: smaller than the centre crop (16)" --train_crop_size 16 --val_resize_size 12
+expect_err "--val_crop_size: needs --train_crop_size" --val_crop_size 32
 expect_err "--label_smoothing: -0.1 is out of range" --label_smoothing -0.1
 finish

@@ -355,6 +355,21 @@ else
     bad "after the fall-back: $out"
 fi
 
+# ImageNet-style views on JPEG shards: RandomResizedCrop's boxes, the JPEG decoding and the
+# evaluation's Resize + CenterCrop are drawn per (seed, epoch, rank, batch), so a run resumed
+# mid-epoch is bit for bit the straight one; on 2 ranks, held in memory and streamed.
+IMG_PY=$(find_python "PIL, numpy") || IMG_PY=""
+if [ -n "$IMG_PY" ] && "$IMG_PY" "$top_srcdir/tests/helpers/make_image_tree.py" classes "$TMP/tree" 3 24 8 >/dev/null 2>&1 &&
+    "$DDPDATA" import --in "$TMP/tree" --out "$TMP/jpeg" --size 40 --encoding jpeg --shards 2 >/dev/null 2>"$TMP/import.err"; then
+    FLAGS="--data_dir $TMP/jpeg --num_classes 3 --image_size 40 --train_crop_size 32 --rrc_scale 0.3,1 --val_resize_size 36
+           --width 4 --blocks 1 --threads 1 --batch_size 4 --log_interval 1 --data_workers 2"
+    bitexact "JPEG shards, --train_crop_size 32: 2 ranks, 14 steps = 5 + resume 9" 2 5 14 -jpeg
+    FLAGS="$FLAGS --data_in_memory no --data_chunk_images 5 --data_window_chunks 2"
+    bitexact "the same streamed in chunks of 5 images" 2 5 14 -jpeg-stream
+else
+    bad "no JPEG dataset for the views: $(cat "$TMP/import.err" 2>/dev/null)"
+fi
+
 # Every checkpoint written above opens with the HDF5 tools.
 if command -v h5ls >/dev/null 2>&1; then
     n=0 nbad=0
