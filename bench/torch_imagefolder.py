@@ -29,7 +29,7 @@ import torchvision
 from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_recipe import DEFAULTS, IGNORED, lr_factor, param_groups, tta_logits  # noqa: E402
+from torch_recipe import DEFAULTS, IGNORED, lr_factor, optimisation, tta_logits  # noqa: E402
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 OPTIONS = dict(DEFAULTS, model="resnet18", train_crop_size=0, val_resize_size=0, val_crop_size=0,
@@ -105,20 +105,7 @@ def main():
           f"crop {crop} (scale {lo:g}-{hi:g}), evaluation Resize({vresize}) CenterCrop({vcrop}), global batch "
           f"{global_batch} ({a.ranks} x {c['batch_size']} x {c['grad_accum_steps']}), lr {lr:g}, {steps_per_epoch} steps "
           f"per epoch, {total} steps, {torch.get_num_threads()} threads, {a.workers} loader workers", flush=True)
-    opt = torch.optim.SGD(param_groups(model, lr, c), lr=lr, momentum=c["momentum"],
-                          weight_decay=c["weight_decay"], nesterov=bool(c["nesterov"]))
-    base = [g["lr"] for g in opt.param_groups]
-    sched = None
-    if c["lr_schedule"] == "onecycle":
-        sched = torch.optim.lr_scheduler.OneCycleLR(
-            opt, max_lr=base, total_steps=total, pct_start=c["onecycle_pct_start"],
-            anneal_strategy=c["onecycle_anneal"], div_factor=c["onecycle_div_factor"],
-            final_div_factor=c["onecycle_final_div_factor"], cycle_momentum=False)
-    criterion = torch.nn.CrossEntropyLoss(label_smoothing=c["label_smoothing"])
-    ema = None
-    if c["ema_decay"] > 0:
-        d = c["ema_decay"]
-        ema = torch.optim.swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: d * e + (1 - d) * p, use_buffers=True)
+    opt, base, sched, criterion, ema = optimisation(model, c, lr, total)
     level = {"none": 0, "flip": 1, "flip_shift": 2}[c["tta"]]
     step, t0 = 0, time.time()
     for epoch in range(c["epochs"]):

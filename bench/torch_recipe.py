@@ -105,6 +105,26 @@ def param_groups(model, lr, c):
     return [g for g in groups if g["params"]]
 
 
+def optimisation(model, c, lr, total):
+    """The recipe's SGD with its parameter groups, the groups' base learning rates, OneCycleLR
+    (or None: lr_factor sets the rates), the loss and the EMA (or None)."""
+    opt = torch.optim.SGD(param_groups(model, lr, c), lr=lr, momentum=c["momentum"],
+                          weight_decay=c["weight_decay"], nesterov=bool(c["nesterov"]))
+    base = [g["lr"] for g in opt.param_groups]
+    sched = None
+    if c["lr_schedule"] == "onecycle":
+        sched = torch.optim.lr_scheduler.OneCycleLR(
+            opt, max_lr=base, total_steps=total, pct_start=c["onecycle_pct_start"],
+            anneal_strategy=c["onecycle_anneal"], div_factor=c["onecycle_div_factor"],
+            final_div_factor=c["onecycle_final_div_factor"], cycle_momentum=False)
+    criterion = torch.nn.CrossEntropyLoss(label_smoothing=c["label_smoothing"])
+    ema = None
+    if c["ema_decay"] > 0:
+        d = c["ema_decay"]
+        ema = torch.optim.swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: d * e + (1 - d) * p, use_buffers=True)
+    return opt, base, sched, criterion, ema
+
+
 def lr_factor(c, epoch, step, total, steps_per_epoch, lr, min_lr):
     """The learning rate of a step as a factor of lr (so that the bias group scales alike)."""
     kind = c["lr_schedule"]
@@ -197,20 +217,7 @@ def main():
           f"{total} steps, on {device}", flush=True)
 
     model = MiniResNet(c["width"], c["blocks"], c["num_classes"]).to(device)
-    opt = torch.optim.SGD(param_groups(model, lr, c), lr=lr, momentum=c["momentum"],
-                          weight_decay=c["weight_decay"], nesterov=bool(c["nesterov"]))
-    base = [g["lr"] for g in opt.param_groups]
-    sched = None
-    if c["lr_schedule"] == "onecycle":
-        sched = torch.optim.lr_scheduler.OneCycleLR(
-            opt, max_lr=base, total_steps=total, pct_start=c["onecycle_pct_start"],
-            anneal_strategy=c["onecycle_anneal"], div_factor=c["onecycle_div_factor"],
-            final_div_factor=c["onecycle_final_div_factor"], cycle_momentum=False)
-    criterion = torch.nn.CrossEntropyLoss(label_smoothing=c["label_smoothing"])
-    ema = None
-    if c["ema_decay"] > 0:
-        d = c["ema_decay"]
-        ema = torch.optim.swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: d * e + (1 - d) * p, use_buffers=True)
+    opt, base, sched, criterion, ema = optimisation(model, c, lr, total)
 
     coins = rng.integers(0, 2, len(ytr))   # alternating_flip: each image's side in even epochs
     step, t0 = 0, time.time()
