@@ -433,8 +433,7 @@ static int choose_view(DataLoader *dl, const DataLoaderOptions *opt, char *err, 
  * checking the labels; the images themselves only when `images` is given (in memory). */
 static int read_share(DataLoader *dl, const ShardSet *set, const ShardSlice *sl, int ns, int with_images, char *err,
                       size_t errlen) {
-    size_t off = 0, dlen = 0;
-    int listed = 0;
+    size_t off = 0;
     uint64_t *poff = dl->jpeg ? mallocCheck((READ_PIECE + 1) * sizeof(uint64_t)) : NULL;
     int rc = 0;
     for (int k = 0; k < ns && rc == 0; k++) {
@@ -473,22 +472,28 @@ static int read_share(DataLoader *dl, const ShardSet *set, const ShardSlice *sl,
             }
         }
         off += cnt;
-        if (!with_images && dl->jpeg) continue;   /* described on the second pass */
-        /* Keep the log line short for many shards: the first few, then a count. */
+    }
+    free(poff);
+    return rc;
+}
+
+/* The log line of what this rank reads ("train-00000-of-00002.h5 [0, 2500) = ..."): the first
+ * few slices, then a count, so that it stays short for many shards. */
+static void describe_share(DataLoader *dl, const ShardSet *set, const ShardSlice *sl, int ns) {
+    size_t dlen = 0;
+    int listed = 0;
+    for (int k = 0; k < ns; k++) {
         if (listed < 6) {
             dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, "%s%s [%zu, %zu)", k ? ", " : "",
-                                     s->name, sl[k].begin, sl[k].end);
+                                     set->shards[sl[k].shard].name, sl[k].begin, sl[k].end);
             listed++;
         } else if (k == ns - 1) {
             dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, ", ... (%d more)", ns - listed);
         }
         if (dlen >= sizeof dl->describe) dlen = sizeof dl->describe - 1;
     }
-    free(poff);
-    if (rc == 0 && (with_images || !dl->jpeg))
-        snprintf(dl->describe + dlen, sizeof dl->describe - dlen, " = %zu of %zu %s samples (rank %d of %d)", dl->n,
-                 dl->global_n, dl->split, dl->opt.rank, dl->opt.world_size);
-    return rc;
+    snprintf(dl->describe + dlen, sizeof dl->describe - dlen, " = %zu of %zu %s samples (rank %d of %d)", dl->n,
+             dl->global_n, dl->split, dl->opt.rank, dl->opt.world_size);
 }
 
 DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errlen) {
@@ -611,21 +616,14 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
                              dl->data_dir, opt->rank, dl->split, dl->n, (double)dl->share_bytes / (1u << 30));
         }
     }
-    /* Read the share (labels, and the images when held) and describe it ("train-00000-of-00002.h5 [0, 2500)" ...). */
+    /* Read the share: the labels, and the images when held (a streamed JPEG share's labels were
+     * read with its offsets). */
     if ((!dl->jpeg || !dl->streaming) && read_share(dl, &set, sl, ns, !dl->streaming, err, errlen) != 0) {
         free(sl);
         shardset_free(&set);
         return open_fail(dl, NULL, 0, NULL);
     }
-    if (dl->jpeg && dl->streaming) {   /* the first pass read all but the images: describe it */
-        size_t dlen = 0;
-        for (int k = 0; k < ns && dlen < sizeof dl->describe - 1; k++)
-            dlen += (size_t)snprintf(dl->describe + dlen, sizeof dl->describe - dlen, "%s%s [%zu, %zu)", k ? ", " : "",
-                                     set.shards[sl[k].shard].name, sl[k].begin, sl[k].end);
-        if (dlen < sizeof dl->describe - 1)
-            snprintf(dl->describe + dlen, sizeof dl->describe - dlen, " = %zu of %zu %s samples (rank %d of %d)", dl->n,
-                     dl->global_n, dl->split, opt->rank, opt->world_size);
-    }
+    describe_share(dl, &set, sl, ns);
     free(sl);
     shardset_free(&set);
 
