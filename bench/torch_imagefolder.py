@@ -29,7 +29,7 @@ import torchvision
 from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-from torch_recipe import DEFAULTS, IGNORED, lr_factor, optimisation, tta_logits  # noqa: E402
+from torch_recipe import DEFAULTS, IGNORED, lr_factor, optimisation, train_step, tta_logits  # noqa: E402
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 OPTIONS = dict(DEFAULTS, model="resnet18", train_crop_size=0, val_resize_size=0, val_crop_size=0,
@@ -119,15 +119,8 @@ def main():
                 for g, b in zip(opt.param_groups, base):
                     g["lr"] = b * k
             x = x.contiguous(memory_format=torch.channels_last)
-            opt.zero_grad(set_to_none=True)
-            loss = criterion(model(x), y)
-            loss.backward()
-            opt.step()
-            if sched is not None:
-                sched.step()
+            loss = train_step(model, (opt, base, sched, criterion, ema), c, x, y, step)
             step += 1
-            if ema is not None and step % c["ema_every"] == 0:
-                ema.update_parameters(model)
             tw = time.time()
         train_s = time.time() - te
         line = f"epoch {epoch + 1} step {step} loss {float(loss):.4f} train {train_s:.1f} s (data wait {data_wait:.1f} s)"

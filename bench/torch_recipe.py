@@ -125,6 +125,20 @@ def optimisation(model, c, lr, total):
     return opt, base, sched, criterion, ema
 
 
+def train_step(model, optimisation, c, x, y, step):
+    """One SGD step of the recipe (step counts the steps before it); returns the loss."""
+    opt, _, sched, criterion, ema = optimisation
+    opt.zero_grad(set_to_none=True)
+    loss = criterion(model(x), y)
+    loss.backward()
+    opt.step()
+    if sched is not None:
+        sched.step()
+    if ema is not None and (step + 1) % c["ema_every"] == 0:
+        ema.update_parameters(model)
+    return loss
+
+
 def lr_factor(c, epoch, step, total, steps_per_epoch, lr, min_lr):
     """The learning rate of a step as a factor of lr (so that the bias group scales alike)."""
     kind = c["lr_schedule"]
@@ -238,15 +252,8 @@ def main():
             imgs = augment(xtr[idx], rng, c["crop_padding"], flips) if c["augment"] else xtr[idx]
             x = normalise(imgs, mean, std).to(device)
             y = torch.from_numpy(ytr[idx]).to(device)
-            opt.zero_grad(set_to_none=True)
-            loss = criterion(model(x), y)
-            loss.backward()
-            opt.step()
-            if sched is not None:
-                sched.step()
+            train_step(model, (opt, base, sched, criterion, ema), c, x, y, step)
             step += 1
-            if ema is not None and step % c["ema_every"] == 0:
-                ema.update_parameters(model)
         net = ema.module if ema is not None and int(ema.n_averaged) > 0 else model
         acc, test_loss = evaluate(net, xte, yte, tmean, tstd, c, device)
         print(f"epoch {epoch + 1} step {step} test_acc {acc:.4f} test_loss {test_loss:.4f}"
