@@ -234,7 +234,7 @@ static void make_sample(void *vjob, int i, int worker) {
             v.w = v.h = dl->S;
         }
     }
-    transform_apply(&dl->tf, &v, p, box, job->x + (size_t)i * dl->out_floats, &dl->scratch[worker]);
+    transform_apply(&dl->tf, &v, p->ox, p->oy, p->flip, box, job->x + (size_t)i * dl->out_floats, &dl->scratch[worker]);
     free(dec.rgb);
 }
 

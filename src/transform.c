@@ -17,14 +17,14 @@ void transform_scratch_free(TransformScratch *s) {
 
 /* CIFAR's view: out(y, x) = src(y + oy, x' + ox) with x' = S-1-x when flipped; outside the
  * image the padding is pixel value 0 before normalisation. */
-static void pad_crop(const Transform *t, const ImageView *src, const SamplePlan *p, float *dst) {
+static void pad_crop(const Transform *t, const ImageView *src, int ox, int oy, int flip, float *dst) {
     const int S = t->out;
     const float *lut = t->lut;
     CHECK(src->w >= S && src->h >= S);
     for (int y = 0; y < S; y++) {
-        const int sy = y + p->oy;
+        const int sy = y + oy;
         for (int xx = 0; xx < S; xx++) {
-            const int sx = (p->flip ? S - 1 - xx : xx) + p->ox;
+            const int sx = (flip ? S - 1 - xx : xx) + ox;
             float *d = dst + ((size_t)y * (size_t)S + (size_t)xx) * 3;
             if (sy < 0 || sy >= S || sx < 0 || sx >= S) {
                 for (int c = 0; c < 3; c++) d[c] = lut[c * 256];
@@ -52,10 +52,10 @@ static void normalise(const Transform *t, const uint8_t *pix, int flip, float *d
     }
 }
 
-void transform_apply(const Transform *t, const ImageView *src, const SamplePlan *p, PixelBox box, float *dst,
+void transform_apply(const Transform *t, const ImageView *src, int ox, int oy, int flip, PixelBox box, float *dst,
                      TransformScratch *s) {
     if (t->mode == TF_PAD_CROP) {
-        pad_crop(t, src, p, dst);
+        pad_crop(t, src, ox, oy, flip, dst);
         return;
     }
     const size_t need = (size_t)t->out * t->out * 3;
@@ -68,7 +68,7 @@ void transform_apply(const Transform *t, const ImageView *src, const SamplePlan 
     CHECK(src->stride == (size_t)src->w * 3);
     if (t->mode == TF_RRC) {
         resample_box(src->rgb, src->w, src->h, box, t->out, t->out, (PixelBox){0, 0, t->out, t->out}, s->pix, &s->rs);
-        normalise(t, s->pix, p->flip, dst);
+        normalise(t, s->pix, flip, dst);
         return;
     }
     int rw, rh;

@@ -17,7 +17,6 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "dataloader.h"
 #include "resample.h"
 
 enum { TF_PAD_CROP = 0, TF_RRC = 1, TF_CENTRE = 2 };
@@ -45,9 +44,9 @@ typedef struct {
 
 void transform_scratch_free(TransformScratch *s);
 
-/* dst [out][out][3] from src: TF_PAD_CROP reads p->ox, p->oy, p->flip (src is out x out);
- * TF_RRC reads `box` (within src) and p->flip; TF_CENTRE neither. */
-void transform_apply(const Transform *t, const ImageView *src, const SamplePlan *p, PixelBox box, float *dst,
+/* dst [out][out][3] from src: TF_PAD_CROP takes the crop offset (ox, oy) and flip (src is
+ * out x out); TF_RRC `box` (within src) and flip; TF_CENTRE neither. */
+void transform_apply(const Transform *t, const ImageView *src, int ox, int oy, int flip, PixelBox box, float *dst,
                      TransformScratch *s);
 
 /* The DCT scaling (1, 2, 4 or 8: libjpeg's scale 1/denom) a JPEG of w x h pixels can be decoded
