@@ -5,11 +5,14 @@ a run of --model resnetN), optionally evaluate it on a dataset
 directory of shards and/or save a plain PyTorch state_dict.
 
     ddptrain_to_torch.py CKPT.h5 [--ema] [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
+                         [--val_resize_size R --val_crop_size V]
 
 The checkpoint's /model group holds one dataset per state_dict name, so loading is a
 dictionary copy; see the checkpoint layout in the README. By default the trained weights
 (/model) are loaded; --ema loads the moving average of a run with --ema_decay (/ema), the
-weights its test_acc was measured on. Needs torch, h5py and numpy."""
+weights its test_acc was measured on. With --val_crop_size the images (raw or JPEG shards) are
+evaluated as ddptrain evaluates a run of --train_crop_size: torchvision's Resize(R) and
+CenterCrop(V) on PIL images (needs torchvision and PIL). Needs torch, h5py and numpy."""
 import argparse
 import glob
 import os
@@ -81,8 +84,25 @@ def load_model(path, ema=False):
     return model, meta
 
 
-def iter_shards(data_dir, split):
-    """(images uint8 NHWC, labels, mean[3], std[3]) per shard of the split, in order."""
+def _views(images, resize, crop):
+    """torchvision's Resize(resize) + CenterCrop(crop) of uint8 HWC images (arrays, or encoded
+    JPEG files as bytes) on PIL images, as uint8 NHWC."""
+    import io
+
+    import torchvision.transforms.functional as F
+    from PIL import Image
+    out = []
+    for im in images:
+        img = Image.open(io.BytesIO(im)).convert("RGB") if isinstance(im, bytes) else Image.fromarray(im)
+        img = F.center_crop(F.resize(img, resize, interpolation=F.InterpolationMode.BILINEAR), crop)
+        out.append(np.asarray(img, dtype=np.uint8))
+    return np.stack(out)
+
+
+def iter_shards(data_dir, split, resize=0, crop=0):
+    """(images uint8 NHWC, labels, mean[3], std[3]) per shard of the split, in order; with crop,
+    each image resized (shorter side to resize, or crop) and centre-cropped. JPEG shards need
+    crop (their images differ in size)."""
     paths = sorted(glob.glob(os.path.join(data_dir, f"{split}-*-of-*.h5")))
     if not paths:
         raise FileNotFoundError(f"{data_dir}: no {split}-*-of-*.h5 shards")
@@ -90,7 +110,17 @@ def iter_shards(data_dir, split):
         with h5py.File(p, "r") as f:
             mean = np.asarray(f.attrs.get("mean", [DEFAULT_MEAN] * 3), dtype=np.float32)
             std = np.asarray(f.attrs.get("std", [DEFAULT_STD] * 3), dtype=np.float32)
-            yield np.asarray(f["images"]), np.asarray(f["labels"]).astype(np.int64), mean, std
+            labels = np.asarray(f["labels"]).astype(np.int64)
+            if _str(f.attrs.get("encoding", b"raw")) == "jpeg":
+                if not crop:
+                    raise ValueError(f"{p}: JPEG shards are evaluated with --val_crop_size (images differ in size)")
+                data, off = np.asarray(f["jpeg"]), np.asarray(f["offsets"])
+                images = [data[off[i]:off[i + 1]].tobytes() for i in range(len(labels))]
+            else:
+                images = np.asarray(f["images"])
+            if crop:
+                images = _views(images, resize or crop, crop)
+            yield images, labels, mean, std
 
 
 def normalise(images, mean, std):
@@ -100,14 +130,18 @@ def normalise(images, mean, std):
 
 
 @torch.no_grad()
-def evaluate(model, data_dir, split="test", batch_size=256):
+def evaluate(model, data_dir, split="test", batch_size=256, resize=0, crop=0, with_loss=False):
+    """(correct, total), and the mean cross-entropy with with_loss."""
     correct = total = 0
-    for images, labels, mean, std in iter_shards(data_dir, split):
+    loss = 0.0
+    for images, labels, mean, std in iter_shards(data_dir, split, resize, crop):
         for i in range(0, len(labels), batch_size):
             logits = model(normalise(images[i:i + batch_size], mean, std))
-            correct += int((logits.argmax(1).numpy() == labels[i:i + batch_size]).sum())
-            total += len(labels[i:i + batch_size])
-    return correct, total
+            y = torch.from_numpy(labels[i:i + batch_size])
+            correct += int((logits.argmax(1) == y).sum())
+            loss += float(torch.nn.functional.cross_entropy(logits.double(), y, reduction="sum"))
+            total += len(y)
+    return (correct, total, loss / max(total, 1)) if with_loss else (correct, total)
 
 
 def main():
@@ -120,7 +154,13 @@ def main():
     ap.add_argument("--split", default="test")
     ap.add_argument("--batch-size", type=int, default=256)
     ap.add_argument("--save", metavar="OUT.pt", help="also write the state_dict with torch.save")
+    ap.add_argument("--val_resize_size", type=int, default=0, metavar="R",
+                    help="with --val_crop_size: the shorter side resized to R first (default: V)")
+    ap.add_argument("--val_crop_size", type=int, default=0, metavar="V",
+                    help="evaluate on Resize(R) + CenterCrop(V) of the images, as ddptrain with --train_crop_size")
     args = ap.parse_args()
+    if args.val_resize_size and not args.val_crop_size:
+        ap.error("--val_resize_size needs --val_crop_size")
     try:
         model, meta = load_model(args.checkpoint, args.ema)
     except (OSError, ValueError, KeyError, RuntimeError) as e:
@@ -139,11 +179,15 @@ def main():
         print(f"saved state_dict to {args.save}")
     if args.data:
         try:
-            correct, total = evaluate(model, args.data, args.split, args.batch_size)
-        except (OSError, KeyError) as e:
+            correct, total, loss = evaluate(model, args.data, args.split, args.batch_size, args.val_resize_size,
+                                            args.val_crop_size, with_loss=True)
+        except (OSError, KeyError, ValueError) as e:
             print(f"ddptrain_to_torch: error: {e}", file=sys.stderr)
             return 1
-        print(f"{args.split} accuracy: {100.0 * correct / max(total, 1):.2f}% ({correct}/{total})")
+        view = (f" at Resize({args.val_resize_size or args.val_crop_size}) + CenterCrop({args.val_crop_size})"
+                if args.val_crop_size else "")
+        print(f"{args.split} accuracy: {100.0 * correct / max(total, 1):.2f}% ({correct}/{total}), "
+              f"loss {loss:.6f}{view}")
     return 0
 
 

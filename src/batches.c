@@ -43,17 +43,20 @@ static void open_device_data(Batches *b, int max_batch, Logger *log) {
 }
 #endif
 
-void batches_init(Batches *b, const Device *dev, DataLoader *train, DataLoader *test, int image_size, int max_batch,
-                  Logger *log) {
+void batches_init(Batches *b, const Device *dev, DataLoader *train, DataLoader *test, int train_size, int test_size,
+                  int max_batch, Logger *log) {
     memset(b, 0, sizeof *b);
     b->dev = dev;
     b->dl[BATCH_TRAIN] = train;
     b->dl[BATCH_TEST] = test;
-    b->image_floats = (size_t)image_size * image_size * 3;
-    b->x = alignedAllocCheck((size_t)max_batch * b->image_floats * sizeof(float));
+    b->image_floats[BATCH_TRAIN] = (size_t)train_size * train_size * 3;
+    b->image_floats[BATCH_TEST] = (size_t)test_size * test_size * 3;
+    /* one array serves both splits: the larger image */
+    const size_t img = test_size > train_size ? b->image_floats[BATCH_TEST] : b->image_floats[BATCH_TRAIN];
+    b->x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
     b->y = mallocCheck((size_t)max_batch * sizeof(int));
     if (!dev->be->on_device) return;
-    b->dev_x = dev->be->alloc((size_t)max_batch * b->image_floats * sizeof(float));
+    b->dev_x = dev->be->alloc((size_t)max_batch * img * sizeof(float));
     b->dev_y = dev->be->alloc((size_t)max_batch * sizeof(int));
 #ifdef HAVE_CUDA_BACKEND
     open_device_data(b, max_batch, log);
@@ -79,7 +82,7 @@ int batches_next(Batches *b, int which, const float **x, const int **y) {
         *y = b->y;
         return n;
     }
-    b->dev->be->upload(b->dev_x, b->x, (size_t)n * b->image_floats * sizeof(float));
+    b->dev->be->upload(b->dev_x, b->x, (size_t)n * b->image_floats[which] * sizeof(float));
     b->dev->be->upload(b->dev_y, b->y, (size_t)n * sizeof(int));
     *x = b->dev_x;
     *y = b->dev_y;

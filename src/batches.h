@@ -20,7 +20,7 @@ enum { BATCH_TRAIN = 0, BATCH_TEST = 1 };
 typedef struct {
     const Device *dev;
     DataLoader *dl[2];              /* BATCH_TRAIN, BATCH_TEST: the splits' loaders (not owned) */
-    size_t image_floats;            /* one image: image_size^2 x 3 */
+    size_t image_floats[2];         /* one image of each split: its size^2 x 3 */
     float *x;                       /* the host batch from the loader */
     int *y;
     float *dev_x;                   /* the same on the device (device backends only) */
@@ -30,8 +30,10 @@ typedef struct {
 
 /* After the model's allocations, so that a GPU's free-memory check sees what training needs;
  * logs where each split's batches are made. */
-void batches_init(Batches *b, const Device *dev, DataLoader *train, DataLoader *test, int image_size, int max_batch,
-                  Logger *log);
+/* train_size and test_size: the side of each split's images (the network's input size and the
+ * size it is evaluated at). */
+void batches_init(Batches *b, const Device *dev, DataLoader *train, DataLoader *test, int train_size, int test_size,
+                  int max_batch, Logger *log);
 
 /* The next batch of split `which` where the model reads it. Returns its size, 0 at the end of
  * the split. */

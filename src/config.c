@@ -265,6 +265,8 @@ int config_rrc_scale(const Config *c, double *lo, double *hi) {
 
 long config_input_size(const Config *c) { return c->train_crop_size ? c->train_crop_size : c->image_size; }
 
+long config_eval_size(const Config *c) { return c->val_crop_size ? c->val_crop_size : config_input_size(c); }
+
 int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->straggler_factor > 0.0 && c->straggler_factor <= 1.0)
         return errf(err, errlen, "--straggler_factor %g: must be 0 (off) or above 1", c->straggler_factor);
@@ -285,14 +287,14 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (!c->train_crop_size && (c->val_resize_size || c->val_crop_size))
         return errf(err, errlen, "--%s: needs --train_crop_size (without it images are used at their stored size)",
                     c->val_resize_size ? "val_resize_size" : "val_crop_size");
-    const long input = config_input_size(c);
-    if (c->val_crop_size && c->val_crop_size != input)
+    if (c->val_crop_size > c->image_size)
         return errf(err, errlen,
-                    "--val_crop_size %ld: the network is built for one input size, --train_crop_size %ld (evaluating at "
-                    "another size is not supported)", c->val_crop_size, input);
-    if (c->val_resize_size && c->val_resize_size < input)
+                    "--val_crop_size %ld: larger than the stored images (--image_size %ld); import them at a size of "
+                    "at least the crop (ddptrain-data import --size)", c->val_crop_size, c->image_size);
+    const long eval = config_eval_size(c);
+    if (c->val_resize_size && c->val_resize_size < eval)
         return errf(err, errlen, "--val_resize_size %ld: smaller than the centre crop (%ld) taken from it",
-                    c->val_resize_size, input);
+                    c->val_resize_size, eval);
     const int onecycle = !strcmp(c->lr_schedule, "onecycle");
     if (onecycle && c->warmup_steps > 0)
         return errf(err, errlen, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");

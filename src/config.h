@@ -50,6 +50,8 @@ int config_check_recipe(const Config *c, char *err, size_t errlen);
 int config_rrc_scale(const Config *c, double *lo, double *hi);
 /* The network's input size: --train_crop_size, or the stored --image_size without it. */
 long config_input_size(const Config *c);
+/* The size the network is evaluated at: --val_crop_size, else the input size. */
+long config_eval_size(const Config *c);
 
 /* Set one option from a string value as the command line would (tests, environment). Returns 0,
  * or -1 with a one-line reason in err. */

@@ -9,7 +9,8 @@
 #include "tta.h"
 #include "util.h"
 
-void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *b) {
+void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *b, const NetSpec *net,
+               const Backend *be) {
     memset(e, 0, sizeof *e);
     e->cfg = c;
     e->comm = comm;
@@ -17,8 +18,19 @@ void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *
     e->batches = b;
     e->last_acc = -1.0;
     e->eval_step = -1;
+    const long size = config_eval_size(c);
+    if (size != config_input_size(c)) {
+        char err[4800];
+        /* learner_network resolved the network at this size too: not refused here */
+        if (model_init_net(&e->sized, be, net, c->model, (int)c->num_classes, (int)size, (int)c->batch_size, err,
+                           sizeof err) != 0)
+            die("%s", err);
+        log_info(log, "evaluation: at %ldx%ld (--val_crop_size; training at %ldx%ld): the network's activations a "
+                 "second time at that size, %.3f GMACs per image", size, size, config_input_size(c),
+                 config_input_size(c), model_macs_per_image(&e->sized) / 1e9);
+    }
     if (strcmp(c->tta, "none") != 0) {   /* the model's forwards take at most batch_size images */
-        const size_t img = (size_t)config_input_size(c) * config_input_size(c) * 3;
+        const size_t img = (size_t)size * size * 3;
         e->tta_x = alignedAllocCheck((size_t)c->batch_size * img * sizeof(float));
         e->tta_logits = mallocCheck((size_t)c->batch_size * c->num_classes * sizeof(float));
     }
@@ -48,6 +60,19 @@ static double evaluate(Evaluator *e, Model *m, double *loss_out) {
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
 }
 
+/* The model to evaluate: the trained one, or the one at the evaluation size with its weights
+ * and buffers (the EMA's or the averaged ones, as they stand in m now). */
+static Model *sized_copy(Evaluator *e, Model *m) {
+    Model *s = &e->sized;
+    if (!s->be) return m;
+    CHECK(s->num_params == m->num_params && s->num_buffers == m->num_buffers);
+    s->be->copy(s->params, m->params, m->num_params * sizeof(float));
+    s->be->copy(s->buffers, m->buffers, m->num_buffers * sizeof(float));
+    memcpy(s->bn_tracked, m->bn_tracked, (size_t)m->n_bn * sizeof(int64_t));
+    model_params_changed(s);
+    return s;
+}
+
 void eval_run_and_log(Evaluator *e, Learner *l, Replica *rep, long epoch, long step, double lr, double t_train0) {
     const Config *c = e->cfg;
     double t0 = now_sec(), test_loss;
@@ -56,7 +81,7 @@ void eval_run_and_log(Evaluator *e, Learner *l, Replica *rep, long epoch, long s
     const int ema = learner_has_average(l);
     if (ema) ema_swap_in(&l->ema, &l->model);
     else replica_buffers_average(rep);
-    e->last_acc = evaluate(e, &l->model, &test_loss);
+    e->last_acc = evaluate(e, sized_copy(e, &l->model), &test_loss);
     if (ema) ema_swap_out(&l->ema, &l->model);
     else replica_buffers_restore(rep);
     if (e->last_acc > e->best_acc) e->best_acc = e->last_acc;
@@ -107,6 +132,7 @@ void eval_report_target(const Evaluator *e, long step, double train_sec, double 
 }
 
 void eval_free(Evaluator *e) {
+    if (e->sized.be) model_free(&e->sized);
     free(e->tta_x);
     free(e->tta_logits);
     e->tta_x = e->tta_logits = NULL;

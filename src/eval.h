@@ -5,7 +5,12 @@
  * evaluation that reaches the target).
  *
  * The weights evaluated are the EMA's when it holds an average, else the trained ones with the
- * running statistics averaged over the ranks (replica.h); either way the same on every rank. */
+ * running statistics averaged over the ranks (replica.h); either way the same on every rank.
+ *
+ * At a --val_crop_size other than the training crop (torchvision's --val-crop-size 224 after
+ * --train-crop-size 176, FixRes' "train small, test large"), the evaluator holds a second model
+ * of the same network built for that size: the weights and buffers are copied into it before
+ * each evaluation, and its activations (sized for the training batch) are its only cost. */
 #ifndef DDP_EVAL_H
 #define DDP_EVAL_H
 
@@ -24,6 +29,7 @@ typedef struct {
     Comm *comm;
     Logger *log;
     Batches *batches;
+    Model sized;                 /* the network at config_eval_size; sized.be NULL: the trained model's size */
     float *tta_x, *tta_logits;   /* --tta's views of a chunk and their averaged logits (host) */
     double last_acc, best_acc;   /* last_acc -1 before any evaluation */
     long eval_step;              /* the global step of the last evaluation, -1 before any */
@@ -32,7 +38,9 @@ typedef struct {
     long target_step, target_epoch;
 } Evaluator;
 
-void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *b);
+/* net and be: the trained model's network and backend, for the model at another size. */
+void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *b, const NetSpec *net,
+               const Backend *be);
 
 /* Collective: evaluates at (epoch, step), logs, and notes whether the target was reached.
  * lr is the learning rate of the last step, for the record; t_train0 the start of training.

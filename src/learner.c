@@ -15,7 +15,12 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
     snprintf(what, sizeof what, "%s%s", zoo_has(c->model) ? "--model " : "", c->model);
     NetSpec trial;   /* shapes for this run's images and classes, checked now */
     netspec_copy(&trial, net);
-    const int rc = netspec_resolve(&trial, (int)config_input_size(c), (int)c->num_classes, what, err, errlen);
+    int rc = netspec_resolve(&trial, (int)config_input_size(c), (int)c->num_classes, what, err, errlen);
+    if (rc == 0 && config_eval_size(c) != config_input_size(c)) {   /* the evaluator's copy (eval.h) */
+        char why[4000];
+        rc = netspec_resolve(&trial, (int)config_eval_size(c), (int)c->num_classes, what, why, sizeof why);
+        if (rc != 0) snprintf(err, errlen, "--val_crop_size %ld: %s", c->val_crop_size, why);
+    }
     netspec_free(&trial);
     if (rc != 0) netspec_free(net);
     return rc;

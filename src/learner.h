@@ -25,7 +25,7 @@ typedef struct {
 } Learner;
 
 /* The network --model names (a built-in, shaped by --width and --blocks for MiniResNet, or a
- * file), checked against --image_size and --num_classes: 0, or -1 with one line in err naming
+ * file), checked against the input size, the evaluation size and --num_classes: 0, or -1 with one line in err naming
  * the flag or the file, the node and the field. Run by every rank before any collective. */
 int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen);
 

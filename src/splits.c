@@ -29,7 +29,7 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
          * (and for training without --augment) */
         .crop_size = train ? (int)c->train_crop_size : 0,
         .resize_size = (int)c->val_resize_size,
-        .out_size = c->train_crop_size ? (int)config_input_size(c) : 0,
+        .out_size = !c->train_crop_size ? 0 : train ? (int)config_input_size(c) : (int)config_eval_size(c),
         .workers = (int)c->data_workers,
     };
     config_rrc_scale(c, &o.rrc_scale_lo, &o.rrc_scale_hi);

@@ -313,8 +313,9 @@ static void resume_or_start(Run *r) {
 static void prepare_batches(Run *r) {
     const Config *cfg = &r->cfg;
     const int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
-    batches_init(&r->batches, &r->dev, r->data.train, r->data.test, (int)config_input_size(cfg), max_batch, &r->log);
-    eval_init(&r->eval, cfg, r->comm, &r->log, &r->batches);
+    batches_init(&r->batches, &r->dev, r->data.train, r->data.test, (int)config_input_size(cfg),
+                 (int)config_eval_size(cfg), max_batch, &r->log);
+    eval_init(&r->eval, cfg, r->comm, &r->log, &r->batches, &r->net, r->dev.be);
 }
 
 /* ---- the training loop ------------------------------------------------------------------- */

@@ -43,8 +43,9 @@ expect_err "--rrc_scale 0.5,1.5: must be LO,HI" --train_crop_size 16 --rrc_scale
 expect_err "--rrc_scale 0.8,0.2: must be LO,HI" --train_crop_size 16 --rrc_scale 0.8,0.2
 expect_err "--rrc_scale 0.08: must be LO,HI" --rrc_scale 0.08
 expect_err "--train_crop_size 40: larger than the stored images (--image_size 32)" --train_crop_size 40
-expect_err "--val_crop_size 24: the network is built for one input size, --train_crop_size 16" --train_crop_size 16 --val_crop_size 24
+expect_err "--val_crop_size 40: larger than the stored images (--image_size 32)" --train_crop_size 16 --val_crop_size 40
 expect_err "--val_resize_size 12: smaller than the centre crop (16)" --train_crop_size 16 --val_resize_size 12
+expect_err "--val_resize_size 20: smaller than the centre crop (24)" --train_crop_size 16 --val_crop_size 24 --val_resize_size 20
 expect_err "--val_crop_size: needs --train_crop_size" --val_crop_size 32
 expect_err "--label_smoothing: -0.1 is out of range" --label_smoothing -0.1
 finish
