@@ -59,7 +59,7 @@ elif "$IMG_PY" "$top_srcdir/tests/helpers/make_image_tree.py" classes "$TMP/tree
        --num_classes 3 --image_size 48 --train_crop_size 32 --val_resize_size 40 --val_crop_size 32 --batch_size 8 --max_steps 8 \
        --threads 1 >"$TMP/inet.out" 2>&1; then
     if grep -q "^model: resnet18: .* per 32x32 image" "$TMP/inet.out" &&
-       grep -q "^lr: 0.025 (--lr 0.2 for a global batch of 64, scaled linearly to this run's 8)" "$TMP/inet.out" &&
+       grep -q "^lr: 0.0125 (--lr 0.1 for a global batch of 64, scaled linearly to this run's 8)" "$TMP/inet.out" &&
        grep -q "step 8 test_acc .* (TTA flip)" "$TMP/inet.out" && [ -s "$(ckpt "$TMP/inet" 8)" ]; then
         ok "recipes/imagenette-resnet18.json --max_steps 8 on JPEG shards: $(grep "step 8 test_acc" "$TMP/inet.out")"
     else
