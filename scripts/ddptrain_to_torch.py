@@ -130,8 +130,8 @@ def normalise(images, mean, std):
 
 
 @torch.no_grad()
-def evaluate(model, data_dir, split="test", batch_size=256, resize=0, crop=0, with_loss=False):
-    """(correct, total), and the mean cross-entropy with with_loss."""
+def evaluate(model, data_dir, split="test", batch_size=256, resize=0, crop=0):
+    """(correct, total, mean cross-entropy)."""
     correct = total = 0
     loss = 0.0
     for images, labels, mean, std in iter_shards(data_dir, split, resize, crop):
@@ -141,7 +141,7 @@ def evaluate(model, data_dir, split="test", batch_size=256, resize=0, crop=0, wi
             correct += int((logits.argmax(1) == y).sum())
             loss += float(torch.nn.functional.cross_entropy(logits.double(), y, reduction="sum"))
             total += len(y)
-    return (correct, total, loss / max(total, 1)) if with_loss else (correct, total)
+    return correct, total, loss / max(total, 1)
 
 
 def main():
@@ -180,7 +180,7 @@ def main():
     if args.data:
         try:
             correct, total, loss = evaluate(model, args.data, args.split, args.batch_size, args.val_resize_size,
-                                            args.val_crop_size, with_loss=True)
+                                            args.val_crop_size)
         except (OSError, KeyError, ValueError) as e:
             print(f"ddptrain_to_torch: error: {e}", file=sys.stderr)
             return 1

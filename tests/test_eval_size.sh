@@ -36,12 +36,14 @@ agree() {
     fi
 }
 
+# the training flags of every run here
+COMMON="--width 8 --blocks 1 --threads 1 --batch_size 32 --lr 0.05 --train_crop_size 32 --rrc_scale 0.35,1"
+
 # run LABEL DATA JOB ddptrain flags...: trains with evaluation at 40 and checks it against torch,
 # then evaluates the checkpoint at 48 by resuming at the run's end
 run() {
     label=$1 data=$2 job=$3; shift 3
-    if ! "$DDPTRAIN" --data_dir "$data" --job_dir "$job" --width 8 --blocks 1 --threads 1 --batch_size 32 \
-           --lr 0.05 --train_crop_size 32 --rrc_scale 0.35,1 --val_resize_size 44 --val_crop_size 40 "$@" \
+    if ! "$DDPTRAIN" --data_dir "$data" --job_dir "$job" $COMMON --val_resize_size 44 --val_crop_size 40 "$@" \
            >"$TMP/run.out" 2>&1; then
         bad "$label: ddptrain failed: $(tail -3 "$TMP/run.out")"; return
     fi
@@ -53,9 +55,8 @@ run() {
     ckpt=$(ls "$job"/checkpoints/ckpt-*.h5 | tail -1)
     agree "$label, at 40 from 44" "$ckpt" "$job" "$data" 44 40
     loss40=$(metric "$job" test_loss)
-    if "$DDPTRAIN" --data_dir "$data" --job_dir "$job.48" --resume "$ckpt" --width 8 --blocks 1 --threads 1 \
-           --batch_size 32 --lr 0.05 --train_crop_size 32 --rrc_scale 0.35,1 --val_resize_size 48 --val_crop_size 48 \
-           "$@" >"$TMP/run48.out" 2>&1 &&
+    if "$DDPTRAIN" --data_dir "$data" --job_dir "$job.48" --resume "$ckpt" $COMMON --val_resize_size 48 \
+           --val_crop_size 48 "$@" >"$TMP/run48.out" 2>&1 &&
        grep -q "the checkpoint is at the run's last step; evaluating it" "$TMP/run48.out"; then
         agree "$label, the checkpoint at 48 (resumed at its end)" "$ckpt" "$job.48" "$data" 48 48
         loss48=$(metric "$job.48" test_loss)
