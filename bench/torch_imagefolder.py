@@ -10,7 +10,8 @@ usage: torch_imagefolder.py RECIPE.json --train DIR --val DIR [--ranks R] [--wor
 
 The input is torchvision's, decoded and cropped by its DataLoader from the JPEG files
 (ImageFolder): RandomResizedCrop(train_crop_size, scale=rrc_scale) and RandomHorizontalFlip for
-training; Resize(val_resize_size) and CenterCrop(val_crop_size) for evaluation; then ToTensor and
+training, its size rising from progressive_min_crop by FFCV's ramp (the workers started again every
+epoch to take it); Resize(val_resize_size) and CenterCrop(val_crop_size) for evaluation; then ToTensor and
 Normalize with ImageNet's mean and std. The model is torchvision.models.<model>(num_classes),
 zero_init_residual as the recipe says. The optimisation is torch_recipe.py's (SGD with the
 recipe's momentum, Nesterov, weight decay and parameter groups, label smoothing, the lr scaled by
@@ -23,6 +24,7 @@ import os
 import sys
 import time
 
+import numpy as np
 import torch
 import torch.nn.functional as F
 import torchvision
@@ -33,10 +35,26 @@ from torch_recipe import DEFAULTS, IGNORED, lr_factor, optimisation, train_step,
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 OPTIONS = dict(DEFAULTS, model="resnet18", train_crop_size=0, val_resize_size=0, val_crop_size=0,
-               rrc_scale="0.08,1", zero_init_residual=False)
+               rrc_scale="0.08,1", zero_init_residual=False, progressive_min_crop=0, progressive_start_epoch=1,
+               progressive_end_epoch=0, progressive_step=32)
 # how the data is held and shaped in ddptrain, which changes nothing here
 HERE_IGNORED = IGNORED | {"data_in_memory", "data_window_chunks", "data_chunk_images", "data_workers",
                           "crop_padding", "alternating_flip", "width", "blocks", "init_from", "print_model"}
+
+
+def crop_at(c, crop, epoch):
+    """The training crop of epoch `epoch` (from 0): FFCV's get_resolution, np.interp between the
+    two ends rounded to a multiple of the step with np.round, kept within the ends."""
+    lo = c["progressive_min_crop"]
+    if not lo:
+        return crop
+    e, start, end = epoch + 1, c["progressive_start_epoch"], c["progressive_end_epoch"] or c["epochs"]
+    if e <= start:
+        return lo
+    if e >= end:
+        return crop
+    v = float(np.interp([e], [start, end], [lo, crop])[0])
+    return min(max(int(np.round(v / c["progressive_step"])) * c["progressive_step"], lo), crop)
 
 
 @torch.no_grad()
@@ -83,14 +101,16 @@ def main():
     vresize = c["val_resize_size"] or vcrop
     lo, hi = (float(v) for v in str(c["rrc_scale"]).split(","))
     norm = transforms.Normalize(IMAGENET_MEAN, IMAGENET_STD)
-    train_tf = transforms.Compose([transforms.RandomResizedCrop(crop, scale=(lo, hi)),
+    rrc = transforms.RandomResizedCrop(crop, scale=(lo, hi))
+    train_tf = transforms.Compose([rrc,
                                    transforms.RandomHorizontalFlip(), transforms.ToTensor(), norm])
     val_tf = transforms.Compose([transforms.Resize(vresize), transforms.CenterCrop(vcrop), transforms.ToTensor(), norm])
     train_set = torchvision.datasets.ImageFolder(a.train, train_tf)
     val_set = torchvision.datasets.ImageFolder(a.val, val_tf)
     global_batch = c["batch_size"] * c["grad_accum_steps"] * a.ranks
     train_loader = torch.utils.data.DataLoader(train_set, batch_size=global_batch, shuffle=True, drop_last=True,
-                                               num_workers=a.workers, persistent_workers=a.workers > 0)
+                                               num_workers=a.workers,
+                                               persistent_workers=a.workers > 0 and not c["progressive_min_crop"])
     val_loader = torch.utils.data.DataLoader(val_set, batch_size=c["eval_batch_size"], num_workers=a.workers)
     steps_per_epoch = len(train_loader)
     total = steps_per_epoch * c["epochs"]
@@ -110,6 +130,7 @@ def main():
     step, t0 = 0, time.time()
     for epoch in range(c["epochs"]):
         model.train()
+        rrc.size = (crop_at(c, crop, epoch),) * 2
         te, data_wait = time.time(), 0.0
         tw = time.time()
         for x, y in train_loader:
@@ -123,7 +144,8 @@ def main():
             step += 1
             tw = time.time()
         train_s = time.time() - te
-        line = f"epoch {epoch + 1} step {step} loss {float(loss):.4f} train {train_s:.1f} s (data wait {data_wait:.1f} s)"
+        line = (f"epoch {epoch + 1} step {step} crop {rrc.size[0]} loss {float(loss):.4f} train {train_s:.1f} s "
+                f"(data wait {data_wait:.1f} s)")
         if (epoch + 1) % a.eval_every == 0 or epoch + 1 == c["epochs"]:
             net = ema.module if ema is not None and int(ema.n_averaged) > 0 else model
             tv = time.time()

@@ -53,6 +53,7 @@ void batches_init(Batches *b, const Device *dev, DataLoader *train, DataLoader *
     b->image_floats[BATCH_TEST] = (size_t)test_size * test_size * 3;
     /* one array serves both splits: the larger image */
     const size_t img = test_size > train_size ? b->image_floats[BATCH_TEST] : b->image_floats[BATCH_TRAIN];
+    b->cap_floats = img;
     b->x = alignedAllocCheck((size_t)max_batch * img * sizeof(float));
     b->y = mallocCheck((size_t)max_batch * sizeof(int));
     if (!dev->be->on_device) return;
@@ -63,6 +64,13 @@ void batches_init(Batches *b, const Device *dev, DataLoader *train, DataLoader *
 #else
     (void)log;
 #endif
+}
+
+void batches_set_image_size(Batches *b, int which, int size) {
+    const size_t floats = (size_t)size * size * 3;
+    CHECK(floats <= b->cap_floats);
+    dataloader_set_output_size(b->dl[which], size);
+    b->image_floats[which] = floats;
 }
 
 int batches_next(Batches *b, int which, const float **x, const int **y) {

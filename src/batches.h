@@ -21,6 +21,7 @@ typedef struct {
     const Device *dev;
     DataLoader *dl[2];              /* BATCH_TRAIN, BATCH_TEST: the splits' loaders (not owned) */
     size_t image_floats[2];         /* one image of each split: its size^2 x 3 */
+    size_t cap_floats;              /* the largest image x and dev_x hold per sample */
     float *x;                       /* the host batch from the loader */
     int *y;
     float *dev_x;                   /* the same on the device (device backends only) */
@@ -34,6 +35,10 @@ typedef struct {
  * size it is evaluated at). */
 void batches_init(Batches *b, const Device *dev, DataLoader *train, DataLoader *test, int train_size, int test_size,
                   int max_batch, Logger *log);
+
+/* Progressive resizing: the images of split `which` at size x size from its loader's next
+ * epoch on (dataloader_set_output_size), at most the larger of the two sizes at init. */
+void batches_set_image_size(Batches *b, int which, int size);
 
 /* The next batch of split `which` where the model reads it. Returns its size, 0 at the end of
  * the split. */

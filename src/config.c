@@ -267,6 +267,20 @@ long config_input_size(const Config *c) { return c->train_crop_size ? c->train_c
 
 long config_eval_size(const Config *c) { return c->val_crop_size ? c->val_crop_size : config_input_size(c); }
 
+static long progressive_end(const Config *c) { return c->progressive_end_epoch ? c->progressive_end_epoch : c->epochs; }
+
+long config_train_crop_at(const Config *c, long epoch) {
+    const long lo = c->progressive_min_crop, hi = config_input_size(c);
+    if (!lo) return hi;
+    const long e = epoch + 1, start = c->progressive_start_epoch, end = progressive_end(c);
+    if (e <= start) return lo;
+    if (e >= end) return hi;
+    /* FFCV's get_resolution: np.interp, then np.round(res / step) * step (ties to even) */
+    const double v = (double)lo + (double)(hi - lo) * (double)(e - start) / (double)(end - start);
+    long size = (long)nearbyint(v / (double)c->progressive_step) * c->progressive_step;
+    return size < lo ? lo : size > hi ? hi : size;
+}
+
 int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->straggler_factor > 0.0 && c->straggler_factor <= 1.0)
         return errf(err, errlen, "--straggler_factor %g: must be 0 (off) or above 1", c->straggler_factor);
@@ -291,6 +305,14 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
         return errf(err, errlen,
                     "--val_crop_size %ld: larger than the stored images (--image_size %ld); import them at a size of "
                     "at least the crop (ddptrain-data import --size)", c->val_crop_size, c->image_size);
+    if (c->progressive_min_crop && !c->train_crop_size)
+        return errf(err, errlen, "--progressive_min_crop: needs --train_crop_size (the size the crops rise to)");
+    if (c->progressive_min_crop >= c->train_crop_size && c->progressive_min_crop)
+        return errf(err, errlen, "--progressive_min_crop %ld: must be below --train_crop_size %ld (the size it rises to)",
+                    c->progressive_min_crop, c->train_crop_size);
+    if (c->progressive_min_crop && c->progressive_start_epoch >= progressive_end(c))
+        return errf(err, errlen, "--progressive_start_epoch %ld: must be before --progressive_end_epoch (%ld)",
+                    c->progressive_start_epoch, progressive_end(c));
     const long eval = config_eval_size(c);
     if (c->val_resize_size && c->val_resize_size < eval)
         return errf(err, errlen, "--val_resize_size %ld: smaller than the centre crop (%ld) taken from it",

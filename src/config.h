@@ -52,6 +52,9 @@ int config_rrc_scale(const Config *c, double *lo, double *hi);
 long config_input_size(const Config *c);
 /* The size the network is evaluated at: --val_crop_size, else the input size. */
 long config_eval_size(const Config *c);
+/* The training crop of epoch `epoch` (from 0): the input size, or with --progressive_min_crop
+ * FFCV's ramp from it to the input size, which is then the largest. */
+long config_train_crop_at(const Config *c, long epoch);
 
 /* Set one option from a string value as the command line would (tests, environment). Returns 0,
  * or -1 with a one-line reason in err. */

@@ -26,6 +26,10 @@
     X(rrc_scale,        STR,    "0.08,1", 0, 0,         "LO,HI: the share of the image's area a --train_crop_size box covers, drawn uniformly, RandomResizedCrop(scale=(LO, HI)); 0 < LO <= HI <= 1") \
     X(val_resize_size,  INT,    "0",     0, 4096,       "evaluation with --train_crop_size: the shorter side of every image resized to this (Pillow's bilinear, torchvision's --val-resize-size), then the centre --val_crop_size crop (0: --val_crop_size, no margin)") \
     X(val_crop_size,    INT,    "0",     0, 4096,       "evaluation with --train_crop_size: the centre crop after --val_resize_size, torchvision's --val-crop-size (0: --train_crop_size); another size than the training crop is evaluated by a second copy of the network's activations at that size, with the same weights (FixRes: a larger one pays after RandomResizedCrop)") \
+    X(progressive_min_crop, INT, "0",    0, 4096,       "progressive resizing (FFCV's): the training crop of the first epochs, rising to --train_crop_size between --progressive_start_epoch and --progressive_end_epoch, with the same weights at every size (RandomResizedCrop draws the same boxes whatever the size); 0: off") \
+    X(progressive_start_epoch, INT, "1", 1, 1000000,    "progressive resizing: the last epoch (counted from 1) at --progressive_min_crop") \
+    X(progressive_end_epoch, INT, "0",   0, 1000000,    "progressive resizing: the first epoch at --train_crop_size; the epochs between train at the straight line from one size to the other, rounded to a multiple of --progressive_step (0: the last epoch)") \
+    X(progressive_step, INT,    "32",    1, 4096,       "progressive resizing: the sizes between the two ends are multiples of this (FFCV's 32), kept within them") \
     X(data_workers,     INT,    "1",     1, 256,        "threads per rank that make each batch (decode JPEG shards, crop, resize, normalise) in the background while the previous batch trains") \
     X(shuffle,          BOOL,   "true",  0, 0,          "shuffle each rank's training samples every epoch (from seed, epoch, rank)") \
     X(prefetch,         BOOL,   "true",  0, 0,          "prepare the next batch in a background thread") \

@@ -79,6 +79,7 @@ struct DataLoader {
     size_t share_bytes;              /* the whole share as stored */
     Transform tf;                    /* the view a batch holds (transform.h) */
     size_t out_floats;               /* floats per output image, O*O*3 */
+    int max_out;                     /* the output size at open, which the buffers hold */
     WorkPool *pool;                  /* opt.workers threads making a batch's samples */
     TransformScratch *scratch;       /* [opt.workers] */
     PixelBox *box, *pre_box;         /* the RandomResizedCrop boxes of the caller's and the worker's plans */
@@ -426,6 +427,7 @@ static int choose_view(DataLoader *dl, const DataLoaderOptions *opt, char *err, 
                     "import them at a size of at least the crop (ddptrain-data import --size)", dl->data_dir, dl->split,
                     dl->S, dl->jpeg ? " on their shorter side" : "", t->out);
     dl->out_floats = (size_t)t->out * t->out * 3;
+    dl->max_out = t->out;
     return 0;
 }
 
@@ -738,6 +740,22 @@ void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch) {
         pthread_cond_broadcast(&dl->cv);
         pthread_mutex_unlock(&dl->mu);
     }
+}
+
+void dataloader_set_output_size(DataLoader *dl, int size) {
+    CHECK(dl->tf.mode != TF_PAD_CROP && size >= 1 && size <= dl->max_out);
+    if (size == dl->tf.out) return;
+    if (dl->has_thread) {   /* as dataloader_start_epoch: the worker idle, its batch dropped */
+        pthread_mutex_lock(&dl->mu);
+        dl->gen++;
+        while (dl->busy) pthread_cond_wait(&dl->cv, &dl->mu);
+        dl->ready = 0;
+        dl->want = dl->num_batches;   /* idle until dataloader_start_epoch */
+    }
+    dl->tf.out = size;
+    if (dl->tf.mode == TF_CENTRE && dl->opt.resize_size <= 0) dl->tf.resize = size;
+    dl->out_floats = (size_t)size * size * 3;
+    if (dl->has_thread) pthread_mutex_unlock(&dl->mu);
 }
 
 int dataloader_next(DataLoader *dl, float *x, int *labels) {

@@ -107,6 +107,11 @@ size_t dataloader_peak_bytes_held(const DataLoader *dl);
 /* Start epoch `epoch`, beginning at batch `start_batch` (resume mid-epoch). Restarts prefetch. */
 void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch);
 
+/* Progressive resizing: the crop (TF_RRC) or centre crop of the batches from the next
+ * dataloader_start_epoch on, at most the size the loader was opened with; the boxes drawn stay
+ * the same (RandomResizedCrop draws them from the stored image alone). */
+void dataloader_set_output_size(DataLoader *dl, int size);
+
 /* Next batch of this epoch: x receives NHWC float32 [n, O, O, 3] normalised (O:
  * dataloader_output_size), labels [n].
  * Returns n (batch_size, or fewer for a short last batch), 0 at the end of the epoch. */

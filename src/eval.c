@@ -73,6 +73,11 @@ static Model *sized_copy(Evaluator *e, Model *m) {
     return s;
 }
 
+static void set_size(Model *m, int size) {
+    char err[4800];
+    if (model_set_input_size(m, size, err, sizeof err) != 0) die("%s", err);   /* learner_network resolved it */
+}
+
 void eval_run_and_log(Evaluator *e, Learner *l, Replica *rep, long epoch, long step, double lr, double t_train0) {
     const Config *c = e->cfg;
     double t0 = now_sec(), test_loss;
@@ -81,7 +86,13 @@ void eval_run_and_log(Evaluator *e, Learner *l, Replica *rep, long epoch, long s
     const int ema = learner_has_average(l);
     if (ema) ema_swap_in(&l->ema, &l->model);
     else replica_buffers_average(rep);
-    e->last_acc = evaluate(e, sized_copy(e, &l->model), &test_loss);
+    /* The trained model itself when it was built for this size: shaped for it when progressive
+     * resizing trains it at another size now, and back afterwards. */
+    Model *m = sized_copy(e, &l->model);
+    const int train_size = m->input_size;
+    set_size(m, (int)config_eval_size(c));
+    e->last_acc = evaluate(e, m, &test_loss);
+    set_size(m, train_size);
     if (ema) ema_swap_out(&l->ema, &l->model);
     else replica_buffers_restore(rep);
     if (e->last_acc > e->best_acc) e->best_acc = e->last_acc;

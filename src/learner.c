@@ -21,6 +21,16 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
         rc = netspec_resolve(&trial, (int)config_eval_size(c), (int)c->num_classes, what, why, sizeof why);
         if (rc != 0) snprintf(err, errlen, "--val_crop_size %ld: %s", c->val_crop_size, why);
     }
+    /* every size of a progressive ramp (model_set_input_size), before any collective */
+    for (long e = 0, last = config_input_size(c); rc == 0 && e < c->epochs; e++) {
+        const long size = config_train_crop_at(c, e);
+        if (size == last) continue;
+        char why[4000];
+        rc = netspec_resolve(&trial, (int)size, (int)c->num_classes, what, why, sizeof why);
+        if (rc != 0) snprintf(err, errlen, "--progressive_min_crop %ld: epoch %ld's crop of %ld: %s",
+                              c->progressive_min_crop, e + 1, size, why);
+        last = size;
+    }
     netspec_free(&trial);
     if (rc != 0) netspec_free(net);
     return rc;

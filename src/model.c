@@ -196,7 +196,7 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     }
     m->be = be;
     m->num_classes = num_classes;
-    m->image_size = image_size;
+    m->image_size = m->input_size = image_size;
     m->max_batch = max_batch;
 
     Plan p = {callocCheck((size_t)s->n, sizeof(int)), callocCheck((size_t)s->n, sizeof(int)),
@@ -305,6 +305,32 @@ void model_free(Model *m) {
     free(m->param_info); free(m->buffer_info); free(m->bn_info); free(m->bn_tracked);
     netspec_free(&m->net);
     memset(m, 0, sizeof *m);
+}
+
+int model_set_input_size(Model *m, int size, char *err, size_t errlen) {
+    if (size == m->input_size) return 0;
+    if (size < 1) return errf(err, errlen, "%s: an input of %d pixels is not a size", model_architecture(m), size);
+    if (size > m->image_size)
+        return errf(err, errlen, "%s: an input of %dx%d, larger than the %dx%d its activations were allocated for",
+                    model_architecture(m), size, size, m->image_size, m->image_size);
+    /* the same table at the new size: every node's shape again, checked */
+    NetSpec *s = &m->net;
+    if (netspec_resolve(s, size, m->num_classes, model_architecture(m), err, errlen) != 0) {
+        char ignored[256];   /* back to the size it had, which resolved before */
+        CHECK(netspec_resolve(s, m->input_size, m->num_classes, "", ignored, sizeof ignored) == 0);
+        return -1;
+    }
+    for (int i = 0; i < m->n_step; i++) {
+        ModelStep *st = &m->step[i];
+        const NetNode *n = &s->node[st->first], *last = &s->node[st->node];
+        const NetNode *src = n->in == NET_INPUT ? NULL : &s->node[n->in];
+        st->H_in = src ? src->H : size;
+        st->W_in = src ? src->W : size;
+        st->H = last->H;
+        st->W = last->W;
+    }
+    m->input_size = size;
+    return 0;
 }
 
 /* ---- initialisation --------------------------------------------------------------------- */
@@ -476,7 +502,7 @@ static void step_forward(Model *m, ModelStep *st, int N, int train) {
 static void forward_to_loss(Model *m, const float *x, const int *labels, int N, int train, float loss_scale) {
     const Backend *be = m->be;
     CHECK(N >= 1 && N <= m->max_batch);
-    m->input = be->act_input(x, (size_t)N * m->image_size * m->image_size * 3, m->input_act);
+    m->input = be->act_input(x, (size_t)N * m->input_size * m->input_size * 3, m->input_act);
     m->last_N = N;
     for (int i = 0; i < m->n_step; i++) step_forward(m, &m->step[i], N, train);
     be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->label_smoothing : 0.0f,
@@ -497,7 +523,7 @@ float model_forward(Model *m, const float *x, const int *labels, int N, int trai
 
 /* Chunks of the training capacity: no buffer is ever sized for an evaluation batch. */
 void model_evaluate(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum) {
-    const size_t img = (size_t)m->image_size * m->image_size * 3;
+    const size_t img = (size_t)m->input_size * m->input_size * 3;
     long hits = 0;
     double sum = 0.0;
     for (int off = 0; off < N; off += m->max_batch) {

@@ -59,7 +59,9 @@ typedef struct Model {
     const Backend *be;
     NetSpec net;            /* the description it was built from, shapes resolved */
     int width, blocks;      /* MiniResNet's (what its checkpoints record), else 0 */
-    int num_classes, image_size, max_batch;
+    /* image_size: the largest input, which the activations are allocated for and checkpoints
+     * record; input_size: the one the steps are shaped for now (model_set_input_size) */
+    int num_classes, image_size, input_size, max_batch;
     size_t num_params, num_buffers;
     float *params, *grads, *buffers;
     TensorInfo *param_info, *buffer_info;
@@ -116,6 +118,13 @@ void model_init_on(Model *m, const Backend *be, int width, int blocks, int num_c
 int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *what, int num_classes, int image_size,
                    int max_batch, char *err, size_t errlen);
 void model_free(Model *m);
+
+/* Shape the steps for size x size inputs, at most image_size (progressive resizing, or an
+ * evaluation at another size than the last training step's): the same parameters, buffers
+ * and allocations, the activations of the first size^2 / image_size^2 of each buffer; the
+ * backend's kernels keep their plans for every size seen. Returns 0, or -1 with one line in err
+ * when the network does not take that size (netspec_resolve's reason). */
+int model_set_input_size(Model *m, int size, char *err, size_t errlen);
 
 /* The network's initialisation (NetInit: PyTorch's defaults, kaiming-uniform convolutions and
  * linear layer; or torchvision's ResNet, kaiming-normal fan_out convolutions), BN gamma 1

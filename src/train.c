@@ -418,6 +418,20 @@ static void end_epoch(Run *r, long epoch, long steps_done_in_epoch, int done) {
         save_checkpoint(r, mid ? epoch : epoch + 1, mid ? steps_done_in_epoch : 0, 0);
 }
 
+/* Progressive resizing: the epoch's training crop, for the model and the batches alike (a
+ * resumed run takes its epoch's size here too). */
+static void set_train_crop(Run *r, long epoch) {
+    const int size = (int)config_train_crop_at(&r->cfg, epoch);
+    Model *m = &r->learner.model;
+    if (size == m->input_size) return;
+    char err[4800];
+    if (model_set_input_size(m, size, err, sizeof err) != 0) die("%s", err);   /* learner_network resolved it */
+    batches_set_image_size(&r->batches, BATCH_TRAIN, size);
+    log_info(&r->log, "epoch %ld: training crop %dx%d (--progressive_min_crop %ld to --train_crop_size %ld), %.3f GMACs "
+             "per image", epoch + 1, size, size, r->cfg.progressive_min_crop, r->cfg.train_crop_size,
+             model_macs_per_image(m) / 1e9);
+}
+
 /* Epochs of steps from the resume position to the end, or to a preemption. Returns 1 when the
  * run stopped for preemption (its checkpoint written). */
 static int train(Run *r) {
@@ -434,6 +448,7 @@ static int train(Run *r) {
     }
     for (long epoch = r->start_epoch; epoch < cfg->epochs && !done && !r->eval.target_reached; epoch++) {
         const long s0 = epoch == r->start_epoch ? r->start_step : 0;
+        set_train_crop(r, epoch);
         dataloader_start_epoch(r->data.train, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
         model_take_loss_sum(&r->learner.model);   /* a log window does not span epochs */
         progress_open_window(&r->progress, &r->reducer, now_sec());

@@ -35,7 +35,7 @@ void tta_view(const float *x, float *out, int N, int S, int C, int v) {
 
 void tta_logits(Model *m, int mode, const float *x, const int *labels, int N, float *scratch, float *logits) {
     CHECK(!m->be->on_device);
-    const int K = m->num_classes, S = m->image_size, views = tta_views(mode);
+    const int K = m->num_classes, S = m->input_size, views = tta_views(mode);
     const size_t img = (size_t)S * S * 3;
     float *l[6] = {0};
     for (int v = 0; v < views; v++) l[v] = mallocCheck((size_t)m->max_batch * K * sizeof(float));
@@ -73,7 +73,7 @@ void tta_evaluate(Model *m, int mode, const float *x, const int *labels, int N, 
     double sum = 0.0;
     for (int off = 0; off < N; off += m->max_batch) {
         const int n = N - off < m->max_batch ? N - off : m->max_batch;
-        tta_logits(m, mode, x + (size_t)off * m->image_size * m->image_size * 3, labels + off, n, scratch, logits);
+        tta_logits(m, mode, x + (size_t)off * m->input_size * m->input_size * 3, labels + off, n, scratch, logits);
         for (int i = 0; i < n; i++) {
             const float *z = logits + (size_t)i * K;
             int best = 0;

@@ -47,5 +47,10 @@ expect_err "--val_crop_size 40: larger than the stored images (--image_size 32)"
 expect_err "--val_resize_size 12: smaller than the centre crop (16)" --train_crop_size 16 --val_resize_size 12
 expect_err "--val_resize_size 20: smaller than the centre crop (24)" --train_crop_size 16 --val_crop_size 24 --val_resize_size 20
 expect_err "--val_crop_size: needs --train_crop_size" --val_crop_size 32
+expect_err "--progressive_min_crop: needs --train_crop_size" --progressive_min_crop 16
+expect_err "--progressive_min_crop 24: must be below --train_crop_size 24" --train_crop_size 24 --progressive_min_crop 24
+expect_err "--progressive_start_epoch 4: must be before --progressive_end_epoch (4)" --train_crop_size 24 --progressive_min_crop 16 --progressive_start_epoch 4 --progressive_end_epoch 4
+expect_err "--progressive_start_epoch 10: must be before --progressive_end_epoch (10)" --train_crop_size 24 --progressive_min_crop 16 --progressive_start_epoch 10
+expect_err "--progressive_step: 0 is out of range" --progressive_step 0
 expect_err "--label_smoothing: -0.1 is out of range" --label_smoothing -0.1
 finish

@@ -8,8 +8,9 @@
 # files): the same accuracy within 2 images and the same loss within 0.5% (the pixels are within
 # one level of torchvision's: tests/test_crops_torch.sh). The checkpoint evaluated again (resumed
 # at the run's end) at 48 agrees with torch at 48 as well and differs from the 40-pixel loss:
-# the size reached the model. Skips (77) without python3 with torch, torchvision, h5py, PIL
-# and numpy.
+# the size reached the model. A run with progressive resizing (--progressive_min_crop), whose
+# model trains at 24 and 28, is evaluated at 32 by that model shaped back up, and agrees with
+# torch too. Skips (77) without python3 with torch, torchvision, h5py, PIL and numpy.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, torchvision, h5py, PIL, numpy") || {
     echo "SKIP: no python3 with torch, torchvision, h5py, PIL and numpy"; exit $SKIP; }
@@ -70,6 +71,20 @@ run() {
 echo "== raw shards, 48x48"
 make_synth "$TMP/raw" --train 512 --test 200 --shards 1 --size 48
 run "raw shards" "$TMP/raw" "$TMP/rawjob" --image_size 48 --epochs 3
+
+echo "== progressive resizing: trained at 24 then 28, evaluated at 32 by the trained model itself"
+# --progressive_end_epoch 5 of 3 epochs: 24, 24, 28 (26 and 28 rounded to multiples of 4, ties
+# to even); the evaluation at --train_crop_size 32 shapes the model back up for it.
+job="$TMP/progjob"
+if "$DDPTRAIN" --data_dir "$TMP/raw" --job_dir "$job" $COMMON --image_size 48 --epochs 3 --val_resize_size 36 \
+       --progressive_min_crop 24 --progressive_end_epoch 5 --progressive_step 4 >"$TMP/prog.out" 2>&1 &&
+   [ "$(grep '^epoch [0-9]*: training crop' "$TMP/prog.out" | sed 's/ (.*//' | tr '\n' ' ')" = \
+     "epoch 1: training crop 24x24 epoch 3: training crop 28x28 " ] && ! grep -q '^evaluation: at' "$TMP/prog.out"; then
+    ok "progressive: $(grep '^epoch [0-9]*: training crop' "$TMP/prog.out" | sed 's/ (.*//' | tr '\n' ';')"
+    agree "progressive, at 32 from 36" "$(ls "$job"/checkpoints/ckpt-*.h5 | tail -1)" "$job" "$TMP/raw" 36 32
+else
+    bad "progressive run: $(grep -E 'training crop|error' "$TMP/prog.out" | head -4; tail -2 "$TMP/prog.out")"
+fi
 
 echo "== JPEG shards, shorter side 48"
 if "$PY" "$top_srcdir/tests/helpers/make_image_tree.py" classes "$TMP/tree" 4 64 40 >/dev/null 2>&1 &&

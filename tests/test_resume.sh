@@ -6,7 +6,8 @@
 # momentum, optimizer steps, the train state with the per-rank running statistics) and every
 # attribute (tests/helpers/ckpt_compare.py --all); on 1 rank (stop mid-epoch, end mid-epoch; stop at
 # an epoch boundary, end at one), on 2 ranks and on 3 (mpirun), and streamed from the shards
-# (--data_in_memory no) on 1 rank and on 2; a resume that holds the streamed share otherwise is
+# (--data_in_memory no) on 1 rank and on 2, from JPEG shards with RandomResizedCrop, and with
+# progressive resizing stopped between two crop sizes; a resume that holds the streamed share otherwise is
 # refused naming the flag, --data_in_memory auto follows the checkpoint, and its ranks stream
 # together when one must. On several ranks the checkpoint's
 # /model running statistics are the average of the ranks' own, which /train_state/rank_buffers
@@ -366,6 +367,18 @@ if [ -n "$IMG_PY" ] && "$IMG_PY" "$top_srcdir/tests/helpers/make_image_tree.py" 
     bitexact "JPEG shards, --train_crop_size 32: 2 ranks, 14 steps = 5 + resume 9" 2 5 14 -jpeg
     FLAGS="$FLAGS --data_in_memory no --data_chunk_images 5 --data_window_chunks 2"
     bitexact "the same streamed in chunks of 5 images" 2 5 14 -jpeg-stream
+    # Progressive resizing: crops of 16, 24 and 32 in epochs 1, 2 and 3 (9 steps each on 2
+    # ranks); the run stops in epoch 2 and the resumed one shapes the model for 24 again.
+    FLAGS="$FLAGS --progressive_min_crop 16 --progressive_end_epoch 3 --progressive_step 8 --epochs 4"
+    bitexact "the same with --progressive_min_crop 16: 30 steps = 13 + resume 17" 2 13 30 -jpeg-prog
+    r="$TMP/resumed-jpeg-prog-2-13-30"
+    if [ "$(grep -c '^epoch [0-9]*: training crop' "$TMP/straight-jpeg-prog-2-30.out")" = 3 ] &&
+       grep -q '^epoch 1: training crop 16x16' "$TMP/straight-jpeg-prog-2-30.out" &&
+       grep -q '^epoch 2: training crop 24x24' "$r.out" && grep -q '^epoch 3: training crop 32x32' "$r.out"; then
+        ok "crops 16, 24, 32; the resumed run at 24 in its first epoch: $(grep '^epoch 2: training crop' "$r.out")"
+    else
+        bad "progressive crops: $(grep 'training crop' "$TMP/straight-jpeg-prog-2-30.out" "$r.out")"
+    fi
 else
     bad "no JPEG dataset for the views: $(cat "$TMP/import.err" 2>/dev/null)"
 fi

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_units.c - config table parsing, model layout, schedule, optimizer arithmetic and the
+/* test_units.c - config table parsing, model layout, a model shaped for another input size,
+ * progressive resizing's crop per epoch, schedule, optimizer arithmetic and the
  * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel), which
  * GPU a rank takes, the memory a rank may take under cgroup limits, and how a message quotes
  * a name (quote_name). */
@@ -275,6 +276,111 @@ static void test_model_grad_scale(void) {
     free(ref);
     free(x);
     model_free(&m);
+}
+
+/* A model shaped down to a smaller input (progressive resizing) computes what a model built at
+ * that size computes: the same logits, loss, gradients and running statistics, bit for bit; and
+ * shaped back up, what one built at the larger size does. */
+static void train_once(Model *m, const float *x, const int *y, int n, float *logits, float *grads, float *buffers) {
+    model_zero_grad(m);
+    model_forward(m, x, y, n, 1, 1.0f, NULL);
+    model_backward(m);
+    memcpy(logits, m->logits, (size_t)n * m->num_classes * sizeof(float));
+    memcpy(grads, m->grads, m->num_params * sizeof(float));
+    memcpy(buffers, m->buffers, m->num_buffers * sizeof(float));
+}
+
+static void test_model_input_size(void) {
+    enum { N = 3, BIG = 32, SMALL = 24, K = 10 };
+    Model shaped, at_small, at_big;
+    model_init(&shaped, 8, 1, K, BIG, N);
+    model_init(&at_small, 8, 1, K, SMALL, N);
+    model_init(&at_big, 8, 1, K, BIG, N);
+    model_init_weights(&shaped, 5);
+    model_init_weights(&at_small, 5);
+    model_init_weights(&at_big, 5);
+    const size_t nx = (size_t)N * BIG * BIG * 3;
+    float *x = mallocCheck(nx * sizeof(float));
+    for (size_t i = 0; i < nx; i++) x[i] = (float)((i * 2654435761u) % 1000) / 500.0f - 1.0f;
+    int y[N] = {1, 7, 4};
+    const size_t np = shaped.num_params, nb = shaped.num_buffers;
+    float *l[2], *g[2], *b[2];
+    for (int i = 0; i < 2; i++) {
+        l[i] = mallocCheck((size_t)N * K * sizeof(float));
+        g[i] = mallocCheck(np * sizeof(float));
+        b[i] = mallocCheck(nb * sizeof(float));
+    }
+    char err[512];
+    EXPECT(model_set_input_size(&shaped, SMALL, err, sizeof err) == 0 && shaped.input_size == SMALL &&
+           shaped.image_size == BIG && model_macs_per_image(&shaped) == model_macs_per_image(&at_small),
+           "shaped from %d to %d: the MACs of a model built at %d", BIG, SMALL, SMALL);
+    train_once(&shaped, x, y, N, l[0], g[0], b[0]);
+    train_once(&at_small, x, y, N, l[1], g[1], b[1]);
+    EXPECT(!memcmp(l[0], l[1], (size_t)N * K * sizeof(float)) && !memcmp(g[0], g[1], np * sizeof(float)) &&
+           !memcmp(b[0], b[1], nb * sizeof(float)),
+           "at %d: logits, %zu gradients and the running statistics those of a model built at %d", SMALL, np, SMALL);
+    /* back up: the running statistics moved once more on the shaped model, so both start alike */
+    memcpy(at_big.buffers, shaped.buffers, nb * sizeof(float));
+    EXPECT(model_set_input_size(&shaped, BIG, err, sizeof err) == 0 && shaped.input_size == BIG,
+           "shaped back to %d", BIG);
+    train_once(&shaped, x, y, N, l[0], g[0], b[0]);
+    train_once(&at_big, x, y, N, l[1], g[1], b[1]);
+    EXPECT(!memcmp(l[0], l[1], (size_t)N * K * sizeof(float)) && !memcmp(g[0], g[1], np * sizeof(float)) &&
+           !memcmp(b[0], b[1], nb * sizeof(float)),
+           "back at %d: logits, gradients and running statistics those of a model built at %d", BIG, BIG);
+    EXPECT(model_set_input_size(&shaped, BIG + 8, err, sizeof err) != 0 && strstr(err, "larger than") &&
+           shaped.input_size == BIG, "a size above the one it was built for refused: %s", err);
+    EXPECT(model_set_input_size(&shaped, 0, err, sizeof err) != 0 && strstr(err, "not a size") &&
+           shaped.input_size == BIG && model_macs_per_image(&shaped) == model_macs_per_image(&at_big),
+           "size 0 refused, the model left as it was: %s", err);
+    for (int i = 0; i < 2; i++) { free(l[i]); free(g[i]); free(b[i]); }
+    free(x);
+    model_free(&shaped);
+    model_free(&at_small);
+    model_free(&at_big);
+}
+
+/* FFCV's ramp (get_resolution): the low size up to the start epoch, np.interp between the two
+ * ends rounded to a multiple of the step (ties to even, as np.round), the high size from the end
+ * epoch; worked out by hand here. */
+static void test_progressive_schedule(void) {
+    Config c;
+    config_init(&c);
+    char err[256];
+    const char *set[][2] = {{"epochs", "10"}, {"image_size", "224"}, {"train_crop_size", "160"},
+                            {"progressive_min_crop", "96"}, {"progressive_start_epoch", "2"},
+                            {"progressive_end_epoch", "8"}, {"progressive_step", "16"}};
+    for (size_t i = 0; i < sizeof set / sizeof set[0]; i++) CHECK(config_set(&c, set[i][0], set[i][1], err, sizeof err) == 0);
+    /* epochs 3..7: 96 + 64 (e - 2) / 6 = 106.7, 117.3, 128, 138.7, 149.3 */
+    const long want[10] = {96, 96, 112, 112, 128, 144, 144, 160, 160, 160};
+    int same = 0;
+    for (int e = 0; e < 10; e++) same += config_train_crop_at(&c, e) == want[e];
+    EXPECT(same == 10 && config_check_recipe(&c, err, sizeof err) == 0, "96 to 160 over epochs 2-8 in steps of 16");
+    /* 96 + 32 / 2 = 112 = 3.5 steps of 32: to 4 (even), 128; and 64 + 64 / 4 = 80 = 2.5: to 2, 64 */
+    CHECK(config_set(&c, "train_crop_size", "128", err, sizeof err) == 0);
+    CHECK(config_set(&c, "progressive_start_epoch", "1", err, sizeof err) == 0);
+    CHECK(config_set(&c, "progressive_end_epoch", "3", err, sizeof err) == 0);
+    CHECK(config_set(&c, "progressive_step", "32", err, sizeof err) == 0);
+    const long tie1 = config_train_crop_at(&c, 1);
+    CHECK(config_set(&c, "progressive_min_crop", "64", err, sizeof err) == 0);
+    CHECK(config_set(&c, "progressive_end_epoch", "5", err, sizeof err) == 0);
+    const long tie2 = config_train_crop_at(&c, 1);
+    EXPECT(tie1 == 128 && tie2 == 64, "ties round to an even number of steps (np.round): %ld, %ld", tie1, tie2);
+    /* a step that overshoots the top is kept within it */
+    CHECK(config_set(&c, "train_crop_size", "120", err, sizeof err) == 0);
+    CHECK(config_set(&c, "progressive_min_crop", "100", err, sizeof err) == 0);
+    const long top = config_train_crop_at(&c, 3);   /* 100 + 20 * 3 / 4 = 115: 4 steps of 32 = 128 */
+    EXPECT(top == 120, "a multiple of the step above --train_crop_size is kept at it: %ld", top);
+    CHECK(config_set(&c, "progressive_min_crop", "120", err, sizeof err) == 0);
+    EXPECT(config_check_recipe(&c, err, sizeof err) != 0 && strstr(err, "--progressive_min_crop 120"),
+           "a low end not below the top refused: %s", err);
+    CHECK(config_set(&c, "progressive_min_crop", "100", err, sizeof err) == 0);
+    CHECK(config_set(&c, "progressive_start_epoch", "5", err, sizeof err) == 0);
+    EXPECT(config_check_recipe(&c, err, sizeof err) != 0 && strstr(err, "--progressive_start_epoch 5"),
+           "a ramp that ends before it starts refused: %s", err);
+    CHECK(config_set(&c, "progressive_min_crop", "0", err, sizeof err) == 0);
+    EXPECT(config_train_crop_at(&c, 0) == 120 && config_train_crop_at(&c, 9) == 120, "off: --train_crop_size throughout");
+    config_free(&c);
 }
 
 /* ---- evaluation in chunks of the training capacity ----
@@ -686,6 +792,8 @@ int main(void) {
     test_scaler();
     test_model_grad_scale();
     test_model_evaluate_chunks();
+    test_model_input_size();
+    test_progressive_schedule();
     test_reducer_requests();
     test_reducer_progress();
     test_gpu_choice();
