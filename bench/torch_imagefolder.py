@@ -13,11 +13,13 @@ The input is torchvision's, decoded and cropped by its DataLoader from the JPEG 
 training, its size rising from progressive_min_crop by FFCV's ramp (the workers started again every
 epoch to take it); Resize(val_resize_size) and CenterCrop(val_crop_size) for evaluation; then ToTensor and
 Normalize with ImageNet's mean and std. The model is torchvision.models.<model>(num_classes),
-zero_init_residual as the recipe says. The optimisation is torch_recipe.py's (SGD with the
-recipe's momentum, Nesterov, weight decay and parameter groups, label smoothing, the lr scaled by
-lr_ref_batch, the schedule, the EMA and the test-time augmentation). One process, no DDP: each
-step takes the global batch of R ranks (batch_size x grad_accum_steps x R images), so batch norm
-sees the global batch, as ddptrain does with --sync_bn. Needs torch and torchvision."""
+zero_init_residual as the recipe says, with use_blurpool FFCV's blur before its strided
+convolutions (tests/helpers/blurpool_torch.py, as ddptrain's --use_blurpool). The optimisation
+is torch_recipe.py's (SGD with the recipe's momentum, Nesterov, weight decay and parameter
+groups, label smoothing, the lr scaled by lr_ref_batch, the schedule, the EMA and the test-time
+augmentation). One process, no DDP: each step takes the global batch of R ranks (batch_size x
+grad_accum_steps x R images), so batch norm sees the global batch, as ddptrain does with
+--sync_bn. Needs torch and torchvision."""
 import argparse
 import json
 import os
@@ -32,11 +34,13 @@ from torchvision import transforms
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from torch_recipe import DEFAULTS, IGNORED, lr_factor, optimisation, train_step, tta_logits  # noqa: E402
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
+from blurpool_torch import apply_blurpool  # noqa: E402
 
 IMAGENET_MEAN, IMAGENET_STD = (0.485, 0.456, 0.406), (0.229, 0.224, 0.225)
 OPTIONS = dict(DEFAULTS, model="resnet18", train_crop_size=0, val_resize_size=0, val_crop_size=0,
                rrc_scale="0.08,1", zero_init_residual=False, progressive_min_crop=0, progressive_start_epoch=1,
-               progressive_end_epoch=0, progressive_step=32)
+               progressive_end_epoch=0, progressive_step=32, use_blurpool=False)
 # how the data is held and shaped in ddptrain, which changes nothing here
 HERE_IGNORED = IGNORED | {"data_in_memory", "data_window_chunks", "data_chunk_images", "data_workers",
                           "crop_padding", "alternating_flip", "width", "blocks", "init_from", "print_model"}
@@ -120,8 +124,10 @@ def main():
         min_lr *= global_batch / c["lr_ref_batch"]
     model = getattr(torchvision.models, c["model"])(num_classes=len(train_set.classes),
                                                       zero_init_residual=bool(c["zero_init_residual"]))
+    if c["use_blurpool"]:
+        apply_blurpool(model)
     model = model.to(memory_format=torch.channels_last)
-    print(f"{a.recipe}: {c['model']}, {len(train_set)} training and {len(val_set)} evaluation images, "
+    print(f"{a.recipe}: {c['model']}{' with blurpool' if c['use_blurpool'] else ''}, {len(train_set)} training and {len(val_set)} evaluation images, "
           f"crop {crop} (scale {lo:g}-{hi:g}), evaluation Resize({vresize}) CenterCrop({vcrop}), global batch "
           f"{global_batch} ({a.ranks} x {c['batch_size']} x {c['grad_accum_steps']}), lr {lr:g}, {steps_per_epoch} steps "
           f"per epoch, {total} steps, {torch.get_num_threads()} threads, {a.workers} loader workers", flush=True)

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """Load a ddptrain checkpoint into the PyTorch MiniResNet (or torchvision's resnet18/34/50 for
-a run of --model resnetN), optionally evaluate it on a dataset
+a run of --model resnetN; either with FFCV's blur before its strided convolutions for a run of
+--use_blurpool, blurpool_torch.py), optionally evaluate it on a dataset
 directory of shards and/or save a plain PyTorch state_dict.
 
     ddptrain_to_torch.py CKPT.h5 [--ema] [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
@@ -23,19 +24,27 @@ import numpy as np
 import torch
 
 _HERE = os.path.dirname(os.path.abspath(__file__))
-# The module lives next to this script once installed, and in ../tests/helpers in the source tree.
+# The modules live next to this script once installed, and in ../tests/helpers in the source tree.
 for _d in (os.path.join(_HERE, "..", "tests", "helpers"), _HERE):
     if os.path.isfile(os.path.join(_d, "miniresnet_torch.py")) and _d not in sys.path:
         sys.path.insert(0, _d)
 from miniresnet_torch import MiniResNet  # noqa: E402
+from blurpool_torch import apply_blurpool  # noqa: E402
 
 FORMAT = "ddptrain-checkpoint"
 TORCHVISION = ("resnet18", "resnet34", "resnet50")   # --model's built-ins with torchvision's definitions
+BLURPOOL = "-blurpool"   # after the architecture of a run of --use_blurpool
 DEFAULT_MEAN, DEFAULT_STD = 0.5, 0.25
 
 
 def _str(v):
     return v.decode() if isinstance(v, (bytes, np.bytes_)) else str(v)
+
+
+def base_architecture(arch):
+    """The architecture without --use_blurpool's suffix."""
+    arch = str(arch)
+    return arch[:-len(BLURPOOL)] if arch.endswith(BLURPOOL) else arch
 
 
 def read_checkpoint(path, group="model"):
@@ -49,7 +58,8 @@ def read_checkpoint(path, group="model"):
         if _str(f.attrs.get("format", b"")) != FORMAT:
             raise ValueError(f"{path}: not a ddptrain checkpoint (format attribute is not '{FORMAT}')")
         meta = {k: (_str(v) if isinstance(v, (bytes, np.bytes_, str)) else int(v)) for k, v in f.attrs.items()}
-        if meta.get("architecture") not in TORCHVISION and meta.get("architecture") != "MiniResNet":
+        base = base_architecture(meta.get("architecture"))
+        if base not in TORCHVISION and base != "MiniResNet":
             raise ValueError(f"{path}: architecture {meta.get('architecture')!r} is neither MiniResNet nor one of "
                              f"torchvision's ({', '.join(TORCHVISION)}): a network file's, which has no PyTorch module")
         if "train_state" in f:
@@ -74,11 +84,14 @@ def load_model(path, ema=False):
     """The checkpoint's model in eval mode (its moving average with ema=True), and its meta data:
     MiniResNet, or torchvision.models.resnetN for --model resnetN, loaded with strict=True."""
     meta, sd = read_checkpoint(path, "ema" if ema else "model")
-    if meta["architecture"] == "MiniResNet":
+    base = base_architecture(meta["architecture"])
+    if base == "MiniResNet":
         model = MiniResNet(meta["width"], meta["blocks"], meta["num_classes"])
     else:
         import torchvision
-        model = getattr(torchvision.models, meta["architecture"])(num_classes=meta["num_classes"])
+        model = getattr(torchvision.models, base)(num_classes=meta["num_classes"])
+    if meta["architecture"].endswith(BLURPOOL):
+        apply_blurpool(model)
     model.load_state_dict(sd, strict=True)
     model.eval()
     return model, meta
@@ -167,8 +180,11 @@ def main():
         print(f"ddptrain_to_torch: error: {e}", file=sys.stderr)
         return 1
     nparams = sum(p.numel() for p in model.parameters())
-    arch = (f"MiniResNet width {meta['width']} blocks {meta['blocks']}" if meta["architecture"] == "MiniResNet"
-            else f"torchvision.models.{meta['architecture']}")
+    base = base_architecture(meta["architecture"])
+    arch = (f"MiniResNet width {meta['width']} blocks {meta['blocks']}" if base == "MiniResNet"
+            else f"torchvision.models.{base}")
+    if meta["architecture"].endswith(BLURPOOL):
+        arch += " with blurpool"
     print(f"{args.checkpoint}: {arch} "
           f"classes {meta['num_classes']}: {nparams:,} parameters "
           f"(epoch {meta.get('epoch', '?')}, global step {meta.get('global_step', '?')})"

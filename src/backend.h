@@ -63,6 +63,9 @@ typedef struct Backend {
                             int pad);
     void (*maxpool_backward)(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k,
                              int stride, int pad);
+    /* ops_cpu.h's blur3: forward, and backward (it is its own adjoint); NULL on a backend
+     * without it */
+    void (*blur)(const float *x, float *y, int N, int H, int W, int C);
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int N, int I, int O);

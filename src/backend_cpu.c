@@ -146,6 +146,7 @@ const Backend backend_cpu = {
     .relu_forward = cpu_relu_forward,
     .maxpool_forward = maxpool_forward,
     .maxpool_backward = maxpool_backward,
+    .blur = blur3,
     .linear_forward = linear_forward,
     .linear_backward = linear_backward,
     .softmax_xent = cpu_softmax_xent,

@@ -41,6 +41,7 @@
     X(width,            INT,    "64",    1, 4096,       "MiniResNet: channels of the first stage (stages use width, 2*width, 4*width)") \
     X(blocks,           INT,    "2",     1, 64,         "MiniResNet: basic blocks per stage") \
     X(zero_init_residual, BOOL, "false", 0, 0,          "start at 0 the weight of the last batch norm of every residual branch (torchvision's zero_init_residual; the nodes a network file marks zero_init_residual)") \
+    X(use_blurpool,     BOOL,   "false", 0, 0,          "FFCV's use_blurpool: every convolution with a stride above 1 and 16 or more input channels reads its input through a fixed 3x3 binomial blur (a \"blur\" node, docs/networks.md); the parameters and their names are unchanged, the network is named NAME-blurpool; CPU backend only for now") \
     X(init_from,        STR,    "",      0, 0,          "start from the weights of this HDF5 file's /model group: a ddptrain checkpoint, or a PyTorch state_dict written by torch_to_ddptrain.py (torchvision's pretrained weights); tensors of another shape (the classifier of another class count) keep their initialisation and are named in the log; a resumed checkpoint takes precedence") \
     X(print_model,      BOOL,   "false", 0, 0,          "write the network of --model (with --width, --blocks) as a network file on standard output and exit: a start for one's own") \
     /* optimisation */ \

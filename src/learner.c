@@ -13,6 +13,12 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
     if (netfile_load(c->model, (int)c->width, (int)c->blocks, net, err, errlen) != 0) return -1;
     char what[4200];
     snprintf(what, sizeof what, "%s%s", zoo_has(c->model) ? "--model " : "", c->model);
+    if (c->use_blurpool && netspec_blurpool(net) == 0) {
+        snprintf(err, errlen, "--use_blurpool: %s has no convolution with a stride above 1 and 16 or more input "
+                 "channels to blur", what);
+        netspec_free(net);
+        return -1;
+    }
     NetSpec trial;   /* shapes for this run's images and classes, checked now */
     netspec_copy(&trial, net);
     int rc = netspec_resolve(&trial, (int)config_input_size(c), (int)c->num_classes, what, err, errlen);

@@ -99,7 +99,8 @@ static int backend_has(const Backend *be, const NetSpec *s, const char *what, ch
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
         const int missing = (n->kind == NODE_RELU && !be->relu_forward) ||
-                            (n->kind == NODE_MAXPOOL && (!be->maxpool_forward || !be->maxpool_backward));
+                            (n->kind == NODE_MAXPOOL && (!be->maxpool_forward || !be->maxpool_backward)) ||
+                            (n->kind == NODE_BLUR && !be->blur);
         if (missing) {
             snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s operation", what, n->name, be->name,
                      node_kind_name(n->kind));
@@ -419,7 +420,9 @@ long model_find_buffer(const Model *m, const char *name) {
 int model_bn_count(const Model *m) { return m->n_bn; }
 
 const char *model_architecture(const Model *m) {
-    return !strcmp(m->net.name, "miniresnet") ? "MiniResNet" : m->net.name;
+    if (!strcmp(m->net.name, "miniresnet")) return "MiniResNet";
+    if (!strcmp(m->net.name, "miniresnet-blurpool")) return "MiniResNet-blurpool";   /* netspec_blurpool */
+    return m->net.name;
 }
 
 static int has_relu(const ModelStep *st) { return st->kind == NODE_RELU || (st->kind == NODE_BN && st->relu); }
@@ -491,6 +494,9 @@ static void step_forward(Model *m, ModelStep *st, int N, int train) {
         break;
     case NODE_AVGPOOL:
         be->avgpool_forward(x, st->y, N, st->H_in * st->W_in, st->C);
+        break;
+    case NODE_BLUR:
+        be->blur(x, st->y, N, st->H, st->W, st->C);
         break;
     case NODE_LINEAR:
         be->linear_forward(x, m->params + st->w_off, m->params + st->b_off, st->y, N, st->C_in, st->C);
@@ -672,6 +678,11 @@ static void step_backward(Slots *s, ModelStep *st, float *dy, int N) {
         if (st->in < 0) return;
         dx = grad_begin(s, st->in, &g);
         if (!s->dry) be->avgpool_backward(dy, dx, N, st->H_in * st->W_in, st->C);
+        break;
+    case NODE_BLUR:
+        if (st->in < 0) return;
+        dx = grad_begin(s, st->in, &g);
+        if (!s->dry) be->blur(dy, dx, N, st->H, st->W, st->C);
         break;
     case NODE_ADD: {
         const int ins[2] = {st->in2, st->in};

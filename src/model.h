@@ -175,7 +175,8 @@ long model_find_param(const Model *m, const char *name);
 long model_find_buffer(const Model *m, const char *name);
 
 /* What checkpoints call the architecture: "MiniResNet" for the built-in, else the network's
- * name ("resnet50", or a network file's "network"). */
+ * name ("resnet50", or a network file's "network"); "-blurpool" after either under
+ * --use_blurpool (netspec_blurpool). */
 const char *model_architecture(const Model *m);
 
 /* How many batch-norm layers (bn_tracked and bn_info hold one each). */

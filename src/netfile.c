@@ -26,6 +26,7 @@ static const unsigned k_takes[NODE_KIND_COUNT] = {
     [NODE_MAXPOOL] = BIT(F_KERNEL) | BIT(F_STRIDE) | BIT(F_PADDING),
     [NODE_AVGPOOL] = 0,
     [NODE_LINEAR] = BIT(F_OUT_FEATURES),
+    [NODE_BLUR] = 0,
 };
 static const unsigned k_needs[NODE_KIND_COUNT] = {
     [NODE_CONV] = BIT(F_OUT_CHANNELS) | BIT(F_KERNEL),
@@ -128,7 +129,7 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
         snprintf(c->kind, sizeof c->kind, "%.15s", value);
         if (node_kind_parse(value) < 0) {
             snprintf(err, errlen, "line %zu, node %zu: field \"kind\": unknown kind \"%.40s\" (conv, bn, relu, add, "
-                     "maxpool, avgpool, linear)", line, node, value);
+                     "maxpool, avgpool, linear, blur)", line, node, value);
             return -1;
         }
         return 0;
@@ -237,6 +238,7 @@ int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, ch
                             c->have & BIT(F_PADDING) ? (int)v[F_PADDING] : 0, "%s", c->name);
             break;
         case NODE_AVGPOOL: netspec_avgpool(s, in, "%s", c->name); break;
+        case NODE_BLUR: netspec_blur(s, in, "%s", c->name); break;
         case NODE_LINEAR:
             if ((c->have & BIT(F_OUT_FEATURES)) && v[F_OUT_FEATURES] < 1) {
                 snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"out_features\": must be at least 1", QUOTED(what),

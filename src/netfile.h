@@ -11,7 +11,7 @@
  * '_', '.' and '-'), "kind" (netspec.h), "in" (an earlier node's name or "input"; default the
  * node before), and its kind's fields: conv out_channels, kernel, stride (1), padding
  * (kernel/2); bn zero_init_residual (false); add residual; maxpool kernel, stride (kernel),
- * padding (0); linear out_features (default: --num_classes). "init" is "pytorch" (the
+ * padding (0); linear out_features (default: --num_classes); blur none. "init" is "pytorch" (the
  * default) or "resnet" (torchvision's ResNet initialisation). docs/networks.md has more. */
 #ifndef DDP_NETFILE_H
 #define DDP_NETFILE_H

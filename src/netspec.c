@@ -10,7 +10,7 @@
 #include "ops_cpu.h"   /* maxpool_out_size */
 #include "util.h"
 
-static const char *const k_kind[NODE_KIND_COUNT] = {"conv", "bn", "relu", "add", "maxpool", "avgpool", "linear"};
+static const char *const k_kind[NODE_KIND_COUNT] = {"conv", "bn", "relu", "add", "maxpool", "avgpool", "linear", "blur"};
 
 const char *node_kind_name(NodeKind k) { return (unsigned)k < NODE_KIND_COUNT ? k_kind[k] : "?"; }
 
@@ -38,20 +38,26 @@ void netspec_copy(NetSpec *dst, const NetSpec *src) {
     if (src->n) memcpy(dst->node, src->node, (size_t)src->n * sizeof *dst->node);
 }
 
-static int push(NetSpec *s, NodeKind kind, int in, int in2, const char *fmt, va_list ap) {
+/* Appends a copy of node n (its inputs as they are: the caller remaps them). */
+static int push_copy(NetSpec *s, const NetNode *n) {
     if (s->n == s->cap) {
         s->cap = s->cap ? 2 * s->cap : 64;
         s->node = realloc(s->node, (size_t)s->cap * sizeof *s->node);
         CHECK(s->node != NULL);
     }
-    NetNode *n = &s->node[s->n];
-    memset(n, 0, sizeof *n);
-    n->kind = kind;
-    n->in = in;
-    n->in2 = in2;
-    const int len = vsnprintf(n->name, sizeof n->name, fmt, ap);
-    CHECK(len >= 0 && (size_t)len < sizeof n->name);
+    s->node[s->n] = *n;
     return s->n++;
+}
+
+static int push(NetSpec *s, NodeKind kind, int in, int in2, const char *fmt, va_list ap) {
+    NetNode n;
+    memset(&n, 0, sizeof n);
+    n.kind = kind;
+    n.in = in;
+    n.in2 = in2;
+    const int len = vsnprintf(n.name, sizeof n.name, fmt, ap);
+    CHECK(len >= 0 && (size_t)len < sizeof n.name);
+    return push_copy(s, &n);
 }
 
 #define PUSH(kind, in, in2)                   \
@@ -97,6 +103,60 @@ int netspec_linear(NetSpec *s, int in, int out, const char *fmt, ...) {
     PUSH(NODE_LINEAR, in, NET_NONE);
     s->node[i].out = out;
     return i;
+}
+
+int netspec_blur(NetSpec *s, int in, const char *fmt, ...) {
+    PUSH(NODE_BLUR, in, NET_NONE);
+    return i;
+}
+
+/* Channels of every node's output without an image size: those of its input, but for the
+ * layers that set them (a linear layer's 0, the class count, is not needed here). */
+static int *channels(const NetSpec *s) {
+    int *c = mallocCheck((size_t)(s->n ? s->n : 1) * sizeof *c);
+    for (int i = 0; i < s->n; i++) {
+        const NetNode *n = &s->node[i];
+        const int in = n->in == NET_INPUT ? 3 : (n->in >= 0 && n->in < i ? c[n->in] : 0);
+        c[i] = n->kind == NODE_CONV || n->kind == NODE_LINEAR ? n->out : in;
+    }
+    return c;
+}
+
+int netspec_blurpool(NetSpec *s) {
+    enum { MIN_CHANNELS = 16 };   /* FFCV's rule: not the stem, which sees the 3-channel image */
+    int *ch = channels(s);
+    int *map = mallocCheck((size_t)(s->n ? s->n : 1) * sizeof *map);     /* old node -> new */
+    int *blur = mallocCheck((size_t)(s->n + 1) * sizeof *blur);         /* producer + 1 -> its blur */
+    for (int i = 0; i <= s->n; i++) blur[i] = -1;
+    NetSpec d;
+    netspec_init(&d, s->name, s->init);
+    int added = 0;
+    for (int i = 0; i < s->n; i++) {
+        const NetNode *n = &s->node[i];
+        int in = n->in >= 0 ? map[n->in] : n->in;
+        const int in2 = n->in2 >= 0 ? map[n->in2] : n->in2;
+        const int c_in = n->in == NET_INPUT ? 3 : n->in >= 0 && n->in < i ? ch[n->in] : 0;
+        if (n->kind == NODE_CONV && n->stride > 1 && c_in >= MIN_CHANNELS && n->in >= NET_INPUT) {
+            int *b = &blur[n->in + 1];
+            if (*b < 0) { *b = netspec_blur(&d, in, "%.42s.blur", n->name); added++; }
+            in = *b;
+        }
+        const int j = push_copy(&d, n);
+        d.node[j].in = in;
+        d.node[j].in2 = in2;
+        map[i] = j;
+    }
+    if (added) {
+        char name[sizeof s->name];
+        snprintf(name, sizeof name, "%.38s-blurpool", s->name);
+        snprintf_check(d.name, sizeof d.name, "%s", name);
+    }
+    free(ch);
+    free(map);
+    free(blur);
+    netspec_free(s);
+    *s = d;
+    return added;
 }
 
 /* Sizes past this are refused: every buffer is sized from them, in size_t, and C*H*W must
@@ -191,6 +251,7 @@ int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *wha
             break;
         case NODE_BN:
         case NODE_RELU:
+        case NODE_BLUR:   /* stride 1, padding 1: the input's shape */
             break;
         }
         if ((double)n->C * n->H * n->W > (double)(1 << 30))

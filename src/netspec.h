@@ -24,8 +24,9 @@ typedef enum {
     NODE_MAXPOOL,   /* k, stride, pad (nn.MaxPool2d, ceil_mode False) */
     NODE_AVGPOOL,   /* global average pool (nn.AdaptiveAvgPool2d(1)): [N,1,1,C] */
     NODE_LINEAR,    /* on a [N,1,1,C] input; out features, with a bias */
+    NODE_BLUR,      /* fixed 3x3 binomial blur per channel, stride 1, zero padding 1: FFCV's BlurPool */
 } NodeKind;
-#define NODE_KIND_COUNT 7
+#define NODE_KIND_COUNT 8
 
 #define NET_INPUT (-1)    /* the image, as an input of a node */
 #define NET_NONE (-2)     /* no second input */
@@ -69,8 +70,19 @@ int netspec_maxpool(NetSpec *s, int in, int k, int stride, int pad, const char *
     __attribute__((format(printf, 6, 7)));
 int netspec_avgpool(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int netspec_linear(NetSpec *s, int in, int out, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int netspec_blur(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
-/* "conv", "bn", "relu", "add", "maxpool", "avgpool", "linear"; and back (-1: unknown). */
+/* FFCV's use_blurpool (ffcv-imagenet's BlurPoolConv2d, after Zhang's "Making convolutional
+ * networks shift-invariant again", 2019): every convolution with a stride above 1 and at least
+ * 16 input channels reads its input through a blur node ([1 2 1]^T [1 2 1] / 16 per channel,
+ * stride 1, zero padding 1) instead, so that it subsamples a low-passed map. Convolutions that
+ * read one input share its blur (FFCV blurs it once per convolution: the same values). The
+ * parameters, their names and their order are unchanged: torchvision's weights still load.
+ * The network is renamed "<name>-blurpool", which checkpoints record as its architecture.
+ * Returns the number of blur nodes added. */
+int netspec_blurpool(NetSpec *s);
+
+/* "conv", "bn", "relu", "add", "maxpool", "avgpool", "linear", "blur"; and back (-1: unknown). */
 const char *node_kind_name(NodeKind k);
 int node_kind_parse(const char *name);
 

@@ -977,6 +977,35 @@ void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int
 }
 
 /* ======================================================================================
+ * Blur.
+ * ====================================================================================== */
+
+/* Column q of output row h: x[h-1][q] + 2 x[h][q] + x[h+1][q], rows outside the image 0. */
+static inline float blur_col(const float *up, const float *mid, const float *down, size_t q, int c) {
+    return (up ? up[q + c] : 0.0f) + 2.0f * mid[q + c] + (down ? down[q + c] : 0.0f);
+}
+
+void blur3(const float *x, float *y, int N, int H, int W, int C) {
+    #pragma omp parallel for schedule(static)
+    for (long r = 0; r < (long)N * H; r++) {
+        const int h = (int)(r % H);
+        const float *mid = x + (size_t)r * W * C;
+        const float *up = h > 0 ? mid - (size_t)W * C : NULL;
+        const float *down = h + 1 < H ? mid + (size_t)W * C : NULL;
+        float *yr = y + (size_t)r * W * C;
+        for (int w = 0; w < W; w++) {
+            const size_t q = (size_t)w * C;
+            float *yo = yr + q;
+            for (int c = 0; c < C; c++) {
+                const float left = w > 0 ? blur_col(up, mid, down, q - C, c) : 0.0f;
+                const float right = w + 1 < W ? blur_col(up, mid, down, q + C, c) : 0.0f;
+                yo[c] = (left + 2.0f * blur_col(up, mid, down, q, c) + right) * 0.0625f;
+            }
+        }
+    }
+}
+
+/* ======================================================================================
  * Head.
  * ====================================================================================== */
 

@@ -107,6 +107,12 @@ void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int
 
 /* ---- head: global average pool, linear, softmax cross-entropy ---- */
 
+/* FFCV's blur (netspec.h NODE_BLUR): y = x convolved per channel with [1 2 1]^T [1 2 1] / 16,
+ * stride 1, zero padding 1, NHWC. The kernel is symmetric and the padding keeps the shape, so
+ * the operation is its own adjoint: the backward is blur3(dy, dx). The weights are powers of
+ * two: only the additions round. */
+void blur3(const float *x, float *y, int N, int H, int W, int C);
+
 /* y[N,C] = mean over HW of x[N,HW,C]. */
 void avgpool_forward(const float *x, float *y, int N, int HW, int C);
 /* dx[N,HW,C] = dy[N,C] / HW (overwritten). */

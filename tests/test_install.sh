@@ -34,6 +34,7 @@ for f in bin/ddptrain bin/ddptrain-data bin/ddptrain-plot bin/ddptrain-to-torch 
          share/doc/ddptrain/README.md share/doc/ddptrain/ChangeLog share/doc/ddptrain/data-format.md \
          share/doc/ddptrain/checkpoint-layout.txt share/doc/ddptrain/COPYING \
          share/ddptrain/python/ddptrain_to_torch.py share/ddptrain/python/miniresnet_torch.py \
+         share/ddptrain/python/blurpool_torch.py \
          share/ddptrain/recipes/seed.json share/ddptrain/recipes/cifar10-fast.json \
          "share/modulefiles/ddptrain/$version.lua"; do
     grep -qx "\./$f" "$TMP/tree" || missing="$missing $f"

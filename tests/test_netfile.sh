@@ -27,6 +27,33 @@ else
     bad "MiniResNet from its file: $(cat "$TMP/loss-mini8.json") against $(cat "$TMP/loss-miniresnet")"
 fi
 
+# --use_blurpool: a blur node before each strided convolution of 16 or more input channels,
+# printed as a file that reads back as itself and trains as the option does
+"$DDP" --model resnet18 --use_blurpool --print_model >"$TMP/r18b.json" &&
+    "$DDP" --model "$TMP/r18b.json" --print_model >"$TMP/r18b.2.json" && cmp -s "$TMP/r18b.json" "$TMP/r18b.2.json" &&
+    ok "resnet18 --use_blurpool prints as a file that reads back as itself" || bad "resnet18 --use_blurpool: file"
+"$DDP" --model miniresnet --width 16 --blocks 1 --use_blurpool --print_model >"$TMP/mini16b.json"
+for m in miniresnet "$TMP/mini16b.json"; do
+    flag=; [ "$m" = miniresnet ] && flag=--use_blurpool
+    "$DDP" --model "$m" $flag --width 16 --blocks 1 --data_dir "$DATA" --max_steps 4 --log_interval 2 --threads 1 \
+        --job_dir "$TMP/jobb-$(basename "$m")" 2>&1 | grep -o 'loss [0-9.]*' >"$TMP/lossb-$(basename "$m")"
+done
+if [ -s "$TMP/lossb-miniresnet" ] && cmp -s "$TMP/lossb-miniresnet" "$TMP/lossb-mini16b.json" &&
+    ! cmp -s "$TMP/lossb-miniresnet" "$TMP/loss-miniresnet"; then
+    ok "MiniResNet --use_blurpool from its file trains as the option: $(tr '\n' ' ' <"$TMP/lossb-miniresnet")"
+else
+    bad "MiniResNet --use_blurpool: $(cat "$TMP/lossb-mini16b.json") against $(cat "$TMP/lossb-miniresnet")"
+fi
+# its checkpoint is of another architecture than the network without the blur
+out=$("$DDP" --model miniresnet --width 16 --blocks 1 --data_dir "$DATA" --max_steps 8 --threads 1 \
+    --job_dir "$TMP/jobb-miniresnet" 2>&1); rc=$?
+[ $rc -ne 0 ] && printf '%s' "$out" | grep -q "of architecture 'MiniResNet-blurpool' but this run is MiniResNet" &&
+    ok "resuming a --use_blurpool job without it: $(printf '%s' "$out" | grep -o "error: .*" | cut -c1-90)..." ||
+    bad "resuming a --use_blurpool job without it: $rc $out"
+out=$("$DDP" --model miniresnet --width 4 --use_blurpool --data_dir "$DATA" --job_dir "$TMP/never" 2>&1); rc=$?
+[ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q "use_blurpool: --model miniresnet has no convolution" &&
+    [ ! -e "$TMP/never" ] && ok "--use_blurpool with nothing to blur: $out" || bad "--use_blurpool with nothing to blur: $rc $out"
+
 # $1 = label, $2 = the file's text, $3 = what the message must contain
 refused() {
     printf '%s' "$2" >"$TMP/bad.json"
@@ -47,6 +74,8 @@ refused "unknown field" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "k
     'unknown field "kernal"'
 refused "field of another kind" "$H"'{"name": "r", "kind": "relu", "kernel": 3}, '"$T" \
     'node "r": field "kernel" does not apply to a relu node'
+refused "a field of a blur node" "$H"'{"name": "c", "kind": "conv", "out_channels": 16, "kernel": 3}, {"name": "b", "kind": "blur", "kernel": 3}, '"$T" \
+    'node "b": field "kernel" does not apply to a blur node'
 refused "missing field" "$H"'{"name": "c", "kind": "conv", "kernel": 3}, '"$T" \
     'node "c": a conv node needs the field "out_channels"'
 refused "dangling input" "$H"'{"name": "c", "kind": "conv", "in": "nowhere", "out_channels": 8, "kernel": 3}, '"$T" \

@@ -6,7 +6,8 @@
 # which loads ddptrain's tensors into torchvision's module by name, strict). ResNet-34 and -50 are
 # held to 1e-3: through 34 and 50 layers of float32 both sides drift from a float64 reference by
 # 1e-4 (ResNet-50, batch 8: ddptrain 2.1e-4, PyTorch 1.4e-4 on the gradients). ResNet v1 (the
-# stride on the first 1x1 of a bottleneck), written as a network file, must fail the check.
+# stride on the first 1x1 of a bottleneck), written as a network file, must fail the check. So
+# must a network of --use_blurpool (FFCV's blur) against torchvision's module without the blur.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, torchvision, h5py, numpy") || {
     echo "SKIP: no python3 with torch, torchvision, h5py and numpy"; exit $SKIP; }
@@ -28,6 +29,25 @@ check "resnet50, batch 8, 1 SGD step at lr 0.01" 1e-3 --model resnet50 --batch 8
     --steps 1
 "$DDP" --model resnet18 --print_model >"$TMP/r18.json" || bad "--print_model"
 check "resnet18 printed as a file and read back" 1e-4 --model "$TMP/r18.json" --batch 4 --image_size 64 --seed 3
+
+# FFCV's blurpool (--use_blurpool): a blur node before every strided convolution of 16 or more
+# input channels, against tests/helpers/blurpool_torch.py on torchvision's module; the same dump
+# against torchvision's module without the blur must fail
+check "resnet18 with blurpool, batch 4, 3 SGD steps" 1e-4 --model resnet18 --batch 4 --image_size 64 --seed 3 \
+    --blurpool 1
+if "$PY" "$CMP" "$TMP/d.h5" --tol 1e-4 --set blurpool=0 >"$TMP/nb.out" 2>&1; then
+    bad "resnet18 with blurpool passed for torchvision's resnet18 without the blur"
+else
+    ok "blurpool's blur detected against a plain resnet18: $(grep FAIL "$TMP/nb.out" | head -1 | cut -c1-100)"
+fi
+"$DDP" --model resnet18 --use_blurpool --print_model >"$TMP/r18b.json" || bad "--use_blurpool --print_model"
+n=$(grep -c '"kind": "blur"' "$TMP/r18b.json")
+[ "$n" = 3 ] && grep -q '"network": "resnet18-blurpool"' "$TMP/r18b.json" &&
+    ok "--use_blurpool --print_model: $n blur nodes, one for each of layer2-4's strided pair" ||
+    bad "--use_blurpool --print_model: $n blur nodes"
+check "resnet18 with blurpool printed as a file and read back" 1e-4 --model "$TMP/r18b.json" --batch 4 \
+    --image_size 64 --seed 3
+check "miniresnet width 16 with blurpool" 1e-4 --width 16 --batch 4 --seed 3 --blurpool 1
 
 # ResNet v1: the stride of each downsampling bottleneck on conv1 instead of conv2
 "$DDP" --model resnet50 --print_model >"$TMP/r50.json" || bad "--print_model"
@@ -99,6 +119,21 @@ if "$PY" "$D2T" "$TMP/ft/checkpoints/ckpt-000000001.h5" --save "$TMP/ft.pt" >"$T
     ok "ddptrain_to_torch.py: $(head -1 "$TMP/d2t.out" | cut -c1-140)"
 else
     bad "ddptrain_to_torch.py on a resnet18 checkpoint"; cat "$TMP/d2t.out"
+fi
+# A checkpoint of --use_blurpool loads into torchvision's module with blurpool_torch's blur, and
+# PyTorch's evaluation of it is ddptrain's: the same hits and loss on the test split
+"$DDP" --model resnet18 --use_blurpool --data_dir "$TMP/data" --max_steps 2 --save_every_steps 2 --threads 2 \
+    --job_dir "$TMP/bp" >"$TMP/bp.out" 2>&1 || { bad "--use_blurpool run"; cat "$TMP/bp.out"; }
+want=$(sed -n 's/.*step 2 test_acc \([0-9.]*\) test_loss \([0-9.]*\).*/\1 \2/p' "$TMP/bp.out" | tail -1)
+"$PY" "$D2T" "$TMP/bp/checkpoints/ckpt-000000002.h5" --data "$TMP/data" >"$TMP/bpt.out" 2>&1
+got=$(sed -n 's/^test accuracy: [0-9.]*% (\([0-9]*\)\/\([0-9]*\)), loss \([0-9.]*\).*/\1 \2 \3/p' "$TMP/bpt.out" |
+      awk '{printf "%.4f %.4f", $1 / $2, $3}')
+# the accuracy exactly, the loss to the 4 decimals ddptrain prints
+if grep -q "torchvision.models.resnet18 with blurpool" "$TMP/bpt.out" && [ -n "$want" ] && [ -n "$got" ] &&
+    echo "$got $want" | awk '{exit !($1 == $3 && ($2 - $4) * ($2 - $4) <= 1.1e-8)}'; then
+    ok "ddptrain_to_torch.py on a --use_blurpool checkpoint: test_acc and loss $got, as ddptrain's"
+else
+    bad "ddptrain_to_torch.py on a --use_blurpool checkpoint: '$got' against ddptrain's '$want'"; cat "$TMP/bpt.out"
 fi
 # Weights of another network: one line, exit 2, no job directory
 out=$("$DDP" --model resnet34 --init_from "$TMP/w18.h5" --data_dir "$TMP/data" --job_dir "$TMP/never" 2>&1); rc=$?

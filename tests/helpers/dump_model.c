@@ -24,6 +24,8 @@
  *                                             options of those names; written under /options,
  *                                             which torch_compare.py reads to set up PyTorch's
  *                                             side)
+ *                         [--blurpool 0|1]  (--use_blurpool: the network with its blur nodes,
+ *                                             named NAME-blurpool, which tells torch_compare.py)
  *                         [--steps S] [--ema_decay D] [--ema_every K]
  *                                            (S SGD steps instead of 3, params_after3 then holding
  *                                             the parameters after S; the moving average of
@@ -133,7 +135,7 @@ int main(int argc, char **argv) {
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
     const char *perturb = NULL, *device = "cpu", *model = "miniresnet", *init_from = NULL;
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
-    int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1;
+    int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1, blurpool = 0;
     double ema_decay = 0.0;
     int tta = TTA_NONE;
     float lr = 0.05f;
@@ -152,6 +154,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--device")) device = argv[i + 1];
         else if (!strcmp(argv[i], "--wd")) wd = (float)atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--nesterov")) nesterov = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--blurpool")) blurpool = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--label_smoothing")) smoothing = (float)atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--no_decay_1d")) no_decay_1d = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bn_bias_lr_mult")) bn_bias_lr_mult = (float)atof(argv[i + 1]);
@@ -172,6 +175,7 @@ int main(int argc, char **argv) {
     NetSpec net;
     char nerr[1200];
     if (netfile_load(model, width, blocks, &net, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
+    if (blurpool && netspec_blurpool(&net) == 0) die_code(2, "--blurpool: %s has no strided convolution to blur", model);
     if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
     m.width = width;
     m.blocks = blocks;

@@ -13,6 +13,8 @@ after the steps: PyTorch keeps it with torch.optim.swa_utils.AveragedModel(model
 use_buffers=True) and the EMA average (get_ema_multi_avg_fn(D) where PyTorch has it, else
 avg_fn = D * e + (1 - D) * p), update_parameters after every ema_every-th step, and every
 tensor of the average, num_batches_tracked included, must agree to --ema_tol.
+A dump of a network of --use_blurpool (arch NAME-blurpool) runs PyTorch's NAME with
+blurpool_torch.apply_blurpool (--set blurpool=0: without, for a check that must fail).
 A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
 logits of the batch with the initial weights: PyTorch computes them as airbench's evaluation
 does (0.5 * f(x) + 0.5 * f(x.flip(-1)); with flip_shift that averaged with the mean of the same
@@ -31,6 +33,7 @@ import torch
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import miniresnet_torch  # noqa: E402
 from miniresnet_torch import MiniResNet  # noqa: E402
+from blurpool_torch import apply_blurpool  # noqa: E402
 
 
 class MaskedReLU(torch.autograd.Function):
@@ -176,6 +179,10 @@ def main():
     defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0, "no_decay_1d": 0.0,
                 "bn_bias_lr_mult": 1.0, "steps": 3.0, "ema_decay": 0.0, "ema_every": 1.0,
                 "tta": 0.0, "tta_pad_zero": 0.0}
+    arch = f["arch"][()].decode() if "arch" in f else "miniresnet"
+    # a network of --use_blurpool (NAME-blurpool) is PyTorch's NAME with blurpool_torch's blur
+    defaults["blurpool"] = float(arch.endswith("-blurpool"))
+    arch = arch[:-len("-blurpool")] if arch.endswith("-blurpool") else arch
     opts = dict(defaults)
     if "options" in f:
         opts.update({k: float(f["options"][k][()][0]) for k in f["options"]})
@@ -185,13 +192,14 @@ def main():
             print(f"FAIL: --set {k}: no such option (have {sorted(opts)})")
             return 1
         opts[k] = float(v)
-    arch = f["arch"][()].decode() if "arch" in f else "miniresnet"
     if arch == "miniresnet":
         model = MiniResNet(int(width), int(blocks), 10)
     else:
         import torchvision
         model = getattr(torchvision.models, arch)(num_classes=10)
         replay_relus(model)
+    if opts["blurpool"]:
+        apply_blurpool(model)
     sd = model.state_dict()
     for name in list(sd.keys()):
         if name.endswith("num_batches_tracked"):
