@@ -980,28 +980,35 @@ void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int
  * Blur.
  * ====================================================================================== */
 
-/* Column q of output row h: x[h-1][q] + 2 x[h][q] + x[h+1][q], rows outside the image 0. */
-static inline float blur_col(const float *up, const float *mid, const float *down, size_t q, int c) {
-    return (up ? up[q + c] : 0.0f) + 2.0f * mid[q + c] + (down ? down[q + c] : 0.0f);
-}
-
-void blur3(const float *x, float *y, int N, int H, int W, int C) {
-    #pragma omp parallel for schedule(static)
-    for (long r = 0; r < (long)N * H; r++) {
-        const int h = (int)(r % H);
-        const float *mid = x + (size_t)r * W * C;
-        const float *up = h > 0 ? mid - (size_t)W * C : NULL;
-        const float *down = h + 1 < H ? mid + (size_t)W * C : NULL;
-        float *yr = y + (size_t)r * W * C;
-        for (int w = 0; w < W; w++) {
-            const size_t q = (size_t)w * C;
-            float *yo = yr + q;
-            for (int c = 0; c < C; c++) {
-                const float left = w > 0 ? blur_col(up, mid, down, q - C, c) : 0.0f;
-                const float right = w + 1 < W ? blur_col(up, mid, down, q + C, c) : 0.0f;
-                yo[c] = (left + 2.0f * blur_col(up, mid, down, q, c) + right) * 0.0625f;
+/* Separable: a vertical pass of the row into v (x[h-1] + 2 x[h] + x[h+1], rows outside the
+ * image 0), then a horizontal one (v[w-1] + 2 v[w] + v[w+1], v padded with a zero pixel at each
+ * end), both over whole rows of W*C contiguous values, which vectorise. */
+void blur3(const float *restrict x, float *restrict y, int N, int H, int W, int C) {
+    const size_t row = (size_t)W * C;
+    #pragma omp parallel
+    {
+        float *pad = callocCheck(row + 2 * (size_t)C, sizeof(float));
+        float *restrict v = pad + C;
+        #pragma omp for schedule(static)
+        for (long r = 0; r < (long)N * H; r++) {
+            const int h = (int)(r % H);
+            const float *restrict mid = x + (size_t)r * row;
+            float *restrict yr = y + (size_t)r * row;
+            if (h > 0 && h + 1 < H) {
+                const float *restrict up = mid - row, *restrict down = mid + row;
+                for (size_t i = 0; i < row; i++) v[i] = up[i] + 2.0f * mid[i] + down[i];
+            } else if (h > 0) {
+                const float *restrict up = mid - row;
+                for (size_t i = 0; i < row; i++) v[i] = up[i] + 2.0f * mid[i];
+            } else if (h + 1 < H) {
+                const float *restrict down = mid + row;
+                for (size_t i = 0; i < row; i++) v[i] = 2.0f * mid[i] + down[i];
+            } else {
+                for (size_t i = 0; i < row; i++) v[i] = 2.0f * mid[i];
             }
+            for (size_t i = 0; i < row; i++) yr[i] = (v[i - C] + 2.0f * v[i] + v[i + C]) * 0.0625f;
         }
+        free(pad);
     }
 }
 
