@@ -48,9 +48,9 @@ else
     bad "recipes/cifar10-fast.json --max_steps 5 failed: $(tail -3 "$TMP/fast.out")"
 fi
 
-# imagenette-resnet18.json: ResNet-18 on JPEG shards with the ImageNet-style views and the
-# progressive crops, 8 steps on a small set (its sizes and classes given on the command line: the
-# recipe's are Imagenette's)
+# imagenette-resnet18.json: ResNet-18 with BlurPool on JPEG shards with the ImageNet-style views
+# and the progressive crops, 8 steps on a small set (its sizes and classes given on the command
+# line: the recipe's are Imagenette's)
 IMG_PY=$(find_python "PIL, numpy") || IMG_PY=""
 if [ -z "$IMG_PY" ]; then
     echo "skip: imagenette-resnet18.json (no python3 with PIL and numpy to make images)"
@@ -59,7 +59,7 @@ elif "$IMG_PY" "$top_srcdir/tests/helpers/make_image_tree.py" classes "$TMP/tree
      timeout -k 5 300 "$DDPTRAIN" --config "$R/imagenette-resnet18.json" --data_dir "$TMP/jpeg" --job_dir "$TMP/inet" \
        --num_classes 3 --image_size 48 --train_crop_size 32 --progressive_min_crop 16 --progressive_step 16 --val_resize_size 40 \
        --val_crop_size 32 --batch_size 8 --max_steps 8 --threads 1 >"$TMP/inet.out" 2>&1; then
-    if grep -q "^model: resnet18: .* per 32x32 image" "$TMP/inet.out" &&
+    if grep -q "^model: resnet18-blurpool: .* per 32x32 image" "$TMP/inet.out" &&
        grep -q "^epoch 1: training crop 16x16 (--progressive_min_crop 16 to --train_crop_size 32)" "$TMP/inet.out" &&
        grep -q "^lr: 0.0125 (--lr 0.1 for a global batch of 64, scaled linearly to this run's 8)" "$TMP/inet.out" &&
        grep -q "step 8 test_acc .* (TTA flip)" "$TMP/inet.out" && [ -s "$(ckpt "$TMP/inet" 8)" ]; then
