@@ -446,6 +446,25 @@ const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C) {
     return NULL;
 }
 
+int model_maxpool_count(const Model *m) {
+    int n = 0;
+    for (int i = 0; i < m->n_step; i++) n += m->step[i].kind == NODE_MAXPOOL;
+    return n;
+}
+
+const int32_t *model_maxpool_arg(const Model *m, int k, int *Ho, int *Wo, int *C) {
+    CHECK(k >= 0 && k < model_maxpool_count(m));
+    for (int i = 0; i < m->n_step; i++) {
+        const ModelStep *st = &m->step[i];
+        if (st->kind != NODE_MAXPOOL || k--) continue;
+        *Ho = st->H;
+        *Wo = st->W;
+        *C = st->C;
+        return st->arg;
+    }
+    return NULL;
+}
+
 /* ---- forward ------------------------------------------------------------------------------ */
 
 static const float *value(const Model *m, int step) { return step == NET_INPUT ? m->input : m->step[step].y; }

@@ -186,5 +186,9 @@ int model_bn_count(const Model *m);
  * (for comparisons with it): how many, and the k-th with its [last_N, *H, *W, *C] shape. */
 int model_relu_count(const Model *m);
 const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C);
+/* The max pools of the last training forward, in order: the input pixel (h * W_in + w) each
+ * output took, per (image, pixel, channel), in backend memory; for comparisons that replay them */
+int model_maxpool_count(const Model *m);
+const int32_t *model_maxpool_arg(const Model *m, int k, int *Ho, int *Wo, int *C);
 
 #endif

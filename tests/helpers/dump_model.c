@@ -100,6 +100,32 @@ static void write_masks(hid_t file, const Model *m, int step, int micro) {
     H5Pclose(lcpl);
 }
 
+/* The max pools' choices (the input pixel each output took), as the masks: two inputs of a
+ * window within round-off of each other are the same coin toss for a max as zero is for a ReLU,
+ * and one output routed to the other pixel moves one channel of the stem's gradient. */
+static void write_pool_args(hid_t file, const Model *m, int step, int micro) {
+    const int n = model_maxpool_count(m);
+    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
+    H5Pset_create_intermediate_group(lcpl, 1);
+    for (int k = 0; k < n; k++) {
+        int H, W, C;
+        const int32_t *arg = model_maxpool_arg(m, k, &H, &W, &C);
+        size_t cnt = (size_t)m->last_N * H * W * C;
+        int32_t *h = mallocCheck(cnt * sizeof(int32_t));
+        m->be->download(h, arg, cnt * sizeof(int32_t));
+        hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)H, (hsize_t)W, (hsize_t)C};
+        char name[64];
+        snprintf_check(name, sizeof name, "pools/step%d/%03d", step, micro * n + k);
+        hid_t space = H5Screate_simple(4, dims, NULL);
+        hid_t ds = H5Dcreate2(file, name, H5T_NATIVE_INT32, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+        CHECK(ds >= 0);
+        CHECK(H5Dwrite(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, h) >= 0);
+        H5Dclose(ds); H5Sclose(space);
+        free(h);
+    }
+    H5Pclose(lcpl);
+}
+
 static void write_tensors(hid_t file, const char *group, const TensorInfo *info, int n, const float *base) {
     /* base is host memory */
     for (int i = 0; i < n; i++) {
@@ -122,6 +148,7 @@ static float step_gradients(hid_t f, Model *run, int step, const float *xb, cons
     for (int j = 0; j < accum; j++) {
         model_forward_train(run, xb + (size_t)j * N * img, yb + (size_t)j * N, N, 1.0f / (float)accum);
         write_masks(f, run, step, j);
+        write_pool_args(f, run, step, j);
         model_backward(run);
         if (logits) run->be->download(logits + (size_t)j * nl, run->logits, nl * sizeof(float));
     }

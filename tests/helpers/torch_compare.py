@@ -13,6 +13,8 @@ after the steps: PyTorch keeps it with torch.optim.swa_utils.AveragedModel(model
 use_buffers=True) and the EMA average (get_ema_multi_avg_fn(D) where PyTorch has it, else
 avg_fn = D * e + (1 - D) * p), update_parameters after every ema_every-th step, and every
 tensor of the average, num_batches_tracked included, must agree to --ema_tol.
+ddptrain's ReLU masks are replayed (MaskedReLU), and so are its max pools' choices of input
+pixel where PyTorch's choice differs only by round-off (ReplayF.max_pool).
 A dump of a network of --use_blurpool (arch NAME-blurpool) runs PyTorch's NAME with
 blurpool_torch.apply_blurpool (--set blurpool=0: without, for a check that must fail).
 A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
@@ -76,9 +78,36 @@ class ReplayF:
         self.flips += int(((x > 0) != (mask > 0)).sum())
         return MaskedReLU.apply(x, mask)
 
-    def replay(self, group):
+    def replay(self, group, pools=None):
         names = sorted(group.keys())
         self.masks = iter([torch.from_numpy(np.array(group[n])).permute(0, 3, 1, 2).float() for n in names])
+        if pools is not None:
+            self.pools = iter([torch.from_numpy(np.array(pools[n]).astype(np.int64)).permute(0, 3, 1, 2).contiguous()
+                               for n in sorted(pools.keys())])
+
+    pools = None
+    pool_flips = 0
+
+    def max_pool(self, x, mod):
+        """nn.MaxPool2d that takes ddptrain's choice of input pixel where it differs from
+        PyTorch's only by round-off (the two inputs within 1e-4 of the largest |x|): a near-tie
+        in a window is a coin toss as a pre-activation near zero is. Any other difference stays
+        PyTorch's own, so a wrong pool still fails."""
+        y, idx = torch.nn.functional.max_pool2d(x, mod.kernel_size, mod.stride, mod.padding, mod.dilation,
+                                                ceil_mode=mod.ceil_mode, return_indices=True)
+        if self.pools is None:
+            return y
+        arg = next(self.pools)
+        if arg.shape != idx.shape:
+            raise ShapeMismatch(f"a max pool's output is {tuple(idx.shape)} here but {tuple(arg.shape)} in ddptrain")
+        differ = arg != idx
+        if not bool(differ.any()):
+            return y
+        xf = x.flatten(2)
+        theirs = xf.gather(2, arg.flatten(2)).view_as(y).detach()
+        near = differ & ((theirs - y.detach()).abs() <= 1e-4 * float(x.detach().abs().max()))
+        self.pool_flips += int(near.sum())
+        return xf.gather(2, torch.where(near, arg, idx).flatten(2)).view_as(y)
 
 
 REPLAY = ReplayF()
@@ -92,11 +121,24 @@ class ReplayReLU(torch.nn.Module):
         return REPLAY.relu(x)
 
 
+class ReplayMaxPool(torch.nn.Module):
+    """torchvision's nn.MaxPool2d modules, each call taking the next of ddptrain's choices."""
+
+    def __init__(self, pool):
+        super().__init__()
+        self.pool = pool
+
+    def forward(self, x):
+        return REPLAY.max_pool(x, self.pool)
+
+
 def replay_relus(model):
     for mod in list(model.modules()):
         for name, child in list(mod.named_children()):
             if isinstance(child, torch.nn.ReLU):
                 setattr(mod, name, ReplayReLU())
+            elif isinstance(child, torch.nn.MaxPool2d):
+                setattr(mod, name, ReplayMaxPool(child))
 
 
 def rel_err(a, b):
@@ -227,7 +269,7 @@ def main():
 
     def step_gradients(step):
         """Gradient accumulation: the mean loss over the micro-batches, as a sum of loss/K."""
-        REPLAY.replay(f[f"masks/step{step}"])
+        REPLAY.replay(f[f"masks/step{step}"], f.get(f"pools/step{step}"))
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
             out = model(xj)
@@ -300,7 +342,8 @@ def main():
     if nondefault:
         print("options: " + ", ".join(f"{k}={v:g}" for k, v in sorted(nondefault.items())))
     print(f"compared {len(results)} tensors ({len(params)} parameters, {accum} micro-batch(es) per step): worst {worst[0]} rel err {worst[1]:.3e}, tol {args.tol:g}"
-          f" ({REPLAY.flips} ReLU mask elements at round-off distance from zero replayed)")
+          f" ({REPLAY.flips} ReLU mask elements at round-off distance from zero replayed"
+          f"{f', {REPLAY.pool_flips} max-pool choices between inputs within round-off' if REPLAY.pools is not None else ''})")
     for n, e in sorted(results, key=lambda r: -r[1])[:5]:
         print(f"  {e:.3e}  {n}")
     if bad:
