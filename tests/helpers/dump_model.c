@@ -52,14 +52,19 @@
 #include "util.h"
 #include "model_testutil.h"
 
-static void write_f32(hid_t file, const char *name, const float *data, int ndim, const hsize_t *dims) {
+/* A dataset of the given memory type, its groups made as needed. */
+static void write_data(hid_t file, const char *name, hid_t type, const void *data, int ndim, const hsize_t *dims) {
     hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
     H5Pset_create_intermediate_group(lcpl, 1);
     hid_t space = H5Screate_simple(ndim, dims, NULL);
-    hid_t ds = H5Dcreate2(file, name, H5T_NATIVE_FLOAT, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
+    hid_t ds = H5Dcreate2(file, name, type, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
     CHECK(ds >= 0);
-    CHECK(H5Dwrite(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
+    CHECK(H5Dwrite(ds, type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) >= 0);
     H5Dclose(ds); H5Sclose(space); H5Pclose(lcpl);
+}
+
+static void write_f32(hid_t file, const char *name, const float *data, int ndim, const hsize_t *dims) {
+    write_data(file, name, H5T_NATIVE_FLOAT, data, ndim, dims);
 }
 
 /* The ReLU masks (y > 0) of a training forward, in the order PyTorch's forward calls F.relu:
@@ -77,8 +82,6 @@ static float *host_copy(const Model *m, const float *p, size_t n) {
 /* Masks of micro-step `micro` go after those of the earlier micro-steps of the same step. */
 static void write_masks(hid_t file, const Model *m, int step, int micro) {
     const int n = model_relu_count(m);
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
     for (int k = 0; k < n; k++) {
         int H, W, C;
         const float *out = model_relu_output(m, k, &H, &W, &C);
@@ -90,14 +93,9 @@ static void write_masks(hid_t file, const Model *m, int step, int micro) {
         hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)H, (hsize_t)W, (hsize_t)C};
         char name[64];
         snprintf_check(name, sizeof name, "masks/step%d/%03d", step, micro * n + k);
-        hid_t space = H5Screate_simple(4, dims, NULL);
-        hid_t ds = H5Dcreate2(file, name, H5T_NATIVE_UCHAR, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-        CHECK(ds >= 0);
-        CHECK(H5Dwrite(ds, H5T_NATIVE_UCHAR, H5S_ALL, H5S_ALL, H5P_DEFAULT, mask) >= 0);
-        H5Dclose(ds); H5Sclose(space);
+        write_data(file, name, H5T_NATIVE_UCHAR, mask, 4, dims);
         free(mask);
     }
-    H5Pclose(lcpl);
 }
 
 /* The max pools' choices (the input pixel each output took), as the masks: two inputs of a
@@ -105,8 +103,6 @@ static void write_masks(hid_t file, const Model *m, int step, int micro) {
  * and one output routed to the other pixel moves one channel of the stem's gradient. */
 static void write_pool_args(hid_t file, const Model *m, int step, int micro) {
     const int n = model_maxpool_count(m);
-    hid_t lcpl = H5Pcreate(H5P_LINK_CREATE);
-    H5Pset_create_intermediate_group(lcpl, 1);
     for (int k = 0; k < n; k++) {
         int H, W, C;
         const int32_t *arg = model_maxpool_arg(m, k, &H, &W, &C);
@@ -116,14 +112,9 @@ static void write_pool_args(hid_t file, const Model *m, int step, int micro) {
         hsize_t dims[4] = {(hsize_t)m->last_N, (hsize_t)H, (hsize_t)W, (hsize_t)C};
         char name[64];
         snprintf_check(name, sizeof name, "pools/step%d/%03d", step, micro * n + k);
-        hid_t space = H5Screate_simple(4, dims, NULL);
-        hid_t ds = H5Dcreate2(file, name, H5T_NATIVE_INT32, space, lcpl, H5P_DEFAULT, H5P_DEFAULT);
-        CHECK(ds >= 0);
-        CHECK(H5Dwrite(ds, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, h) >= 0);
-        H5Dclose(ds); H5Sclose(space);
+        write_data(file, name, H5T_NATIVE_INT32, h, 4, dims);
         free(h);
     }
-    H5Pclose(lcpl);
 }
 
 static void write_tensors(hid_t file, const char *group, const TensorInfo *info, int n, const float *base) {

@@ -65,6 +65,8 @@ class ReplayF:
     def __init__(self):
         self.masks = None
         self.flips = 0
+        self.pools = None       # ddptrain's max-pool choices, where the dump has them
+        self.pool_flips = 0
 
     def __getattr__(self, name):
         return getattr(torch.nn.functional, name)
@@ -84,9 +86,6 @@ class ReplayF:
         if pools is not None:
             self.pools = iter([torch.from_numpy(np.array(pools[n]).astype(np.int64)).permute(0, 3, 1, 2).contiguous()
                                for n in sorted(pools.keys())])
-
-    pools = None
-    pool_flips = 0
 
     def max_pool(self, x, mod):
         """nn.MaxPool2d that takes ddptrain's choice of input pixel where it differs from
@@ -132,7 +131,8 @@ class ReplayMaxPool(torch.nn.Module):
         return REPLAY.max_pool(x, self.pool)
 
 
-def replay_relus(model):
+def replay_choices(model):
+    """torchvision's ReLU and MaxPool2d modules replaced by the replaying ones."""
     for mod in list(model.modules()):
         for name, child in list(mod.named_children()):
             if isinstance(child, torch.nn.ReLU):
@@ -239,7 +239,7 @@ def main():
     else:
         import torchvision
         model = getattr(torchvision.models, arch)(num_classes=10)
-        replay_relus(model)
+        replay_choices(model)
     if opts["blurpool"]:
         apply_blurpool(model)
     sd = model.state_dict()
