@@ -9,7 +9,7 @@
 #   bench/bench.sh [BUILD_DIR]
 #   env: WIDTH (64) BATCH (64) THREADS (2) STEPS (20) ROUNDS (3): the main row;
 #        TABLE (1; 0: no table) TABLE_STEPS (5) TABLE_WIDTHS ("16 32 64") TABLE_BATCHES ("32 64 128")
-# FLOPs per training image: model_train_flops_per_image (src/model.h); torch_bench.py counts them
+# FLOPs per training image: model_train_flops_per_image (src/model/model.h); torch_bench.py counts them
 # from the PyTorch module and the two counts are compared.
 set -eu
 here=$(cd "$(dirname "$0")" && pwd)

@@ -11,11 +11,11 @@
 #include <omp.h>
 #endif
 
-#include "model.h"
-#include "netfile.h"
-#include "optim.h"
-#include "rng.h"
-#include "util.h"
+#include "model/model.h"
+#include "model/netfile.h"
+#include "model/optim.h"
+#include "base/rng.h"
+#include "base/util.h"
 
 int main(int argc, char **argv) {
     g_progname = "bench_step";

@@ -19,10 +19,10 @@
 #include <omp.h>
 #endif
 
-#include "ops_cpu.h"
-#include "rng.h"
-#include "util.h"
-#include "winograd.h"
+#include "ops/ops_cpu.h"
+#include "base/rng.h"
+#include "base/util.h"
+#include "ops/winograd.h"
 
 typedef struct Times { double fwd, bwd, bwd_w; } Times;
 

@@ -17,7 +17,7 @@
 #include <omp.h>
 #endif
 
-#include "util.h"
+#include "base/util.h"
 
 typedef enum { ISA_SSE, ISA_AVX2, ISA_AVX512 } Isa;
 

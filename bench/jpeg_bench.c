@@ -11,9 +11,9 @@
 #include <string.h>
 #include <time.h>
 
-#include "jpegs.h"
-#include "shards.h"
-#include "util.h"
+#include "data/jpegs.h"
+#include "data/shards.h"
+#include "base/util.h"
 
 static double thread_cpu(void) {
     struct timespec t;

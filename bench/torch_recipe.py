@@ -39,7 +39,7 @@ import torch.nn.functional as F
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
 from miniresnet_torch import MiniResNet  # noqa: E402
 
-# ddptrain's defaults for the options that change what is computed (src/config_table.h)
+# ddptrain's defaults for the options that change what is computed (src/base/config_table.h)
 DEFAULTS = {
     "width": 64, "blocks": 2, "augment": True, "crop_padding": 4, "alternating_flip": False, "shuffle": True, "batch_size": 64, "grad_accum_steps": 1,
     "epochs": 10, "max_steps": 0, "lr": 0.01, "lr_ref_batch": 0, "momentum": 0.9, "weight_decay": 1e-4,

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* options2man.c - the OPTIONS section of ddptrain(1), in roff, from src/config_table.h: the
+/* options2man.c - the OPTIONS section of ddptrain(1), in roff, from src/base/config_table.h: the
  * one list of options, so the manual page cannot miss one or describe one that is gone.
  *
  *   options2man > options.roff      (the Makefile splices it into ddptrain.1.in)
@@ -7,7 +7,7 @@
  * Built and run on the build machine only; it includes the table and nothing of ddptrain. */
 #include <stdio.h>
 
-#include "config_table.h"
+#include "base/config_table.h"
 
 /* The table's min column holds the '|' list of a CHOICE and a number otherwise: the string
  * itself for the first, the number as written in the table for the second. */

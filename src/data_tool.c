@@ -27,13 +27,13 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "image.h"
-#include "image_fit.h"
-#include "jpegs.h"
-#include "rng.h"
-#include "shards.h"
-#include "synth.h"
-#include "util.h"
+#include "data/image.h"
+#include "data/image_fit.h"
+#include "data/jpegs.h"
+#include "base/rng.h"
+#include "data/shards.h"
+#include "data/synth.h"
+#include "base/util.h"
 
 #define CHUNK 1024   /* samples per write: bounded memory for any dataset size */
 #define CHUNK_BYTES ((size_t)64 << 20)   /* ... and for any image size */

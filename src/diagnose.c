@@ -13,9 +13,9 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "flight.h"
-#include "util.h"
-#include "verdict.h"
+#include "dist/flight.h"
+#include "base/util.h"
+#include "dist/verdict.h"
 
 static const char *USAGE =
     "usage: ddptrain-diagnose JOB_DIR\n"

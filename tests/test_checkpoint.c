@@ -17,12 +17,12 @@
 
 #include <hdf5.h>
 
-#include "checkpoint.h"
-#include "model.h"
-#include "optim.h"
-#include "rng.h"
+#include "ckpt/checkpoint.h"
+#include "model/model.h"
+#include "model/optim.h"
+#include "base/rng.h"
 #include "helpers/tmpdir_testutil.h"
-#include "util.h"
+#include "base/util.h"
 
 static int g_fails = 0;
 

@@ -6,7 +6,7 @@
 
 "$DDPTRAIN" --help >"$TMP/help" 2>&1 || bad "--help exits 0"
 missing=""
-for name in $(sed -n 's/^ *X(\([a-z_0-9]*\), .*/\1/p' "$top_srcdir/src/config_table.h"); do
+for name in $(sed -n 's/^ *X(\([a-z_0-9]*\), .*/\1/p' "$top_srcdir/src/base/config_table.h"); do
     grep -q -- "--$name" "$TMP/help" || missing="$missing $name"
 done
 [ -z "$missing" ] && ok "--help lists every option of config_table.h" || bad "--help misses:$missing"

@@ -3,10 +3,10 @@
  * failure modes driven by test-only flags (see usage()). Run by tests/test_comm.sh.
  * Exit 0 when every check passed on this rank, 1 otherwise. */
 #include "build_config.h"
-#include "comm.h"
-#include "half.h"
-#include "util.h"
-#include "world.h"
+#include "dist/comm.h"
+#include "base/half.h"
+#include "base/util.h"
+#include "dist/world.h"
 
 #include <signal.h>
 #include <stdint.h>
@@ -301,7 +301,7 @@ static void check_kv(Bootstrap *b) {
  * under the timeout (comm.h). The world carries the id and creates it like the real one. */
 #ifdef HAVE_MPI
 #include <mpi.h>
-#include "comm_mpi.h"
+#include "dist/comm_mpi.h"
 
 enum { FAKE_ID_BYTES = 128, FAKE_STREAM_MAX = 64 };
 typedef struct {

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# ImageNet-style input (src/crops.c, src/resample.c) against torchvision 0.14 on PIL images
+# ImageNet-style input (src/data/crops.c, src/data/resample.c) against torchvision 0.14 on PIL images
 # (tests/helpers/crops_dump.c prints, tests/helpers/crops_torch.py recomputes):
 #   - RandomResizedCrop's box: 4000 random image sizes (1x1 to 500x300, very elongated ones)
 #     and scale ranges (0.08-1, 0.35-1, 1-1, 0.5-0.5), get_params replayed on the draws ours

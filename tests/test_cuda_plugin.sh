@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The CUDA backend is a module loaded on demand (src/plugin.h), so that a CUDA build starts on
+# The CUDA backend is a module loaded on demand (src/device/plugin.h), so that a CUDA build starts on
 # CPU nodes:
 #  1. ddptrain, ddptrain-data and the CPU test and benchmark programs link none of libcudart,
 #     libcudnn, libcublas, libnccl (readelf -d, ldd) and hold no static CUDA runtime (nm);

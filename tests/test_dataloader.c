@@ -11,9 +11,9 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "dataloader.h"
-#include "shards.h"
-#include "util.h"
+#include "data/dataloader.h"
+#include "data/shards.h"
+#include "base/util.h"
 #include "helpers/tmpdir_testutil.h"
 #include "helpers/expect_testutil.h"
 

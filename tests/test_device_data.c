@@ -18,12 +18,12 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "dataloader.h"
+#include "data/dataloader.h"
 #include "cuda/device_data.h"
 #include "cuda/ops_cuda.h"
-#include "shards.h"
-#include "synth.h"
-#include "util.h"
+#include "data/shards.h"
+#include "data/synth.h"
+#include "base/util.h"
 #include "helpers/tmpdir_testutil.h"
 #include "helpers/expect_testutil.h"
 

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Where a job's wall time went (src/timeacct.h, <job_dir>/time.jsonl), one rank:
+# Where a job's wall time went (src/base/timeacct.h, <job_dir>/time.jsonl), one rank:
 #   (a) a run killed (SIGKILL) after a checkpoint and some steps, then run again to the end:
 #       time.jsonl holds 2 runs, the first "interrupted", the second "done"; the second redid
 #       the steps the first had reached past the checkpoint it resumed (the killed run's last

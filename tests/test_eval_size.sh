@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Evaluation at another size than the training crop (--val_crop_size, src/eval.h): runs trained
+# Evaluation at another size than the training crop (--val_crop_size, src/run/eval.h): runs trained
 # on 32-pixel RandomResizedCrops evaluate at 40 (Resize(44) + CenterCrop(40)), on raw shards of
 # 48x48 images and on JPEG shards of 80x72 images kept at a shorter side of 48.
 # scripts/ddptrain_to_torch.py loads each run's last checkpoint into PyTorch and evaluates the

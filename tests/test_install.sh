@@ -63,7 +63,7 @@ echo "$out" | grep -qx "ddptrain $version" && ok "(a) the installed train-cpu.sb
     bad "(a) the installed train-cpu.sbatch without DDPTRAIN: $out"
 grep -q "The checkpoint files of ddptrain $version" "$P/share/doc/ddptrain/checkpoint-layout.txt" &&
     grep -q '/model/<name>' "$P/share/doc/ddptrain/checkpoint-layout.txt" && ! grep -q '^ \*' "$P/share/doc/ddptrain/checkpoint-layout.txt" &&
-    ok "(a) checkpoint-layout.txt: the layout comment of src/checkpoint.h" || bad "(a) checkpoint-layout.txt"
+    ok "(a) checkpoint-layout.txt: the layout comment of src/ckpt/checkpoint.h" || bad "(a) checkpoint-layout.txt"
 cmp -s "$top_srcdir/data/README.md" "$P/share/doc/ddptrain/data-format.md" && ok "(a) data-format.md is data/README.md" ||
     bad "(a) data-format.md differs from data/README.md"
 

@@ -229,7 +229,7 @@ for fault in cut crash; do
     pat="ddptrain: error: rank [01]: collective [a-z]* (step [0-9]*, [^)]*) did not complete within $TMO s"
     line=$(grep -o "$pat" "$jd.out" | head -n 1)
     [ -n "$line" ] && ok "$tag: '$line; ...'" || bad "$tag: no line naming the step: $(grep -i error "$jd.out" | head -n 5)"
-    # ... and naming what stopped answering (the flight records, src/verdict.h): vn2's ranks
+    # ... and naming what stopped answering (the flight records, src/dist/verdict.h): vn2's ranks
     # sent no record after the crash; after the cut vn2 does not answer on the network.
     if [ $fault = cut ]; then who="host vn2 (ranks 2, 3) does not answer on the network from host vn1"
     else who="rank [23] on host vn2 sent no flight record"; fi

@@ -17,9 +17,9 @@
 #include <string.h>
 #include <omp.h>
 
-#include "ops_cpu.h"
+#include "ops/ops_cpu.h"
 #include "helpers/ops_testutil.h"
-#include "util.h"
+#include "base/util.h"
 
 static int g_failed, g_checks;
 

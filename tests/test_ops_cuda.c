@@ -34,14 +34,14 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "ops_cpu.h"
+#include "ops/ops_cpu.h"
 #include "cuda/ops_cuda.h"
-#include "optim.h"
-#include "scaler.h"
-#include "backend.h"
+#include "model/optim.h"
+#include "model/scaler.h"
+#include "ops/backend.h"
 #define OPS_TEST_SEED 0x243F6A8885A308D3ull
 #include "helpers/ops_testutil.h"
-#include "util.h"
+#include "base/util.h"
 #ifdef HAVE_NCCL
 #include "cuda/comm_nccl.h"
 #endif

@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Checks before training, 2 ranks under mpirun (src/roster.h, src/agree.h, src/train.c):
+# Checks before training, 2 ranks under mpirun (src/dist/roster.h, src/dist/agree.h, src/train.c):
 #   (a) rank 0's log has the table of ranks: rank, host, local rank, device;
 #   (b) rank 1 started with another --batch_size: refused with one line naming rank 1, its host
 #       and the flag, a non-zero exit, no rank left behind;
@@ -8,7 +8,7 @@
 #   (d) rank 1 in a mount namespace of its own, where the job directory's parent is an empty
 #       tmpfs (a node that does not share the job directory): refused, naming rank 1, its host
 #       and the file it cannot read back (a SKIP line where mount namespaces are not allowed);
-# --preflight (src/linktest.h):
+# --preflight (src/dist/linktest.h):
 #   (e) 2 ranks on this host: a row per rank with its send and receive rates, nobody named, exit
 #       0 without training, the time printed, all of it under 60 s;
 # and on the multi-node test cluster (tests/slurm/multinode_up.sh) with 3 nodes, one rank each,

@@ -11,8 +11,8 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "rendezvous.h"
-#include "util.h"
+#include "dist/rendezvous.h"
+#include "base/util.h"
 #include "helpers/tmpdir_testutil.h"
 
 static int g_fail = 0;

@@ -8,13 +8,13 @@
 #include <string.h>
 #include <unistd.h>
 
-#include "agree.h"
-#include "flight.h"
-#include "linktest.h"
-#include "roster.h"
-#include "straggler.h"
-#include "timeacct.h"
-#include "verdict.h"
+#include "dist/agree.h"
+#include "dist/flight.h"
+#include "dist/linktest.h"
+#include "dist/roster.h"
+#include "dist/straggler.h"
+#include "base/timeacct.h"
+#include "dist/verdict.h"
 
 static int fails = 0;
 #define EXPECT(cond, ...) do { if (!(cond)) { fails++; printf("FAIL %s:%d: ", __FILE__, __LINE__); printf(__VA_ARGS__); printf("\n"); } } while (0)

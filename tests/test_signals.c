@@ -17,7 +17,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "signals.h"
+#include "base/signals.h"
 
 static volatile sig_atomic_t g_count;
 static volatile int g_stop;

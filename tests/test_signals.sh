@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# Signals and oneDNN (src/signals.h): oneDNN 2.x's generated sgemm kernels run with the stack
+# Signals and oneDNN (src/base/signals.h): oneDNN 2.x's generated sgemm kernels run with the stack
 # pointer in a heap buffer, so a signal handler run on a thread inside one corrupts the heap.
 #   (a) tests/test_signals: two threads in dnnl_sgemm while SIGUSR2 arrives every 20 us for 3 s;
 #       taken the way ddptrain takes it (signals_route), every signal is handled and the heap

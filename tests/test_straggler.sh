@@ -1,6 +1,6 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The straggler check (src/straggler.h), 2 ranks under mpirun, 1 thread each:
+# The straggler check (src/dist/straggler.h), 2 ranks under mpirun, 1 thread each:
 #   (a) a normal run names no straggler (no false alarm) in rank 0's output or metrics.jsonl
 #       (not judged when other programs used a quarter of a core or more meanwhile, and a rank
 #       on a slower core is named in earnest: below);

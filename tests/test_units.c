@@ -9,16 +9,16 @@
 #include <string.h>
 #include <time.h>
 
-#include "config.h"
-#include "gpu_choice.h"
-#include "half.h"
-#include "memavail.h"
-#include "model.h"
-#include "optim.h"
-#include "reducer.h"
-#include "scaler.h"
-#include "schedule.h"
-#include "util.h"
+#include "base/config.h"
+#include "device/gpu_choice.h"
+#include "base/half.h"
+#include "base/memavail.h"
+#include "model/model.h"
+#include "model/optim.h"
+#include "dist/reducer.h"
+#include "model/scaler.h"
+#include "model/schedule.h"
+#include "base/util.h"
 #include "helpers/tmpdir_testutil.h"
 
 static int g_fail = 0;

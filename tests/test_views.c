@@ -12,14 +12,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "crops.h"
-#include "dataloader.h"
-#include "image.h"
-#include "jpegs.h"
-#include "resample.h"
-#include "rng.h"
-#include "shards.h"
-#include "util.h"
+#include "data/crops.h"
+#include "data/dataloader.h"
+#include "data/image.h"
+#include "data/jpegs.h"
+#include "data/resample.h"
+#include "base/rng.h"
+#include "data/shards.h"
+#include "base/util.h"
 #include "helpers/tmpdir_testutil.h"
 #include "helpers/expect_testutil.h"
 

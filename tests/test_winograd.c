@@ -18,10 +18,10 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ops_cpu.h"
+#include "ops/ops_cpu.h"
 #include "helpers/ops_testutil.h"
-#include "util.h"
-#include "winograd.h"
+#include "base/util.h"
+#include "ops/winograd.h"
 
 /* Within oneDNN's and the test_ops tolerance; F(4x4, 3x3) typically lands near 1e-6. */
 #define TOL 1e-4

@@ -6,9 +6,9 @@
 #ifdef HAVE_CUDA_BACKEND
 #include <stdio.h>
 
-#include "backend.h"
+#include "ops/backend.h"
 #include "ops_cuda.h"
-#include "util.h"
+#include "base/util.h"
 
 static CudaConv2d *cc(Conv2d *c) { return (CudaConv2d *)c->impl; }
 

@@ -30,7 +30,7 @@
 #ifdef HAVE_NCCL
 #include "comm_nccl.h"
 #include "ops_cuda.h"
-#include "util.h"
+#include "base/util.h"
 
 #include <sched.h>
 #include <string.h>

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "comm.h"
+#include "dist/comm.h"
 
 #ifdef __cplusplus
 extern "C" {

@@ -23,9 +23,9 @@
 
 #include <stddef.h>
 
-#include "backend.h"
+#include "ops/backend.h"
 #include "cuda_amp.h"
-#include "dataloader.h"
+#include "data/dataloader.h"
 #include "device_data.h"
 
 #ifdef __cplusplus

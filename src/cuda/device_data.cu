@@ -26,8 +26,8 @@
 #include "device_data.h"
 #include "ops_cuda.h"
 extern "C" {
-#include "comm.h"
-#include "util.h"
+#include "dist/comm.h"
+#include "base/util.h"
 }
 
 /* The failing call, file:line and CUDA's message; fatal. Used after open has succeeded. */

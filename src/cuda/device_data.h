@@ -21,7 +21,7 @@
 
 #include <stddef.h>
 
-#include "dataloader.h"
+#include "data/dataloader.h"
 
 #ifdef __cplusplus
 extern "C" {

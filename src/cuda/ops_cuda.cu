@@ -26,10 +26,10 @@
 #include <cublas_v2.h>
 
 #include "ops_cuda.h"
-#include "scaler.h"
+#include "model/scaler.h"
 extern "C" {
-#include "comm.h"
-#include "util.h"
+#include "dist/comm.h"
+#include "base/util.h"
 }
 
 /* ======================================================================================

@@ -7,10 +7,10 @@
 
 #include <stdlib.h>
 
-#include "checkpoint.h"
-#include "model.h"
-#include "optim.h"
-#include "util.h"
+#include "ckpt/checkpoint.h"
+#include "model/model.h"
+#include "model/optim.h"
+#include "base/util.h"
 
 static Model g_model;
 static SGD g_opt;

@@ -7,9 +7,9 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "config.h"
-#include "config_file.h"
-#include "util.h"
+#include "base/config.h"
+#include "base/config_file.h"
+#include "base/util.h"
 
 typedef struct {
     const char *s;

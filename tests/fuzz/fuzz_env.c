@@ -6,8 +6,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "bootstrap.h"
-#include "util.h"
+#include "dist/bootstrap.h"
+#include "base/util.h"
 
 typedef struct {
     char *lines[64];

@@ -6,7 +6,7 @@
 
 #include <stdlib.h>
 
-#include "image.h"
+#include "data/image.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     ImageRGB im;

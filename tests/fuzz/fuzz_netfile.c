@@ -8,8 +8,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "netfile.h"
-#include "netspec.h"
+#include "model/netfile.h"
+#include "model/netspec.h"
 
 static int same(const NetSpec *a, const NetSpec *b) {
     if (a->n != b->n || a->init != b->init || strcmp(a->name, b->name) != 0) return 0;

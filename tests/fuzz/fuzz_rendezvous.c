@@ -7,8 +7,8 @@
 #include <string.h>
 #include <sys/stat.h>
 
-#include "rendezvous.h"
-#include "util.h"
+#include "dist/rendezvous.h"
+#include "base/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_scratch_file(data, size, ".rdv");

@@ -6,9 +6,9 @@
 
 #include <stdlib.h>
 
-#include "jpegs.h"
-#include "shards.h"
-#include "util.h"
+#include "data/jpegs.h"
+#include "data/shards.h"
+#include "base/util.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     const char *path = fuzz_scratch_file(data, size, ".h5");

@@ -6,7 +6,7 @@
 #include <stdlib.h>
 #include <unistd.h>
 
-#include "util.h"
+#include "base/util.h"
 
 static char g_path[512];
 

@@ -9,7 +9,7 @@
 #include <sys/stat.h>
 
 #include "fuzz.h"
-#include "util.h"
+#include "base/util.h"
 
 static int run_file(const char *path) {
     FILE *f = fopenCheck(path, "rb");

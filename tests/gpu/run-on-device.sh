@@ -84,7 +84,7 @@ chmod +x "$pywrap"
 py=$pywrap
 LD_LIBRARY_PATH=$carry/lib${nvlibs:+:$nvlibs}${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}
 export LD_LIBRARY_PATH
-# The CUDA backend module ddptrain and dump_model load (src/plugin.h).
+# The CUDA backend module ddptrain and dump_model load (src/device/plugin.h).
 DDPTRAIN_PLUGIN_DIR=${DDPTRAIN_PLUGIN_DIR:-$carry/lib/ddptrain}
 export DDPTRAIN_PLUGIN_DIR
 module=$DDPTRAIN_PLUGIN_DIR/ddptrain-cuda.so

@@ -10,11 +10,11 @@
 #include <hdf5.h>
 #include <string.h>
 
-#include "checkpoint.h"
-#include "model.h"
-#include "optim.h"
-#include "rng.h"
-#include "util.h"
+#include "ckpt/checkpoint.h"
+#include "model/model.h"
+#include "model/optim.h"
+#include "base/rng.h"
+#include "base/util.h"
 #include "model_testutil.h"
 
 static void write_ds(hid_t f, const char *name, hid_t ftype, hid_t mtype, int ndim, const hsize_t *dims, const void *data) {

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* crops_dump.c - prints what src/crops.c and src/resample.c compute, for tests/crops_torch.py
+/* crops_dump.c - prints what src/data/crops.c and src/data/resample.c compute, for tests/crops_torch.py
  * to recompute with torchvision (tests/test_crops_torch.sh).
  *
  * usage: crops_dump boxes N SEED [--wrong_order]
@@ -18,10 +18,10 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "crops.h"
-#include "resample.h"
-#include "rng.h"
-#include "util.h"
+#include "data/crops.h"
+#include "data/resample.h"
+#include "base/rng.h"
+#include "base/util.h"
 
 /* An integer in [lo, hi]. */
 static int between(Rng *r, int lo, int hi) {

@@ -1,6 +1,6 @@
 # SPDX-License-Identifier: BSD-3-Clause
-"""Recomputes with torchvision what tests/helpers/crops_dump prints or writes (src/crops.c,
-src/resample.c), for tests/test_crops_torch.sh. Exit 0 when everything agrees, 1 otherwise
+"""Recomputes with torchvision what tests/helpers/crops_dump prints or writes (src/data/crops.c,
+src/data/resample.c), for tests/test_crops_torch.sh. Exit 0 when everything agrees, 1 otherwise
 (printing the first disagreements).
 
   crops_torch.py boxes FILE [--exact]

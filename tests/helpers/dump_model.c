@@ -40,16 +40,16 @@
 #include <string.h>
 
 #include "build_config.h"
-#include "ema.h"
-#include "model.h"
-#include "init_from.h"
-#include "netfile.h"
+#include "model/ema.h"
+#include "model/model.h"
+#include "ckpt/init_from.h"
+#include "model/netfile.h"
 #ifdef HAVE_CUDA_BACKEND
-#include "plugin.h"
+#include "device/plugin.h"
 #endif
-#include "optim.h"
-#include "tta.h"
-#include "util.h"
+#include "model/optim.h"
+#include "run/tta.h"
+#include "base/util.h"
 #include "model_testutil.h"
 
 /* A dataset of the given memory type, its groups made as needed. */

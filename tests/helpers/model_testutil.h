@@ -5,8 +5,8 @@
 
 #include <string.h>
 
-#include "model.h"
-#include "rng.h"
+#include "model/model.h"
+#include "base/rng.h"
 
 /* BN affine parameters and running statistics away from their defaults (gamma in [0.5, 1.5),
  * beta in [-0.2, 0.2), running var in [0.5, 1.5), running mean in [-0.1, 0.1)), so that a

@@ -6,7 +6,7 @@
 
 #include <stdint.h>
 
-#include "util.h"
+#include "base/util.h"
 
 #ifndef OPS_TEST_SEED
 #define OPS_TEST_SEED 0x9E3779B97F4A7C15ull

@@ -7,7 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 
-#include "util.h"
+#include "base/util.h"
 
 /* buf receives $TMPDIR (else /tmp) /<name>.XXXXXX, created mode 0700. */
 static inline void test_tmpdir(char *buf, size_t n, const char *name) {

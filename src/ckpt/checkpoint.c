@@ -1,0 +1,1267 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* checkpoint.c - see checkpoint.h for the file layout and the guarantees. */
+#include "checkpoint.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <hdf5.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/h5check.h"
+#include "base/hdf5_lock.h"
+#include "base/util.h"
+
+/* ---- HDF5 plumbing --------------------------------------------------------------------------- */
+
+static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *data) {
+    if (n == 0 && e->desc) snprintf((char *)data, 512, "%s", e->desc);
+    return 0;
+}
+
+/* Why the last HDF5 call failed, in a few words. The innermost entry of the error stack is the
+ * specific one ("truncated file: eof = ..."); when it comes from a system call it embeds
+ * "error message = '<strerror>'", which is all a user needs (e.g. "No space left on device").
+ * Must run under hdf5_lock() right after the failing call: the next call clears the stack. */
+static void hdf5_reason(char *buf, size_t len) {
+    char desc[512] = "";
+    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, desc);
+    const char *key = "error message = '";
+    const char *p = strstr(desc, key);
+    if (p) {
+        p += strlen(key);
+        const char *q = strchr(p, '\'');
+        int n = q ? (int)(q - p) : (int)strlen(p);
+        snprintf(buf, len, "%.*s", n, p);
+    } else {
+        snprintf(buf, len, "%s", desc[0] ? desc : "unknown HDF5 error");
+    }
+}
+
+static hid_t file_access_plist(void) {
+    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
+    CHECK(fapl >= 0);
+    /* Closing the file closes whatever an error path left open. */
+    CHECK(H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0);
+    /* The 1.10 file format checksums the superblock and object headers and keeps a one-chunk
+     * dataset's index in its header, so with Fletcher-32 on the data a damaged byte is caught
+     * wherever it is (tests/test_checkpoint.c flips them); HDF5 >= 1.10 (any recent h5py)
+     * reads it. */
+    CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0);
+#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) || H5_VERSION_GE(1, 12, 1)
+    /* Cluster file systems mounted without flock (some Lustre, NFS setups) make HDF5's file
+     * lock fail with ENOSYS and the open with it; the rename protocol needs no lock. */
+    CHECK(H5Pset_file_locking(fapl, 1, 1) >= 0);
+#endif
+    return fapl;
+}
+
+static void describe_dims(const hsize_t *d, int rank, char *buf, size_t len) {
+    size_t o = (size_t)snprintf(buf, len, "[");
+    for (int i = 0; i < rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "", (unsigned long long)d[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+/* ---- the state written: a view of a live model, or of the writer's copy ----------------------- */
+
+typedef struct {
+    char name[80];          /* "<bn>.num_batches_tracked" */
+    int64_t value;
+} BnCount;
+
+typedef struct {
+    int width, blocks, num_classes, image_size;
+    size_t num_params, num_buffers;
+    const TensorInfo *pinfo, *binfo;
+    int n_pinfo, n_binfo;
+    const float *params, *buffers;
+    const float *momentum;              /* NULL: written as zeros */
+    float momentum_coef, weight_decay;
+    long sgd_steps;
+    const BnCount *bn;
+    int n_bn;
+    TrainState ts;
+    const float *rank_buffers;          /* ts.world_size rows of num_buffers; NULL: not written */
+    const CkptEma *ema;                 /* NULL, or n_averaged 0: no /ema group */
+    const char *config_json;
+    const char *arch;                   /* model_architecture */
+} CkptState;
+
+static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const TrainState *ts,
+                             const char *config_json, BnCount *bn) {
+    memset(s, 0, sizeof *s);
+    s->arch = model_architecture(m);
+    s->width = m->width; s->blocks = m->blocks; s->num_classes = m->num_classes;
+    s->image_size = m->image_size;
+    s->num_params = m->num_params; s->num_buffers = m->num_buffers;
+    s->pinfo = m->param_info; s->n_pinfo = m->n_param_info;
+    s->binfo = m->buffer_info; s->n_binfo = m->n_buffer_info;
+    s->params = m->params; s->buffers = m->buffers;
+    if (opt) {
+        CHECK(opt->n == m->num_params);
+        s->momentum = opt->buf;
+        s->momentum_coef = opt->momentum;
+        s->weight_decay = opt->weight_decay;
+        s->sgd_steps = opt->steps;
+    }
+    s->n_bn = model_bn_count(m);
+    for (int k = 0; k < s->n_bn; k++) {
+        snprintf_check(bn[k].name, sizeof bn[k].name, "%s", m->bn_info[k].name);
+        bn[k].value = m->bn_tracked[k];
+    }
+    s->bn = bn;
+    if (ts) s->ts = *ts;
+    s->config_json = config_json;
+}
+
+/* ---- writing ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    hid_t file;
+    const char *path;        /* the final name, for messages */
+    char *err;
+    size_t errlen;
+} Writer;
+
+/* Under hdf5_lock(), right after the failing call. */
+static int w_fail(Writer *w, const char *what) {
+    char reason[512];
+    hdf5_reason(reason, sizeof reason);
+    return errf(w->err, w->errlen, "%s: cannot write checkpoint (%s): %s", w->path, what, reason);
+}
+
+/* Creation properties without timestamps, so identical state gives identical bytes. */
+static hid_t untimed_plist(hid_t cls) {
+    hid_t p = H5Pcreate(cls);
+    CHECK(p >= 0);
+    CHECK(H5Pset_obj_track_times(p, 0) >= 0);
+    return p;
+}
+
+static int w_group(Writer *w, const char *name) {
+    hdf5_lock();
+    hid_t gcpl = untimed_plist(H5P_GROUP_CREATE);
+    /* Links kept in the (checksummed) object header rather than a fractal heap, whose blocks
+     * carry no checksum: a damaged name must not go unnoticed either. */
+    CHECK(H5Pset_link_phase_change(gcpl, 65535, 65535) >= 0);
+    hid_t g = H5Gcreate2(w->file, name, H5P_DEFAULT, gcpl, H5P_DEFAULT);
+    int rc = g < 0 ? w_fail(w, name) : 0;
+    if (g >= 0) H5Gclose(g);
+    H5Pclose(gcpl);
+    hdf5_unlock();
+    return rc;
+}
+
+/* A dataset written whole: type `ftype` in the file, `mtype` in memory. Float tensors get one
+ * chunk with a Fletcher-32 checksum (chunking is what the filter needs). */
+static int w_dataset(Writer *w, const char *name, hid_t ftype, hid_t mtype, int ndim,
+                     const hsize_t *dims, const void *data, int checksum) {
+    hdf5_lock();
+    hid_t sp = ndim == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(ndim, dims, NULL);
+    CHECK(sp >= 0);
+    hid_t dcpl = untimed_plist(H5P_DATASET_CREATE);
+    if (checksum) {
+        CHECK(H5Pset_chunk(dcpl, ndim, dims) >= 0);
+        CHECK(H5Pset_fletcher32(dcpl) >= 0);
+    } else if (H5Sget_simple_extent_npoints(sp) * (hssize_t)H5Tget_size(ftype) < 16384) {
+        /* Small values (step counts, the configuration) live inside the object header, which
+         * the file format checksums; filters need chunks, too costly for 8 bytes. */
+        CHECK(H5Pset_layout(dcpl, H5D_COMPACT) >= 0);
+    }
+    int rc = 0;
+    hid_t ds = H5Dcreate2(w->file, name, ftype, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    if (ds < 0) rc = w_fail(w, name);
+    else if (H5Dwrite(ds, mtype, H5S_ALL, H5S_ALL, H5P_DEFAULT, data) < 0) rc = w_fail(w, name);
+    if (ds >= 0 && H5Dclose(ds) < 0 && rc == 0) rc = w_fail(w, name);
+    H5Pclose(dcpl);
+    H5Sclose(sp);
+    hdf5_unlock();
+    return rc;
+}
+
+static int w_tensor(Writer *w, const char *group, const TensorInfo *t, const float *data) {
+    char name[160];
+    snprintf_check(name, sizeof name, "%s/%s", group, t->name);
+    hsize_t dims[4];
+    for (int d = 0; d < t->ndim; d++) dims[d] = (hsize_t)t->shape[d];
+    float *zeros = data ? NULL : callocCheck(t->numel, sizeof(float));
+    int rc = w_dataset(w, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, t->ndim, dims, data ? data : zeros, 1);
+    free(zeros);
+    return rc;
+}
+
+static int w_i64(Writer *w, const char *name, int64_t v) {
+    return w_dataset(w, name, H5T_STD_I64LE, H5T_NATIVE_INT64, 0, NULL, &v, 0);
+}
+
+static hid_t string_type(size_t len) {
+    hid_t t = H5Tcopy(H5T_C_S1);
+    CHECK(t >= 0);
+    CHECK(H5Tset_size(t, len + 1) >= 0);     /* NUL-terminated: readers need not guess */
+    CHECK(H5Tset_strpad(t, H5T_STR_NULLTERM) >= 0);
+    return t;
+}
+
+static int w_string(Writer *w, const char *name, const char *s) {
+    hid_t t = string_type(strlen(s));
+    int rc = w_dataset(w, name, t, t, 0, NULL, s, 0);
+    H5Tclose(t);
+    return rc;
+}
+
+/* An attribute on the object at `obj_name` ("/" for the root). */
+static int w_attr(Writer *w, const char *obj_name, const char *name, hid_t ftype, hid_t mtype,
+                  const void *data) {
+    hdf5_lock();
+    hid_t sp = H5Screate(H5S_SCALAR);
+    CHECK(sp >= 0);
+    int rc = 0;
+    hid_t a = H5Acreate_by_name(w->file, obj_name, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);
+    if (a < 0) rc = w_fail(w, name);
+    else if (H5Awrite(a, mtype, data) < 0) rc = w_fail(w, name);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    hdf5_unlock();
+    return rc;
+}
+
+static int w_attr_i64(Writer *w, const char *obj, const char *name, int64_t v) {
+    return w_attr(w, obj, name, H5T_STD_I64LE, H5T_NATIVE_INT64, &v);
+}
+
+static int w_attr_f32(Writer *w, const char *obj, const char *name, float v) {
+    return w_attr(w, obj, name, H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, &v);
+}
+
+static int w_attr_f64(Writer *w, const char *obj, const char *name, double v) {
+    return w_attr(w, obj, name, H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, &v);
+}
+
+static int w_attr_str(Writer *w, const char *obj, const char *name, const char *s) {
+    hid_t t = string_type(strlen(s));
+    int rc = w_attr(w, obj, name, t, t, s);
+    H5Tclose(t);
+    return rc;
+}
+
+/* A model's state under `group` (/model, /ema): every parameter and buffer tensor, and each
+ * batch norm's num_batches_tracked, from nbt, or from the state's own counters when NULL. */
+static int w_state(Writer *w, const CkptState *s, const char *group, const float *params, const float *buffers,
+                   const int64_t *nbt) {
+    int rc = 0;
+    for (int i = 0; i < s->n_pinfo && !rc; i++) rc = w_tensor(w, group, &s->pinfo[i], params + s->pinfo[i].offset);
+    for (int i = 0; i < s->n_binfo && !rc; i++) rc = w_tensor(w, group, &s->binfo[i], buffers + s->binfo[i].offset);
+    for (int k = 0; k < s->n_bn && !rc; k++) {
+        char name[160];
+        snprintf_check(name, sizeof name, "%s/%s", group, s->bn[k].name);
+        rc = w_i64(w, name, nbt ? nbt[k] : s->bn[k].value);
+    }
+    return rc;
+}
+
+/* Everything but the file's creation and closing; stops at the first failure. */
+static int write_contents(Writer *w, const CkptState *s) {
+    int rc = 0;
+    rc = rc ? rc : w_attr_str(w, "/", "format", CKPT_FORMAT);
+    rc = rc ? rc : w_attr_i64(w, "/", "format_version", CKPT_FORMAT_VERSION);
+    rc = rc ? rc : w_attr_str(w, "/", "architecture", s->arch);
+    rc = rc ? rc : w_attr_i64(w, "/", "width", s->width);
+    rc = rc ? rc : w_attr_i64(w, "/", "blocks", s->blocks);
+    rc = rc ? rc : w_attr_i64(w, "/", "num_classes", s->num_classes);
+    rc = rc ? rc : w_attr_i64(w, "/", "image_size", s->image_size);
+    rc = rc ? rc : w_attr_i64(w, "/", "num_params", (int64_t)s->num_params);
+    rc = rc ? rc : w_string(w, "/config", s->config_json ? s->config_json : "{}");
+
+    rc = rc ? rc : w_group(w, "/model");
+    rc = rc ? rc : w_state(w, s, "/model", s->params, s->buffers, NULL);
+
+    rc = rc ? rc : w_group(w, "/optimizer");
+    rc = rc ? rc : w_attr_f32(w, "/optimizer", "momentum", s->momentum_coef);
+    rc = rc ? rc : w_attr_f32(w, "/optimizer", "weight_decay", s->weight_decay);
+    rc = rc ? rc : w_i64(w, "/optimizer/steps", s->sgd_steps);
+    rc = rc ? rc : w_group(w, "/optimizer/momentum");
+    for (int i = 0; i < s->n_pinfo && !rc; i++)
+        rc = w_tensor(w, "/optimizer/momentum", &s->pinfo[i], s->momentum ? s->momentum + s->pinfo[i].offset : NULL);
+
+    rc = rc ? rc : w_group(w, "/train_state");
+    rc = rc ? rc : w_i64(w, "/train_state/epoch", s->ts.epoch);
+    rc = rc ? rc : w_i64(w, "/train_state/step_in_epoch", s->ts.step_in_epoch);
+    rc = rc ? rc : w_i64(w, "/train_state/global_step", s->ts.global_step);
+    rc = rc ? rc : w_i64(w, "/train_state/world_size", s->ts.world_size);
+    rc = rc ? rc : w_i64(w, "/train_state/seed", (int64_t)s->ts.seed);
+    if (s->ts.batch_size > 0) {
+        rc = rc ? rc : w_i64(w, "/train_state/batch_size", s->ts.batch_size);
+        rc = rc ? rc : w_i64(w, "/train_state/grad_accum_steps", s->ts.grad_accum_steps);
+        rc = rc ? rc : w_i64(w, "/train_state/data_samples", s->ts.data_samples);
+        rc = rc ? rc : w_i64(w, "/train_state/data_shards", s->ts.data_shards);
+        rc = rc ? rc : w_i64(w, "/train_state/data_id", (int64_t)s->ts.data_id);
+    }
+    if (s->ts.has_data_order) {
+        rc = rc ? rc : w_i64(w, "/train_state/data_chunk_images", s->ts.data_chunk_images);
+        rc = rc ? rc : w_i64(w, "/train_state/data_window_chunks", s->ts.data_window_chunks);
+    }
+    if (s->ts.has_amp && !rc) {
+        hsize_t n = AMP_STATE_N;
+        rc = w_dataset(w, "/train_state/amp", H5T_IEEE_F64LE, H5T_NATIVE_DOUBLE, 1, &n, s->ts.amp, 0);
+    }
+    if (s->rank_buffers && !rc) {
+        CHECK(s->ts.world_size >= 1);
+        hsize_t d[2] = {(hsize_t)s->ts.world_size, (hsize_t)s->num_buffers};
+        rc = w_dataset(w, "/train_state/rank_buffers", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 2, d, s->rank_buffers, 1);
+    }
+    if (s->ema && s->ema->n_averaged > 0 && !rc) {
+        const CkptEma *e = s->ema;
+        rc = w_group(w, "/ema");
+        rc = rc ? rc : w_attr_f64(w, "/ema", "decay", e->decay);
+        rc = rc ? rc : w_i64(w, "/ema/n_averaged", e->n_averaged);
+        rc = rc ? rc : w_state(w, s, "/ema", e->params, e->buffers, e->nbt);
+    }
+    return rc;
+}
+
+static void dir_of(const char *path, char *dir, size_t len) {
+    const char *slash = strrchr(path, '/');
+    if (!slash) snprintf_check(dir, len, ".");
+    else if (slash == path) snprintf_check(dir, len, "/");
+    else snprintf_check(dir, len, "%.*s", (int)(slash - path), path);
+}
+
+
+/* Temp file, contents, flush, close, fsync, rename, fsync the directory. */
+static int write_file(const char *path, const CkptState *s, char *err, size_t errlen) {
+    char tmp[CKPT_PATH_MAX + 32], dir[CKPT_PATH_MAX];
+    dir_of(path, dir, sizeof dir);
+    Writer w = {.file = -1, .path = path, .err = err, .errlen = errlen};
+
+    hdf5_lock();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hid_t fapl = file_access_plist();
+    hid_t fcpl = untimed_plist(H5P_FILE_CREATE);   /* the root group's times too */
+    /* Exclusive (O_CREAT|O_EXCL): a file or symlink someone planted under the temporary name
+     * is never written through; a taken name moves on to the next. */
+    struct stat st;
+    int rc = 0;
+    for (int k = 0; k < TMP_NAME_ATTEMPTS && w.file < 0 && rc == 0; k++) {
+        if (tmp_name(tmp, sizeof tmp, path, k) != 0) rc = errf(err, errlen, "%s: path too long", path);
+        else if ((w.file = H5Fcreate(tmp, H5F_ACC_EXCL, fcpl, fapl)) < 0 && lstat(tmp, &st) != 0)
+            rc = w_fail(&w, "creating the file");
+    }
+    if (rc == 0 && w.file < 0) rc = errf(err, errlen, "%s: cannot write checkpoint: %d temporary names beside it are taken", path, TMP_NAME_ATTEMPTS);
+    H5Pclose(fcpl);
+    H5Pclose(fapl);
+    hdf5_unlock();
+    if (rc) return rc;
+
+    rc = write_contents(&w, s);
+
+    hdf5_lock();
+    if (rc == 0 && H5Fflush(w.file, H5F_SCOPE_GLOBAL) < 0) rc = w_fail(&w, "flushing");
+    if (H5Fclose(w.file) < 0 && rc == 0) rc = w_fail(&w, "closing");
+    hdf5_unlock();
+
+    /* H5Fflush only reaches the page cache; a node crash after the rename could otherwise
+     * leave a file of zeros under the real name. */
+    if (rc == 0 && fsync_path(tmp, O_RDONLY) != 0)
+        rc = errf(err, errlen, "%s: cannot write checkpoint (fsync): %s", path, strerror(errno));
+    if (rc == 0 && rename(tmp, path) != 0)
+        rc = errf(err, errlen, "%s: cannot write checkpoint (rename from %s): %s", path, tmp, strerror(errno));
+    if (rc != 0) {
+        unlink(tmp);
+        return rc;
+    }
+    /* The rename itself is only durable once the directory is. */
+    if (fsync_path(dir, O_RDONLY | O_DIRECTORY) != 0)
+        return errf(err, errlen, "%s: cannot write checkpoint (fsync of directory %s): %s", path, dir, strerror(errno));
+    return 0;
+}
+
+int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+                          const float *rank_buffers, const char *config_json, char *err, size_t errlen) {
+    CHECK(!rank_buffers || (ts && ts->world_size >= 1));
+    BnCount *bn = callocCheck((size_t)model_bn_count(m), sizeof *bn);
+    CkptState s;
+    state_from_model(&s, m, opt, ts, config_json, bn);
+    s.rank_buffers = rank_buffers;
+    int rc = write_file(path, &s, err, errlen);
+    free(bn);
+    return rc;
+}
+
+int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+                    const char *config_json, char *err, size_t errlen) {
+    return checkpoint_save_ranks(path, m, opt, ts, NULL, config_json, err, errlen);
+}
+
+/* ---- reading ---------------------------------------------------------------------------------- */
+
+typedef struct {
+    hid_t file;
+    const char *path;
+    char *err;
+    size_t errlen;
+    char arch[128];       /* the "architecture" attribute, read by r_header */
+} Reader;
+
+/* Where everything is read before it replaces anything in the caller's model. */
+typedef struct {
+    float *params, *buffers, *momentum;
+    int64_t *nbt;           /* per BN layer, bn_info order */
+    long sgd_steps;
+    TrainState ts;
+    float *rank_buffers;    /* ts.world_size rows of num_buffers, when the file has them; else NULL */
+    CkptEma ema;            /* /ema, when the file has it (ema.n_averaged > 0); else n_averaged 0 */
+} Scratch;
+
+static int r_fail(Reader *r, const char *what) {
+    char reason[512];
+    hdf5_reason(reason, sizeof reason);
+    return errf(r->err, r->errlen, "%s: cannot read %s (corrupt file?): %s", r->path, what, reason);
+}
+
+/* Opens `path` read-only with its one-line failure reasons; under hdf5_lock(). */
+static int r_open(Reader *r, const char *path, char *err, size_t errlen) {
+    r->file = -1; r->path = path; r->err = err; r->errlen = errlen;
+    struct stat st;
+    if (stat(path, &st) != 0) return errf(err, errlen, "%s: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return errf(err, errlen, "%s: not a regular file", path);
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    if (H5Fis_hdf5(path) <= 0)
+        return errf(err, errlen, "%s: not an HDF5 file (a ddptrain checkpoint was expected)", path);
+    if (h5check_file(path, err, errlen) != 0) return -1;   /* before HDF5 reads its metadata */
+    hid_t fapl = file_access_plist();
+    r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
+    if (r->file < 0) {
+        char reason[512];
+        hdf5_reason(reason, sizeof reason);
+        H5Pclose(fapl);
+        return errf(err, errlen, "%s: cannot open the checkpoint (truncated or corrupt file?): %s", path, reason);
+    }
+    H5Pclose(fapl);
+    return 0;
+}
+
+static void r_close(Reader *r) {
+    if (r->file >= 0) H5Fclose(r->file);
+    r->file = -1;
+}
+
+/* ddptrain writes every string fixed-length (string_type). A variable-length one is refused
+ * unread: HDF5 1.10 fetches it from the file's global heap, where a damaged file crashed
+ * (memcpy of a size from the file) or hung the reader (found by fuzz_checkpoint). */
+#define CKPT_VLEN_REFUSED "is a variable-length string (ddptrain writes fixed-length ones; damaged or not written by ddptrain)"
+
+/* A fixed-length string attribute of the root, one element, into buf; -1 when absent. */
+static int r_attr_str(Reader *r, const char *name, char *buf, size_t len) {
+    buf[0] = '\0';
+    if (H5Aexists(r->file, name) <= 0) return -1;
+    hid_t a = H5Aopen(r->file, name, H5P_DEFAULT);
+    if (a < 0) return r_fail(r, name);
+    hid_t ft = H5Aget_type(a), sp = H5Aget_space(a);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    if (sp >= 0) H5Sclose(sp);
+    int rc = 0;
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING || np != 1) {
+        rc = errf(r->err, r->errlen, "%s: attribute '%s' is not a single string", r->path, name);
+    } else if (H5Tis_variable_str(ft) != 0) {
+        rc = errf(r->err, r->errlen, "%s: attribute '%s' " CKPT_VLEN_REFUSED, r->path, name);
+    } else {
+        size_t n = H5Tget_size(ft);
+        char *s = callocCheck(n + 1, 1);
+        if (H5Aread(a, ft, s) < 0) rc = r_fail(r, name);     /* file type = memory type */
+        else snprintf(buf, len, "%s", s);
+        free(s);
+    }
+    if (ft >= 0) H5Tclose(ft);
+    H5Aclose(a);
+    return rc;
+}
+
+static int r_attr_i64(Reader *r, const char *name, long *out) {
+    if (H5Aexists(r->file, name) <= 0)
+        return errf(r->err, r->errlen, "%s: root attribute '%s' is missing (not a complete ddptrain checkpoint)", r->path, name);
+    hid_t a = H5Aopen(r->file, name, H5P_DEFAULT);
+    if (a < 0) return r_fail(r, name);
+    hid_t t = H5Aget_type(a);
+    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    int64_t v = 0;
+    int rc = 0;
+    if (!isint) rc = errf(r->err, r->errlen, "%s: root attribute '%s' is not an integer", r->path, name);
+    else if (H5Aread(a, H5T_NATIVE_INT64, &v) < 0) rc = r_fail(r, name);
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    *out = (long)v;
+    return rc;
+}
+
+/* Opens dataset `name`, checking it exists and (when want_class >= 0) its type class, and
+ * returns its dims (rank in *rank; scalar = 0). */
+static hid_t r_dataset(Reader *r, const char *name, H5T_class_t want_class, const char *want_desc,
+                       hsize_t *dims, int *rank) {
+    if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0) {
+        errf(r->err, r->errlen, "%s: %s is missing (not a complete ddptrain checkpoint)", r->path, name);
+        return -1;
+    }
+    hid_t ds = H5Dopen2(r->file, name, H5P_DEFAULT);
+    if (ds < 0) { r_fail(r, name); return -1; }
+    char why[160];
+    if (h5check_compact_storage(ds, why, sizeof why) != 0 || h5check_chunks(ds, NULL, NULL, why, sizeof why) != 0) {
+        H5Dclose(ds);
+        errf(r->err, r->errlen, "%s: %s has %s (damaged or not written by ddptrain)", r->path, name, why);
+        return -1;
+    }
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    int ok = t >= 0 && sp >= 0 && H5Tget_class(t) == want_class;
+    /* An integer or float wider than 8 bytes is no number ddptrain wrote, and HDF5 converts
+     * it through a buffer of that width: a fuzzed 4 GB-wide integer kept the reader busy
+     * zeroing memory for minutes. */
+    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    if (ok && want_class != H5T_STRING && (width == 0 || width > 8)) ok = 0;
+    int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    if (t >= 0) H5Tclose(t);
+    if (ok && (nd < 0 || nd > 4)) ok = 0;
+    if (ok) { *rank = nd; H5Sget_simple_extent_dims(sp, dims, NULL); }
+    if (sp >= 0) H5Sclose(sp);
+    if (!ok) {
+        H5Dclose(ds);
+        errf(r->err, r->errlen, "%s: %s is not %s", r->path, name, want_desc);
+        return -1;
+    }
+    return ds;
+}
+
+static int r_tensor(Reader *r, const char *group, const TensorInfo *t, float *dst) {
+    char name[160];
+    snprintf_check(name, sizeof name, "%s/%s", group, t->name);
+    hsize_t dims[4], want[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, name, H5T_FLOAT, "a float tensor", dims, &rank);
+    if (ds < 0) return -1;
+    int same = rank == t->ndim;
+    for (int d = 0; d < t->ndim; d++) {
+        want[d] = (hsize_t)t->shape[d];
+        if (same && dims[d] != want[d]) same = 0;
+    }
+    int rc = 0;
+    if (!same) {
+        char have_s[96], want_s[96];
+        describe_dims(dims, rank, have_s, sizeof have_s);
+        describe_dims(want, t->ndim, want_s, sizeof want_s);
+        rc = errf(r->err, r->errlen, "%s: %s has shape %s but this model needs %s", r->path, name, have_s, want_s);
+    } else if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) < 0) {
+        rc = r_fail(r, name);
+    }
+    H5Dclose(ds);
+    return rc;
+}
+
+static int r_i64(Reader *r, const char *name, int64_t *out) {
+    hsize_t dims[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, name, H5T_INTEGER, "an integer", dims, &rank);
+    if (ds < 0) return -1;
+    int rc = 0;
+    if (rank != 0 && !(rank == 1 && dims[0] == 1))
+        rc = errf(r->err, r->errlen, "%s: %s is not a single integer", r->path, name);
+    else if (H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        rc = r_fail(r, name);
+    H5Dclose(ds);
+    return rc;
+}
+
+static int r_long(Reader *r, const char *name, long *out) {
+    int64_t v = 0;
+    int rc = r_i64(r, name, &v);
+    *out = (long)v;
+    return rc;
+}
+
+/* Format, version and architecture: is this a ddptrain checkpoint this build can read? */
+static int r_header(Reader *r) {
+    char s[128];
+    if (H5Aexists(r->file, "format") <= 0)
+        return errf(r->err, r->errlen, "%s: not a ddptrain checkpoint (no 'format' attribute)", r->path);
+    if (r_attr_str(r, "format", s, sizeof s)) return -1;
+    if (strcmp(s, CKPT_FORMAT) != 0)
+        return errf(r->err, r->errlen, "%s: not a ddptrain checkpoint (format is '%s', expected '%s')", r->path, s, CKPT_FORMAT);
+    long version;
+    if (r_attr_i64(r, "format_version", &version)) return -1;
+    if (version < 1 || version > CKPT_FORMAT_VERSION)
+        return errf(r->err, r->errlen, "%s: checkpoint format_version %ld is not supported by this ddptrain (it reads version %d)",
+                    r->path, version, CKPT_FORMAT_VERSION);
+    if (r_attr_str(r, "architecture", s, sizeof s) != 0)
+        return errf(r->err, r->errlen, "%s: checkpoint has no 'architecture' attribute", r->path);
+    snprintf(r->arch, sizeof r->arch, "%s", s);
+    return 0;
+}
+
+static int r_check_group_size(Reader *r, const char *group, long expected) {
+    if (H5Lexists(r->file, group, H5P_DEFAULT) <= 0)
+        return errf(r->err, r->errlen, "%s: group %s is missing (not a complete ddptrain checkpoint)", r->path, group);
+    H5G_info_t gi;
+    if (H5Gget_info_by_name(r->file, group, &gi, H5P_DEFAULT) < 0) return r_fail(r, group);
+    if ((long)gi.nlinks != expected)
+        return errf(r->err, r->errlen, "%s: %s holds %lu entries but this model has %ld", r->path, group,
+                    (unsigned long)gi.nlinks, expected);
+    return 0;
+}
+
+/* /train_state/rank_buffers into s->rank_buffers: [world_size, num_buffers] floats, the world
+ * size /train_state records (read before). Its size is checked against the file's before
+ * anything is allocated, so a damaged world size cannot ask for more memory than the file. */
+static int r_rank_buffers(Reader *r, const Model *m, Scratch *s) {
+    const char *name = "/train_state/rank_buffers";
+    hsize_t d[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, name, H5T_FLOAT, "a float array", d, &rank);
+    if (ds < 0) return -1;
+    const long ws = s->ts.world_size;
+    int rc = 0;
+    if (rank != 2 || ws < 1 || d[0] != (hsize_t)ws || d[1] != (hsize_t)m->num_buffers) {
+        char have[96];
+        describe_dims(d, rank, have, sizeof have);
+        rc = errf(r->err, r->errlen, "%s: %s has shape %s but a checkpoint of %ld rank(s) of this model needs [%ld,%zu]",
+                  r->path, name, have, ws, ws, m->num_buffers);
+    } else {
+        hsize_t fsize = 0;
+        const double bytes = (double)ws * (double)m->num_buffers * sizeof(float);
+        if (H5Fget_filesize(r->file, &fsize) < 0) rc = r_fail(r, name);
+        else if (bytes > (double)fsize || (double)H5Dget_storage_size(ds) < bytes)
+            rc = errf(r->err, r->errlen, "%s: %s is incomplete (truncated or corrupt file?)", r->path, name);
+    }
+    if (rc == 0) {
+        s->rank_buffers = mallocCheck((size_t)ws * m->num_buffers * sizeof(float));
+        if (H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, s->rank_buffers) < 0) rc = r_fail(r, name);
+    }
+    H5Dclose(ds);
+    return rc;
+}
+
+/* /ema into s->ema: the moving average of the weights and buffers, as /model holds them. */
+/* A model's state under `group` (/model, /ema): every parameter and buffer tensor, and each
+ * batch norm's num_batches_tracked into nbt. */
+static int r_state(Reader *r, const Model *m, const char *group, float *params, float *buffers, int64_t *nbt) {
+    for (int i = 0; i < m->n_param_info; i++)
+        if (r_tensor(r, group, &m->param_info[i], params + m->param_info[i].offset)) return -1;
+    for (int i = 0; i < m->n_buffer_info; i++)
+        if (r_tensor(r, group, &m->buffer_info[i], buffers + m->buffer_info[i].offset)) return -1;
+    for (int k = 0; k < model_bn_count(m); k++) {
+        char name[160];
+        snprintf_check(name, sizeof name, "%s/%s", group, m->bn_info[k].name);
+        if (r_i64(r, name, &nbt[k])) return -1;
+    }
+    return 0;
+}
+
+static int r_ema(Reader *r, const Model *m, Scratch *s) {
+    const int n_bn = model_bn_count(m);
+    if (r_check_group_size(r, "/ema", 1 + m->n_param_info + m->n_buffer_info + n_bn)) return -1;
+    CkptEma *e = &s->ema;
+    e->params = mallocCheck(m->num_params * sizeof(float));
+    e->buffers = mallocCheck(m->num_buffers * sizeof(float));
+    e->nbt = callocCheck((size_t)n_bn, sizeof(int64_t));
+    long n = 0;
+    if (r_long(r, "/ema/n_averaged", &n)) return -1;
+    if (r_state(r, m, "/ema", e->params, e->buffers, e->nbt)) return -1;
+    for (int k = 0; k < n_bn; k++)
+        if (e->nbt[k] < 0) n = -1;
+    /* the decay, informational: 0 when absent or unreadable */
+    double d = 0.0;
+    if (H5Aexists_by_name(r->file, "/ema", "decay", H5P_DEFAULT) > 0) {
+        hid_t at = H5Aopen_by_name(r->file, "/ema", "decay", H5P_DEFAULT, H5P_DEFAULT);
+        if (at >= 0) {
+            hid_t t = H5Aget_type(at);
+            if (t >= 0 && H5Tget_class(t) == H5T_FLOAT && H5Aread(at, H5T_NATIVE_DOUBLE, &d) < 0) d = 0.0;
+            if (t >= 0) H5Tclose(t);
+            H5Aclose(at);
+        }
+    }
+    if (n < 1 || n > CKPT_MAX_STEP)
+        return errf(r->err, r->errlen, "%s: /ema holds a value out of range (damaged or not written by ddptrain)", r->path);
+    e->n_averaged = n;
+    e->decay = d;
+    return 0;
+}
+
+/* Everything in the file into s, checked against m. Under hdf5_lock(). */
+static int r_all(Reader *r, const Model *m, Scratch *s) {
+    if (r_header(r)) return -1;
+    const char *arch = model_architecture(m);
+    if (strcmp(r->arch, arch) != 0)
+        return errf(r->err, r->errlen, "%s: checkpoint is of architecture '%s' but this run is %s", r->path, r->arch, arch);
+    struct { const char *name; long want; } dims[4] = {
+        {"width", m->width}, {"blocks", m->blocks}, {"num_classes", m->num_classes}, {"image_size", m->image_size}};
+    for (int i = 0; i < 4; i++) {
+        long v;
+        if (r_attr_i64(r, dims[i].name, &v)) return -1;
+        if (v != dims[i].want)
+            return errf(r->err, r->errlen, "%s: checkpoint is %s %s %ld but this run is %s %ld", r->path,
+                        arch, dims[i].name, v, dims[i].name, dims[i].want);
+    }
+    long np;
+    if (r_attr_i64(r, "num_params", &np)) return -1;
+    if (np != (long)m->num_params)
+        return errf(r->err, r->errlen, "%s: checkpoint has %ld parameters but this model has %zu", r->path, np, m->num_params);
+
+    int n_bn = model_bn_count(m);
+    if (r_check_group_size(r, "/model", m->n_param_info + m->n_buffer_info + n_bn)) return -1;
+    if (r_state(r, m, "/model", s->params, s->buffers, s->nbt)) return -1;
+
+    if (r_long(r, "/optimizer/steps", &s->sgd_steps)) return -1;
+    if (r_check_group_size(r, "/optimizer/momentum", m->n_param_info)) return -1;
+    for (int i = 0; i < m->n_param_info; i++)
+        if (r_tensor(r, "/optimizer/momentum", &m->param_info[i], s->momentum + m->param_info[i].offset)) return -1;
+
+    TrainState *ts = &s->ts;
+    memset(ts, 0, sizeof *ts);
+    long ws, seed;
+    if (r_long(r, "/train_state/epoch", &ts->epoch) || r_long(r, "/train_state/step_in_epoch", &ts->step_in_epoch) ||
+        r_long(r, "/train_state/global_step", &ts->global_step) || r_long(r, "/train_state/world_size", &ws) ||
+        r_long(r, "/train_state/seed", &seed))
+        return -1;
+    /* Values steer allocation and the data position: anything a run could not have written is
+     * refused here with the dataset's name, not met later as an internal error. */
+    const char *bad = ts->epoch < 0 || ts->epoch > CKPT_MAX_STEP ? "/train_state/epoch"
+                    : ts->step_in_epoch < 0 || ts->step_in_epoch > CKPT_MAX_STEP ? "/train_state/step_in_epoch"
+                    : ts->global_step < 0 || ts->global_step > CKPT_MAX_STEP ? "/train_state/global_step"
+                    : ws < 1 || ws > CKPT_MAX_WORLD ? "/train_state/world_size"
+                    : s->sgd_steps < 0 || s->sgd_steps > CKPT_MAX_STEP ? "/optimizer/steps" : NULL;
+    for (int k = 0; !bad && k < n_bn; k++)
+        if (s->nbt[k] < 0) bad = "a num_batches_tracked of /model";
+    if (bad)
+        return errf(r->err, r->errlen, "%s: %s holds a value out of range (damaged or not written by ddptrain)", r->path, bad);
+    ts->world_size = (int)ws;
+    ts->seed = (uint64_t)seed;
+    if (H5Lexists(r->file, "/train_state/batch_size", H5P_DEFAULT) > 0) {
+        int64_t id;
+        if (r_long(r, "/train_state/batch_size", &ts->batch_size) ||
+            r_long(r, "/train_state/grad_accum_steps", &ts->grad_accum_steps) ||
+            r_long(r, "/train_state/data_samples", &ts->data_samples) ||
+            r_long(r, "/train_state/data_shards", &ts->data_shards) || r_i64(r, "/train_state/data_id", &id))
+            return -1;
+        ts->data_id = (uint64_t)id;
+        if (ts->batch_size < 1 || ts->grad_accum_steps < 1 || ts->data_samples < 1 || ts->data_shards < 1)
+            return errf(r->err, r->errlen, "%s: /train_state/batch_size etc. hold a value out of range (damaged or not "
+                        "written by ddptrain)", r->path);
+    }
+    if (H5Lexists(r->file, "/train_state/data_chunk_images", H5P_DEFAULT) > 0) {
+        if (r_long(r, "/train_state/data_chunk_images", &ts->data_chunk_images) ||
+            r_long(r, "/train_state/data_window_chunks", &ts->data_window_chunks))
+            return -1;
+        /* both 0 (in memory) or both positive (streamed) */
+        if (ts->data_chunk_images < 0 || ts->data_chunk_images > CKPT_MAX_STEP || ts->data_window_chunks < 0 ||
+            ts->data_window_chunks > CKPT_MAX_STEP || (ts->data_chunk_images == 0) != (ts->data_window_chunks == 0))
+            return errf(r->err, r->errlen, "%s: /train_state/data_chunk_images and data_window_chunks hold values out of "
+                        "range (damaged or not written by ddptrain)", r->path);
+        ts->has_data_order = 1;
+    }
+    if (H5Lexists(r->file, "/train_state/amp", H5P_DEFAULT) > 0) {
+        hsize_t d[4];
+        int rank = 0;
+        hid_t ds = r_dataset(r, "/train_state/amp", H5T_FLOAT, "a float array", d, &rank);
+        if (ds < 0) return -1;
+        int rc = 0;
+        if (rank != 1 || d[0] < 1 || d[0] > AMP_STATE_N)
+            rc = errf(r->err, r->errlen, "%s: /train_state/amp must hold 1 to %d numbers", r->path, AMP_STATE_N);
+        else if (H5Dread(ds, H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, ts->amp) < 0)
+            rc = r_fail(r, "/train_state/amp");
+        H5Dclose(ds);
+        if (rc) return rc;
+        /* A loss scale of 0, inf or NaN would zero or poison every gradient. */
+        if (!(ts->amp[AMP_LOSS_SCALE] > 0 && ts->amp[AMP_LOSS_SCALE] <= 1e38) ||
+            !(ts->amp[AMP_GROWTH_TRACKER] >= 0 && ts->amp[AMP_GROWTH_TRACKER] <= 1e9))
+            return errf(r->err, r->errlen, "%s: /train_state/amp holds a value out of range (loss scale %g, growth tracker %g)",
+                        r->path, ts->amp[AMP_LOSS_SCALE], ts->amp[AMP_GROWTH_TRACKER]);
+        ts->has_amp = 1;
+    }
+    if (H5Lexists(r->file, "/train_state/rank_buffers", H5P_DEFAULT) > 0 && r_rank_buffers(r, m, s)) return -1;
+    if (H5Lexists(r->file, "/ema", H5P_DEFAULT) > 0 && r_ema(r, m, s)) return -1;
+    return 0;
+}
+
+static void scratch_init(Scratch *s, const Model *m) {
+    memset(s, 0, sizeof *s);
+    s->params = mallocCheck(m->num_params * sizeof(float));
+    s->buffers = mallocCheck(m->num_buffers * sizeof(float));
+    s->momentum = mallocCheck(m->num_params * sizeof(float));
+    s->nbt = callocCheck((size_t)model_bn_count(m), sizeof(int64_t));
+}
+
+static void scratch_free(Scratch *s) {
+    free(s->params); free(s->buffers); free(s->momentum); free(s->nbt); free(s->rank_buffers);
+    free(s->ema.params); free(s->ema.buffers); free(s->ema.nbt);
+    memset(s, 0, sizeof *s);
+}
+
+static int read_checked(const char *path, const Model *m, Scratch *s, char *err, size_t errlen) {
+    Reader r;
+    hdf5_lock();
+    int rc = r_open(&r, path, err, errlen);
+    if (rc == 0) rc = r_all(&r, m, s);
+    r_close(&r);
+    hdf5_unlock();
+    return rc;
+}
+
+int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen) {
+    Scratch s;
+    scratch_init(&s, m);
+    int rc = read_checked(path, m, &s, err, errlen);
+    scratch_free(&s);
+    return rc;
+}
+
+int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+                        int *own, CkptEma *ema, char *err, size_t errlen) {
+    if (opt) CHECK(opt->n == m->num_params);
+    CHECK(world_size >= 1 && rank >= 0 && rank < world_size);
+    Scratch s;
+    scratch_init(&s, m);
+    int rc = read_checked(path, m, &s, err, errlen);
+    if (own) *own = 0;
+    if (rc == 0) {
+        memcpy(m->params, s.params, m->num_params * sizeof(float));
+        const int mine = own && s.rank_buffers && s.ts.world_size == world_size;
+        memcpy(m->buffers, mine ? s.rank_buffers + (size_t)rank * m->num_buffers : s.buffers,
+               m->num_buffers * sizeof(float));
+        if (mine) *own = 1;
+        memcpy(m->bn_tracked, s.nbt, (size_t)model_bn_count(m) * sizeof *m->bn_tracked);
+        if (opt) {
+            memcpy(opt->buf, s.momentum, m->num_params * sizeof(float));
+            opt->steps = s.sgd_steps;
+        }
+        if (ts) *ts = s.ts;
+        if (ema) {
+            ema->n_averaged = s.ema.n_averaged;
+            if (s.ema.n_averaged > 0) {
+                ema->decay = s.ema.decay;
+                memcpy(ema->params, s.ema.params, m->num_params * sizeof(float));
+                memcpy(ema->buffers, s.ema.buffers, m->num_buffers * sizeof(float));
+                memcpy(ema->nbt, s.ema.nbt, (size_t)model_bn_count(m) * sizeof(int64_t));
+            }
+        }
+        model_params_changed(m);
+    }
+    scratch_free(&s);
+    return rc;
+}
+
+int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+                         int *own, char *err, size_t errlen) {
+    return checkpoint_load_ema(path, m, opt, ts, rank, world_size, own, NULL, err, errlen);
+}
+
+int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen) {
+    return checkpoint_load_rank(path, m, opt, ts, 0, 1, NULL, err, errlen);
+}
+
+char *checkpoint_read_config(const char *path, char *err, size_t errlen) {
+    Reader r;
+    char *out = NULL;
+    hdf5_lock();
+    if (r_open(&r, path, err, errlen) == 0 && r_header(&r) == 0) {
+        hsize_t d[4];
+        int rank = 0;
+        hid_t ds = r_dataset(&r, "/config", H5T_STRING, "a string", d, &rank);
+        /* One string: the buffers below hold one element, whatever the file claims. */
+        if (ds >= 0 && rank != 0 && !(rank == 1 && d[0] == 1)) {
+            errf(err, errlen, "%s: /config is not a single string", path);
+            H5Dclose(ds);
+            ds = -1;
+        }
+        if (ds >= 0) {
+            hid_t ft = H5Dget_type(ds);
+            if (H5Tis_variable_str(ft) != 0) {
+                errf(err, errlen, "%s: /config " CKPT_VLEN_REFUSED, path);
+            } else {
+                char *s = callocCheck(H5Tget_size(ft) + 1, 1);
+                if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, s) < 0) { r_fail(&r, "/config"); free(s); }
+                else out = s;
+            }
+            H5Tclose(ft);
+            H5Dclose(ds);
+        }
+    }
+    r_close(&r);
+    hdf5_unlock();
+    return out;
+}
+
+/* Every dataset read in full, so each chunk's checksum is checked: what the prune needs to
+ * tell a good file from one whose data is damaged, without the model the loader checks
+ * shapes against. A dataset claiming more bytes than the file holds is damage too. */
+typedef struct {
+    Reader *r;
+    hsize_t fsize;
+    int rc;
+} DeepProbe;
+
+#if H5_VERSION_GE(1, 12, 0)
+typedef H5O_info2_t ObjInfo;
+#else
+typedef H5O_info_t ObjInfo;
+#endif
+
+static herr_t deep_probe_visit(hid_t obj, const char *name, const ObjInfo *info, void *data) {
+    DeepProbe *p = data;
+    if (info->type != H5O_TYPE_DATASET) return 0;
+    hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
+    if (ds < 0) { p->rc = r_fail(p->r, name); return 1; }
+    char why[160];
+    if (h5check_compact_storage(ds, why, sizeof why) != 0 || h5check_chunks(ds, NULL, NULL, why, sizeof why) != 0) {
+        H5Dclose(ds);
+        p->rc = errf(p->r->err, p->r->errlen, "%s: /%s has %s (damaged or not written by ddptrain)", p->r->path, name, why);
+        return 1;
+    }
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    size_t tsz = t >= 0 ? H5Tget_size(t) : 0;
+    const H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    const int str = cls == H5T_STRING;
+    if (cls != H5T_FLOAT && cls != H5T_INTEGER && !str) {
+        /* Nothing else is in a ddptrain checkpoint, and a variable-length type would be read
+         * through HDF5's global heap (see CKPT_VLEN_REFUSED). */
+        p->rc = errf(p->r->err, p->r->errlen, "%s: /%s is neither numbers nor a string (not written by ddptrain)", p->r->path, name);
+    } else if (np < 0 || tsz == 0 || (double)np * (double)tsz > (double)p->fsize + 1e6) {
+        p->rc = errf(p->r->err, p->r->errlen, "%s: /%s claims more data than the file holds (corrupt file?)", p->r->path, name);
+    } else if (!str && np > 0) {
+        void *buf = malloc((size_t)np * tsz);
+        if (!buf) p->rc = errf(p->r->err, p->r->errlen, "%s: /%s: cannot allocate %zu bytes", p->r->path, name, (size_t)np * tsz);
+        else if (H5Dread(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, buf) < 0) p->rc = r_fail(p->r, name);
+        free(buf);
+    }
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    H5Dclose(ds);
+    return p->rc ? 1 : 0;
+}
+
+static int checkpoint_probe_data(const char *path, char *err, size_t errlen) {
+    Reader r;
+    hdf5_lock();
+    int rc = r_open(&r, path, err, errlen);
+    if (rc == 0) rc = r_header(&r);
+    if (rc == 0) {
+        DeepProbe p = {&r, 0, 0};
+        if (H5Fget_filesize(r.file, &p.fsize) < 0) rc = r_fail(&r, "the file size");
+#if H5_VERSION_GE(1, 12, 0)
+        else if (H5Ovisit3(r.file, H5_INDEX_NAME, H5_ITER_NATIVE, deep_probe_visit, &p, H5O_INFO_BASIC) < 0 && !p.rc)
+#else
+        else if (H5Ovisit2(r.file, H5_INDEX_NAME, H5_ITER_NATIVE, deep_probe_visit, &p, H5O_INFO_BASIC) < 0 && !p.rc)
+#endif
+            rc = r_fail(&r, "the object tree");
+        if (p.rc) rc = p.rc;
+    }
+    r_close(&r);
+    hdf5_unlock();
+    return rc;
+}
+
+/* ---- checkpoint directory ---------------------------------------------------------------------- */
+
+void checkpoint_path(char *buf, size_t len, const char *dir, long global_step) {
+    snprintf_check(buf, len, "%s/ckpt-%09ld.h5", dir, global_step);
+}
+
+int checkpoint_parse_name(const char *name, long *global_step) {
+    if (strncmp(name, "ckpt-", 5) != 0) return 0;
+    const char *p = name + 5;
+    long v = 0;
+    int nd = 0;
+    for (; *p >= '0' && *p <= '9'; p++, nd++) {
+        if (v > (1L << 50)) return 0;
+        v = v * 10 + (*p - '0');
+    }
+    if (nd < 9 || strcmp(p, ".h5") != 0) return 0;
+    *global_step = v;
+    return 1;
+}
+
+typedef struct {
+    long step;
+    char name[256];
+} Entry;
+
+static int entry_newest_first(const void *a, const void *b) {
+    long x = ((const Entry *)a)->step, y = ((const Entry *)b)->step;
+    if (x != y) return x < y ? 1 : -1;
+    return strcmp(((const Entry *)a)->name, ((const Entry *)b)->name);
+}
+
+/* ckpt-*.h5 of dir, newest first; *n = -1 and errno set when dir cannot be read. */
+static Entry *list_checkpoints(const char *dir, int *n) {
+    *n = 0;
+    DIR *d = opendir(dir);
+    if (!d) { *n = -1; return NULL; }
+    int cap = 16;
+    Entry *e = mallocCheck((size_t)cap * sizeof *e);
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        long step;
+        if (!checkpoint_parse_name(de->d_name, &step) || strlen(de->d_name) >= sizeof e->name) continue;
+        if (*n == cap) {
+            cap *= 2;
+            e = realloc(e, (size_t)cap * sizeof *e);
+            CHECK(e != NULL);
+        }
+        e[*n].step = step;
+        snprintf(e[*n].name, sizeof e->name, "%s", de->d_name);
+        (*n)++;
+    }
+    closedir(d);
+    qsort(e, (size_t)*n, sizeof *e, entry_newest_first);
+    return e;
+}
+
+/* The base name `latest` holds, or "" (absent, empty, or not a plain file name). */
+static void read_latest(const char *dir, char *name, size_t len) {
+    name[0] = '\0';
+    char p[CKPT_PATH_MAX + 16];
+    snprintf_check(p, sizeof p, "%s/%s", dir, CKPT_LATEST_NAME);
+    FILE *f = fopen(p, "r");
+    if (!f) return;
+    char line[512];
+    if (fgets(line, sizeof line, f)) {
+        line[strcspn(line, "\r\n")] = '\0';
+        size_t n = strlen(line);
+        if (n > 0 && n < len && !strchr(line, '/') && strcmp(line, ".") && strcmp(line, ".."))
+            memcpy(name, line, n + 1);
+    }
+    fclose(f);
+}
+
+int checkpoint_set_latest(const char *dir, const char *path, char *err, size_t errlen) {
+    const char *base = strrchr(path, '/');
+    base = base ? base + 1 : path;
+    char p[CKPT_PATH_MAX + 16], line[512];
+    snprintf_check(p, sizeof p, "%s/%s", dir, CKPT_LATEST_NAME);
+    snprintf_check(line, sizeof line, "%s\n", base);
+    if (write_file_atomic(p, line, strlen(line)) != 0)
+        return errf(err, errlen, "%s: cannot write: %s", p, strerror(errno));
+    return 0;
+}
+
+/* Leftovers of a write that died: "<ckpt>.h5.tmp.<pid>.<k>" and "latest.tmp.<pid>.<k>". */
+static int is_stale_tmp(const char *name) {
+    return (strncmp(name, "ckpt-", 5) == 0 && strstr(name, ".h5.tmp.") != NULL) ||
+           strncmp(name, CKPT_LATEST_NAME ".tmp.", strlen(CKPT_LATEST_NAME) + 5) == 0;
+}
+
+int checkpoint_prune(const char *dir, int keep, char *err, size_t errlen) {
+    int removed = 0;
+    char p[CKPT_PATH_MAX + 300];
+    DIR *d = opendir(dir);
+    if (!d) return errf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+    struct dirent *de;
+    while ((de = readdir(d)) != NULL) {
+        if (!is_stale_tmp(de->d_name)) continue;
+        snprintf_check(p, sizeof p, "%s/%s", dir, de->d_name);
+        if (unlink(p) == 0) removed++;
+    }
+    closedir(d);
+    if (keep <= 0) return removed;
+
+    int n;
+    Entry *e = list_checkpoints(dir, &n);
+    if (n < 0) return errf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+    char latest[256];
+    read_latest(dir, latest, sizeof latest);
+    int kept = 0;
+    for (int i = 0; i < n; i++) {
+        snprintf_check(p, sizeof p, "%s/%s", dir, e[i].name);
+        char why[1024];
+        /* Headers alone are not enough: a newest file with damaged data would count as kept
+         * and push the last good one out. */
+        if (kept < keep && checkpoint_probe_data(p, why, sizeof why) == 0) { kept++; continue; }
+        if (strcmp(e[i].name, latest) == 0) continue;   /* the run may have resumed from it */
+        if (unlink(p) != 0) {
+            int rc = errf(err, errlen, "%s: cannot remove: %s", p, strerror(errno));
+            free(e);
+            return rc;
+        }
+        removed++;
+    }
+    free(e);
+    return removed;
+}
+
+int checkpoint_find_latest(const char *dir, const Model *m, char *out, size_t outlen,
+                           CheckpointSkipFn on_skip, void *ctx, char *err, size_t errlen) {
+    int n;
+    Entry *e = list_checkpoints(dir, &n);
+    if (n < 0) {
+        if (errno == ENOENT) { errf(err, errlen, "%s: no checkpoint directory", dir); return 1; }
+        return errf(err, errlen, "%s: cannot list: %s", dir, strerror(errno));
+    }
+    char latest[256];
+    read_latest(dir, latest, sizeof latest);
+    char p[CKPT_PATH_MAX + 300], why[1024] = "";
+    int tried = 0, rc = -1;
+    /* i = -1: the file `latest` names; then every ckpt-*.h5 newest first. */
+    for (int i = latest[0] ? -1 : 0; i < n && rc != 0; i++) {
+        const char *name = i < 0 ? latest : e[i].name;
+        if (i >= 0 && strcmp(name, latest) == 0) continue;
+        snprintf_check(p, sizeof p, "%s/%s", dir, name);
+        tried++;
+        if (checkpoint_verify(p, m, why, sizeof why) == 0) {
+            if (snprintf(out, outlen, "%s", p) >= (int)outlen) {
+                free(e);
+                return errf(err, errlen, "%s: path too long", p);
+            }
+            rc = 0;
+        } else if (on_skip) {
+            on_skip(ctx, p, why);
+        }
+    }
+    free(e);
+    if (rc == 0) return 0;
+    if (tried == 0) { errf(err, errlen, "%s: no checkpoint", dir); return 1; }
+    return errf(err, errlen, "%s: none of the %d checkpoint(s) is usable; the last one tried: %s", dir, tried, why);
+}
+
+/* ---- background writer -------------------------------------------------------------------------- */
+
+/* The writer's own copy of everything a checkpoint holds, reused between writes. */
+typedef struct {
+    CkptState st;
+    float *params, *buffers, *momentum;
+    float *rank_buffers;            /* every rank's running statistics, when submitted */
+    size_t rank_buffers_n;          /* floats allocated there */
+    CkptEma ema;                    /* copy of the moving average, when submitted */
+    size_t num_params, num_buffers;
+    TensorInfo *pinfo, *binfo;
+    BnCount *bn;
+    char *config;
+} Snapshot;
+
+static void snapshot_free(Snapshot *s) {
+    free(s->params); free(s->buffers); free(s->momentum); free(s->rank_buffers);
+    free(s->ema.params); free(s->ema.buffers); free(s->ema.nbt);
+    free(s->pinfo); free(s->binfo); free(s->bn); free(s->config);
+    memset(s, 0, sizeof *s);
+}
+
+static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const TrainState *ts, const float *rank_buffers,
+                          const CkptEma *ema, const char *config_json) {
+    if (s->num_params != m->num_params || s->num_buffers != m->num_buffers) {
+        snapshot_free(s);
+        s->num_params = m->num_params;
+        s->num_buffers = m->num_buffers;
+        s->params = mallocCheck(m->num_params * sizeof(float));
+        s->momentum = mallocCheck(m->num_params * sizeof(float));
+        s->buffers = mallocCheck(m->num_buffers * sizeof(float));
+        s->pinfo = mallocCheck((size_t)m->n_param_info * sizeof *s->pinfo);
+        s->binfo = mallocCheck((size_t)m->n_buffer_info * sizeof *s->binfo);
+        s->bn = mallocCheck((size_t)model_bn_count(m) * sizeof *s->bn);
+        s->ema.params = mallocCheck(m->num_params * sizeof(float));
+        s->ema.buffers = mallocCheck(m->num_buffers * sizeof(float));
+        s->ema.nbt = mallocCheck((size_t)model_bn_count(m) * sizeof(int64_t));
+    }
+    state_from_model(&s->st, m, opt, ts, NULL, s->bn);   /* fills s->bn from the live model */
+    memcpy(s->params, m->params, m->num_params * sizeof(float));
+    memcpy(s->buffers, m->buffers, m->num_buffers * sizeof(float));
+    memcpy(s->pinfo, m->param_info, (size_t)m->n_param_info * sizeof *s->pinfo);
+    memcpy(s->binfo, m->buffer_info, (size_t)m->n_buffer_info * sizeof *s->binfo);
+    s->st.params = s->params;
+    s->st.buffers = s->buffers;
+    s->st.pinfo = s->pinfo;
+    s->st.binfo = s->binfo;
+    if (opt) {
+        memcpy(s->momentum, opt->buf, m->num_params * sizeof(float));
+        s->st.momentum = s->momentum;
+    }
+    if (rank_buffers) {
+        CHECK(ts && ts->world_size >= 1);
+        const size_t n = (size_t)ts->world_size * m->num_buffers;
+        if (n > s->rank_buffers_n) {
+            free(s->rank_buffers);
+            s->rank_buffers = mallocCheck(n * sizeof(float));
+            s->rank_buffers_n = n;
+        }
+        memcpy(s->rank_buffers, rank_buffers, n * sizeof(float));
+        s->st.rank_buffers = s->rank_buffers;
+    }
+    if (ema && ema->n_averaged > 0) {
+        s->ema.n_averaged = ema->n_averaged;
+        s->ema.decay = ema->decay;
+        memcpy(s->ema.params, ema->params, m->num_params * sizeof(float));
+        memcpy(s->ema.buffers, ema->buffers, m->num_buffers * sizeof(float));
+        memcpy(s->ema.nbt, ema->nbt, (size_t)model_bn_count(m) * sizeof(int64_t));
+        s->st.ema = &s->ema;
+    }
+    free(s->config);
+    s->config = NULL;
+    if (config_json) {
+        s->config = strdup(config_json);
+        CHECK(s->config != NULL);
+    }
+    s->st.config_json = s->config;
+}
+
+void checkpoint_writer_init(CheckpointWriter *w, int keep) {
+    memset(w, 0, sizeof *w);
+    w->keep = keep;
+    w->snap = callocCheck(1, sizeof(Snapshot));
+}
+
+static void *writer_main(void *arg) {
+    CheckpointWriter *w = arg;
+    Snapshot *s = w->snap;
+    double t0 = now_sec();
+    char dir[CKPT_PATH_MAX];
+    dir_of(w->path, dir, sizeof dir);
+    int rc = write_file(w->path, &s->st, w->err, sizeof w->err);
+    if (rc == 0) rc = checkpoint_set_latest(dir, w->path, w->err, sizeof w->err);
+    if (rc == 0 && w->keep > 0 && checkpoint_prune(dir, w->keep, w->err, sizeof w->err) < 0) rc = -1;
+    w->status = rc;
+    w->last_write_sec = now_sec() - t0;
+    return NULL;
+}
+
+int checkpoint_writer_wait(CheckpointWriter *w, char *err, size_t errlen) {
+    if (!w->pending) return 0;
+    CHECK(pthread_join(w->thread, NULL) == 0);
+    w->pending = 0;
+    if (w->status != 0) errf(err, errlen, "%s", w->err);
+    return w->status;
+}
+
+int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                                 const TrainState *ts, const float *rank_buffers, const CkptEma *ema,
+                                 const char *config_json, char *err, size_t errlen) {
+    int prev = checkpoint_writer_wait(w, err, errlen);
+    double t0 = now_sec();
+    if (strlen(path) >= sizeof w->path) fail_at(__FILE__, __LINE__, "checkpoint path too long", path);
+    snprintf(w->path, sizeof w->path, "%s", path);
+    snapshot_take(w->snap, m, opt, ts, rank_buffers, ema, config_json);
+    w->status = 0;
+    w->err[0] = '\0';
+    CHECK(helper_thread_create(&w->thread, writer_main, w) == 0);
+    w->pending = 1;
+    w->last_submit_sec = now_sec() - t0;
+    return prev;
+}
+
+int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                                   const TrainState *ts, const float *rank_buffers, const char *config_json,
+                                   char *err, size_t errlen) {
+    return checkpoint_writer_submit_ema(w, path, m, opt, ts, rank_buffers, NULL, config_json, err, errlen);
+}
+
+int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+                             const TrainState *ts, const char *config_json, char *err, size_t errlen) {
+    return checkpoint_writer_submit_ranks(w, path, m, opt, ts, NULL, config_json, err, errlen);
+}
+
+void checkpoint_writer_free(CheckpointWriter *w) {
+    char err[16];
+    checkpoint_writer_wait(w, err, sizeof err);
+    if (w->snap) {
+        snapshot_free(w->snap);
+        free(w->snap);
+    }
+    w->snap = NULL;
+}

@@ -1,0 +1,1298 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* shards.c - see shards.h and data/README.md. */
+#include "shards.h"
+
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <math.h>
+#include <stdarg.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "base/h5check.h"
+#include "base/hdf5_lock.h"
+#include "base/util.h"
+
+void shards_quiet_hdf5(void) {
+    /* The library's default handler prints a multi-screen stack for an expected condition
+     * (a truncated file); our one-line message says it better. */
+    hdf5_lock();
+    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
+    hdf5_unlock();
+}
+
+/* Every function below that calls HDF5 is a *_locked body run under hdf5_lock() by its public
+ * wrapper: the library is not thread-safe and the checkpoint writer uses it from its own
+ * thread. Each holds the lock for one file operation at most. */
+
+/* ---- naming -------------------------------------------------------------------------------- */
+
+void shard_name(char *buf, size_t len, const char *split, int index, int count) {
+    snprintf_check(buf, len, "%s-%05d-of-%05d.h5", split, index, count);
+}
+
+static int parse_5digits(const char *s, int *out) {
+    int v = 0;
+    for (int i = 0; i < 5; i++) {
+        if (s[i] < '0' || s[i] > '9') return 0;
+        v = v * 10 + (s[i] - '0');
+    }
+    *out = v;
+    return 1;
+}
+
+int shard_parse_name(const char *name, const char *split, int *index, int *count) {
+    size_t ls = strlen(split);
+    /* <split>-NNNNN-of-MMMMM.h5 : exact length, so train-1-of-2.h5 or a .tmp file never match */
+    if (strlen(name) != ls + 1 + 5 + 4 + 5 + 3) return 0;
+    if (strncmp(name, split, ls) != 0 || name[ls] != '-') return 0;
+    const char *p = name + ls + 1;
+    int i, c;
+    if (!parse_5digits(p, &i) || strncmp(p + 5, "-of-", 4) != 0 || !parse_5digits(p + 9, &c) ||
+        strcmp(p + 14, ".h5") != 0)
+        return 0;
+    *index = i;
+    *count = c;
+    return 1;
+}
+
+/* Any split: used to report NNNNN/MMMMM for files given by path (inspect). */
+static void parse_any_name(const char *name, int *index, int *count) {
+    *index = *count = -1;
+    const char *dash = strchr(name, '-');
+    if (!dash) return;
+    char split[32];
+    size_t ls = (size_t)(dash - name);
+    if (ls == 0 || ls >= sizeof split) return;
+    memcpy(split, name, ls);
+    split[ls] = '\0';
+    if (!shard_parse_name(name, split, index, count)) *index = *count = -1;
+}
+
+/* ---- attributes ---------------------------------------------------------------------------- */
+
+void shard_attrs_free(ShardAttrs *a) {
+    if (a->class_names) {
+        for (int k = 0; k < a->num_classes; k++) free(a->class_names[k]);
+        free(a->class_names);
+    }
+    a->class_names = NULL;
+}
+
+void shard_attrs_copy(ShardAttrs *dst, const ShardAttrs *src) {
+    *dst = *src;
+    dst->class_names = NULL;
+    if (src->class_names) {
+        dst->class_names = callocCheck((size_t)src->num_classes, sizeof(char *));
+        for (int k = 0; k < src->num_classes; k++) {
+            dst->class_names[k] = strdup(src->class_names[k]);
+            CHECK(dst->class_names[k] != NULL);
+        }
+    }
+}
+
+static void describe_type(hid_t t, char *buf, size_t len) {
+    H5T_class_t cls = H5Tget_class(t);
+    size_t bits = H5Tget_size(t) * 8;
+    if (cls == H5T_INTEGER)
+        snprintf(buf, len, "%s%zu", H5Tget_sign(t) == H5T_SGN_NONE ? "uint" : "int", bits);
+    else if (cls == H5T_FLOAT)
+        snprintf(buf, len, "float%zu", bits);
+    else if (cls == H5T_STRING)
+        snprintf(buf, len, "string");
+    else
+        snprintf(buf, len, "a non-numeric type");
+}
+
+static void describe_dims(const hsize_t *dims, int rank, char *buf, size_t len) {
+    size_t o = 0;
+    o += (size_t)snprintf(buf + o, len - o, "[");
+    for (int i = 0; i < rank && o < len; i++)
+        o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "", (unsigned long long)dims[i]);
+    if (o < len) snprintf(buf + o, len - o, "]");
+}
+
+/* Number of elements of an attribute's dataspace (scalar = 1), or -1. */
+static long long attr_npoints(hid_t a) {
+    hid_t s = H5Aget_space(a);
+    if (s < 0) return -1;
+    hssize_t n = H5Sget_simple_extent_npoints(s);
+    H5Sclose(s);
+    return (long long)n;
+}
+
+static int read_num_classes(hid_t file, const char *path, int *out, char *err, size_t errlen) {
+    if (H5Aexists(file, "num_classes") <= 0)
+        return errf(err, errlen, "%s: attribute 'num_classes' is missing (an integer, the number of classes, is required)", path);
+    hid_t a = H5Aopen(file, "num_classes", H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'num_classes' (corrupt file?)", path);
+    hid_t t = H5Aget_type(a);
+    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    long long np = attr_npoints(a);
+    int v = 0;
+    herr_t r = (isint && np == 1) ? H5Aread(a, H5T_NATIVE_INT, &v) : -1;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    if (!isint || np != 1)
+        return errf(err, errlen, "%s: attribute 'num_classes' must be a single integer", path);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute 'num_classes' (corrupt file?)", path);
+    if (v < 1 || v > SHARD_MAX_CLASSES)
+        return errf(err, errlen, "%s: attribute 'num_classes' is %d but must be in [1, %d]", path, v, SHARD_MAX_CLASSES);
+    *out = v;
+    return 0;
+}
+
+static int read_float3(hid_t file, const char *path, const char *name, float out[3], char *err, size_t errlen) {
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute '%s' (corrupt file?)", path, name);
+    hid_t t = H5Aget_type(a);
+    H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
+    int numeric = cls == H5T_FLOAT || cls == H5T_INTEGER;
+    long long np = attr_npoints(a);
+    herr_t r = (numeric && np == 3) ? H5Aread(a, H5T_NATIVE_FLOAT, out) : -1;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    if (!numeric || np != 3)
+        return errf(err, errlen, "%s: attribute '%s' must be 3 floats (one per channel, in units of pixel/255)", path, name);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute '%s' (corrupt file?)", path, name);
+    return 0;
+}
+
+/* Offset of the first C0 or C1 control character (raw, or C1 as UTF-8) in s, or -1. */
+static long control_char_at(const char *s) {
+    const unsigned char *u = (const unsigned char *)s;
+    for (long i = 0; u[i]; i++) {
+        if (u[i] < 0x20 || u[i] == 0x7f) return i;
+        if (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) return i;   /* U+0080..U+009F */
+    }
+    return -1;
+}
+
+static int read_class_names(hid_t file, const char *path, int num_classes, char ***out,
+                            char *err, size_t errlen) {
+    *out = NULL;
+    hid_t a = H5Aopen(file, "class_names", H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'class_names' (corrupt file?)", path);
+    hid_t ft = H5Aget_type(a);
+    long long np = attr_npoints(a);
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING) {
+        if (ft >= 0) H5Tclose(ft);
+        H5Aclose(a);
+        return errf(err, errlen, "%s: attribute 'class_names' must be strings (one per class)", path);
+    }
+    if (np != num_classes) {
+        H5Tclose(ft);
+        H5Aclose(a);
+        return errf(err, errlen, "%s: attribute 'class_names' has %lld names but num_classes is %d", path, np, num_classes);
+    }
+    char **names = callocCheck((size_t)num_classes, sizeof(char *));
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    /* Same character set as the file: HDF5 refuses to convert between ASCII and UTF-8. */
+    H5Tset_cset(mt, H5Tget_cset(ft));
+    herr_t r;
+    if (H5Tis_variable_str(ft) > 0) {
+        H5Tset_size(mt, H5T_VARIABLE);
+        char **buf = callocCheck((size_t)num_classes, sizeof(char *));
+        r = H5Aread(a, mt, buf);
+        if (r >= 0) {
+            for (int k = 0; k < num_classes; k++) names[k] = strdup(buf[k] ? buf[k] : "");
+            hid_t sp = H5Aget_space(a);
+#if H5_VERSION_GE(1, 12, 0)
+            H5Treclaim(mt, sp, H5P_DEFAULT, buf);
+#else
+            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, buf);
+#endif
+            H5Sclose(sp);
+        }
+        free(buf);
+    } else {
+        size_t sz = H5Tget_size(ft);
+        H5Tset_size(mt, sz + 1);      /* room for the terminator a NULLPAD string lacks */
+        H5Tset_strpad(mt, H5T_STR_NULLTERM);
+        char *buf = callocCheck((size_t)num_classes, sz + 1);
+        r = H5Aread(a, mt, buf);
+        if (r >= 0)
+            for (int k = 0; k < num_classes; k++) names[k] = strndup(buf + (size_t)k * (sz + 1), sz);
+        free(buf);
+    }
+    H5Tclose(mt);
+    H5Tclose(ft);
+    H5Aclose(a);
+    if (r < 0) {
+        free(names);
+        return errf(err, errlen, "%s: cannot read attribute 'class_names' (corrupt file?)", path);
+    }
+    for (int k = 0; k < num_classes; k++) CHECK(names[k] != NULL);
+    /* Names reach the terminal (inspect, logs): an escape sequence in a file must not. */
+    for (int k = 0; k < num_classes; k++) {
+        long bad = control_char_at(names[k]);
+        if (bad >= 0) {
+            errf(err, errlen, "%s: attribute 'class_names': name %d holds a control character (0x%02x at byte %ld)",
+                 path, k, (unsigned char)names[k][bad], bad);
+            for (int j = 0; j < num_classes; j++) free(names[j]);
+            free(names);
+            return -1;
+        }
+    }
+    *out = names;
+    return 0;
+}
+
+/* ---- reading ------------------------------------------------------------------------------- */
+
+static int open_file(const char *path, hid_t *file, char *err, size_t errlen) {
+    shards_quiet_hdf5();
+    struct stat st;
+    if (stat(path, &st) != 0) return errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
+    if (!S_ISREG(st.st_mode)) return errf(err, errlen, "%s: not a regular file (an HDF5 shard is expected)", path);
+    if (access(path, R_OK) != 0) return errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
+#if H5_VERSION_GE(1, 12, 0)
+    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT);
+#else
+    htri_t is_hdf5 = H5Fis_hdf5(path);
+#endif
+    if (is_hdf5 <= 0)
+        return errf(err, errlen, "%s: not an HDF5 file (corrupt or another format; an HDF5 shard is expected)", path);
+    if (h5check_file(path, err, errlen) != 0) return -1;   /* before HDF5 reads its metadata */
+    *file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
+    if (*file < 0) return errf(err, errlen, "%s: cannot open as HDF5 (truncated or corrupt file)", path);
+    return 0;
+}
+
+/* Opens dataset `name`, or explains that it is missing. */
+static hid_t open_dataset(hid_t file, const char *path, const char *name, const char *what,
+                          char *err, size_t errlen) {
+    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
+        errf(err, errlen, "%s: dataset '%s' is missing (%s is required)", path, name, what);
+        return -1;
+    }
+    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
+    if (d < 0) {
+        errf(err, errlen, "%s: '%s' is not a readable dataset (%s is required)", path, name, what);
+        return -1;
+    }
+    char why[128];
+    if (h5check_compact_storage(d, why, sizeof why) != 0) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: dataset '%s' has %s (damaged file?)", path, name, why);
+        return -1;
+    }
+    return d;
+}
+
+void shard_info_free(ShardInfo *info) { shard_attrs_free(&info->attrs); }
+
+/* ---- JPEG shards --------------------------------------------------------------------------- */
+
+/* A string attribute of one element (variable- or fixed-length, as h5py or ddptrain-data
+ * writes it) into buf; -1 with err when it is not one or cannot be read. */
+static int read_string_attr(hid_t file, const char *path, const char *name, char *buf, size_t len,
+                            char *err, size_t errlen) {
+    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute '%s' (corrupt file?)", path, name);
+    hid_t ft = H5Aget_type(a);
+    long long np = attr_npoints(a);
+    if (ft < 0 || H5Tget_class(ft) != H5T_STRING || np != 1) {
+        if (ft >= 0) H5Tclose(ft);
+        H5Aclose(a);
+        return errf(err, errlen, "%s: attribute '%s' must be a single string", path, name);
+    }
+    hid_t mt = H5Tcopy(H5T_C_S1);
+    H5Tset_cset(mt, H5Tget_cset(ft));
+    herr_t r;
+    buf[0] = '\0';
+    if (H5Tis_variable_str(ft) > 0) {
+        H5Tset_size(mt, H5T_VARIABLE);
+        char *v = NULL;
+        r = H5Aread(a, mt, &v);
+        if (r >= 0) {
+            snprintf(buf, len, "%s", v ? v : "");
+            hid_t sp = H5Aget_space(a);
+#if H5_VERSION_GE(1, 12, 0)
+            H5Treclaim(mt, sp, H5P_DEFAULT, &v);
+#else
+            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, &v);
+#endif
+            H5Sclose(sp);
+        }
+    } else {
+        size_t sz = H5Tget_size(ft);
+        if (sz >= len) sz = len - 1;   /* longer than any value we accept: cut, then refused */
+        H5Tset_size(mt, sz + 1);
+        H5Tset_strpad(mt, H5T_STR_NULLTERM);
+        r = H5Aread(a, mt, buf);
+        buf[sz] = '\0';
+    }
+    H5Tclose(mt);
+    H5Tclose(ft);
+    H5Aclose(a);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute '%s' (corrupt file?)", path, name);
+    return 0;
+}
+
+/* The file attribute `encoding`: absent or "raw" is SHARD_ENC_RAW, "jpeg" SHARD_ENC_JPEG. */
+static int read_encoding(hid_t file, const char *path, int *out, char *err, size_t errlen) {
+    *out = SHARD_ENC_RAW;
+    if (H5Aexists(file, "encoding") <= 0) return 0;
+    char v[64];
+    if (read_string_attr(file, path, "encoding", v, sizeof v, err, errlen) != 0) return -1;
+    if (strcmp(v, "raw") == 0) return 0;
+    if (strcmp(v, "jpeg") == 0) {
+        *out = SHARD_ENC_JPEG;
+        return 0;
+    }
+    return errf(err, errlen, "%s: attribute 'encoding' is %s but must be \"raw\" or \"jpeg\"", path, QUOTED(v));
+}
+
+/* The file attribute `image_size` of a JPEG shard: S, every image's shorter side. */
+static int read_image_size(hid_t file, const char *path, int *out, char *err, size_t errlen) {
+    if (H5Aexists(file, "image_size") <= 0)
+        return errf(err, errlen, "%s: attribute 'image_size' is missing (a JPEG shard needs it: an integer, the shorter side of every image)", path);
+    hid_t a = H5Aopen(file, "image_size", H5P_DEFAULT);
+    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'image_size' (corrupt file?)", path);
+    hid_t t = H5Aget_type(a);
+    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
+    long long np = attr_npoints(a);
+    long long v = 0;
+    herr_t r = (isint && np == 1) ? H5Aread(a, H5T_NATIVE_LLONG, &v) : -1;
+    if (t >= 0) H5Tclose(t);
+    H5Aclose(a);
+    if (!isint || np != 1) return errf(err, errlen, "%s: attribute 'image_size' must be a single integer", path);
+    if (r < 0) return errf(err, errlen, "%s: cannot read attribute 'image_size' (corrupt file?)", path);
+    if (v < 1 || v > SHARD_MAX_JPEG_SIZE)
+        return errf(err, errlen, "%s: attribute 'image_size' is %lld but must be in [1, %d]", path, v, SHARD_MAX_JPEG_SIZE);
+    *out = (int)v;
+    return 0;
+}
+
+/* Opens dataset `name` and checks it is an unsigned integer of `bytes` bytes and rank `rank`;
+ * dims filled. `want` says what is required ("uint64 [N+1]"). */
+static hid_t open_typed(hid_t file, const char *path, const char *name, size_t bytes, int rank,
+                        hsize_t *dims, const char *want, char *err, size_t errlen) {
+    hid_t d = open_dataset(file, path, name, want, err, errlen);
+    if (d < 0) return -1;
+    hid_t t = H5Dget_type(d), sp = H5Dget_space(d);
+    int rk = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    int ok = t >= 0 && rk >= 0 && rk <= H5S_MAX_RANK;
+    hsize_t all[H5S_MAX_RANK];
+    char tdesc[32] = "", ddesc[128] = "";
+    if (ok) {
+        H5Sget_simple_extent_dims(sp, all, NULL);
+        describe_dims(all, rk, ddesc, sizeof ddesc);
+        describe_type(t, tdesc, sizeof tdesc);
+    }
+    int type_ok = ok && H5Tget_class(t) == H5T_INTEGER && H5Tget_size(t) == bytes && H5Tget_sign(t) == H5T_SGN_NONE;
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    if (!ok) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: cannot read the header of dataset '%s' (corrupt file?)", path, name);
+        return -1;
+    }
+    if (!type_ok) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: dataset '%s' has type %s but %s is required", path, name, tdesc, want);
+        return -1;
+    }
+    if (rk != rank) {
+        H5Dclose(d);
+        errf(err, errlen, "%s: dataset '%s' has shape %s but %s is required", path, name, ddesc, want);
+        return -1;
+    }
+    memcpy(dims, all, (size_t)rank * sizeof *dims);
+    return d;
+}
+
+/* The datasets of a JPEG shard: jpeg uint8 [B], offsets uint64 [N+1], sizes uint16 [N,2],
+ * and the attribute image_size; info->n, image_size and jpeg_bytes filled. */
+static int jpeg_header(hid_t file, const char *path, int expected_image_size, ShardInfo *info,
+                       hid_t *dj, hid_t *doff, hid_t *dsz, char *err, size_t errlen) {
+    hsize_t dims[2];
+    char want[64];
+    if (read_image_size(file, path, &info->image_size, err, errlen) != 0) return -1;
+    if (expected_image_size > 0 && info->image_size != expected_image_size)
+        return errf(err, errlen, "%s: attribute 'image_size' is %d but the configured image size is %d (a JPEG shard of shorter side %d is required)",
+                    path, info->image_size, expected_image_size, expected_image_size);
+    if ((*doff = open_typed(file, path, "offsets", 8, 1, dims, "uint64 [N+1]", err, errlen)) < 0) return -1;
+    if (dims[0] < 2)
+        return errf(err, errlen, "%s: dataset 'offsets' has shape [%llu] but uint64 [N+1] with N >= 1 samples is required",
+                    path, (unsigned long long)dims[0]);
+    if (dims[0] - 1 > SHARD_MAX_SAMPLES)
+        return errf(err, errlen, "%s: dataset 'offsets' claims %llu samples; at most %d per shard are supported",
+                    path, (unsigned long long)(dims[0] - 1), SHARD_MAX_SAMPLES);
+    info->n = (size_t)(dims[0] - 1);
+    snprintf(want, sizeof want, "uint16 [%zu,2]", info->n);
+    if ((*dsz = open_typed(file, path, "sizes", 2, 2, dims, want, err, errlen)) < 0) return -1;
+    if (dims[0] != info->n || dims[1] != 2)
+        return errf(err, errlen, "%s: dataset 'sizes' has shape [%llu,%llu] but %s (height, width of each of the %zu samples) is required",
+                    path, (unsigned long long)dims[0], (unsigned long long)dims[1], want, info->n);
+    if ((*dj = open_typed(file, path, "jpeg", 1, 1, dims, "uint8 [B]", err, errlen)) < 0) return -1;
+    /* Offsets increase strictly from 0 to B: at least a byte a sample. */
+    if (dims[0] < info->n)
+        return errf(err, errlen, "%s: dataset 'jpeg' holds %llu bytes for %zu samples (at least one byte a sample is required)",
+                    path, (unsigned long long)dims[0], info->n);
+    info->jpeg_bytes = (uint64_t)dims[0];
+    return 0;
+}
+
+/* Checks the offsets of samples [start, start + count) of a shard of n samples and B bytes:
+ * off [count+1], as stored. */
+static int check_offsets(const char *path, const uint64_t *off, size_t start, size_t count, size_t n,
+                         uint64_t B, char *err, size_t errlen) {
+    if (start == 0 && off[0] != 0)
+        return errf(err, errlen, "%s: sample 0: dataset 'offsets' starts at %llu (0 is required)", path, (unsigned long long)off[0]);
+    for (size_t i = 0; i < count; i++)
+        if (off[i + 1] <= off[i])
+            return errf(err, errlen, "%s: sample %zu: dataset 'offsets' says it ends at byte %llu, not after its start %llu (offsets must increase strictly)",
+                        path, start + i, (unsigned long long)off[i + 1], (unsigned long long)off[i]);
+    if (start + count == n && off[count] != B)
+        return errf(err, errlen, "%s: sample %zu: dataset 'offsets' ends at byte %llu but 'jpeg' holds %llu bytes (offsets[N] must be B)",
+                    path, n - 1, (unsigned long long)off[count], (unsigned long long)B);
+    if (off[count] > B)
+        return errf(err, errlen, "%s: sample %zu: dataset 'offsets' says it ends at byte %llu, past the %llu bytes of 'jpeg'",
+                    path, start + count - 1, (unsigned long long)off[count], (unsigned long long)B);
+    return 0;
+}
+
+/* Checks sizes [count][2] of samples [start, start + count): the shorter side S, the longer
+ * at most 2S. */
+static int check_sizes(const char *path, const uint16_t *sz, size_t start, size_t count, int S,
+                       char *err, size_t errlen) {
+    for (size_t i = 0; i < count; i++) {
+        int h = sz[2 * i], w = sz[2 * i + 1];
+        int lo = h < w ? h : w, hi = h < w ? w : h;
+        if (lo != S || hi > 2 * S)
+            return errf(err, errlen, "%s: sample %zu: dataset 'sizes' says %dx%d (height x width), but the shorter side must be %d (attribute 'image_size') and the longer at most %d",
+                        path, start + i, h, w, S, 2 * S);
+    }
+    return 0;
+}
+
+/* Reads elements [start, start + count) of a 1-D dataset, or rows of a 2-D one with `cols`
+ * columns, as `mtype` into buf, after the chunk check. */
+static int read_rows(hid_t d, const char *path, const char *name, hid_t mtype, int rank, hsize_t cols,
+                     hsize_t start, hsize_t count, void *buf, char *err, size_t errlen) {
+    hsize_t off[2] = {start, 0}, cnt[2] = {count, cols};
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = H5Screate_simple(rank, cnt, NULL);
+    herr_t r = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+    char why[160];
+    int rc = 0;
+    if (r >= 0 && h5check_chunks(d, off, cnt, why, sizeof why) != 0)
+        rc = errf(err, errlen, "%s: dataset '%s' has %s (damaged file?)", path, name, why);
+    else if (r < 0 || H5Dread(d, mtype, ms, fs, H5P_DEFAULT, buf) < 0)
+        rc = errf(err, errlen, "%s: cannot read [%llu, %llu) of dataset '%s' (truncated or corrupt file)",
+                  path, (unsigned long long)start, (unsigned long long)(start + count), name);
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    return rc;
+}
+
+/* Reads and checks all offsets and sizes of a JPEG shard (shard_read_info with labels). */
+static int check_jpeg_index(hid_t doff, hid_t dsz, const ShardInfo *info, char *err, size_t errlen) {
+    const char *path = info->path;
+    uint64_t *off = malloc((info->n + 1) * sizeof *off);
+    uint16_t *sz = malloc(info->n * 2 * sizeof *sz);
+    int rc = -1;
+    if (!off || !sz)
+        errf(err, errlen, "%s: cannot allocate %zu bytes for the offsets and sizes of %zu samples", path, info->n * 12 + 8, info->n);
+    else if (read_rows(doff, path, "offsets", H5T_NATIVE_UINT64, 1, 1, 0, info->n + 1, off, err, errlen) == 0 &&
+             read_rows(dsz, path, "sizes", H5T_NATIVE_UINT16, 2, 2, 0, info->n, sz, err, errlen) == 0 &&
+             check_offsets(path, off, 0, info->n, info->n, info->jpeg_bytes, err, errlen) == 0 &&
+             check_sizes(path, sz, 0, info->n, info->image_size, err, errlen) == 0)
+        rc = 0;
+    free(off);
+    free(sz);
+    return rc;
+}
+
+
+static int shard_read_info_locked(ShardInfo *info, const char *path, int expected_image_size,
+                    int expected_num_classes, int32_t **labels_out, char *err, size_t errlen) {
+    memset(info, 0, sizeof *info);
+    if (labels_out) *labels_out = NULL;
+    if (strlen(path) >= sizeof info->path) return errf(err, errlen, "%s: path too long", path);
+    strcpy(info->path, path);
+    const char *slash = strrchr(info->path, '/');
+    info->name = slash ? slash + 1 : info->path;
+    parse_any_name(info->name, &info->index, &info->count);
+
+    hid_t file;
+    if (open_file(path, &file, err, errlen) != 0) return -1;
+    char want[64];
+    if (expected_image_size > 0)
+        snprintf(want, sizeof want, "[N,%d,%d,3] uint8", expected_image_size, expected_image_size);
+    else
+        snprintf(want, sizeof want, "[N,S,S,3] uint8");
+
+    int rc = -1;
+    hid_t di = -1, dl = -1, ti = -1, tl = -1, si = -1, sl = -1;
+    hid_t dj = -1, doff = -1, dsz = -1;   /* a JPEG shard's */
+    char tdesc[32], ddesc[128];
+    hsize_t dims[H5S_MAX_RANK];
+    int rank;
+
+    if (read_encoding(file, path, &info->encoding, err, errlen) != 0) goto done;
+    if (info->encoding == SHARD_ENC_JPEG) {
+        if (jpeg_header(file, path, expected_image_size, info, &dj, &doff, &dsz, err, errlen) != 0) goto done;
+    } else {
+        /* images: uint8 [N,S,S,3] */
+        if ((di = open_dataset(file, path, "images", want, err, errlen)) < 0) goto done;
+        ti = H5Dget_type(di);
+        si = H5Dget_space(di);
+        if (ti < 0 || si < 0) { errf(err, errlen, "%s: cannot read the header of dataset 'images' (corrupt file?)", path); goto done; }
+        rank = H5Sget_simple_extent_ndims(si);
+        if (rank < 0 || rank > H5S_MAX_RANK) { errf(err, errlen, "%s: cannot read the shape of dataset 'images' (corrupt file?)", path); goto done; }
+        H5Sget_simple_extent_dims(si, dims, NULL);
+        describe_dims(dims, rank, ddesc, sizeof ddesc);
+        describe_type(ti, tdesc, sizeof tdesc);
+        if (!(H5Tget_class(ti) == H5T_INTEGER && H5Tget_size(ti) == 1 && H5Tget_sign(ti) == H5T_SGN_NONE)) {
+            errf(err, errlen, "%s: dataset 'images' has type %s but %s is required", path, tdesc, want);
+            goto done;
+        }
+        if (rank != 4 || dims[3] != 3 || dims[1] != dims[2] || dims[1] == 0) {
+            errf(err, errlen, "%s: dataset 'images' has shape %s but %s is required", path, ddesc, want);
+            goto done;
+        }
+        if (expected_image_size > 0 && dims[1] != (hsize_t)expected_image_size) {
+            errf(err, errlen, "%s: images are %llux%llu but the configured image size is %d (%s is required)",
+                 path, (unsigned long long)dims[1], (unsigned long long)dims[2], expected_image_size, want);
+            goto done;
+        }
+        if (dims[0] == 0) { errf(err, errlen, "%s: dataset 'images' holds no samples (shape %s)", path, ddesc); goto done; }
+        if (dims[1] > 65536) { errf(err, errlen, "%s: images of %llu pixels a side are not supported", path, (unsigned long long)dims[1]); goto done; }
+        /* The sample count sizes every buffer (labels: n * 4 bytes, images: n * S*S*3): a header
+         * may claim any count, e.g. 2^62 in chunks never written, whose products wrap. */
+        if (dims[0] > SHARD_MAX_SAMPLES || dims[0] > (hsize_t)(SIZE_MAX / 2 / (dims[1] * dims[1] * 3))) {
+            errf(err, errlen, "%s: dataset 'images' claims %llu samples of %llux%llu; at most %d per shard are supported",
+                 path, (unsigned long long)dims[0], (unsigned long long)dims[1], (unsigned long long)dims[1], SHARD_MAX_SAMPLES);
+            goto done;
+        }
+        info->n = (size_t)dims[0];
+        info->image_size = (int)dims[1];
+    }
+
+    /* labels: integer [N] */
+    if ((dl = open_dataset(file, path, "labels", "an integer dataset [N]", err, errlen)) < 0) goto done;
+    tl = H5Dget_type(dl);
+    sl = H5Dget_space(dl);
+    if (tl < 0 || sl < 0) { errf(err, errlen, "%s: cannot read the header of dataset 'labels' (corrupt file?)", path); goto done; }
+    rank = H5Sget_simple_extent_ndims(sl);
+    if (rank < 0 || rank > H5S_MAX_RANK) { errf(err, errlen, "%s: cannot read the shape of dataset 'labels' (corrupt file?)", path); goto done; }
+    H5Sget_simple_extent_dims(sl, dims, NULL);
+    describe_dims(dims, rank, ddesc, sizeof ddesc);
+    describe_type(tl, tdesc, sizeof tdesc);
+    if (H5Tget_class(tl) != H5T_INTEGER || H5Tget_size(tl) > 8) {   /* wider: HDF5 converts through a buffer that wide */
+        errf(err, errlen, "%s: dataset 'labels' has type %s but an integer type is required", path, tdesc);
+        goto done;
+    }
+    if (rank != 1) {
+        errf(err, errlen, "%s: dataset 'labels' has shape %s but [%zu] (one label per image) is required", path, ddesc, info->n);
+        goto done;
+    }
+    if (dims[0] != info->n) {
+        errf(err, errlen, "%s: dataset 'labels' has %llu entries but '%s' has %zu (one label per image is required)",
+             path, (unsigned long long)dims[0], info->encoding == SHARD_ENC_JPEG ? "sizes" : "images", info->n);
+        goto done;
+    }
+
+    /* attributes */
+    ShardAttrs *at = &info->attrs;
+    if (read_num_classes(file, path, &at->num_classes, err, errlen) != 0) goto done;
+    if (expected_num_classes > 0 && at->num_classes != expected_num_classes) {
+        errf(err, errlen, "%s: attribute 'num_classes' is %d but %d classes are configured", path, at->num_classes, expected_num_classes);
+        goto done;
+    }
+    if (H5Aexists(file, "class_names") > 0 &&
+        read_class_names(file, path, at->num_classes, &at->class_names, err, errlen) != 0)
+        goto done;
+    int hm = H5Aexists(file, "mean") > 0, hs = H5Aexists(file, "std") > 0;
+    if (hm != hs) {
+        errf(err, errlen, "%s: attribute '%s' is present without '%s' (give both or neither)", path, hm ? "mean" : "std", hm ? "std" : "mean");
+        goto done;
+    }
+    if (hm) {
+        if (read_float3(file, path, "mean", at->mean, err, errlen) != 0) goto done;
+        if (read_float3(file, path, "std", at->std, err, errlen) != 0) goto done;
+        for (int c = 0; c < 3; c++)
+            if (!(at->std[c] > 0.0f) || !(at->std[c] <= 1e6f)) {
+                errf(err, errlen, "%s: attribute 'std' must be 3 positive finite numbers (got %g %g %g)",
+                     path, (double)at->std[0], (double)at->std[1], (double)at->std[2]);
+                goto done;
+            } else if (!(fabsf(at->mean[c]) <= 1e6f)) {   /* false for NaN and infinities too */
+                errf(err, errlen, "%s: attribute 'mean' must be 3 finite numbers (got %g %g %g)",
+                     path, (double)at->mean[0], (double)at->mean[1], (double)at->mean[2]);
+                goto done;
+            }
+        at->has_norm = 1;
+    } else {
+        for (int c = 0; c < 3; c++) { at->mean[c] = SHARD_DEFAULT_MEAN; at->std[c] = SHARD_DEFAULT_STD; }
+    }
+
+    /* A header may also claim samples the file does not hold (chunks never written read as
+     * the fill value): each dataset must store at least what deflate at its best (1032:1)
+     * could pack its samples into, or a 2 kB file would have the loader allocate and fill
+     * gigabytes. */
+    const int jp = info->encoding == SHARD_ENC_JPEG;
+    const struct { hid_t d; const char *name; double bytes; } need[4] = {
+        {dl, "labels", (double)info->n},
+        {jp ? dj : di, jp ? "jpeg" : "images", jp ? (double)info->jpeg_bytes : (double)info->n * 3.0 * info->image_size * info->image_size},
+        {doff, "offsets", 8.0 * ((double)info->n + 1)}, {dsz, "sizes", 4.0 * (double)info->n}};
+    for (int k = 0; k < (jp ? 4 : 2); k++) {
+        hsize_t stored = H5Dget_storage_size(need[k].d);
+        if ((double)stored * 1100.0 < need[k].bytes) {
+            errf(err, errlen, "%s: dataset '%s' stores %llu bytes for %zu samples (chunks never written? truncated?)",
+                 path, need[k].name, (unsigned long long)stored, info->n);
+            goto done;
+        }
+    }
+
+    if (labels_out) {
+        int32_t *lab = malloc(info->n * sizeof(int32_t));
+        if (!lab) {
+            errf(err, errlen, "%s: cannot allocate %zu bytes for the %zu labels", path, info->n * sizeof(int32_t), info->n);
+            goto done;
+        }
+        char why[160];
+        if (h5check_chunks(dl, NULL, NULL, why, sizeof why) != 0) {
+            free(lab);
+            errf(err, errlen, "%s: dataset 'labels' has %s (damaged file?)", path, why);
+            goto done;
+        }
+        if (H5Dread(dl, H5T_NATIVE_INT32, H5S_ALL, H5S_ALL, H5P_DEFAULT, lab) < 0) {
+            free(lab);
+            errf(err, errlen, "%s: cannot read dataset 'labels' (truncated or corrupt file)", path);
+            goto done;
+        }
+        for (size_t i = 0; i < info->n; i++)
+            if (lab[i] < 0 || lab[i] >= at->num_classes) {
+                errf(err, errlen, "%s: label %d at index %zu is outside [0, %d) (num_classes is %d)",
+                     path, lab[i], i, at->num_classes, at->num_classes);
+                free(lab);
+                goto done;
+            }
+        if (jp && check_jpeg_index(doff, dsz, info, err, errlen) != 0) {
+            free(lab);
+            goto done;
+        }
+        *labels_out = lab;
+    }
+    rc = 0;
+done:
+    if (si >= 0) H5Sclose(si);
+    if (sl >= 0) H5Sclose(sl);
+    if (ti >= 0) H5Tclose(ti);
+    if (tl >= 0) H5Tclose(tl);
+    if (di >= 0) H5Dclose(di);
+    if (dl >= 0) H5Dclose(dl);
+    if (dj >= 0) H5Dclose(dj);
+    if (doff >= 0) H5Dclose(doff);
+    if (dsz >= 0) H5Dclose(dsz);
+    if (H5Fclose(file) < 0 && rc == 0) rc = errf(err, errlen, "%s: error closing the file (corrupt file?)", path);
+    if (rc != 0) shard_attrs_free(&info->attrs);
+    return rc;
+}
+
+static int shard_read_range_locked(const char *path, size_t start, size_t count, int image_size,
+                     uint8_t *images, int32_t *labels, char *err, size_t errlen) {
+    if (count == 0) return 0;
+    hid_t file;
+    if (open_file(path, &file, err, errlen) != 0) return -1;
+    int rc = 0;
+    const char *names[2] = {"images", "labels"};
+    void *bufs[2] = {images, labels};
+    for (int k = 0; k < 2 && rc == 0; k++) {
+        if (!bufs[k]) continue;
+        hid_t d = open_dataset(file, path, names[k], k ? "an integer dataset [N]" : "uint8 [N,S,S,3]", err, errlen);
+        if (d < 0) { rc = -1; break; }
+        hid_t fs = H5Dget_space(d);
+        hsize_t off[4] = {start, 0, 0, 0};
+        hsize_t cnt[4] = {count, (hsize_t)image_size, (hsize_t)image_size, 3};
+        int rank = k ? 1 : 4;
+        hid_t ms = H5Screate_simple(rank, cnt, NULL);
+        herr_t r = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+        char why[160];
+        if (r >= 0 && h5check_chunks(d, off, cnt, why, sizeof why) != 0) {
+            rc = errf(err, errlen, "%s: dataset '%s' has %s (damaged file?)", path, names[k], why);
+            r = 0;
+        } else if (r >= 0) r = H5Dread(d, k ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT, bufs[k]);
+        if (r < 0) rc = errf(err, errlen, "%s: cannot read samples [%zu, %zu) of dataset '%s' (truncated or corrupt file)",
+                             path, start, start + count, names[k]);
+        if (ms >= 0) H5Sclose(ms);
+        if (fs >= 0) H5Sclose(fs);
+        H5Dclose(d);
+    }
+    H5Fclose(file);
+    return rc;
+}
+
+static int shard_read_jpeg_range_locked(const char *path, size_t start, size_t count, uint64_t *offsets,
+                                        uint16_t *sizes, uint8_t **bytes, int32_t *labels, char *err,
+                                        size_t errlen) {
+    if (bytes) *bytes = NULL;
+    CHECK(count >= 1 && offsets != NULL);
+    hid_t file;
+    if (open_file(path, &file, err, errlen) != 0) return -1;
+    ShardInfo info;
+    memset(&info, 0, sizeof info);
+    snprintf(info.path, sizeof info.path, "%s", path);
+    hid_t dj = -1, doff = -1, dsz = -1, dl = -1;
+    uint16_t *sz = NULL;
+    uint8_t *buf = NULL;
+    int rc = -1;
+    if (read_encoding(file, path, &info.encoding, err, errlen) != 0) goto done;
+    if (info.encoding != SHARD_ENC_JPEG) {
+        errf(err, errlen, "%s: not a JPEG shard (attribute 'encoding' is not \"jpeg\")", path);
+        goto done;
+    }
+    if (jpeg_header(file, path, 0, &info, &dj, &doff, &dsz, err, errlen) != 0) goto done;
+    if (start > info.n || count > info.n - start) {
+        errf(err, errlen, "%s: samples [%zu, %zu) asked for, but the shard holds %zu (changed since it was opened?)",
+             path, start, start + count, info.n);
+        goto done;
+    }
+    if (read_rows(doff, path, "offsets", H5T_NATIVE_UINT64, 1, 1, start, count + 1, offsets, err, errlen) != 0 ||
+        check_offsets(path, offsets, start, count, info.n, info.jpeg_bytes, err, errlen) != 0)
+        goto done;
+    sz = sizes ? sizes : malloc(count * 2 * sizeof *sz);
+    if (!sz) {
+        errf(err, errlen, "%s: cannot allocate the sizes of %zu samples", path, count);
+        goto done;
+    }
+    if (read_rows(dsz, path, "sizes", H5T_NATIVE_UINT16, 2, 2, start, count, sz, err, errlen) != 0 ||
+        check_sizes(path, sz, start, count, info.image_size, err, errlen) != 0)
+        goto done;
+    if (labels) {
+        /* Range-checked by the caller against num_classes, as shard_read_range's. */
+        if ((dl = open_dataset(file, path, "labels", "an integer dataset [N]", err, errlen)) < 0 ||
+            read_rows(dl, path, "labels", H5T_NATIVE_INT32, 1, 1, start, count, labels, err, errlen) != 0)
+            goto done;
+    }
+    const uint64_t first = offsets[0], len = offsets[count] - first;
+    if (bytes) {
+        buf = len <= SIZE_MAX ? malloc((size_t)len) : NULL;
+        if (!buf) {
+            errf(err, errlen, "%s: cannot allocate %llu bytes for samples [%zu, %zu)", path, (unsigned long long)len,
+                 start, start + count);
+            goto done;
+        }
+        if (read_rows(dj, path, "jpeg", H5T_NATIVE_UINT8, 1, 1, first, len, buf, err, errlen) != 0) goto done;
+    }
+    for (size_t i = 0; i <= count; i++) offsets[i] -= first;
+    if (bytes) *bytes = buf;
+    buf = NULL;
+    rc = 0;
+done:
+    free(buf);
+    if (sz != sizes) free(sz);
+    if (dj >= 0) H5Dclose(dj);
+    if (doff >= 0) H5Dclose(doff);
+    if (dsz >= 0) H5Dclose(dsz);
+    if (dl >= 0) H5Dclose(dl);
+    H5Fclose(file);
+    return rc;
+}
+
+/* ---- discovery ----------------------------------------------------------------------------- */
+
+typedef struct { int index, count; char name[64]; } Found;
+
+static int cmp_found(const void *a, const void *b) {
+    const Found *x = a, *y = b;
+    if (x->count != y->count) return x->count < y->count ? -1 : 1;
+    return x->index < y->index ? -1 : x->index > y->index;
+}
+
+/* Lists the files named like shards of `split`; returns the count or -1 (errno). */
+static int list_split(const char *dir, const char *split, Found **out) {
+    *out = NULL;
+    DIR *d = opendir(dir);
+    if (!d) return -1;
+    int n = 0, cap = 0;
+    Found *f = NULL;
+    struct dirent *e;
+    while ((e = readdir(d)) != NULL) {
+        int i, c;
+        if (!shard_parse_name(e->d_name, split, &i, &c)) continue;
+        if (n == cap) {
+            cap = cap ? 2 * cap : 16;
+            Found *g = realloc(f, (size_t)cap * sizeof *f);
+            CHECK(g != NULL);
+            f = g;
+        }
+        f[n].index = i;
+        f[n].count = c;
+        snprintf_check(f[n].name, sizeof f[n].name, "%s", e->d_name);
+        n++;
+    }
+    closedir(d);
+    if (n) qsort(f, (size_t)n, sizeof *f, cmp_found);
+    *out = f;
+    return n;
+}
+
+int shards_dir_has_split(const char *dir, const char *split) {
+    Found *f;
+    int n = list_split(dir, split, &f);
+    free(f);
+    return n > 0;
+}
+
+void shardset_free(ShardSet *set) {
+    if (set->shards)
+        for (int i = 0; i < set->num_shards; i++) shard_info_free(&set->shards[i]);
+    free(set->shards);
+    set->shards = NULL;
+    set->num_shards = 0;
+}
+
+static void join_path(char *buf, size_t len, const char *dir, const char *name) {
+    size_t l = strlen(dir);
+    snprintf_check(buf, len, "%s%s%s", dir, (l && dir[l - 1] == '/') ? "" : "/", name);
+}
+
+int shardset_open(ShardSet *set, const char *dir, const char *split, int expected_image_size,
+                  int expected_num_classes, char *err, size_t errlen) {
+    memset(set, 0, sizeof *set);
+    shards_quiet_hdf5();
+    if (strlen(dir) >= sizeof set->dir - 80) return errf(err, errlen, "%s: path too long", dir);
+    if (strlen(split) >= sizeof set->split) return errf(err, errlen, "%s: split name '%s' too long", dir, split);
+    strcpy(set->dir, dir);
+    strcpy(set->split, split);
+
+    struct stat st;
+    if (stat(dir, &st) != 0) return errf(err, errlen, "%s: cannot open data directory: %s", dir, strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return errf(err, errlen, "%s: not a directory (a directory of %s-NNNNN-of-MMMMM.h5 shards is expected)", dir, split);
+    Found *f;
+    int n = list_split(dir, split, &f);
+    if (n < 0) return errf(err, errlen, "%s: cannot read data directory: %s", dir, strerror(errno));
+    char p1[SHARD_PATH_MAX], p2[SHARD_PATH_MAX];
+    if (n == 0) {
+        free(f);
+        return errf(err, errlen, "%s: no %s shards found (files named %s-NNNNN-of-MMMMM.h5 are expected; see ddptrain-data --help)",
+                    dir, split, split);
+    }
+    /* One shard count for the whole split: a mix means a stale set was left behind. */
+    for (int i = 1; i < n; i++)
+        if (f[i].count != f[0].count) {
+            join_path(p1, sizeof p1, dir, f[i].name);
+            join_path(p2, sizeof p2, dir, f[0].name);
+            errf(err, errlen, "%s: shard count %d in the name differs from %d in %s (all %s shards must be -of-<same count>)",
+                 p1, f[i].count, f[0].count, p2, split);
+            free(f);
+            return -1;
+        }
+    int M = f[0].count;
+    for (int i = 0; i < n; i++)
+        if (f[i].index >= M || M < 1) {
+            join_path(p1, sizeof p1, dir, f[i].name);
+            errf(err, errlen, "%s: shard index %d is not below the shard count %d in its name", p1, f[i].index, M);
+            free(f);
+            return -1;
+        }
+    for (int i = 0; i < M; i++)
+        if (i >= n || f[i].index != i) {
+            char nm[64];
+            shard_name(nm, sizeof nm, split, i, M);
+            join_path(p1, sizeof p1, dir, nm);
+            errf(err, errlen, "%s: missing (the %s shard set is incomplete: %d of %d shards present)", p1, split, n, M);
+            free(f);
+            return -1;
+        }
+    set->num_shards = M;
+    set->shards = callocCheck((size_t)M, sizeof(ShardInfo));
+    int rc = 0;
+    for (int i = 0; i < M && rc == 0; i++) {
+        join_path(p1, sizeof p1, dir, f[i].name);
+        ShardInfo *s = &set->shards[i];
+        if (shard_read_info(s, p1, expected_image_size, expected_num_classes, NULL, err, errlen) != 0) { rc = -1; break; }
+        const ShardInfo *s0 = &set->shards[0];
+        static const char *const enc_name[2] = {"raw", "jpeg"};
+        if (s->encoding != s0->encoding)
+            rc = errf(err, errlen, "%s: encoding %s but %s has encoding %s (all shards of a split must have one encoding)",
+                      p1, enc_name[s->encoding], s0->path, enc_name[s0->encoding]);
+        else if (s->encoding == SHARD_ENC_JPEG && s->image_size != s0->image_size)
+            rc = errf(err, errlen, "%s: attribute 'image_size' is %d but %s says %d (all shards of a split must have one image size)",
+                      p1, s->image_size, s0->path, s0->image_size);
+        else if (s->image_size != s0->image_size)
+            rc = errf(err, errlen, "%s: images are %dx%d but %s has %dx%d (all shards must have one image size)",
+                      p1, s->image_size, s->image_size, s0->path, s0->image_size, s0->image_size);
+        else if (s->attrs.num_classes != s0->attrs.num_classes)
+            rc = errf(err, errlen, "%s: attribute 'num_classes' is %d but %s says %d (all shards must agree)",
+                      p1, s->attrs.num_classes, s0->path, s0->attrs.num_classes);
+        /* The loader numbers a split's samples in 32 bits. */
+        if (rc == 0 && s->n > (size_t)SHARDSET_MAX_SAMPLES - set->total)
+            rc = errf(err, errlen, "%s: the %s shards hold more than %lu samples, the most one split may have",
+                      p1, split, (unsigned long)SHARDSET_MAX_SAMPLES);
+        set->total += s->n;
+    }
+    free(f);
+    if (rc != 0) shardset_free(set);
+    return rc;
+}
+
+/* ---- assignment ---------------------------------------------------------------------------- */
+
+int shards_assign(const size_t *counts, int num_shards, int rank, int world, ShardSlice *out,
+                  int max_out) {
+    CHECK(world >= 1 && rank >= 0 && rank < world && num_shards >= 0);
+    int k = 0;
+    if (num_shards >= world) {
+        for (int i = rank; i < num_shards; i += world) {
+            if (k < max_out) out[k] = (ShardSlice){i, 0, counts[i]};
+            k++;
+        }
+        return k;
+    }
+    size_t total = 0;
+    for (int i = 0; i < num_shards; i++) total += counts[i];
+    /* Floor of T*r/W in 64 bits: exact while T*W < 2^64, i.e. for any real dataset. */
+    size_t lo = (size_t)((uint64_t)total * (uint64_t)rank / (uint64_t)world);
+    size_t hi = (size_t)((uint64_t)total * (uint64_t)(rank + 1) / (uint64_t)world);
+    size_t off = 0;
+    for (int i = 0; i < num_shards; i++) {
+        size_t a = off, b = off + counts[i];
+        off = b;
+        size_t s = a > lo ? a : lo, e = b < hi ? b : hi;
+        if (s >= e) continue;
+        if (k < max_out) out[k] = (ShardSlice){i, s - a, e - a};
+        k++;
+    }
+    return k;
+}
+
+/* ---- writing ------------------------------------------------------------------------------- */
+
+static int write_attr(hid_t file, const char *name, hid_t ftype, hid_t mtype, int rank, hsize_t n, const void *buf) {
+    hid_t sp = rank == 0 ? H5Screate(H5S_SCALAR) : H5Screate_simple(1, &n, NULL);
+    if (sp < 0) return -1;
+    hid_t a = H5Acreate2(file, name, ftype, sp, H5P_DEFAULT, H5P_DEFAULT);
+    herr_t r = a < 0 ? -1 : H5Awrite(a, mtype, buf);
+    if (a >= 0) H5Aclose(a);
+    H5Sclose(sp);
+    return r < 0 ? -1 : 0;
+}
+
+static void shard_writer_abort_locked(ShardWriter *w) {
+    if (w->images >= 0) H5Dclose(w->images);
+    if (w->labels >= 0) H5Dclose(w->labels);
+    if (w->jpeg >= 0) H5Dclose(w->jpeg);
+    if (w->offsets >= 0) H5Dclose(w->offsets);
+    if (w->sizes >= 0) H5Dclose(w->sizes);
+    if (w->file >= 0) H5Fclose(w->file);
+    w->images = w->labels = w->jpeg = w->offsets = w->sizes = w->file = -1;
+    if (w->tmp_path[0]) unlink(w->tmp_path);
+    w->tmp_path[0] = '\0';
+}
+
+/* The datasets of a JPEG shard (the raw one's are made below, as they always were). */
+static int create_jpeg_datasets(ShardWriter *w, hid_t dcpl) {
+    const hsize_t n = w->n, S = (hsize_t)w->image_size;
+    /* `jpeg` grows as samples arrive (B is known at the end only), in chunks of 1 MiB, or
+     * less for a small shard (an estimate from its pixels, so a test's tiny shard is not a
+     * MiB); either way a function of n and S alone, so the bytes stay reproducible. */
+    hsize_t jc = n * S * S / 2;
+    jc = (jc + 4095) / 4096 * 4096;
+    if (jc < 4096) jc = 4096;
+    if (jc > ((hsize_t)1 << 20)) jc = (hsize_t)1 << 20;
+    hsize_t zero = 0, unlimited = H5S_UNLIMITED, odims = n + 1, ochunk = odims < 65536 ? odims : 65536;
+    hsize_t sdims[2] = {n, 2}, schunk[2] = {n < 32768 ? n : 32768, 2};
+    /* A chunk cache that holds a whole chunk, so appends that end inside a chunk do not write
+     * it out and read it back. */
+    hid_t dapl = H5Pcreate(H5P_DATASET_ACCESS);
+    H5Pset_chunk_cache(dapl, H5D_CHUNK_CACHE_NSLOTS_DEFAULT, 4u << 20, H5D_CHUNK_CACHE_W0_DEFAULT);
+    H5Pset_chunk(dcpl, 1, &jc);
+    hid_t sp = H5Screate_simple(1, &zero, &unlimited);
+    w->jpeg = H5Dcreate2(w->file, "jpeg", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, dapl);
+    H5Sclose(sp);
+    H5Pclose(dapl);
+    H5Pset_chunk(dcpl, 1, &ochunk);
+    sp = H5Screate_simple(1, &odims, NULL);
+    w->offsets = H5Dcreate2(w->file, "offsets", H5T_STD_U64LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Sclose(sp);
+    H5Pset_chunk(dcpl, 2, schunk);
+    sp = H5Screate_simple(2, sdims, NULL);
+    w->sizes = H5Dcreate2(w->file, "sizes", H5T_STD_U16LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Sclose(sp);
+    return w->jpeg < 0 || w->offsets < 0 || w->sizes < 0 ? -1 : 0;
+}
+
+static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, int image_size,
+                      int encoding, const ShardAttrs *attrs, char *err, size_t errlen) {
+    memset(w, 0, sizeof *w);
+    w->file = w->images = w->labels = w->jpeg = w->offsets = w->sizes = -1;
+    w->encoding = encoding;
+    shards_quiet_hdf5();
+    if (strlen(path) >= sizeof w->path) return errf(err, errlen, "%s: path too long", path);
+    if (n == 0) return errf(err, errlen, "%s: a shard needs at least one sample", path);
+    CHECK(image_size > 0 && attrs->num_classes > 0);
+    CHECK(encoding == SHARD_ENC_RAW || (encoding == SHARD_ENC_JPEG && image_size <= SHARD_MAX_JPEG_SIZE));
+    strcpy(w->path, path);
+    w->n = n;
+    w->image_size = image_size;
+    /* Hidden name in the same directory (rename is atomic only within a file system); it never
+     * matches the shard pattern, so a leftover from a killed run is ignored by discovery. */
+    const char *slash = strrchr(path, '/');
+    int dl = slash ? (int)(slash - path + 1) : 0;
+    char hidden[SHARD_PATH_MAX];
+    snprintf_check(hidden, sizeof hidden, "%.*s.%s", dl, path, path + dl);
+
+    /* No timestamps in the file, so the same data gives byte-identical shards. */
+    hid_t fcpl = H5Pcreate(H5P_FILE_CREATE);
+    H5Pset_obj_track_times(fcpl, 0);
+    /* Exclusive: never written through a file or symlink planted under the temporary name. */
+    struct stat st;
+    for (int k = 0; k < TMP_NAME_ATTEMPTS && w->file < 0; k++) {
+        if (tmp_name(w->tmp_path, sizeof w->tmp_path, hidden, k) != 0) break;
+        w->file = H5Fcreate(w->tmp_path, H5F_ACC_EXCL, fcpl, H5P_DEFAULT);
+        if (w->file < 0 && lstat(w->tmp_path, &st) != 0) break;
+    }
+    H5Pclose(fcpl);
+    if (w->file < 0) {
+        errf(err, errlen, "%s: cannot create %s (directory missing or not writable?)", path, w->tmp_path);
+        w->tmp_path[0] = '\0';
+        return -1;
+    }
+    hsize_t S = (hsize_t)image_size;
+    hsize_t idims[4] = {n, S, S, 3}, ldims[1] = {n};
+    /* Chunks of ~0.75 MiB of images: big enough for fast sequential reads, small enough that
+     * reading a slice of a shard does not pull in much more than asked. */
+    hsize_t per = (hsize_t)(786432 / (S * S * 3));
+    if (per < 1) per = 1;
+    if (per > n) per = n;
+    hsize_t ichunk[4] = {per, S, S, 3}, lchunk[1] = {n < 65536 ? n : 65536};
+    hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
+    H5Pset_obj_track_times(dcpl, 0);
+    int bad = 0;
+    hid_t sp;
+    if (encoding == SHARD_ENC_JPEG) {
+        bad = create_jpeg_datasets(w, dcpl) != 0;
+    } else {
+        H5Pset_chunk(dcpl, 4, ichunk);
+        sp = H5Screate_simple(4, idims, NULL);
+        w->images = H5Dcreate2(w->file, "images", H5T_STD_U8LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+        H5Sclose(sp);
+        bad = w->images < 0;
+    }
+    H5Pset_chunk(dcpl, 1, lchunk);
+    sp = H5Screate_simple(1, ldims, NULL);
+    w->labels = H5Dcreate2(w->file, "labels", H5T_STD_I32LE, sp, H5P_DEFAULT, dcpl, H5P_DEFAULT);
+    H5Sclose(sp);
+    H5Pclose(dcpl);
+    bad = bad || w->labels < 0;
+
+    int nc = attrs->num_classes;
+    bad = bad || write_attr(w->file, "num_classes", H5T_STD_I32LE, H5T_NATIVE_INT, 0, 1, &nc) != 0;
+    if (!bad && attrs->class_names) {
+        hid_t st = H5Tcopy(H5T_C_S1);
+        H5Tset_size(st, H5T_VARIABLE);
+        H5Tset_cset(st, H5T_CSET_UTF8);
+        bad = write_attr(w->file, "class_names", st, st, 1, (hsize_t)nc, attrs->class_names) != 0;
+        H5Tclose(st);
+    }
+    if (!bad && attrs->has_norm) {
+        bad = write_attr(w->file, "mean", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->mean) != 0 ||
+              write_attr(w->file, "std", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->std) != 0;
+    }
+    if (!bad && encoding == SHARD_ENC_JPEG) {
+        /* A variable-length UTF-8 string, as h5py writes a str (it reads back as one). */
+        const char *enc = "jpeg";
+        hid_t st = H5Tcopy(H5T_C_S1);
+        H5Tset_size(st, H5T_VARIABLE);
+        H5Tset_cset(st, H5T_CSET_UTF8);
+        bad = write_attr(w->file, "encoding", st, st, 0, 1, &enc) != 0 ||
+              write_attr(w->file, "image_size", H5T_STD_I32LE, H5T_NATIVE_INT, 0, 1, &image_size) != 0;
+        H5Tclose(st);
+    }
+    if (bad) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: cannot create the datasets (disk full?)", path);
+    }
+    return 0;
+}
+
+static int shard_writer_append_locked(ShardWriter *w, const uint8_t *images, const int32_t *labels,
+                        size_t count, char *err, size_t errlen) {
+    if (count == 0) return 0;
+    CHECK(w->file >= 0 && w->written + count <= w->n && w->encoding == SHARD_ENC_RAW);
+    for (size_t i = 0; i < count; i++)
+        CHECK(labels[i] >= 0);
+    hsize_t S = (hsize_t)w->image_size;
+    herr_t r = 0;
+    for (int k = 0; k < 2 && r >= 0; k++) {
+        hid_t d = k ? w->labels : w->images;
+        hsize_t off[4] = {w->written, 0, 0, 0}, cnt[4] = {count, S, S, 3};
+        int rank = k ? 1 : 4;
+        hid_t fs = H5Dget_space(d);
+        hid_t ms = H5Screate_simple(rank, cnt, NULL);
+        r = H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+        if (r >= 0) r = H5Dwrite(d, k ? H5T_NATIVE_INT32 : H5T_NATIVE_UINT8, ms, fs, H5P_DEFAULT,
+                                 k ? (const void *)labels : (const void *)images);
+        H5Sclose(ms);
+        H5Sclose(fs);
+    }
+    if (r < 0) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: write failed (disk full?)", w->path);
+    }
+    w->written += count;
+    return 0;
+}
+
+/* Writes `count` elements (rows of `cols`) from buf at `start` of a 1-D or 2-D dataset. */
+static herr_t write_rows(hid_t d, hid_t mtype, int rank, hsize_t cols, hsize_t start, hsize_t count, const void *buf) {
+    hsize_t off[2] = {start, 0}, cnt[2] = {count, cols};
+    hid_t fs = H5Dget_space(d);
+    hid_t ms = H5Screate_simple(rank, cnt, NULL);
+    herr_t r = (fs < 0 || ms < 0) ? -1 : H5Sselect_hyperslab(fs, H5S_SELECT_SET, off, NULL, cnt, NULL);
+    if (r >= 0) r = H5Dwrite(d, mtype, ms, fs, H5P_DEFAULT, buf);
+    if (ms >= 0) H5Sclose(ms);
+    if (fs >= 0) H5Sclose(fs);
+    return r;
+}
+
+static int shard_writer_append_jpeg_locked(ShardWriter *w, const uint8_t *bytes, const uint64_t *offsets,
+                                           const uint16_t *sizes, const int32_t *labels, size_t count,
+                                           char *err, size_t errlen) {
+    if (count == 0) return 0;
+    CHECK(w->file >= 0 && w->written + count <= w->n && w->encoding == SHARD_ENC_JPEG);
+    CHECK(offsets[0] == 0);
+    const int S = w->image_size;
+    for (size_t i = 0; i < count; i++) {
+        const int h = sizes[2 * i], wd = sizes[2 * i + 1];
+        CHECK(labels[i] >= 0 && offsets[i + 1] > offsets[i]);
+        CHECK((h < wd ? h : wd) == S && (h < wd ? wd : h) <= 2 * S);
+    }
+    const uint64_t len = offsets[count];
+    /* Absolute offsets of samples written .. written + count, the first being where this
+     * append starts (written again by each append: the same value). */
+    uint64_t *abs = mallocCheck((count + 1) * sizeof *abs);
+    for (size_t i = 0; i <= count; i++) abs[i] = w->jpeg_written + offsets[i];
+    hsize_t newlen = w->jpeg_written + len;
+    herr_t r = H5Dset_extent(w->jpeg, &newlen);
+    if (r >= 0) r = write_rows(w->jpeg, H5T_NATIVE_UINT8, 1, 1, w->jpeg_written, len, bytes);
+    if (r >= 0) r = write_rows(w->offsets, H5T_NATIVE_UINT64, 1, 1, w->written, count + 1, abs);
+    if (r >= 0) r = write_rows(w->sizes, H5T_NATIVE_UINT16, 2, 2, w->written, count, sizes);
+    if (r >= 0) r = write_rows(w->labels, H5T_NATIVE_INT32, 1, 1, w->written, count, labels);
+    free(abs);
+    if (r < 0) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: write failed (disk full?)", w->path);
+    }
+    w->jpeg_written += len;
+    w->written += count;
+    return 0;
+}
+
+int shard_writer_finish(ShardWriter *w, char *err, size_t errlen) {
+    CHECK(w->written == w->n);
+    hdf5_lock();
+    herr_t r = 0;
+    hid_t *ds[5] = {&w->images, &w->labels, &w->jpeg, &w->offsets, &w->sizes};
+    for (int k = 0; k < 5; k++) {
+        if (*ds[k] >= 0 && H5Dclose(*ds[k]) < 0) r = -1;
+        *ds[k] = -1;
+    }
+    if (H5Fclose(w->file) < 0) r = -1;
+    w->file = -1;
+    hdf5_unlock();
+    if (r < 0) {
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: closing the file failed (disk full?)", w->path);
+    }
+    /* Data on disk before the name appears: a crash never leaves a real name on a partial file. */
+    int fd = open(w->tmp_path, O_RDONLY | O_CLOEXEC);
+    if (fd < 0 || fsync(fd) != 0) {
+        int e = errno;
+        if (fd >= 0) close(fd);
+        shard_writer_abort(w);
+        return errf(err, errlen, "%s: fsync failed: %s", w->path, strerror(e));
+    }
+    close(fd);
+    return 0;
+}
+
+int shard_commit(const char *tmp_path, const char *path, char *err, size_t errlen) {
+    if (rename(tmp_path, path) != 0) {
+        int e = errno;
+        unlink(tmp_path);
+        return errf(err, errlen, "%s: rename from temporary file failed: %s", path, strerror(e));
+    }
+    if (fsync_dir_of(path) != 0) return errf(err, errlen, "%s: fsync of its directory failed: %s", path, strerror(errno));
+    return 0;
+}
+
+int shard_writer_close(ShardWriter *w, char *err, size_t errlen) {
+    if (shard_writer_finish(w, err, errlen) != 0) return -1;
+    int rc = shard_commit(w->tmp_path, w->path, err, errlen);
+    w->tmp_path[0] = '\0';
+    return rc;
+}
+
+/* ---- locked entry points ------------------------------------------------------------------- */
+
+int shard_read_info(ShardInfo *info, const char *path, int expected_image_size,
+                    int expected_num_classes, int32_t **labels_out, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_read_info_locked(info, path, expected_image_size, expected_num_classes, labels_out, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_read_range(const char *path, size_t start, size_t count, int image_size,
+                     uint8_t *images, int32_t *labels, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_read_range_locked(path, start, count, image_size, images, labels, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_read_jpeg_range(const char *path, size_t start, size_t count, uint64_t *offsets,
+                          uint16_t *sizes, uint8_t **bytes, int32_t *labels, char *err,
+                          size_t errlen) {
+    hdf5_lock();
+    int rc = shard_read_jpeg_range_locked(path, start, count, offsets, sizes, bytes, labels, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+void shard_writer_abort(ShardWriter *w) {
+    hdf5_lock();
+    shard_writer_abort_locked(w);
+    hdf5_unlock();
+}
+
+int shard_writer_open(ShardWriter *w, const char *path, size_t n, int image_size,
+                      const ShardAttrs *attrs, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_open_locked(w, path, n, image_size, SHARD_ENC_RAW, attrs, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_writer_open_jpeg(ShardWriter *w, const char *path, size_t n, int image_size,
+                           const ShardAttrs *attrs, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_open_locked(w, path, n, image_size, SHARD_ENC_JPEG, attrs, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_writer_append_jpeg(ShardWriter *w, const uint8_t *bytes, const uint64_t *offsets,
+                             const uint16_t *sizes, const int32_t *labels, size_t count,
+                             char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_append_jpeg_locked(w, bytes, offsets, sizes, labels, count, err, errlen);
+    hdf5_unlock();
+    return rc;
+}
+
+int shard_writer_append(ShardWriter *w, const uint8_t *images, const int32_t *labels,
+                        size_t count, char *err, size_t errlen) {
+    hdf5_lock();
+    int rc = shard_writer_append_locked(w, images, labels, count, err, errlen);
+    hdf5_unlock();
+    return rc;
+}

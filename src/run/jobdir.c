@@ -1,0 +1,152 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* jobdir.c - see jobdir.h. */
+#include "jobdir.h"
+
+#include <errno.h>
+#include <stdint.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "dist/agree.h"
+#include "dist/bootstrap.h"
+#include "base/util.h"
+
+#define PREEMPTED_MARKER "preempted"
+/* A file rank 0 writes into the job directory and every rank reads back. */
+#define CHECK_FILE ".jobdir-check"
+#define CHECK_SEC 5.0    /* NFS may show a new file to another node a moment late */
+#define CHECK_OTHER (-1) /* the file is there with another token */
+
+void jobdir_propose(JobDir *j, const Config *c, int rank) {
+    j->path[0] = '\0';
+    j->ckpt_dir[0] = '\0';
+    if (rank != 0) return;
+    if (c->job_dir[0]) {
+        snprintf_check(j->path, sizeof j->path, "%s", c->job_dir);
+    } else if (bootstrap_default_job_dir(NULL, NULL, j->path, sizeof j->path, NULL, 0) > 0) {
+        /* A requeued job has the same id, so it finds its checkpoints again. */
+    } else {
+        time_t t = time(NULL);
+        struct tm tm;
+        localtime_r(&t, &tm);
+        char stamp[32];
+        strftime(stamp, sizeof stamp, "%Y%m%d-%H%M%S", &tm);
+        snprintf_check(j->path, sizeof j->path, "runs/%s-%d", stamp, (int)getpid());
+    }
+}
+
+/* The nearest existing ancestor must be a directory we may write into (or `dir` itself an
+ * existing writable directory). */
+int jobdir_creatable(const char *dir, char *err, size_t n) {
+    char p[4096];
+    snprintf_check(p, sizeof p, "%s", dir);
+    struct stat st;
+    while (stat(p, &st) != 0) {
+        if (errno != ENOENT) return errf(err, n, "--job_dir %s: cannot create directory: %s", dir, strerror(errno));
+        char *slash = strrchr(p, '/');
+        if (!slash) { snprintf_check(p, sizeof p, "."); continue; }
+        if (slash == p) slash[1] = '\0'; else *slash = '\0';
+    }
+    if (!S_ISDIR(st.st_mode)) return errf(err, n, "--job_dir %s: cannot create directory: %s", dir, strerror(ENOTDIR));
+    if (access(p, W_OK | X_OK) != 0)
+        return errf(err, n, "--job_dir %s: %s: %s", dir, strcmp(p, dir) ? "cannot create directory" : "not writable",
+                    strerror(errno));
+    return 0;
+}
+
+/* Rank 0, once the directory exists: the file every rank reads back, with a token of this
+ * start's own. 0, or -1 with errno. */
+static int write_check(const JobDir *j, uint64_t token) {
+    char path[4200], text[64];
+    snprintf_check(path, sizeof path, "%s/" CHECK_FILE, j->path);
+    snprintf(text, sizeof text, "%016llx\n", (unsigned long long)token);
+    return write_file_atomic(path, text, strlen(text));
+}
+
+/* 0 when the file holds the token, else an errno or CHECK_OTHER. */
+static int read_check(const char *path, uint64_t token) {
+    FILE *f = fopen(path, "r");
+    if (!f) return errno ? errno : EIO;
+    unsigned long long got = 0;
+    const int n = fscanf(f, "%16llx", &got);
+    fclose(f);
+    return n == 1 && got == token ? 0 : CHECK_OTHER;
+}
+
+/* Every rank reads back what rank 0 wrote; refused naming the rank and host; one collective. */
+static void check_shared(const JobDir *j, Comm *c, const char *const *hosts, uint64_t token) {
+    const int world = c->world_size, rank = c->rank;
+    char path[4200];
+    snprintf_check(path, sizeof path, "%s/" CHECK_FILE, j->path);
+    int64_t *fail = callocCheck((size_t)world, sizeof *fail);
+    if (rank != 0) {
+        const double t0 = now_sec();
+        int e;
+        while ((e = read_check(path, token)) != 0 && now_sec() - t0 < CHECK_SEC) {
+            struct timespec ts = {0, 100000000};
+            nanosleep(&ts, NULL);
+        }
+        fail[rank] = e;
+    }
+    comm_set_context(c, "checking that every rank reads the job directory back");
+    comm_allreduce(c, fail, (size_t)world, COMM_INT64, COMM_SUM);   /* one nonzero term each */
+    if (rank == 0) unlink(path);
+    int q = 0, n = 0;
+    for (int i = world - 1; i > 0; i--)
+        if (fail[i]) {
+            q = i;
+            n++;
+        }
+    if (n > 0) {
+        char msg[5200];
+        snprintf(msg, sizeof msg, "rank %d on host %s cannot read back %s, which rank 0 on host %s wrote: %s%s; --job_dir "
+                 "must be on a file system every node shares", q, hosts[q], path, hosts[0],
+                 fail[q] == CHECK_OTHER ? "it holds another file (a node-local directory of the same name?)"
+                                        : strerror((int)fail[q]),
+                 n > 1 ? " (and more ranks)" : "");
+        free(fail);
+        agree_refuse(c, 0, msg);
+    }
+    free(fail);
+}
+
+void jobdir_create(JobDir *j, Comm *c, const char *const *hosts) {
+    comm_set_context(c, "sharing the job directory's name");
+    comm_broadcast(c, j->path, sizeof j->path, 0);
+    snprintf_check(j->ckpt_dir, sizeof j->ckpt_dir, "%s/checkpoints", j->path);
+    /* this start's own, so that a file left by another start never passes for it */
+    int64_t token = (int64_t)(((uint64_t)getpid() << 32) ^ (uint64_t)(now_sec() * 1e6) ^ (uint64_t)time(NULL));
+    comm_broadcast(c, &token, sizeof token, 0);
+    if (c->rank == 0 && mkdir_p(j->path) != 0)
+        die("--job_dir %s: cannot create directory: %s", j->path, strerror(errno));
+    if (c->rank == 0 && c->world_size > 1 && write_check(j, (uint64_t)token) != 0)
+        die("%s/" CHECK_FILE ": cannot write: %s", j->path, strerror(errno));
+    comm_set_context(c, "waiting for rank 0 to create the job directory");
+    comm_barrier(c);
+    if (c->world_size > 1) check_shared(j, c, hosts, (uint64_t)token);
+}
+
+void jobdir_write_config(const JobDir *j, const char *config_json) {
+    char path[4200];
+    snprintf_check(path, sizeof path, "%s/config.json", j->path);
+    if (write_file_atomic(path, config_json, strlen(config_json)) != 0) die("%s: cannot write: %s", path, strerror(errno));
+    if (mkdir_p(j->ckpt_dir) != 0) die("%s: cannot create directory: %s", j->ckpt_dir, strerror(errno));
+}
+
+int jobdir_mark_preempted(const JobDir *j, long step) {
+    char path[4200], text[128];
+    snprintf_check(path, sizeof path, "%s/" PREEMPTED_MARKER, j->path);
+    const char *restart = getenv("SLURM_RESTART_COUNT");
+    snprintf(text, sizeof text, "restart %ld step %ld\n", restart && *restart ? atol(restart) : 0L, step);
+    return write_file_atomic(path, text, strlen(text));
+}
+
+void jobdir_clear_preempted(const JobDir *j) {
+    char path[4200];
+    snprintf_check(path, sizeof path, "%s/" PREEMPTED_MARKER, j->path);
+    if (unlink(path) != 0 && errno != ENOENT) die("%s: cannot remove: %s", path, strerror(errno));
+}

@@ -1,0 +1,120 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* learner.c - see learner.h. */
+#include "learner.h"
+
+#include <string.h>
+
+#include "ckpt/init_from.h"
+#include "model/netfile.h"
+#include "base/util.h"
+#include "model/zoo.h"
+
+int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
+    if (netfile_load(c->model, (int)c->width, (int)c->blocks, net, err, errlen) != 0) return -1;
+    char what[4200];
+    snprintf(what, sizeof what, "%s%s", zoo_has(c->model) ? "--model " : "", c->model);
+    if (c->use_blurpool && netspec_blurpool(net) == 0) {
+        snprintf(err, errlen, "--use_blurpool: %s has no convolution with a stride above 1 and 16 or more input "
+                 "channels to blur", what);
+        netspec_free(net);
+        return -1;
+    }
+    NetSpec trial;   /* shapes for this run's images and classes, checked now */
+    netspec_copy(&trial, net);
+    int rc = netspec_resolve(&trial, (int)config_input_size(c), (int)c->num_classes, what, err, errlen);
+    if (rc == 0 && config_eval_size(c) != config_input_size(c)) {   /* the evaluator's copy (eval.h) */
+        char why[4000];
+        rc = netspec_resolve(&trial, (int)config_eval_size(c), (int)c->num_classes, what, why, sizeof why);
+        if (rc != 0) snprintf(err, errlen, "--val_crop_size %ld: %s", c->val_crop_size, why);
+    }
+    /* every size of a progressive ramp (model_set_input_size), before any collective */
+    for (long e = 0, last = config_input_size(c); rc == 0 && e < c->epochs; e++) {
+        const long size = config_train_crop_at(c, e);
+        if (size == last) continue;
+        char why[4000];
+        rc = netspec_resolve(&trial, (int)size, (int)c->num_classes, what, why, sizeof why);
+        if (rc != 0) snprintf(err, errlen, "--progressive_min_crop %ld: epoch %ld's crop of %ld: %s",
+                              c->progressive_min_crop, e + 1, size, why);
+        last = size;
+    }
+    netspec_free(&trial);
+    if (rc != 0) netspec_free(net);
+    return rc;
+}
+
+int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size_t errlen) {
+    if (!c->init_from[0]) return 0;
+    Model probe;
+    if (model_init_net(&probe, &backend_cpu, net, c->model, (int)c->num_classes, (int)config_input_size(c), 1, err, errlen) != 0)
+        return -1;
+    char note[1400];
+    const int rc = init_from_file(&probe, c->init_from, note, sizeof note, err, errlen);
+    model_free(&probe);
+    return rc;
+}
+
+void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, Logger *log) {
+    memset(l, 0, sizeof *l);
+    Model *m = &l->model;
+    char err[4800];
+    if (model_init_net(m, be, net, c->model, (int)c->num_classes, (int)config_input_size(c), (int)c->batch_size, err,
+                       sizeof err) != 0)
+        die("%s", err);   /* learner_network checked it: not reached */
+    const int mini = !strcmp(c->model, "miniresnet");
+    if (mini) { m->width = (int)c->width; m->blocks = (int)c->blocks; }
+    m->zero_init_residual = c->zero_init_residual;
+    model_init_weights(m, (uint64_t)c->seed);
+    if (c->init_from[0]) {
+        char note[1400];
+        if (init_from_file(m, c->init_from, note, sizeof note, err, sizeof err) != 0) die("%s", err);
+        log_info(log, "init_from %s: %s", c->init_from, note);
+    }
+    m->label_smoothing = (float)c->label_smoothing;
+    char shape[64] = "";
+    if (mini) snprintf(shape, sizeof shape, " width %ld blocks %ld", c->width, c->blocks);
+    log_info(log, "model: %s%s: %zu parameters, %.3f GMACs per %ldx%ld image, %d batch norms%s", m->net.name, shape,
+             m->num_params, model_macs_per_image(m) / 1e9, config_input_size(c), config_input_size(c), m->n_bn,
+             c->zero_init_residual ? ", residual branches' last batch norms start at 0" : "");
+
+    sgd_init_on(&l->opt, be, m->num_params, (float)c->momentum, (float)c->weight_decay);
+    l->opt.nesterov = c->nesterov;
+    const int groups = sgd_set_model_groups(&l->opt, m, c->no_decay_1d, c->bn_bias_lr_mult);
+    if (l->opt.group)
+        log_info(log, "optimizer: %d parameter ranges (%s%s%s)", groups, c->no_decay_1d ? "no weight decay on 1-D parameters" : "",
+                 c->no_decay_1d && c->bn_bias_lr_mult != 1.0 ? ", " : "",
+                 c->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "");
+
+    if (c->ema_decay > 0.0) {
+        ema_init(&l->ema, m, c->ema_decay);
+        l->ema_host.params = mallocCheck(m->num_params * sizeof(float));
+        l->ema_host.buffers = mallocCheck(m->num_buffers * sizeof(float));
+        l->ema_host.nbt = callocCheck((size_t)model_bn_count(m), sizeof(int64_t));
+        log_info(log, "EMA: weights and batch-norm buffers averaged with decay %g every %ld step%s (%s); evaluation "
+                 "and checkpoints use the average", c->ema_decay, c->ema_every, c->ema_every == 1 ? "" : "s",
+                 world_size > 1 ? "buffers averaged over the ranks first" : "one rank");
+    }
+
+    scaler_init(&l->scaler, be, be->on_device && c->use_amp && !strcmp(c->amp_dtype, "fp16"), SCALER_INIT_SCALE,
+                SCALER_GROWTH, SCALER_BACKOFF, SCALER_INTERVAL);
+    m->grad_scale = scaler_scale_ptr(&l->scaler);
+}
+
+void learner_update(Learner *l, double lr) {
+    Model *m = &l->model;
+    scaler_unscale(&l->scaler, m->grads, m->num_params);
+    sgd_step_unless(&l->opt, m->params, m->grads, lr, scaler_skip_flag(&l->scaler));
+    scaler_update(&l->scaler);
+    model_params_changed(m);
+}
+
+int learner_has_average(const Learner *l) { return l->ema.be && l->ema.n_averaged > 0; }
+
+void learner_free(Learner *l) {
+    sgd_free(&l->opt);
+    ema_free(&l->ema);
+    free(l->ema_host.params);
+    free(l->ema_host.buffers);
+    free(l->ema_host.nbt);
+    scaler_free(&l->scaler);
+    model_free(&l->model);
+}

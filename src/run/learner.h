@@ -1,0 +1,50 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* learner.h - what learns, and exactly what a checkpoint holds: the model, the optimizer, the
+ * EMA of the weights and the fp16 loss scaler, built from the options on one backend.
+ *
+ * The loop (train.c) runs the model's forward and backward itself, since the reducer's buckets
+ * go out between them; once the gradients are averaged, learner_update takes the step. */
+#ifndef DDP_LEARNER_H
+#define DDP_LEARNER_H
+
+#include "ops/backend.h"
+#include "ckpt/checkpoint.h"
+#include "base/config.h"
+#include "model/ema.h"
+#include "base/logger.h"
+#include "model/model.h"
+#include "model/optim.h"
+#include "model/scaler.h"
+
+typedef struct {
+    Model model;
+    SGD opt;
+    Ema ema;                 /* --ema_decay's average (ema.h); ema.be is NULL when off */
+    CkptEma ema_host;        /* its host copy for checkpoints and resumes */
+    GradScaler scaler;       /* fp16 loss scaling; disabled otherwise */
+} Learner;
+
+/* The network --model names (a built-in, shaped by --width and --blocks for MiniResNet, or a
+ * file), checked against the input size, the evaluation size and --num_classes: 0, or -1 with one line in err naming
+ * the flag or the file, the node and the field. Run by every rank before any collective. */
+int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen);
+
+/* --init_from's file against `net`, tried on a model of one image in host memory, so that a
+ * file of another network fails before anything is written: 0, or -1 with one line in err. */
+int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size_t errlen);
+
+/* The model of `net` with its initial weights from --seed (or --init_from), the optimizer with its parameter groups, the
+ * EMA and the scaler; logs what was built. The model's activations are sized for the training
+ * batch only (model_evaluate chunks a larger evaluation batch). */
+void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, Logger *log);
+
+/* The optimizer step on the averaged gradients at learning rate lr: unscaled, skipped by the
+ * fp16 scaler when a gradient overflowed. */
+void learner_update(Learner *l, double lr);
+
+/* Whether the EMA holds an average (it starts at the first update). */
+int learner_has_average(const Learner *l);
+
+void learner_free(Learner *l);
+
+#endif
