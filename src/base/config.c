@@ -131,7 +131,7 @@ int config_set(Config *c, const char *name, const char *value, char *err, size_t
 
 void config_print_help(FILE *out, const char *progname) {
     fprintf(out, "usage: %s [--option VALUE | --option=VALUE | --flag | --no-flag] ...\n\n", progname);
-    fprintf(out, "Trains MiniResNet data-parallel on a sharded HDF5 dataset. Options (default in brackets):\n");
+    fprintf(out, "Trains a convolutional network (--model: MiniResNet, torchvision's ResNets, or a network file) data-parallel on a sharded HDF5 dataset. Options (default in brackets):\n");
     for (size_t i = 0; i < k_nopts; i++) {
         const OptDesc *o = &k_opts[i];
         char lhs[96];

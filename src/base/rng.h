@@ -8,7 +8,7 @@
 #include <math.h>
 #include <stdint.h>
 
-typedef struct { uint64_t state; } Rng;
+typedef struct Rng { uint64_t state; } Rng;
 
 static inline uint64_t rng_mix64(uint64_t z) {
     z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ULL;

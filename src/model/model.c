@@ -16,45 +16,15 @@
 #include <math.h>
 #include <string.h>
 
-#include "model.h"
 #include "base/rng.h"
 #include "base/util.h"
+#include "model_step.h"
 #include "zoo.h"
-
-#define BN_EPS 1e-5f
-#define BN_MOMENTUM 0.1f
-
-struct ModelStep {
-    NodeKind kind;
-    int node;                 /* its node in m->net (the last of a fused group) */
-    int first;                /* the group's first node (the batch norm), else == node */
-    int in, in2;              /* producing steps, or NET_INPUT; in2: add's, or a fused residual */
-    int relu;                 /* bn: ReLU fused */
-    int C_in, H_in, W_in, C, H, W;
-    int act;                  /* y holds activations (act_bytes), else float32 */
-    Conv2d conv;
-    size_t w_off, b_off;      /* conv weight / bn weight / linear weight; bn or linear bias */
-    size_t rmean_off, rvar_off;
-    int bn;                   /* its counter in bn_tracked */
-    int zero_init;
-    int k, stride, pad;       /* maxpool */
-    int p_lo, p_hi;           /* its tensors in param_info */
-    float *y;                 /* output [max_batch, H, W, C] */
-    float *mean, *invstd;     /* bn: statistics used by the last forward */
-    double *count;            /* bn: values behind those statistics (all ranks' with sync BN) */
-    int32_t *arg;             /* maxpool: the input pixel of each output */
-};
 
 /* ---- layout -------------------------------------------------------------------------------- */
 
-typedef struct {
-    TensorInfo *info;
-    int n, cap;
-    size_t size;
-} Layout;
-
-static size_t layout_add(Layout *l, const char *prefix, const char *name, TensorRole role, int bn, int ndim, int d0,
-                         int d1, int d2, int d3) {
+size_t layout_add(Layout *l, const char *prefix, const char *name, TensorRole role, int bn, int ndim, int d0, int d1,
+                  int d2, int d3) {
     if (l->n == l->cap) {
         l->cap = l->cap ? 2 * l->cap : 64;
         l->info = realloc(l->info, (size_t)l->cap * sizeof *l->info);
@@ -82,7 +52,7 @@ static int consumers(const NetSpec *s, int i, int *only) {
     for (int j = i + 1; j < s->n; j++) {
         const NetNode *c = &s->node[j];
         if (c->in == i) { n++; *only = j; }
-        if (c->kind == NODE_ADD && c->in2 == i) { n++; *only = j; }
+        if (node_kind(c->kind)->inputs == 2 && c->in2 == i) { n++; *only = j; }
     }
     return n;
 }
@@ -98,12 +68,10 @@ typedef struct {
 static int backend_has(const Backend *be, const NetSpec *s, const char *what, char *err, size_t errlen) {
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
-        const int missing = (n->kind == NODE_RELU && !be->relu_forward) ||
-                            (n->kind == NODE_MAXPOOL && (!be->maxpool_forward || !be->maxpool_backward)) ||
-                            (n->kind == NODE_BLUR && !be->blur);
-        if (missing) {
+        const NodeKindDef *d = node_kind(n->kind);
+        if (d->backend_has && !d->backend_has(be)) {
             snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s operation", what, n->name, be->name,
-                     node_kind_name(n->kind));
+                     d->name);
             return -1;
         }
     }
@@ -133,37 +101,15 @@ static int value_step(const Plan *p, int node) { return node == NET_INPUT ? NET_
 static void alloc_step(const Backend *be, ModelStep *st, int max_batch) {
     const size_t n = (size_t)max_batch * st->H * st->W * st->C;
     st->y = be->alloc(n * (st->act ? be->act_bytes() : sizeof(float)));
-    if (st->kind == NODE_BN) {
-        st->mean = be->alloc((size_t)st->C * sizeof(float));
-        st->invstd = be->alloc((size_t)st->C * sizeof(float));
-        st->count = be->alloc(sizeof(double));
-    }
-    if (st->kind == NODE_MAXPOOL) st->arg = be->alloc(n * sizeof(int32_t));
+    const NodeKindDef *d = node_kind(st->kind);
+    if (d->alloc) d->alloc(be, st, max_batch);
 }
 
-/* Lays out the tensors of node i (table order = state_dict order) into step st. */
+/* Lays out the tensors of node n (table order = state_dict order) into step st. */
 static void layout_node(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     st->p_lo = P->n;
-    switch (n->kind) {
-    case NODE_CONV:
-        be->conv2d_init(&st->conv, st->C_in, n->C, n->k, n->stride, n->pad);
-        st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in, n->k, n->k);
-        break;
-    case NODE_BN:
-        st->bn = (int)NB->size;
-        st->w_off = layout_add(P, n->name, "weight", TENSOR_BN_WEIGHT, st->bn, 1, n->C, 0, 0, 0);
-        st->b_off = layout_add(P, n->name, "bias", TENSOR_BN_BIAS, st->bn, 1, n->C, 0, 0, 0);
-        st->rmean_off = layout_add(B, n->name, "running_mean", TENSOR_BN_RUNNING_MEAN, st->bn, 1, n->C, 0, 0, 0);
-        st->rvar_off = layout_add(B, n->name, "running_var", TENSOR_BN_RUNNING_VAR, st->bn, 1, n->C, 0, 0, 0);
-        layout_add(NB, n->name, "num_batches_tracked", TENSOR_BN_COUNTER, st->bn, 0, 0, 0, 0, 0);
-        break;
-    case NODE_LINEAR:
-        st->w_off = layout_add(P, n->name, "weight", TENSOR_LINEAR_WEIGHT, -1, 2, n->C, st->C_in, 0, 0);
-        st->b_off = layout_add(P, n->name, "bias", TENSOR_LINEAR_BIAS, -1, 1, n->C, 0, 0, 0);
-        break;
-    default:
-        break;
-    }
+    const NodeKindDef *d = node_kind(n->kind);
+    if (d->layout) d->layout(be, n, st, P, B, NB);
     st->p_hi = P->n;
 }
 
@@ -233,15 +179,14 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
         const NetNode *n = &s->node[h];
         st.in = value_step(&p, n->in);
         st.in2 = NET_NONE;
-        if (n->kind == NODE_ADD) st.in2 = value_step(&p, n->in2);
+        if (node_kind(n->kind)->inputs == 2) st.in2 = value_step(&p, n->in2);
         for (int j = h + 1; j <= i; j++) {
             if (p.owner[j] != h) continue;
             if (s->node[j].kind == NODE_ADD) st.in2 = value_step(&p, s->node[j].in2);
             if (s->node[j].kind == NODE_RELU) st.relu = 1;
         }
         /* the pooled features and what follows them are float32 */
-        st.act = !(n->kind == NODE_AVGPOOL || n->kind == NODE_LINEAR ||
-                   (st.in >= 0 && !m->step[st.in].act));
+        st.act = !(node_kind(n->kind)->float_out || (st.in >= 0 && !m->step[st.in].act));
         m->step[ns] = st;
         for (int j = h; j <= i; j++)
             if (p.owner[j] == h) p.step_of[j] = ns;
@@ -291,10 +236,9 @@ void model_free(Model *m) {
     if (!be) return;
     for (int i = 0; i < m->n_step; i++) {
         ModelStep *st = &m->step[i];
-        if (st->kind == NODE_CONV) be->conv2d_free(&st->conv);
+        const NodeKindDef *d = node_kind(st->kind);
+        if (d->release) d->release(be, st);
         be->release(st->y);
-        if (st->mean) { be->release(st->mean); be->release(st->invstd); be->release(st->count); }
-        if (st->arg) be->release(st->arg);
     }
     free(m->step);
     for (int i = 0; i < m->n_slot; i++) be->release(m->slot[i]);
@@ -336,49 +280,6 @@ int model_set_input_size(Model *m, int size, char *err, size_t errlen) {
 
 /* ---- initialisation --------------------------------------------------------------------- */
 
-static void uniform_fill(Rng *r, float *p, size_t n, float bound) {
-    for (size_t i = 0; i < n; i++) p[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
-}
-
-static void normal_fill(Rng *r, float *p, size_t n, float std) {
-    for (size_t i = 0; i < n; i++) p[i] = rng_normal(r) * std;
-}
-
-/* params and buffers are host arrays here: the model's own on the CPU, staging copies on a
- * device backend. Steps in table order, so draws come in state_dict order. */
-static void step_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
-    switch (st->kind) {
-    case NODE_CONV: {
-        const size_t fan_in = (size_t)st->C_in * st->conv.k * st->conv.k;
-        const size_t n = (size_t)st->C * fan_in;
-        if (m->net.init == NET_INIT_RESNET)   /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
-            normal_fill(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->conv.k * st->conv.k)));
-        else                                  /* kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in) */
-            uniform_fill(r, params + st->w_off, n, 1.0f / sqrtf((float)fan_in));
-        break;
-    }
-    case NODE_BN: {
-        const float gamma = m->zero_init_residual && st->zero_init ? 0.0f : 1.0f;
-        for (int i = 0; i < st->C; i++) {
-            params[st->w_off + i] = gamma;
-            params[st->b_off + i] = 0.0f;
-            buffers[st->rmean_off + i] = 0.0f;
-            buffers[st->rvar_off + i] = 1.0f;
-        }
-        m->bn_tracked[st->bn] = 0;
-        break;
-    }
-    case NODE_LINEAR: {   /* nn.Linear's default: weight and bias uniform within 1/sqrt(in) */
-        const float bound = 1.0f / sqrtf((float)st->C_in);
-        uniform_fill(r, params + st->w_off, (size_t)st->C * st->C_in, bound);
-        uniform_fill(r, params + st->b_off, (size_t)st->C, bound);
-        break;
-    }
-    default:
-        break;
-    }
-}
-
 void model_init_weights(Model *m, uint64_t seed) {
     const Backend *be = m->be;
     float *params = be->on_device ? mallocCheck(m->num_params * sizeof(float)) : m->params;
@@ -388,7 +289,8 @@ void model_init_weights(Model *m, uint64_t seed) {
     /* run order puts a fused batch norm after the nodes up to its add: draw in table order */
     for (int node = 0; node < m->net.n; node++)
         for (int i = 0; i < m->n_step; i++)
-            if (m->step[i].first == node) step_init(m, &m->step[i], params, buffers, &r);
+            if (m->step[i].first == node && node_kind(m->step[i].kind)->init)
+                node_kind(m->step[i].kind)->init(m, &m->step[i], params, buffers, &r);
     if (be->on_device) {
         be->upload(m->params, params, m->num_params * sizeof(float));
         be->upload(m->buffers, buffers, m->num_buffers * sizeof(float));
@@ -399,8 +301,10 @@ void model_init_weights(Model *m, uint64_t seed) {
 }
 
 void model_params_changed(Model *m) {
-    for (int i = 0; i < m->n_step; i++)
-        if (m->step[i].kind == NODE_CONV) m->be->conv2d_weights_changed(&m->step[i].conv);
+    for (int i = 0; i < m->n_step; i++) {
+        const NodeKindDef *d = node_kind(m->step[i].kind);
+        if (d->params_changed) d->params_changed(m->be, &m->step[i]);
+    }
 }
 
 void model_zero_grad(Model *m) { m->be->zero(m->grads, m->num_params * sizeof(float)); }
@@ -467,69 +371,13 @@ const int32_t *model_maxpool_arg(const Model *m, int k, int *Ho, int *Wo, int *C
 
 /* ---- forward ------------------------------------------------------------------------------ */
 
-static const float *value(const Model *m, int step) { return step == NET_INPUT ? m->input : m->step[step].y; }
-
-/* Batch norm (batch or running statistics), the fused residual add, the fused ReLU. */
-static void bn_forward(Model *m, ModelStep *st, int N, int train) {
-    const Backend *be = m->be;
-    const float *a = value(m, st->in);
-    const size_t M = (size_t)N * st->H * st->W;
-    const int C = st->C;
-    if (train) {
-        double *sums = m->stat_scratch;        /* [count, sum[C], sumsq[C]] */
-        be->bn_stats(a, M, C, sums + 1, sums + 1 + C, sums);
-        if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, sums, 1 + 2 * (size_t)C);
-        be->copy(st->count, sums, sizeof(double));
-        be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, BN_EPS, BN_MOMENTUM, st->mean, st->invstd,
-                              m->buffers + st->rmean_off, m->buffers + st->rvar_off);
-        m->bn_tracked[st->bn]++;
-    } else {
-        be->bn_eval_stats(m->buffers + st->rmean_off, m->buffers + st->rvar_off, C, BN_EPS, st->mean, st->invstd);
-    }
-    be->bn_apply(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
-                 st->in2 == NET_NONE ? NULL : value(m, st->in2), st->relu);
-}
-
-static void step_forward(Model *m, ModelStep *st, int N, int train) {
-    const Backend *be = m->be;
-    const float *x = value(m, st->in);
-    const size_t n = (size_t)N * st->H * st->W * st->C;
-    switch (st->kind) {
-    case NODE_CONV:
-        be->conv2d_forward(&st->conv, N, st->H_in, st->W_in, x, m->params + st->w_off, st->y);
-        break;
-    case NODE_BN:
-        bn_forward(m, st, N, train);
-        break;
-    case NODE_RELU:
-        be->relu_forward(x, st->y, n);
-        break;
-    case NODE_ADD:
-        be->copy(st->y, x, n * (st->act ? be->act_bytes() : sizeof(float)));
-        be->add_act_inplace(st->y, value(m, st->in2), n);
-        break;
-    case NODE_MAXPOOL:
-        be->maxpool_forward(x, st->y, st->arg, N, st->H_in, st->W_in, st->C, st->k, st->stride, st->pad);
-        break;
-    case NODE_AVGPOOL:
-        be->avgpool_forward(x, st->y, N, st->H_in * st->W_in, st->C);
-        break;
-    case NODE_BLUR:
-        be->blur(x, st->y, N, st->H, st->W, st->C);
-        break;
-    case NODE_LINEAR:
-        be->linear_forward(x, m->params + st->w_off, m->params + st->b_off, st->y, N, st->C_in, st->C);
-        break;
-    }
-}
-
 /* Everything up to the loss, which stays in backend memory (m->loss, m->correct). */
 static void forward_to_loss(Model *m, const float *x, const int *labels, int N, int train, float loss_scale) {
     const Backend *be = m->be;
     CHECK(N >= 1 && N <= m->max_batch);
     m->input = be->act_input(x, (size_t)N * m->input_size * m->input_size * 3, m->input_act);
     m->last_N = N;
-    for (int i = 0; i < m->n_step; i++) step_forward(m, &m->step[i], N, train);
+    for (int i = 0; i < m->n_step; i++) node_kind(m->step[i].kind)->forward(m, &m->step[i], N, train);
     be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->label_smoothing : 0.0f,
                      train ? m->dlogits : NULL, m->loss, m->correct);
     if (train && m->grad_scale) be->scale_inplace(m->dlogits, (size_t)N * m->num_classes, m->grad_scale);
@@ -576,147 +424,6 @@ double model_take_loss_sum(Model *m) {
 
 /* ---- backward ----------------------------------------------------------------------------- */
 
-/* The slots of one backward: which holds each step's output gradient, which are free. In a
- * dry run nothing is computed and the most slots held at once is recorded. */
-typedef struct {
-    Model *m;
-    int dry;
-    int *grad;        /* step -> its slot, or -1 */
-    int *busy;        /* slot -> in use */
-    int cap, held, peak;
-} Slots;
-
-static int slot_take(Slots *s) {
-    for (int i = 0; i < s->cap; i++)
-        if (!s->busy[i]) {
-            s->busy[i] = 1;
-            if (++s->held > s->peak) s->peak = s->held;
-            return i;
-        }
-    CHECK(!"backward needs more gradient slots than the dry run counted");
-    return -1;
-}
-
-static void slot_give(Slots *s, int i) {
-    CHECK(i >= 0 && s->busy[i]);
-    s->busy[i] = 0;
-    s->held--;
-}
-
-static float *slot_ptr(const Slots *s, int i) { return s->dry ? NULL : s->m->slot[i]; }
-
-static size_t numel(const ModelStep *st, int N) { return (size_t)N * st->H * st->W * st->C; }
-
-/* Where an operation that overwrites writes the gradient of step t's output: its own slot when
- * it has none yet, else a temporary, added into it by grad_done. */
-typedef struct { int t, slot, tmp; } GradOut;
-
-static float *grad_begin(Slots *s, int t, GradOut *g) {
-    g->t = t;
-    g->tmp = s->grad[t] >= 0;
-    if (!g->tmp) s->grad[t] = slot_take(s);
-    g->slot = g->tmp ? slot_take(s) : s->grad[t];
-    return slot_ptr(s, g->slot);
-}
-
-static void grad_done(Slots *s, const GradOut *g, int N) {
-    if (!g->tmp) return;
-    if (!s->dry) s->m->be->add_act_inplace(s->m->slot[s->grad[g->t]], s->m->slot[g->slot], numel(&s->m->step[g->t], N));
-    slot_give(s, g->slot);
-}
-
-/* The batch norm's backward from dy (masked in place for the ReLU), the residual's gradient
- * first: dy consumed; the gradient of its input into its slot. */
-static void bn_backward(Slots *s, ModelStep *st, float *dy, int N) {
-    Model *m = s->m;
-    const Backend *be = m->be;
-    const size_t M = (size_t)N * st->H * st->W;
-    const int C = st->C;
-    const int fused_relu = st->relu && st->in2 < 0;   /* masked inside the reduction */
-    if (st->in2 >= 0) {
-        /* The ReLU after the residual add masks the gradient of both branches: mask once, and
-         * hand the residual branch its own copy in the same pass. */
-        GradOut g;
-        float *r = grad_begin(s, st->in2, &g);
-        if (!s->dry) {
-            if (st->relu) be->relu_mask_copy(dy, st->y, r, M * C);
-            else be->copy(r, dy, M * C * be->act_bytes());
-        }
-        grad_done(s, &g, N);
-    }
-    if (st->in < 0) return;   /* a batch norm on the image: its parameters' gradients only */
-    GradOut g;
-    float *dx = grad_begin(s, st->in, &g);
-    if (!s->dry) {
-        const float *a = value(m, st->in);
-        double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
-        double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
-        be->bn_backward_reduce(a, st->y, dy, dy, M, C, st->mean, st->invstd, fused_relu, loc, loc + C);
-        be->copy(glob, loc, 2 * (size_t)C * sizeof(double));
-        if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 2 * (size_t)C);
-        be->bn_backward_apply(a, dy, dx, M, C, st->mean, st->invstd, m->params + st->w_off, loc, loc + C, glob,
-                              glob + C, st->count, m->grads + st->w_off, m->grads + st->b_off);
-    }
-    grad_done(s, &g, N);
-}
-
-static void step_backward(Slots *s, ModelStep *st, float *dy, int N) {
-    Model *m = s->m;
-    const Backend *be = m->be;
-    const float *x = value(m, st->in);
-    GradOut g = {-1, 0, 0};   /* g.t >= 0 once a gradient is begun (dx is NULL in a dry run) */
-    float *dx = NULL;
-    switch (st->kind) {
-    case NODE_BN:
-        bn_backward(s, st, dy, N);
-        return;
-    case NODE_CONV:
-        dx = st->in >= 0 ? grad_begin(s, st->in, &g) : NULL;
-        if (!s->dry)
-            be->conv2d_backward(&st->conv, N, st->H_in, st->W_in, x, m->params + st->w_off, dy, dx, m->grads + st->w_off);
-        break;
-    case NODE_LINEAR:
-        /* dx is needed by the linear kernel's contract; the image never feeds a linear layer */
-        CHECK(st->in >= 0);
-        dx = grad_begin(s, st->in, &g);
-        if (!s->dry)
-            be->linear_backward(x, m->params + st->w_off, dy, dx, m->grads + st->w_off, m->grads + st->b_off, N,
-                                st->C_in, st->C);
-        break;
-    case NODE_RELU:
-        if (st->in < 0) return;
-        dx = grad_begin(s, st->in, &g);
-        if (!s->dry) be->relu_mask_copy(dy, st->y, dx, numel(st, N));
-        break;
-    case NODE_MAXPOOL:
-        if (st->in < 0) return;
-        dx = grad_begin(s, st->in, &g);
-        if (!s->dry) be->maxpool_backward(dy, st->arg, dx, N, st->H_in, st->W_in, st->C, st->k, st->stride, st->pad);
-        break;
-    case NODE_AVGPOOL:
-        if (st->in < 0) return;
-        dx = grad_begin(s, st->in, &g);
-        if (!s->dry) be->avgpool_backward(dy, dx, N, st->H_in * st->W_in, st->C);
-        break;
-    case NODE_BLUR:
-        if (st->in < 0) return;
-        dx = grad_begin(s, st->in, &g);
-        if (!s->dry) be->blur(dy, dx, N, st->H, st->W, st->C);
-        break;
-    case NODE_ADD: {
-        const int ins[2] = {st->in2, st->in};
-        for (int q = 0; q < 2; q++) {
-            if (ins[q] < 0) continue;
-            float *d = grad_begin(s, ins[q], &g);
-            if (!s->dry) be->copy(d, dy, numel(st, N) * (st->act ? be->act_bytes() : sizeof(float)));
-            grad_done(s, &g, N);
-        }
-        return;
-    }
-    }
-    if (g.t >= 0) grad_done(s, &g, N);
-}
-
 /* dry: count the slots (model_init); else backward of the last training forward. */
 static void backward_steps(Model *m, int dry) {
     const int N = dry ? 1 : m->last_N;
@@ -733,7 +440,7 @@ static void backward_steps(Model *m, int dry) {
             CHECK(s.grad[i] >= 0);   /* every output reaches the loss (netspec_resolve) */
             dy = slot_ptr(&s, s.grad[i]);
         }
-        step_backward(&s, st, dy, N);
+        node_kind(st->kind)->backward(&s, st, dy, N);
         if (i < m->n_step - 1) slot_give(&s, s.grad[i]);
         for (int t = st->p_lo; t < st->p_hi; t++) done[t] = 1;
         const int before = watermark;
@@ -755,8 +462,8 @@ double model_macs_per_image(const Model *m) {
     double macs = 0.0;
     for (int i = 0; i < m->n_step; i++) {
         const ModelStep *st = &m->step[i];
-        if (st->kind == NODE_CONV) macs += (double)st->H * st->W * st->C * st->C_in * st->conv.k * st->conv.k;
-        if (st->kind == NODE_LINEAR) macs += (double)st->C_in * st->C;
+        const NodeKindDef *d = node_kind(st->kind);
+        if (d->macs) macs += d->macs(st);
     }
     return macs;
 }

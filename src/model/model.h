@@ -46,7 +46,7 @@ typedef struct {
 } TensorInfo;
 
 /* One step of the forward: a node of the table, or a batch norm with the add and the ReLU
- * that follow it fused in (model.c). Private to model.c. */
+ * that follow it fused in (model.c); model_step.h, private to src/model/. */
 typedef struct ModelStep ModelStep;
 
 /* Called during backward each time the gradients at params offsets >= `offset` are final. */

@@ -12,33 +12,15 @@
 #include "base/util.h"
 #include "zoo.h"
 
-enum { F_NAME, F_KIND, F_IN, F_OUT_CHANNELS, F_KERNEL, F_STRIDE, F_PADDING, F_ZERO_INIT, F_RESIDUAL, F_OUT_FEATURES,
-       F_COUNT };
-static const char *const k_field[F_COUNT] = {"name", "kind", "in", "out_channels", "kernel", "stride", "padding",
-                                             "zero_init_residual", "residual", "out_features"};
-/* Which fields each kind takes, beyond name, kind and in (bit per field). */
+/* The record of one node as read: which fields it gave (bit per NetField, and the three that
+ * every node has), and their values. */
 #define BIT(f) (1u << (f))
-static const unsigned k_takes[NODE_KIND_COUNT] = {
-    [NODE_CONV] = BIT(F_OUT_CHANNELS) | BIT(F_KERNEL) | BIT(F_STRIDE) | BIT(F_PADDING),
-    [NODE_BN] = BIT(F_ZERO_INIT),
-    [NODE_RELU] = 0,
-    [NODE_ADD] = BIT(F_RESIDUAL),
-    [NODE_MAXPOOL] = BIT(F_KERNEL) | BIT(F_STRIDE) | BIT(F_PADDING),
-    [NODE_AVGPOOL] = 0,
-    [NODE_LINEAR] = BIT(F_OUT_FEATURES),
-    [NODE_BLUR] = 0,
-};
-static const unsigned k_needs[NODE_KIND_COUNT] = {
-    [NODE_CONV] = BIT(F_OUT_CHANNELS) | BIT(F_KERNEL),
-    [NODE_ADD] = BIT(F_RESIDUAL),
-    [NODE_MAXPOOL] = BIT(F_KERNEL),
-};
+enum { HAVE_NAME = NET_FIELD_COUNT, HAVE_KIND, HAVE_IN };
 
 typedef struct {
     unsigned have;
     char name[48], kind[16], in[48], residual[48];
-    long num[F_COUNT];
-    int zero_init;
+    long num[NET_FIELD_COUNT];   /* numbers, and booleans as 0 or 1 */
     size_t line;
 } Rec;
 
@@ -98,57 +80,64 @@ static int copy_name(char *dst, size_t cap, const char *v, const char *field, si
     return 0;
 }
 
+/* A key of a node: "name", "kind", "in", or a field of node_kind.h's NET_FIELDS. */
+static int field_of(const char *key) {
+    if (!strcmp(key, "name")) return HAVE_NAME;
+    if (!strcmp(key, "kind")) return HAVE_KIND;
+    if (!strcmp(key, "in")) return HAVE_IN;
+    for (int f = 0; f < NET_FIELD_COUNT; f++)
+        if (!strcmp(key, net_field_key(f))) return f;
+    return -1;
+}
+
 static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *value, size_t line, size_t column,
                     char *err, size_t errlen) {
     Reader *r = vctx;
     Rec *c = &r->cur;
     (void)column;
     if (!c->line) c->line = line;
-    int f = -1;
-    for (int i = 0; i < F_COUNT; i++)
-        if (!strcmp(key, k_field[i])) f = i;
+    const int f = field_of(key);
     const size_t node = r->n;
     if (f < 0) {
-        snprintf(err, errlen, "line %zu, node %zu: unknown field \"%.60s\" (fields: name, kind, in, out_channels, "
-                 "kernel, stride, padding, zero_init_residual, residual, out_features)", line, node, key);
+        snprintf(err, errlen, "line %zu, node %zu: unknown field \"%.60s\" (fields: %s)", line, node, key,
+                 net_field_list());
         return -1;
     }
-    const int is_str = f == F_NAME || f == F_KIND || f == F_IN || f == F_RESIDUAL;
-    const JsonKind want = is_str ? JSON_FLAT_STRING : f == F_ZERO_INIT ? JSON_FLAT_BOOL : JSON_FLAT_NUMBER;
+    const NetFieldType type = f >= NET_FIELD_COUNT ? NET_FIELD_INPUT : net_field_type(f);
+    const JsonKind want = type == NET_FIELD_INPUT ? JSON_FLAT_STRING : type == NET_FIELD_BOOL ? JSON_FLAT_BOOL
+                                                                                          : JSON_FLAT_NUMBER;
     if (kind != want) {
         snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be %s, not %s", line, node, key,
                  json_kind_name(want), json_kind_name(kind));
         return -1;
     }
     c->have |= BIT(f);
-    switch (f) {
-    case F_NAME: return copy_name(c->name, sizeof c->name, value, key, node, line, err, errlen);
-    case F_IN: return copy_name(c->in, sizeof c->in, value, key, node, line, err, errlen);
-    case F_RESIDUAL: return copy_name(c->residual, sizeof c->residual, value, key, node, line, err, errlen);
-    case F_KIND:
+    if (f == HAVE_NAME) return copy_name(c->name, sizeof c->name, value, key, node, line, err, errlen);
+    if (f == HAVE_IN) return copy_name(c->in, sizeof c->in, value, key, node, line, err, errlen);
+    if (f == HAVE_KIND) {
         snprintf(c->kind, sizeof c->kind, "%.15s", value);
         if (node_kind_parse(value) < 0) {
-            snprintf(err, errlen, "line %zu, node %zu: field \"kind\": unknown kind \"%.40s\" (conv, bn, relu, add, "
-                     "maxpool, avgpool, linear, blur)", line, node, value);
+            snprintf(err, errlen, "line %zu, node %zu: field \"kind\": unknown kind \"%.40s\" (%s)", line, node, value,
+                     node_kind_list());
             return -1;
         }
         return 0;
-    case F_ZERO_INIT:
-        c->zero_init = !strcmp(value, "true");
-        return 0;
-    default: {
-        errno = 0;
-        char *end;
-        const long v = strtol(value, &end, 10);
-        if (*end || errno || v < 0 || v > (1L << 24)) {
-            snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be a whole number from 0 to %ld, not %.40s",
-                     line, node, key, 1L << 24, value);
-            return -1;
-        }
-        c->num[f] = v;
+    }
+    if (type == NET_FIELD_INPUT) return copy_name(c->residual, sizeof c->residual, value, key, node, line, err, errlen);
+    if (type == NET_FIELD_BOOL) {
+        c->num[f] = !strcmp(value, "true");
         return 0;
     }
+    errno = 0;
+    char *end;
+    const long v = strtol(value, &end, 10);
+    if (*end || errno || v < 0 || v > (1L << 24)) {
+        snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be a whole number from 0 to %ld, not %.40s", line,
+                 node, key, 1L << 24, value);
+        return -1;
     }
+    c->num[f] = v;
+    return 0;
 }
 
 static int rec_end(void *vctx, size_t index, size_t line, size_t column, char *err, size_t errlen) {
@@ -156,8 +145,8 @@ static int rec_end(void *vctx, size_t index, size_t line, size_t column, char *e
     Rec *c = &r->cur;
     (void)column;
     c->line = line;
-    const char *nm = c->have & BIT(F_NAME) ? c->name : "?";
-    if (!(c->have & BIT(F_NAME))) {
+    const char *nm = c->have & BIT(HAVE_NAME) ? c->name : "?";
+    if (!(c->have & BIT(HAVE_NAME))) {
         snprintf(err, errlen, "line %zu, node %zu: no field \"name\"", line, index);
         return -1;
     }
@@ -165,21 +154,21 @@ static int rec_end(void *vctx, size_t index, size_t line, size_t column, char *e
         snprintf(err, errlen, "line %zu, node \"input\": field \"name\": \"input\" is the image's name", line);
         return -1;
     }
-    if (!(c->have & BIT(F_KIND))) {
+    if (!(c->have & BIT(HAVE_KIND))) {
         snprintf(err, errlen, "line %zu, node \"%s\": no field \"kind\"", line, nm);
         return -1;
     }
     const int k = node_kind_parse(c->kind);
-    const unsigned extra = c->have & ~(BIT(F_NAME) | BIT(F_KIND) | BIT(F_IN));
-    for (int f = 0; f < F_COUNT; f++) {
-        if ((extra & BIT(f)) && !(k_takes[k] & BIT(f))) {
-            snprintf(err, errlen, "line %zu, node \"%s\": field \"%s\" does not apply to a %s node", line, nm, k_field[f],
-                     c->kind);
+    for (int f = 0; f < NET_FIELD_COUNT; f++) {
+        const NetFieldSpec *spec = node_kind_field(k, f);
+        if ((c->have & BIT(f)) && !spec) {
+            snprintf(err, errlen, "line %zu, node \"%s\": field \"%s\" does not apply to a %s node", line, nm,
+                     net_field_key(f), c->kind);
             return -1;
         }
-        if ((k_needs[k] & BIT(f)) && !(c->have & BIT(f))) {
+        if (spec && spec->need && !(c->have & BIT(f))) {
             snprintf(err, errlen, "line %zu, node \"%s\": a %s node needs the field \"%s\"", line, nm, c->kind,
-                     k_field[f]);
+                     net_field_key(f));
             return -1;
         }
     }
@@ -208,6 +197,36 @@ static int find_input(const Reader *r, size_t below, const char *name, const cha
     return -3;
 }
 
+/* The node of record c: each field its kind takes from the file, else its default; defaults
+ * that are a fraction of the kernel in a second pass, once the kernel is known. */
+static int node_from_rec(NetSpec *s, NodeKind k, int in, int in2, const Rec *c, const char *what, char *err,
+                         size_t errlen) {
+    const NodeKindDef *d = node_kind(k);
+    for (int i = 0; i < d->n_fields; i++) {
+        const NetFieldSpec *spec = &d->fields[i];
+        if ((c->have & BIT(spec->field)) && c->num[spec->field] < spec->min) {
+            snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": must be at least %d", QUOTED(what),
+                     c->line, c->name, net_field_key(spec->field), spec->min);
+            return -1;
+        }
+    }
+    const int j = netspec_node(s, k, in, in2, c->name);   /* may move s->node */
+    NetNode *n = &s->node[j];
+    for (int pass = 0; pass < 2; pass++)
+        for (int i = 0; i < d->n_fields; i++) {
+            const NetFieldSpec *spec = &d->fields[i];
+            const NetField f = spec->field;
+            if (net_field_type(f) == NET_FIELD_INPUT) continue;   /* resolved by name above */
+            int *v = net_field_member(n, f);
+            if (c->have & BIT(f)) {
+                if (pass == 0) *v = (int)c->num[f];
+            } else if ((spec->def_kernel_div != 0) == pass) {
+                *v = spec->def_kernel_div ? n->k / spec->def_kernel_div : spec->def;
+            }
+        }
+    return 0;
+}
+
 int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, char *err, size_t errlen) {
     netspec_init(s, "network", NET_INIT_PYTORCH);
     Reader r = {.s = s};
@@ -218,37 +237,13 @@ int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, ch
     }
     for (size_t i = 0; rc == 0 && i < r.n; i++) {
         const Rec *c = &r.recs[i];
-        const int k = node_kind_parse(c->kind);
+        const NodeKind k = (NodeKind)node_kind_parse(c->kind);
         int in = i == 0 ? NET_INPUT : (int)i - 1;
-        if (c->have & BIT(F_IN)) in = find_input(&r, i, c->in, what, c, "in", err, errlen);
+        if (c->have & BIT(HAVE_IN)) in = find_input(&r, i, c->in, what, c, "in", err, errlen);
         int in2 = NET_NONE;
-        if (k == NODE_ADD) in2 = find_input(&r, i, c->residual, what, c, "residual", err, errlen);
+        if (node_kind(k)->inputs == 2) in2 = find_input(&r, i, c->residual, what, c, "residual", err, errlen);
         if (in == -3 || in2 == -3) { rc = -1; break; }
-        const long *v = c->num;
-        switch (k) {
-        case NODE_CONV:
-            netspec_conv(s, in, (int)v[F_OUT_CHANNELS], (int)v[F_KERNEL], c->have & BIT(F_STRIDE) ? (int)v[F_STRIDE] : 1,
-                         c->have & BIT(F_PADDING) ? (int)v[F_PADDING] : (int)v[F_KERNEL] / 2, "%s", c->name);
-            break;
-        case NODE_BN: netspec_bn(s, in, c->zero_init, "%s", c->name); break;
-        case NODE_RELU: netspec_relu(s, in, "%s", c->name); break;
-        case NODE_ADD: netspec_add(s, in, in2, "%s", c->name); break;
-        case NODE_MAXPOOL:
-            netspec_maxpool(s, in, (int)v[F_KERNEL], c->have & BIT(F_STRIDE) ? (int)v[F_STRIDE] : (int)v[F_KERNEL],
-                            c->have & BIT(F_PADDING) ? (int)v[F_PADDING] : 0, "%s", c->name);
-            break;
-        case NODE_AVGPOOL: netspec_avgpool(s, in, "%s", c->name); break;
-        case NODE_BLUR: netspec_blur(s, in, "%s", c->name); break;
-        case NODE_LINEAR:
-            if ((c->have & BIT(F_OUT_FEATURES)) && v[F_OUT_FEATURES] < 1) {
-                snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"out_features\": must be at least 1", QUOTED(what),
-                         c->line, c->name);
-                rc = -1;
-                break;
-            }
-            netspec_linear(s, in, (int)v[F_OUT_FEATURES], "%s", c->name);
-            break;
-        }
+        rc = node_from_rec(s, k, in, in2, c, what, err, errlen);
     }
     free(r.recs);
     if (rc != 0) netspec_free(s);
@@ -284,24 +279,18 @@ void netfile_write(FILE *f, const NetSpec *s) {
             s->init == NET_INIT_RESNET ? "resnet" : "pytorch");
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
-        fprintf(f, "    {\"name\": \"%s\", \"kind\": \"%s\", \"in\": \"%s\"", n->name, node_kind_name(n->kind),
-                in_name(s, n->in));
-        switch (n->kind) {
-        case NODE_CONV:
-            fprintf(f, ", \"out_channels\": %d, \"kernel\": %d, \"stride\": %d, \"padding\": %d", n->out, n->k,
-                    n->stride, n->pad);
-            break;
-        case NODE_BN:
-            if (n->zero_init) fprintf(f, ", \"zero_init_residual\": true");
-            break;
-        case NODE_ADD: fprintf(f, ", \"residual\": \"%s\"", in_name(s, n->in2)); break;
-        case NODE_MAXPOOL:
-            fprintf(f, ", \"kernel\": %d, \"stride\": %d, \"padding\": %d", n->k, n->stride, n->pad);
-            break;
-        case NODE_LINEAR:
-            if (n->out) fprintf(f, ", \"out_features\": %d", n->out);
-            break;
-        default: break;
+        const NodeKindDef *d = node_kind(n->kind);
+        fprintf(f, "    {\"name\": \"%s\", \"kind\": \"%s\", \"in\": \"%s\"", n->name, d->name, in_name(s, n->in));
+        for (int j = 0; j < d->n_fields; j++) {
+            const NetFieldSpec *spec = &d->fields[j];
+            const int v = *net_field_member_const(n, spec->field);
+            if (!spec->write_always && !v) continue;
+            const char *key = net_field_key(spec->field);
+            switch (net_field_type(spec->field)) {
+            case NET_FIELD_NUMBER: fprintf(f, ", \"%s\": %d", key, v); break;
+            case NET_FIELD_BOOL: fprintf(f, ", \"%s\": %s", key, v ? "true" : "false"); break;
+            case NET_FIELD_INPUT: fprintf(f, ", \"%s\": \"%s\"", key, in_name(s, v)); break;
+            }
         }
         fprintf(f, "}%s\n", i + 1 < s->n ? "," : "");
     }

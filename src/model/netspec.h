@@ -16,25 +16,16 @@
 
 #include <stddef.h>
 
-typedef enum {
-    NODE_CONV,      /* convolution, no bias (a batch norm follows): out, k, stride, pad */
-    NODE_BN,        /* batch norm over channels (eps 1e-5, momentum 0.1) */
-    NODE_RELU,
-    NODE_ADD,       /* in + in2, same shape */
-    NODE_MAXPOOL,   /* k, stride, pad (nn.MaxPool2d, ceil_mode False) */
-    NODE_AVGPOOL,   /* global average pool (nn.AdaptiveAvgPool2d(1)): [N,1,1,C] */
-    NODE_LINEAR,    /* on a [N,1,1,C] input; out features, with a bias */
-    NODE_BLUR,      /* fixed 3x3 binomial blur per channel, stride 1, zero padding 1: FFCV's BlurPool */
-} NodeKind;
-#define NODE_KIND_COUNT 8
+#include "node_kind.h"
 
 #define NET_INPUT (-1)    /* the image, as an input of a node */
 #define NET_NONE (-2)     /* no second input */
 
-typedef struct {
+/* A node: its kind (node_kind.h) and the members its kind's file fields fill. */
+typedef struct NetNode {
     NodeKind kind;
     char name[48];        /* state_dict prefix of its tensors ("layer1.0.conv1"); a label for the others */
-    int in, in2;          /* producers: node indices below this one, or NET_INPUT; in2 for add only */
+    int in, in2;          /* producers: node indices below this one, or NET_INPUT; in2 for a kind of two inputs */
     int out;              /* conv: output channels; linear: output features (0: the number of classes) */
     int k, stride, pad;   /* conv, maxpool */
     int zero_init;        /* bn: its weight starts at 0 under --zero_init_residual (a residual branch's end) */
@@ -60,7 +51,10 @@ void netspec_free(NetSpec *s);
 /* A copy of src into dst (initialised here). */
 void netspec_copy(NetSpec *dst, const NetSpec *src);
 
-/* Appends a node and returns its index. name may be a printf format. */
+/* Appends a node of any kind with its inputs (in2: NET_NONE for a kind of one) and returns its
+ * index; the caller sets the members its kind's fields fill. */
+int netspec_node(NetSpec *s, NodeKind kind, int in, int in2, const char *name);
+/* The same for each kind the zoo builds with: name may be a printf format. */
 int netspec_conv(NetSpec *s, int in, int out, int k, int stride, int pad, const char *fmt, ...)
     __attribute__((format(printf, 7, 8)));
 int netspec_bn(NetSpec *s, int in, int zero_init, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
@@ -81,10 +75,6 @@ int netspec_blur(NetSpec *s, int in, const char *fmt, ...) __attribute__((format
  * The network is renamed "<name>-blurpool", which checkpoints record as its architecture.
  * Returns the number of blur nodes added. */
 int netspec_blurpool(NetSpec *s);
-
-/* "conv", "bn", "relu", "add", "maxpool", "avgpool", "linear", "blur"; and back (-1: unknown). */
-const char *node_kind_name(NodeKind k);
-int node_kind_parse(const char *name);
 
 /* Works out every node's output shape for a 3-channel image_size x image_size input and
  * num_classes classes, and checks what only shapes tell: an input that is not an earlier node,

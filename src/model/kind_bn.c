@@ -1,0 +1,122 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* kind_bn.c - the "bn" node: batch norm over channels (eps 1e-5, momentum 0.1), in training
+ * from the batch's statistics (all ranks' under sync BN, through the model's stats_allreduce
+ * between the phases of the Backend's batch norm), in evaluation from the running ones.
+ *
+ * The executor may fuse into its step the add that takes it as first operand and the ReLU
+ * after either (model.c): bn_apply then adds the residual and clamps in the pass that
+ * normalises, and backward masks once. */
+#include "base/rng.h"
+#include "base/util.h"
+#include "model_step.h"
+
+#define BN_EPS 1e-5f
+#define BN_MOMENTUM 0.1f
+
+static void bn_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
+    (void)be;
+    st->bn = (int)NB->size;
+    st->w_off = layout_add(P, n->name, "weight", TENSOR_BN_WEIGHT, st->bn, 1, n->C, 0, 0, 0);
+    st->b_off = layout_add(P, n->name, "bias", TENSOR_BN_BIAS, st->bn, 1, n->C, 0, 0, 0);
+    st->rmean_off = layout_add(B, n->name, "running_mean", TENSOR_BN_RUNNING_MEAN, st->bn, 1, n->C, 0, 0, 0);
+    st->rvar_off = layout_add(B, n->name, "running_var", TENSOR_BN_RUNNING_VAR, st->bn, 1, n->C, 0, 0, 0);
+    layout_add(NB, n->name, "num_batches_tracked", TENSOR_BN_COUNTER, st->bn, 0, 0, 0, 0, 0);
+}
+
+static void bn_alloc(const Backend *be, ModelStep *st, int max_batch) {
+    (void)max_batch;
+    st->mean = be->alloc((size_t)st->C * sizeof(float));
+    st->invstd = be->alloc((size_t)st->C * sizeof(float));
+    st->count = be->alloc(sizeof(double));
+}
+
+static void bn_release(const Backend *be, ModelStep *st) {
+    be->release(st->mean);
+    be->release(st->invstd);
+    be->release(st->count);
+}
+
+/* gamma 1 (0 for a residual branch's end under --zero_init_residual), beta 0, running mean 0,
+ * running variance 1: nothing is drawn. */
+static void bn_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
+    (void)r;
+    const float gamma = m->zero_init_residual && st->zero_init ? 0.0f : 1.0f;
+    for (int i = 0; i < st->C; i++) {
+        params[st->w_off + i] = gamma;
+        params[st->b_off + i] = 0.0f;
+        buffers[st->rmean_off + i] = 0.0f;
+        buffers[st->rvar_off + i] = 1.0f;
+    }
+    m->bn_tracked[st->bn] = 0;
+}
+
+/* Batch or running statistics, the fused residual add, the fused ReLU. */
+static void bn_node_forward(Model *m, ModelStep *st, int N, int train) {
+    const Backend *be = m->be;
+    const float *a = model_value(m, st->in);
+    const size_t M = (size_t)N * st->H * st->W;
+    const int C = st->C;
+    if (train) {
+        double *sums = m->stat_scratch;        /* [count, sum[C], sumsq[C]] */
+        be->bn_stats(a, M, C, sums + 1, sums + 1 + C, sums);
+        if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, sums, 1 + 2 * (size_t)C);
+        be->copy(st->count, sums, sizeof(double));
+        be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, BN_EPS, BN_MOMENTUM, st->mean, st->invstd,
+                              m->buffers + st->rmean_off, m->buffers + st->rvar_off);
+        m->bn_tracked[st->bn]++;
+    } else {
+        be->bn_eval_stats(m->buffers + st->rmean_off, m->buffers + st->rvar_off, C, BN_EPS, st->mean, st->invstd);
+    }
+    be->bn_apply(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
+                 st->in2 == NET_NONE ? NULL : model_value(m, st->in2), st->relu);
+}
+
+/* From dy (masked in place for the ReLU), the residual's gradient first: dy consumed; the
+ * gradient of its input into its slot. */
+static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
+    Model *m = s->m;
+    const Backend *be = m->be;
+    const size_t M = (size_t)N * st->H * st->W;
+    const int C = st->C;
+    const int fused_relu = st->relu && st->in2 < 0;   /* masked inside the reduction */
+    if (st->in2 >= 0) {
+        /* The ReLU after the residual add masks the gradient of both branches: mask once, and
+         * hand the residual branch its own copy in the same pass. */
+        GradOut g;
+        float *r = grad_begin(s, st->in2, &g);
+        if (!s->dry) {
+            if (st->relu) be->relu_mask_copy(dy, st->y, r, M * C);
+            else be->copy(r, dy, M * C * be->act_bytes());
+        }
+        grad_done(s, &g, N);
+    }
+    if (st->in < 0) return;   /* a batch norm on the image: its parameters' gradients only */
+    GradOut g;
+    float *dx = grad_begin(s, st->in, &g);
+    if (!s->dry) {
+        const float *a = model_value(m, st->in);
+        double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
+        double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
+        be->bn_backward_reduce(a, st->y, dy, dy, M, C, st->mean, st->invstd, fused_relu, loc, loc + C);
+        be->copy(glob, loc, 2 * (size_t)C * sizeof(double));
+        if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 2 * (size_t)C);
+        be->bn_backward_apply(a, dy, dx, M, C, st->mean, st->invstd, m->params + st->w_off, loc, loc + C, glob,
+                              glob + C, st->count, m->grads + st->w_off, m->grads + st->b_off);
+    }
+    grad_done(s, &g, N);
+}
+
+const NodeKindDef node_kind_bn = {
+    .name = "bn",
+    .doc = "batch norm over channels, eps 1e-5, momentum 0.1; with the add and ReLU after it, one fused step",
+    .tensors = "`NAME.weight`, `.bias`, `.running_mean`, `.running_var`, `.num_batches_tracked`",
+    .inputs = 1,
+    .fields = {{F_ZERO_INIT, .def_doc = "false"}},
+    .n_fields = 1,
+    .layout = bn_layout,
+    .alloc = bn_alloc,
+    .release = bn_release,
+    .init = bn_init,
+    .forward = bn_node_forward,
+    .backward = bn_node_backward,
+};

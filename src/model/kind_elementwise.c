@@ -1,0 +1,70 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* kind_elementwise.c - the nodes that work value by value: "relu" (one that follows no batch
+ * norm: after one, the executor fuses it into the batch norm's step) and "add" (a residual
+ * join of two maps of one shape). */
+#include "model_step.h"
+
+/* ---- relu --------------------------------------------------------------------------------- */
+
+static int relu_backend_has(const Backend *be) { return be->relu_forward != NULL; }
+
+static void relu_node_forward(Model *m, ModelStep *st, int N, int train) {
+    (void)train;
+    m->be->relu_forward(model_value(m, st->in), st->y, step_numel(st, N));
+}
+
+static void relu_grad(const Model *m, const ModelStep *st, float *dy, float *dx, int N) {
+    m->be->relu_mask_copy(dy, st->y, dx, step_numel(st, N));
+}
+
+static void relu_node_backward(Slots *s, ModelStep *st, float *dy, int N) { backward_to_input(s, st, dy, N, relu_grad); }
+
+const NodeKindDef node_kind_relu = {
+    .name = "relu",
+    .doc = "max(x, 0)",
+    .tensors = "",
+    .inputs = 1,
+    .backend_has = relu_backend_has,
+    .forward = relu_node_forward,
+    .backward = relu_node_backward,
+};
+
+/* ---- add ---------------------------------------------------------------------------------- */
+
+static int add_shape(NetNode *n, const NetNode *b, const NetCheck *c) {
+    if (b->C != n->C) return node_err(c, n, "residual", "%d channels added to %d", b->C, n->C);
+    if (b->H != n->H || b->W != n->W)
+        return node_err(c, n, "residual", "a %dx%d map added to a %dx%d one", b->H, b->W, n->H, n->W);
+    return 0;
+}
+
+static void add_node_forward(Model *m, ModelStep *st, int N, int train) {
+    (void)train;
+    const size_t n = step_numel(st, N);
+    m->be->copy(st->y, model_value(m, st->in), n * step_elem_bytes(m, st));
+    m->be->add_act_inplace(st->y, model_value(m, st->in2), n);
+}
+
+/* Both operands get dy as it is: the residual's first, as the fused step hands it. */
+static void add_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
+    const int ins[2] = {st->in2, st->in};
+    for (int q = 0; q < 2; q++) {
+        if (ins[q] < 0) continue;
+        GradOut g;
+        float *d = grad_begin(s, ins[q], &g);
+        if (!s->dry) s->m->be->copy(d, dy, step_numel(st, N) * step_elem_bytes(s->m, st));
+        grad_done(s, &g, N);
+    }
+}
+
+const NodeKindDef node_kind_add = {
+    .name = "add",
+    .doc = "in + residual, of the same shape",
+    .tensors = "",
+    .inputs = 2,
+    .fields = {{F_RESIDUAL, .need = 1, .write_always = 1}},
+    .n_fields = 1,
+    .shape = add_shape,
+    .forward = add_node_forward,
+    .backward = add_node_backward,
+};

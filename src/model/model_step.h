@@ -1,0 +1,87 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* model_step.h - the executor's inside, shared by model.c and the kinds' records (node_kind.h):
+ * a step of the forward, the tensor layouts, and the slots that hold the activation gradients
+ * of one backward (model_slots.c). Private to src/model/. */
+#ifndef DDP_MODEL_STEP_H
+#define DDP_MODEL_STEP_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "model.h"
+
+/* One step of the forward: a node of the table, or a batch norm with the add and the ReLU
+ * that follow it fused in (model.c). */
+struct ModelStep {
+    NodeKind kind;
+    int node;                 /* its node in m->net (the last of a fused group) */
+    int first;                /* the group's first node (the batch norm), else == node */
+    int in, in2;              /* producing steps, or NET_INPUT; in2: add's, or a fused residual */
+    int relu;                 /* bn: ReLU fused */
+    int C_in, H_in, W_in, C, H, W;
+    int act;                  /* y holds activations (act_bytes), else float32 */
+    Conv2d conv;
+    size_t w_off, b_off;      /* conv weight / bn weight / linear weight; bn or linear bias */
+    size_t rmean_off, rvar_off;
+    int bn;                   /* its counter in bn_tracked */
+    int zero_init;
+    int k, stride, pad;       /* maxpool */
+    int p_lo, p_hi;           /* its tensors in param_info */
+    float *y;                 /* output [max_batch, H, W, C] */
+    float *mean, *invstd;     /* bn: statistics used by the last forward */
+    double *count;            /* bn: values behind those statistics (all ranks' with sync BN) */
+    int32_t *arg;             /* maxpool: the input pixel of each output */
+};
+
+/* ---- layouts: tensors appended in state_dict order ---------------------------------------- */
+
+typedef struct Layout {
+    TensorInfo *info;
+    int n, cap;
+    size_t size;
+} Layout;
+
+/* Appends PREFIX.NAME of `ndim` dimensions d0..d3; returns its offset. */
+size_t layout_add(Layout *l, const char *prefix, const char *name, TensorRole role, int bn, int ndim, int d0, int d1,
+                  int d2, int d3);
+
+/* ---- values ------------------------------------------------------------------------------- */
+
+/* The output of step `step`, or the input batch for NET_INPUT. */
+static inline const float *model_value(const Model *m, int step) {
+    return step == NET_INPUT ? m->input : m->step[step].y;
+}
+/* Elements of a step's output for N images, and the bytes of one element. */
+static inline size_t step_numel(const ModelStep *st, int N) { return (size_t)N * st->H * st->W * st->C; }
+static inline size_t step_elem_bytes(const Model *m, const ModelStep *st) {
+    return st->act ? m->be->act_bytes() : sizeof(float);
+}
+
+/* ---- the slots of one backward (model_slots.c) -------------------------------------------- */
+
+/* Which slot holds each step's output gradient, which are free. In a dry run nothing is
+ * computed (every pointer is NULL) and the most slots held at once is recorded. */
+typedef struct Slots {
+    Model *m;
+    int dry;
+    int *grad;        /* step -> its slot, or -1 */
+    int *busy;        /* slot -> in use */
+    int cap, held, peak;
+} Slots;
+
+int slot_take(Slots *s);
+void slot_give(Slots *s, int i);
+float *slot_ptr(const Slots *s, int i);
+
+/* Where an operation that overwrites writes the gradient of step t's output: its own slot when
+ * it has none yet, else a temporary, added into it by grad_done. */
+typedef struct { int t, slot, tmp; } GradOut;
+float *grad_begin(Slots *s, int t, GradOut *g);
+void grad_done(Slots *s, const GradOut *g, int N);
+
+/* The common backward of a one-input step without parameters: nothing when its input is the
+ * image; else dx begun, op(dy, dx) unless dry, dx done. */
+typedef void (*GradOp)(const Model *m, const ModelStep *st, float *dy, float *dx, int N);
+void backward_to_input(Slots *s, ModelStep *st, float *dy, int N, GradOp op);
+
+#endif

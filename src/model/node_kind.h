@@ -1,0 +1,163 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* node_kind.h - the table of node kinds: one record per kind, holding everything that a kind
+ * is to the rest of the house, so that a new kind is one record and one line of NODE_KINDS.
+ *
+ * A record says, in one place:
+ *   - its name in network files and --print_model, and its line in docs/networks.md;
+ *   - its file fields, which are required, their defaults, and which are written back;
+ *   - its inputs (one, or two: the second is the file's "residual");
+ *   - its shape rule and the checks only shapes tell (netspec_resolve calls it);
+ *   - the Backend operations it needs, when a backend may lack them;
+ *   - its parameters and buffers (their state_dict names and roles), and their initialisation;
+ *   - its forward and its backward over the Backend, and the work it counts per image.
+ * netspec.c, netfile.c and model.c loop over the table; none of them switches on a kind, except
+ * where the executor fuses a batch norm with the add and ReLU after it (model.c: a plan over
+ * kinds, not a kind).
+ *
+ * The records live beside their functions, a family of kinds a file (kind_conv.c, kind_bn.c,
+ * kind_linear.c, kind_pool.c, kind_elementwise.c); node_kind.c holds the table of them, in the
+ * manner of NCCL's table of transports. */
+#ifndef DDP_NODE_KIND_H
+#define DDP_NODE_KIND_H
+
+#include <stddef.h>
+#include <stdio.h>
+
+/* X(ENUM, record): the kinds, in the order of the "kind" list in messages and docs. */
+#define NODE_KINDS(X)              \
+    X(NODE_CONV, node_kind_conv)       \
+    X(NODE_BN, node_kind_bn)           \
+    X(NODE_RELU, node_kind_relu)       \
+    X(NODE_ADD, node_kind_add)         \
+    X(NODE_MAXPOOL, node_kind_maxpool) \
+    X(NODE_AVGPOOL, node_kind_avgpool) \
+    X(NODE_LINEAR, node_kind_linear)   \
+    X(NODE_BLUR, node_kind_blur)
+
+#define NODE_KIND_ENUM(e, rec) e,
+typedef enum { NODE_KINDS(NODE_KIND_ENUM) NODE_KIND_COUNT } NodeKind;
+#undef NODE_KIND_ENUM
+
+/* X(ENUM, file key, JSON type, NetNode member): the fields of a node in a network file beyond
+ * "name", "kind" and "in", in the order of the "fields" list in messages. Two keys may fill one
+ * member (a convolution's out_channels and a linear layer's out_features are both `out`). */
+#define NET_FIELDS(X)                                             \
+    X(F_OUT_CHANNELS, "out_channels", NET_FIELD_NUMBER, out)      \
+    X(F_KERNEL, "kernel", NET_FIELD_NUMBER, k)                    \
+    X(F_STRIDE, "stride", NET_FIELD_NUMBER, stride)               \
+    X(F_PADDING, "padding", NET_FIELD_NUMBER, pad)                \
+    X(F_ZERO_INIT, "zero_init_residual", NET_FIELD_BOOL, zero_init) \
+    X(F_RESIDUAL, "residual", NET_FIELD_INPUT, in2)               \
+    X(F_OUT_FEATURES, "out_features", NET_FIELD_NUMBER, out)
+
+#define NET_FIELD_ENUM(e, key, type, member) e,
+typedef enum { F_NONE = -1, NET_FIELDS(NET_FIELD_ENUM) NET_FIELD_COUNT } NetField;
+#undef NET_FIELD_ENUM
+
+typedef enum { NET_FIELD_NUMBER, NET_FIELD_BOOL, NET_FIELD_INPUT } NetFieldType;
+
+/* A field a kind takes. A number's default is `def`, or the kernel / def_kernel_div when that is
+ * nonzero (a convolution's padding is kernel/2); `min` is checked when the file gives it. */
+typedef struct {
+    NetField field;
+    int need;              /* the file must give it */
+    int def;
+    int def_kernel_div;
+    int min;
+    int write_always;      /* --print_model writes it even at its default (else only when nonzero) */
+    const char *def_doc;   /* the default as docs/networks.md says it ("kernel/2"); NULL: none */
+} NetFieldSpec;
+
+#define NODE_MAX_FIELDS 4
+
+/* Sizes past these are refused: every buffer is sized from them, in size_t, and C*H*W must
+ * stay far below 2^31 per image for the kernels' int arithmetic. */
+#define NET_MAX_CHANNELS 65536
+#define NET_MAX_KERNEL 64
+#define NET_MAX_FEATURES (1 << 24)
+
+struct NetNode;
+struct Backend;
+struct Model;
+struct ModelStep;
+struct Slots;
+struct Layout;
+struct Rng;
+
+/* Where netspec_resolve reports: `what` (the file, or "--model NAME") and err. */
+typedef struct {
+    const char *what;
+    char *err;
+    size_t errlen;
+    int num_classes;
+} NetCheck;
+
+typedef struct NodeKindDef {
+    const char *name;                   /* the file's "kind" */
+    const char *doc;                    /* docs/networks.md: what it computes */
+    const char *tensors;                /* docs/networks.md: its state_dict tensors ("" for none) */
+    int inputs;                         /* 1, or 2 ("in" and the field of type NET_FIELD_INPUT) */
+    int float_out;                      /* its output is float32 even when activations are 16-bit
+                                         * (the pooled features and what follows them) */
+    NetFieldSpec fields[NODE_MAX_FIELDS];
+    int n_fields;
+
+    /* The output's shape into n->C, H, W, which hold the first input's on entry; in2 is the
+     * second input (inputs == 2) with its shape. Returns 0, or -1 through node_err. */
+    int (*shape)(struct NetNode *n, const struct NetNode *in2, const NetCheck *c);
+    /* 1 when the backend has the operations this kind needs; NULL: every backend has them */
+    int (*backend_has)(const struct Backend *be);
+    /* Its tensors into the layouts (table order = state_dict order), and any Backend state of
+     * the step (a convolution's primitives). NULL: none. */
+    void (*layout)(const struct Backend *be, const struct NetNode *n, struct ModelStep *st, struct Layout *params,
+                   struct Layout *buffers, struct Layout *counters);
+    /* Scratch the step keeps beyond its output (batch norm's statistics, max pool's choices),
+     * for max_batch images; and its release with the Backend state. NULL: none. */
+    void (*alloc)(const struct Backend *be, struct ModelStep *st, int max_batch);
+    void (*release)(const struct Backend *be, struct ModelStep *st);
+    /* Initial values into host arrays, drawn from r in table order. NULL: nothing to draw. */
+    void (*init)(const struct Model *m, const struct ModelStep *st, float *params, float *buffers, struct Rng *r);
+    void (*forward)(struct Model *m, struct ModelStep *st, int N, int train);
+    /* From dy, the gradient of its output: its parameters' gradients (accumulated) and its
+     * inputs' (through the slots of model_slots.h). */
+    void (*backward)(struct Slots *s, struct ModelStep *st, float *dy, int N);
+    /* The parameters changed (the kernels' weight caches). NULL: nothing cached. */
+    void (*params_changed)(const struct Backend *be, struct ModelStep *st);
+    /* Multiply-adds of one image's forward, as model_macs_per_image counts them. NULL: 0. */
+    double (*macs)(const struct ModelStep *st);
+} NodeKindDef;
+
+#define NODE_KIND_DECL(e, rec) extern const NodeKindDef rec;
+NODE_KINDS(NODE_KIND_DECL)
+#undef NODE_KIND_DECL
+
+/* The record of kind k (k < NODE_KIND_COUNT). */
+const NodeKindDef *node_kind(int k);
+/* "conv", ...; "?" for no kind. And back: -1 for an unknown name. */
+const char *node_kind_name(int k);
+int node_kind_parse(const char *name);
+/* The field's file key, its type; and the field spec of kind k for f, or NULL. */
+const char *net_field_key(NetField f);
+NetFieldType net_field_type(NetField f);
+const NetFieldSpec *node_kind_field(int k, NetField f);
+/* The member of n that field f fills. */
+int *net_field_member(struct NetNode *n, NetField f);
+const int *net_field_member_const(const struct NetNode *n, NetField f);
+
+/* "conv, bn, relu, ..." and "name, kind, in, out_channels, ...": the lists messages give. */
+const char *node_kind_list(void);
+const char *net_field_list(void);
+
+/* docs/networks.md's table of kinds, one row per record, as tests/test_node_kinds.sh compares
+ * it with the page. */
+void node_kinds_write_doc(FILE *f);
+
+/* One line in c->err: `what: node "NAME", field "FIELD": message` (field may be NULL).
+ * Returns -1. */
+int node_err(const NetCheck *c, const struct NetNode *n, const char *field, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A k x k window at a stride, with padding, over an H x W map (a convolution's or a max
+ * pool's): kernel and stride in range, n->H and n->W its output, which keeps a pixel. */
+int node_window(struct NetNode *n, int H, int W, const NetCheck *c);
+
+#endif
