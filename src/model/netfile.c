@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* netfile.c - see netfile.h. The text is read by config_file.c's reader (json_records_read);
- * this file says what the keys mean. Input names are resolved once every node is read, so
+ * the keys a node takes, their types and defaults are its kind's record (node_kind.h), so this
+ * file knows no kind. Input names are resolved once every node is read, so
  * that a name defined further down is told apart from one defined nowhere. */
 #include "netfile.h"
 

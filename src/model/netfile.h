@@ -8,10 +8,9 @@
  *     {"name": "fc", "kind": "linear", "in": "avgpool"}]}
  *
  * Each node is a flat object: "name" (the state_dict prefix of its tensors, letters, digits,
- * '_', '.' and '-'), "kind" (netspec.h), "in" (an earlier node's name or "input"; default the
- * node before), and its kind's fields: conv out_channels, kernel, stride (1), padding
- * (kernel/2); bn zero_init_residual (false); add residual; maxpool kernel, stride (kernel),
- * padding (0); linear out_features (default: --num_classes); blur none. "init" is "pytorch" (the
+ * '_', '.' and '-'), "kind" (node_kind.h), "in" (an earlier node's name or "input"; default the
+ * node before), and the fields of its kind, with their defaults, as the kind's record in
+ * node_kind.h gives them (docs/networks.md prints that table). "init" is "pytorch" (the
  * default) or "resnet" (torchvision's ResNet initialisation). docs/networks.md has more. */
 #ifndef DDP_NETFILE_H
 #define DDP_NETFILE_H

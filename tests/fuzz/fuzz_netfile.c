@@ -11,14 +11,16 @@
 #include "model/netfile.h"
 #include "model/netspec.h"
 
+/* The same nodes: kind, name, input, and every field their kind takes (node_kind.h). */
 static int same(const NetSpec *a, const NetSpec *b) {
     if (a->n != b->n || a->init != b->init || strcmp(a->name, b->name) != 0) return 0;
     for (int i = 0; i < a->n; i++) {
         const NetNode *x = &a->node[i], *y = &b->node[i];
-        if (x->kind != y->kind || strcmp(x->name, y->name) != 0 || x->in != y->in || x->out != y->out || x->k != y->k ||
-            x->stride != y->stride || x->pad != y->pad || x->zero_init != y->zero_init ||
-            (x->kind == NODE_ADD && x->in2 != y->in2))
-            return 0;
+        if (x->kind != y->kind || strcmp(x->name, y->name) != 0 || x->in != y->in) return 0;
+        const NodeKindDef *d = node_kind(x->kind);
+        for (int f = 0; f < d->n_fields; f++)
+            if (*net_field_member_const(x, d->fields[f].field) != *net_field_member_const(y, d->fields[f].field))
+                return 0;
     }
     return 1;
 }
