@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* model.c - a network from its node table: layout, initialisation, forward and backward.
+/* model.c - a network from its node table: layout, initialisation, forward and backward,
+ * each step's part of them done by its kind's record (node_kind.h).
  *
  * model_init_net compiles the table into steps. A batch norm whose only consumer is an add
  * (as its first operand) and whose add's only consumer is a ReLU becomes one step, as does a
@@ -8,9 +9,7 @@
  * residual is ready. Every other node is a step of its own.
  *
  * Backward runs the steps in reverse. The gradient of a step's output lives in a slot from a
- * pool: taken by the first consumer that writes it (the last in forward order), added to by
- * the others, given back once its producer has used it. The pool's size is what one dry run
- * of backward holds at most. A parameter's gradient is final once its step is done; the
+ * pool (model_slots.c), whose size is what one dry run of backward holds at most. A parameter's gradient is final once its step is done; the
  * gradients at offsets >= X are final when every step owning a parameter at or above X is:
  * that watermark is what grad_ready hears, so buckets start during backward. */
 #include <math.h>
