@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* checkpoint.c - see checkpoint.h for the file layout and the guarantees. */
 #include "checkpoint.h"
+#include "checkpoint_format.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -16,48 +17,6 @@
 #include "base/util.h"
 
 /* ---- HDF5 plumbing --------------------------------------------------------------------------- */
-
-static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *data) {
-    if (n == 0 && e->desc) snprintf((char *)data, 512, "%s", e->desc);
-    return 0;
-}
-
-/* Why the last HDF5 call failed, in a few words. The innermost entry of the error stack is the
- * specific one ("truncated file: eof = ..."); when it comes from a system call it embeds
- * "error message = '<strerror>'", which is all a user needs (e.g. "No space left on device").
- * Must run under hdf5_lock() right after the failing call: the next call clears the stack. */
-static void hdf5_reason(char *buf, size_t len) {
-    char desc[512] = "";
-    H5Ewalk2(H5E_DEFAULT, H5E_WALK_UPWARD, innermost_cb, desc);
-    const char *key = "error message = '";
-    const char *p = strstr(desc, key);
-    if (p) {
-        p += strlen(key);
-        const char *q = strchr(p, '\'');
-        int n = q ? (int)(q - p) : (int)strlen(p);
-        snprintf(buf, len, "%.*s", n, p);
-    } else {
-        snprintf(buf, len, "%s", desc[0] ? desc : "unknown HDF5 error");
-    }
-}
-
-static hid_t file_access_plist(void) {
-    hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-    CHECK(fapl >= 0);
-    /* Closing the file closes whatever an error path left open. */
-    CHECK(H5Pset_fclose_degree(fapl, H5F_CLOSE_STRONG) >= 0);
-    /* The 1.10 file format checksums the superblock and object headers and keeps a one-chunk
-     * dataset's index in its header, so with Fletcher-32 on the data a damaged byte is caught
-     * wherever it is (tests/test_checkpoint.c flips them); HDF5 >= 1.10 (any recent h5py)
-     * reads it. */
-    CHECK(H5Pset_libver_bounds(fapl, H5F_LIBVER_V110, H5F_LIBVER_V110) >= 0);
-#if (H5_VERS_MAJOR == 1 && H5_VERS_MINOR == 10 && H5_VERS_RELEASE >= 7) || H5_VERSION_GE(1, 12, 1)
-    /* Cluster file systems mounted without flock (some Lustre, NFS setups) make HDF5's file
-     * lock fail with ENOSYS and the open with it; the rename protocol needs no lock. */
-    CHECK(H5Pset_file_locking(fapl, 1, 1) >= 0);
-#endif
-    return fapl;
-}
 
 static void describe_dims(const hsize_t *d, int rank, char *buf, size_t len) {
     size_t o = (size_t)snprintf(buf, len, "[");
@@ -130,7 +89,7 @@ typedef struct {
 /* Under hdf5_lock(), right after the failing call. */
 static int w_fail(Writer *w, const char *what) {
     char reason[512];
-    hdf5_reason(reason, sizeof reason);
+    checkpoint_hdf5_reason(reason, sizeof reason);
     return errf(w->err, w->errlen, "%s: cannot write checkpoint (%s): %s", w->path, what, reason);
 }
 
@@ -339,7 +298,7 @@ static int write_file(const char *path, const CkptState *s, char *err, size_t er
 
     hdf5_lock();
     H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t fapl = file_access_plist();
+    hid_t fapl = checkpoint_file_access_plist();
     hid_t fcpl = untimed_plist(H5P_FILE_CREATE);   /* the root group's times too */
     /* Exclusive (O_CREAT|O_EXCL): a file or symlink someone planted under the temporary name
      * is never written through; a taken name moves on to the next. */
@@ -418,7 +377,7 @@ typedef struct {
 
 static int r_fail(Reader *r, const char *what) {
     char reason[512];
-    hdf5_reason(reason, sizeof reason);
+    checkpoint_hdf5_reason(reason, sizeof reason);
     return errf(r->err, r->errlen, "%s: cannot read %s (corrupt file?): %s", r->path, what, reason);
 }
 
@@ -432,11 +391,11 @@ static int r_open(Reader *r, const char *path, char *err, size_t errlen) {
     if (H5Fis_hdf5(path) <= 0)
         return errf(err, errlen, "%s: not an HDF5 file (a ddptrain checkpoint was expected)", path);
     if (h5check_file(path, err, errlen) != 0) return -1;   /* before HDF5 reads its metadata */
-    hid_t fapl = file_access_plist();
+    hid_t fapl = checkpoint_file_access_plist();
     r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (r->file < 0) {
         char reason[512];
-        hdf5_reason(reason, sizeof reason);
+        checkpoint_hdf5_reason(reason, sizeof reason);
         H5Pclose(fapl);
         return errf(err, errlen, "%s: cannot open the checkpoint (truncated or corrupt file?): %s", path, reason);
     }
