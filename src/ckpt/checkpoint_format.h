@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* checkpoint_format.h - private to src/ckpt: what reading and writing checkpoints share, so that
- * both sides open a file the same way and word a failure the same way. checkpoint.h describes
- * the file layout. */
+/* checkpoint_format.h - private to src/ckpt: what reading, writing and the directory code of
+ * checkpoints share, so that every side opens a file the same way and words a failure the same
+ * way. checkpoint.h describes the file layout. */
 #ifndef DDP_CHECKPOINT_FORMAT_H
 #define DDP_CHECKPOINT_FORMAT_H
 
@@ -15,5 +15,10 @@ void checkpoint_hdf5_reason(char *buf, size_t len);
 /* File access properties for creating and opening a checkpoint, under hdf5_lock() (H5Pclose
  * them). */
 hid_t checkpoint_file_access_plist(void);
+
+/* The reader's deep check: 0 when `path` is a ddptrain checkpoint whose every dataset reads back
+ * intact, else -1 with err; takes hdf5_lock() itself. Needs no model, so that the prune can tell
+ * good files from damaged ones. */
+int checkpoint_probe_data(const char *path, char *err, size_t errlen);
 
 #endif
