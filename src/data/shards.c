@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* shards.c - see shards.h and data/README.md. */
 #include "shards.h"
+#include "shard_attrs.h"
 
 #include <dirent.h>
 #include <errno.h>
@@ -71,27 +72,7 @@ static void parse_any_name(const char *name, int *index, int *count) {
     if (!shard_parse_name(name, split, index, count)) *index = *count = -1;
 }
 
-/* ---- attributes ---------------------------------------------------------------------------- */
-
-void shard_attrs_free(ShardAttrs *a) {
-    if (a->class_names) {
-        for (int k = 0; k < a->num_classes; k++) free(a->class_names[k]);
-        free(a->class_names);
-    }
-    a->class_names = NULL;
-}
-
-void shard_attrs_copy(ShardAttrs *dst, const ShardAttrs *src) {
-    *dst = *src;
-    dst->class_names = NULL;
-    if (src->class_names) {
-        dst->class_names = callocCheck((size_t)src->num_classes, sizeof(char *));
-        for (int k = 0; k < src->num_classes; k++) {
-            dst->class_names[k] = strdup(src->class_names[k]);
-            CHECK(dst->class_names[k] != NULL);
-        }
-    }
-}
+/* ---- reading ------------------------------------------------------------------------------- */
 
 static void describe_type(hid_t t, char *buf, size_t len) {
     H5T_class_t cls = H5Tget_class(t);
@@ -113,134 +94,6 @@ static void describe_dims(const hsize_t *dims, int rank, char *buf, size_t len) 
         o += (size_t)snprintf(buf + o, len - o, "%s%llu", i ? "," : "", (unsigned long long)dims[i]);
     if (o < len) snprintf(buf + o, len - o, "]");
 }
-
-/* Number of elements of an attribute's dataspace (scalar = 1), or -1. */
-static long long attr_npoints(hid_t a) {
-    hid_t s = H5Aget_space(a);
-    if (s < 0) return -1;
-    hssize_t n = H5Sget_simple_extent_npoints(s);
-    H5Sclose(s);
-    return (long long)n;
-}
-
-static int read_num_classes(hid_t file, const char *path, int *out, char *err, size_t errlen) {
-    if (H5Aexists(file, "num_classes") <= 0)
-        return errf(err, errlen, "%s: attribute 'num_classes' is missing (an integer, the number of classes, is required)", path);
-    hid_t a = H5Aopen(file, "num_classes", H5P_DEFAULT);
-    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'num_classes' (corrupt file?)", path);
-    hid_t t = H5Aget_type(a);
-    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
-    long long np = attr_npoints(a);
-    int v = 0;
-    herr_t r = (isint && np == 1) ? H5Aread(a, H5T_NATIVE_INT, &v) : -1;
-    if (t >= 0) H5Tclose(t);
-    H5Aclose(a);
-    if (!isint || np != 1)
-        return errf(err, errlen, "%s: attribute 'num_classes' must be a single integer", path);
-    if (r < 0) return errf(err, errlen, "%s: cannot read attribute 'num_classes' (corrupt file?)", path);
-    if (v < 1 || v > SHARD_MAX_CLASSES)
-        return errf(err, errlen, "%s: attribute 'num_classes' is %d but must be in [1, %d]", path, v, SHARD_MAX_CLASSES);
-    *out = v;
-    return 0;
-}
-
-static int read_float3(hid_t file, const char *path, const char *name, float out[3], char *err, size_t errlen) {
-    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
-    if (a < 0) return errf(err, errlen, "%s: cannot open attribute '%s' (corrupt file?)", path, name);
-    hid_t t = H5Aget_type(a);
-    H5T_class_t cls = t >= 0 ? H5Tget_class(t) : H5T_NO_CLASS;
-    int numeric = cls == H5T_FLOAT || cls == H5T_INTEGER;
-    long long np = attr_npoints(a);
-    herr_t r = (numeric && np == 3) ? H5Aread(a, H5T_NATIVE_FLOAT, out) : -1;
-    if (t >= 0) H5Tclose(t);
-    H5Aclose(a);
-    if (!numeric || np != 3)
-        return errf(err, errlen, "%s: attribute '%s' must be 3 floats (one per channel, in units of pixel/255)", path, name);
-    if (r < 0) return errf(err, errlen, "%s: cannot read attribute '%s' (corrupt file?)", path, name);
-    return 0;
-}
-
-/* Offset of the first C0 or C1 control character (raw, or C1 as UTF-8) in s, or -1. */
-static long control_char_at(const char *s) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (long i = 0; u[i]; i++) {
-        if (u[i] < 0x20 || u[i] == 0x7f) return i;
-        if (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) return i;   /* U+0080..U+009F */
-    }
-    return -1;
-}
-
-static int read_class_names(hid_t file, const char *path, int num_classes, char ***out,
-                            char *err, size_t errlen) {
-    *out = NULL;
-    hid_t a = H5Aopen(file, "class_names", H5P_DEFAULT);
-    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'class_names' (corrupt file?)", path);
-    hid_t ft = H5Aget_type(a);
-    long long np = attr_npoints(a);
-    if (ft < 0 || H5Tget_class(ft) != H5T_STRING) {
-        if (ft >= 0) H5Tclose(ft);
-        H5Aclose(a);
-        return errf(err, errlen, "%s: attribute 'class_names' must be strings (one per class)", path);
-    }
-    if (np != num_classes) {
-        H5Tclose(ft);
-        H5Aclose(a);
-        return errf(err, errlen, "%s: attribute 'class_names' has %lld names but num_classes is %d", path, np, num_classes);
-    }
-    char **names = callocCheck((size_t)num_classes, sizeof(char *));
-    hid_t mt = H5Tcopy(H5T_C_S1);
-    /* Same character set as the file: HDF5 refuses to convert between ASCII and UTF-8. */
-    H5Tset_cset(mt, H5Tget_cset(ft));
-    herr_t r;
-    if (H5Tis_variable_str(ft) > 0) {
-        H5Tset_size(mt, H5T_VARIABLE);
-        char **buf = callocCheck((size_t)num_classes, sizeof(char *));
-        r = H5Aread(a, mt, buf);
-        if (r >= 0) {
-            for (int k = 0; k < num_classes; k++) names[k] = strdup(buf[k] ? buf[k] : "");
-            hid_t sp = H5Aget_space(a);
-#if H5_VERSION_GE(1, 12, 0)
-            H5Treclaim(mt, sp, H5P_DEFAULT, buf);
-#else
-            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, buf);
-#endif
-            H5Sclose(sp);
-        }
-        free(buf);
-    } else {
-        size_t sz = H5Tget_size(ft);
-        H5Tset_size(mt, sz + 1);      /* room for the terminator a NULLPAD string lacks */
-        H5Tset_strpad(mt, H5T_STR_NULLTERM);
-        char *buf = callocCheck((size_t)num_classes, sz + 1);
-        r = H5Aread(a, mt, buf);
-        if (r >= 0)
-            for (int k = 0; k < num_classes; k++) names[k] = strndup(buf + (size_t)k * (sz + 1), sz);
-        free(buf);
-    }
-    H5Tclose(mt);
-    H5Tclose(ft);
-    H5Aclose(a);
-    if (r < 0) {
-        free(names);
-        return errf(err, errlen, "%s: cannot read attribute 'class_names' (corrupt file?)", path);
-    }
-    for (int k = 0; k < num_classes; k++) CHECK(names[k] != NULL);
-    /* Names reach the terminal (inspect, logs): an escape sequence in a file must not. */
-    for (int k = 0; k < num_classes; k++) {
-        long bad = control_char_at(names[k]);
-        if (bad >= 0) {
-            errf(err, errlen, "%s: attribute 'class_names': name %d holds a control character (0x%02x at byte %ld)",
-                 path, k, (unsigned char)names[k][bad], bad);
-            for (int j = 0; j < num_classes; j++) free(names[j]);
-            free(names);
-            return -1;
-        }
-    }
-    *out = names;
-    return 0;
-}
-
-/* ---- reading ------------------------------------------------------------------------------- */
 
 static int open_file(const char *path, hid_t *file, char *err, size_t errlen) {
     shards_quiet_hdf5();
@@ -286,87 +139,6 @@ void shard_info_free(ShardInfo *info) { shard_attrs_free(&info->attrs); }
 
 /* ---- JPEG shards --------------------------------------------------------------------------- */
 
-/* A string attribute of one element (variable- or fixed-length, as h5py or ddptrain-data
- * writes it) into buf; -1 with err when it is not one or cannot be read. */
-static int read_string_attr(hid_t file, const char *path, const char *name, char *buf, size_t len,
-                            char *err, size_t errlen) {
-    hid_t a = H5Aopen(file, name, H5P_DEFAULT);
-    if (a < 0) return errf(err, errlen, "%s: cannot open attribute '%s' (corrupt file?)", path, name);
-    hid_t ft = H5Aget_type(a);
-    long long np = attr_npoints(a);
-    if (ft < 0 || H5Tget_class(ft) != H5T_STRING || np != 1) {
-        if (ft >= 0) H5Tclose(ft);
-        H5Aclose(a);
-        return errf(err, errlen, "%s: attribute '%s' must be a single string", path, name);
-    }
-    hid_t mt = H5Tcopy(H5T_C_S1);
-    H5Tset_cset(mt, H5Tget_cset(ft));
-    herr_t r;
-    buf[0] = '\0';
-    if (H5Tis_variable_str(ft) > 0) {
-        H5Tset_size(mt, H5T_VARIABLE);
-        char *v = NULL;
-        r = H5Aread(a, mt, &v);
-        if (r >= 0) {
-            snprintf(buf, len, "%s", v ? v : "");
-            hid_t sp = H5Aget_space(a);
-#if H5_VERSION_GE(1, 12, 0)
-            H5Treclaim(mt, sp, H5P_DEFAULT, &v);
-#else
-            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, &v);
-#endif
-            H5Sclose(sp);
-        }
-    } else {
-        size_t sz = H5Tget_size(ft);
-        if (sz >= len) sz = len - 1;   /* longer than any value we accept: cut, then refused */
-        H5Tset_size(mt, sz + 1);
-        H5Tset_strpad(mt, H5T_STR_NULLTERM);
-        r = H5Aread(a, mt, buf);
-        buf[sz] = '\0';
-    }
-    H5Tclose(mt);
-    H5Tclose(ft);
-    H5Aclose(a);
-    if (r < 0) return errf(err, errlen, "%s: cannot read attribute '%s' (corrupt file?)", path, name);
-    return 0;
-}
-
-/* The file attribute `encoding`: absent or "raw" is SHARD_ENC_RAW, "jpeg" SHARD_ENC_JPEG. */
-static int read_encoding(hid_t file, const char *path, int *out, char *err, size_t errlen) {
-    *out = SHARD_ENC_RAW;
-    if (H5Aexists(file, "encoding") <= 0) return 0;
-    char v[64];
-    if (read_string_attr(file, path, "encoding", v, sizeof v, err, errlen) != 0) return -1;
-    if (strcmp(v, "raw") == 0) return 0;
-    if (strcmp(v, "jpeg") == 0) {
-        *out = SHARD_ENC_JPEG;
-        return 0;
-    }
-    return errf(err, errlen, "%s: attribute 'encoding' is %s but must be \"raw\" or \"jpeg\"", path, QUOTED(v));
-}
-
-/* The file attribute `image_size` of a JPEG shard: S, every image's shorter side. */
-static int read_image_size(hid_t file, const char *path, int *out, char *err, size_t errlen) {
-    if (H5Aexists(file, "image_size") <= 0)
-        return errf(err, errlen, "%s: attribute 'image_size' is missing (a JPEG shard needs it: an integer, the shorter side of every image)", path);
-    hid_t a = H5Aopen(file, "image_size", H5P_DEFAULT);
-    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'image_size' (corrupt file?)", path);
-    hid_t t = H5Aget_type(a);
-    int isint = t >= 0 && H5Tget_class(t) == H5T_INTEGER;
-    long long np = attr_npoints(a);
-    long long v = 0;
-    herr_t r = (isint && np == 1) ? H5Aread(a, H5T_NATIVE_LLONG, &v) : -1;
-    if (t >= 0) H5Tclose(t);
-    H5Aclose(a);
-    if (!isint || np != 1) return errf(err, errlen, "%s: attribute 'image_size' must be a single integer", path);
-    if (r < 0) return errf(err, errlen, "%s: cannot read attribute 'image_size' (corrupt file?)", path);
-    if (v < 1 || v > SHARD_MAX_JPEG_SIZE)
-        return errf(err, errlen, "%s: attribute 'image_size' is %lld but must be in [1, %d]", path, v, SHARD_MAX_JPEG_SIZE);
-    *out = (int)v;
-    return 0;
-}
-
 /* Opens dataset `name` and checks it is an unsigned integer of `bytes` bytes and rank `rank`;
  * dims filled. `want` says what is required ("uint64 [N+1]"). */
 static hid_t open_typed(hid_t file, const char *path, const char *name, size_t bytes, int rank,
@@ -411,7 +183,7 @@ static int jpeg_header(hid_t file, const char *path, int expected_image_size, Sh
                        hid_t *dj, hid_t *doff, hid_t *dsz, char *err, size_t errlen) {
     hsize_t dims[2];
     char want[64];
-    if (read_image_size(file, path, &info->image_size, err, errlen) != 0) return -1;
+    if (shard_attr_image_size(file, path, &info->image_size, err, errlen) != 0) return -1;
     if (expected_image_size > 0 && info->image_size != expected_image_size)
         return errf(err, errlen, "%s: attribute 'image_size' is %d but the configured image size is %d (a JPEG shard of shorter side %d is required)",
                     path, info->image_size, expected_image_size, expected_image_size);
@@ -534,7 +306,7 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
     hsize_t dims[H5S_MAX_RANK];
     int rank;
 
-    if (read_encoding(file, path, &info->encoding, err, errlen) != 0) goto done;
+    if (shard_attr_encoding(file, path, &info->encoding, err, errlen) != 0) goto done;
     if (info->encoding == SHARD_ENC_JPEG) {
         if (jpeg_header(file, path, expected_image_size, info, &dj, &doff, &dsz, err, errlen) != 0) goto done;
     } else {
@@ -600,13 +372,13 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
 
     /* attributes */
     ShardAttrs *at = &info->attrs;
-    if (read_num_classes(file, path, &at->num_classes, err, errlen) != 0) goto done;
+    if (shard_attr_num_classes(file, path, &at->num_classes, err, errlen) != 0) goto done;
     if (expected_num_classes > 0 && at->num_classes != expected_num_classes) {
         errf(err, errlen, "%s: attribute 'num_classes' is %d but %d classes are configured", path, at->num_classes, expected_num_classes);
         goto done;
     }
     if (H5Aexists(file, "class_names") > 0 &&
-        read_class_names(file, path, at->num_classes, &at->class_names, err, errlen) != 0)
+        shard_attr_class_names(file, path, at->num_classes, &at->class_names, err, errlen) != 0)
         goto done;
     int hm = H5Aexists(file, "mean") > 0, hs = H5Aexists(file, "std") > 0;
     if (hm != hs) {
@@ -614,8 +386,8 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
         goto done;
     }
     if (hm) {
-        if (read_float3(file, path, "mean", at->mean, err, errlen) != 0) goto done;
-        if (read_float3(file, path, "std", at->std, err, errlen) != 0) goto done;
+        if (shard_attr_float3(file, path, "mean", at->mean, err, errlen) != 0) goto done;
+        if (shard_attr_float3(file, path, "std", at->std, err, errlen) != 0) goto done;
         for (int c = 0; c < 3; c++)
             if (!(at->std[c] > 0.0f) || !(at->std[c] <= 1e6f)) {
                 errf(err, errlen, "%s: attribute 'std' must be 3 positive finite numbers (got %g %g %g)",
@@ -742,7 +514,7 @@ static int shard_read_jpeg_range_locked(const char *path, size_t start, size_t c
     uint16_t *sz = NULL;
     uint8_t *buf = NULL;
     int rc = -1;
-    if (read_encoding(file, path, &info.encoding, err, errlen) != 0) goto done;
+    if (shard_attr_encoding(file, path, &info.encoding, err, errlen) != 0) goto done;
     if (info.encoding != SHARD_ENC_JPEG) {
         errf(err, errlen, "%s: not a JPEG shard (attribute 'encoding' is not \"jpeg\")", path);
         goto done;
