@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* shard_attrs.h - private to src/data: the readers of a shard's file attributes (shard_attrs.c)
- * that the reader validates a shard with. Each reads one attribute of the open `file` under
+ * that shard_read.c validates a shard with. Each reads one attribute of the open `file` under
  * hdf5_lock() and returns 0, or -1 with one line in err that starts with `path`. */
 #ifndef DDP_SHARD_ATTRS_H
 #define DDP_SHARD_ATTRS_H
