@@ -202,7 +202,7 @@ typedef struct {
     int status;                     /* result of the last finished write */
     char err[1024];
     char path[CKPT_PATH_MAX];
-    void *snap;                     /* the copied state (checkpoint.c), reused between writes */
+    void *snap;                     /* the copied state (checkpoint_write.c), reused between writes */
     double last_submit_sec, last_write_sec;   /* stall seen by the caller; the thread's write */
 } CheckpointWriter;
 
