@@ -20,7 +20,6 @@
 #include <pthread.h>
 #include <sched.h>
 #include <stdatomic.h>
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -34,9 +33,8 @@
 #include "data/shards.h"
 #include "data/synth.h"
 #include "base/util.h"
-
-#define CHUNK 1024   /* samples per write: bounded memory for any dataset size */
-#define CHUNK_BYTES ((size_t)64 << 20)   /* ... and for any image size */
+#include "data_cmd/flags.h"
+#include "data_cmd/output.h"
 
 static const char *USAGE_MAIN =
     "usage: ddptrain-data COMMAND [flags]\n"
@@ -153,315 +151,6 @@ static const char *USAGE_RESHARD =
     "  --shards S    shards per split\n"
     "  --force       replace shards already in --out\n";
 
-/* ---- command line ------------------------------------------------------------------------- */
-
-typedef enum { F_STR, F_COUNT, F_U64, F_BOOL } FlagKind;
-typedef struct {
-    const char *name;     /* without the dashes */
-    FlagKind kind;
-    void *dst;            /* const char **, long long *, uint64_t *, int * */
-    long long lo, hi;     /* F_COUNT range */
-} Flag;
-
-__attribute__((format(printf, 2, 3), noreturn))
-static void usage_error(const char *cmd, const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    die_code(2, "%s: %s (see 'ddptrain-data %s --help')", cmd, msg, cmd);
-}
-
-/* Parses --name VALUE / --name=VALUE flags; other arguments go to positional (if allowed). */
-static int parse_flags(const char *cmd, const char *usage, int argc, char **argv, Flag *flags,
-                       int nflags, char ***positional) {
-    int npos = 0;
-    for (int i = 0; i < argc; i++) {
-        const char *arg = argv[i];
-        if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
-            fputs(usage, stdout);
-            exit(0);
-        }
-        if (strncmp(arg, "--", 2) != 0 || arg[2] == '\0') {
-            if (!positional) usage_error(cmd, "unexpected argument '%s'", arg);
-            (*positional)[npos++] = argv[i];
-            continue;
-        }
-        const char *name = arg + 2, *eq = strchr(name, '=');
-        size_t nl = eq ? (size_t)(eq - name) : strlen(name);
-        Flag *f = NULL;
-        for (int k = 0; k < nflags; k++)
-            if (strlen(flags[k].name) == nl && strncmp(flags[k].name, name, nl) == 0) f = &flags[k];
-        if (!f) usage_error(cmd, "unknown flag '%s'", arg);
-        if (f->kind == F_BOOL) {
-            if (eq) usage_error(cmd, "flag --%s takes no value", f->name);
-            *(int *)f->dst = 1;
-            continue;
-        }
-        const char *val = eq ? eq + 1 : (i + 1 < argc ? argv[++i] : NULL);
-        if (!val) usage_error(cmd, "flag --%s needs a value", f->name);
-        if (f->kind == F_STR) {
-            if (!*val) usage_error(cmd, "flag --%s needs a non-empty value", f->name);
-            *(const char **)f->dst = val;
-            continue;
-        }
-        char *end;
-        errno = 0;
-        unsigned long long v = strtoull(val, &end, 10);
-        if (val[0] < '0' || val[0] > '9' || *end || errno)
-            usage_error(cmd, "flag --%s: '%s' is not a non-negative integer", f->name, val);
-        if (f->kind == F_U64) {
-            *(uint64_t *)f->dst = (uint64_t)v;
-        } else {
-            if (v < (unsigned long long)f->lo || v > (unsigned long long)f->hi)
-                usage_error(cmd, "flag --%s: %s is out of range [%lld, %lld]", f->name, val, f->lo, f->hi);
-            *(long long *)f->dst = (long long)v;
-        }
-    }
-    return npos;
-}
-
-/* ---- writing a split ---------------------------------------------------------------------- */
-
-/* Fills images/labels with samples [start, start+count) of the split; 0 or -1 with err. */
-typedef int (*ProduceFn)(void *ctx, size_t start, size_t count, uint8_t *images, int32_t *labels,
-                         char *err, size_t errlen);
-
-static void ensure_out_dir(const char *dir, const char *split, int force) {
-    if (mkdir_p(dir) != 0) die("%s: cannot create output directory: %s", QUOTED(dir), strerror(errno));
-    if (!force && shards_dir_has_split(dir, split))
-        die("%s: already holds %s shards (use --force to replace them)", QUOTED(dir), split);
-}
-
-/* Checked before anything is written, so a bad request leaves no partial output. */
-static void check_split_size(const char *dir, const char *split, size_t total, int nshards) {
-    if ((size_t)nshards > total)
-        die("%s: cannot cut %zu %s samples into %d shards (every shard needs at least one sample)",
-            QUOTED(dir), total, split, nshards);
-}
-
-/* The shards of one command: each split's written and synced under temporary names, then all
- * renamed into place together by output_commit once every split is complete. A failure in a
- * later split (a file that became unreadable, a full disk) so leaves no shard of an earlier
- * one, alone in a new folder or (--force) beside an older dataset's other split. */
-typedef struct { char *tmp, *path; } Pending;
-typedef struct {
-    const char *dir;
-    Pending *p;          /* finished shards, not yet renamed */
-    int n, cap;
-    struct { const char *split; int nshards; size_t total; } split[2];
-    int nsplits;
-} Output;
-
-/* Removes every temporary file of o, then dies with err. */
-__attribute__((noreturn)) static void output_fail(Output *o, const char *err) {
-    for (int i = 0; i < o->n; i++) unlink(o->p[i].tmp);
-    die("%s", err);
-}
-
-/* Records a finished shard of o (its temporary file, to be renamed by output_commit). */
-static void output_add(Output *o, const ShardWriter *w) {
-    if (o->n == o->cap) {
-        o->cap = o->cap ? 2 * o->cap : 16;
-        Pending *v = realloc(o->p, (size_t)o->cap * sizeof *v);
-        CHECK(v != NULL);
-        o->p = v;
-    }
-    o->p[o->n].tmp = strdup(w->tmp_path);
-    o->p[o->n].path = strdup(w->path);
-    CHECK(o->p[o->n].tmp && o->p[o->n].path);
-    o->n++;
-}
-
-/* Writes `total` samples as `nshards` contiguous near-equal shards under temporary names into
- * o. */
-static void write_split(Output *o, const char *split, size_t total, int nshards, int image_size,
-                        const ShardAttrs *attrs, ProduceFn produce, void *ctx) {
-    const char *dir = o->dir;
-    CHECK(o->nsplits < 2);
-    check_split_size(dir, split, total, nshards);
-    size_t per = (size_t)image_size * (size_t)image_size * 3;
-    /* Large images (import --size): fewer per write, so that a chunk stays within 64 MiB. */
-    size_t chunk = CHUNK * per <= CHUNK_BYTES ? CHUNK : CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
-    uint8_t *img = mallocCheck(chunk * per);
-    int32_t *lab = mallocCheck(chunk * sizeof(int32_t));
-    char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX], name[64];
-    for (int k = 0; k < nshards; k++) {
-        size_t a = total * (size_t)k / (size_t)nshards, b = total * (size_t)(k + 1) / (size_t)nshards;
-        shard_name(name, sizeof name, split, k, nshards);
-        snprintf_check(path, sizeof path, "%s/%s", dir, name);
-        ShardWriter w;
-        if (shard_writer_open(&w, path, b - a, image_size, attrs, err, sizeof err) != 0) output_fail(o, err);
-        for (size_t s = a; s < b; s += chunk) {
-            size_t n = b - s < chunk ? b - s : chunk;
-            if (produce(ctx, s, n, img, lab, err, sizeof err) != 0) {
-                shard_writer_abort(&w);
-                output_fail(o, err);
-            }
-            if (shard_writer_append(&w, img, lab, n, err, sizeof err) != 0) output_fail(o, err);
-        }
-        if (shard_writer_finish(&w, err, sizeof err) != 0) output_fail(o, err);
-        output_add(o, &w);
-    }
-    free(img);
-    free(lab);
-    o->split[o->nsplits].split = split;
-    o->split[o->nsplits].nshards = nshards;
-    o->split[o->nsplits].total = total;
-    o->nsplits++;
-}
-
-/* Samples of a JPEG shard on their way to shard_writer_append_jpeg: their files end to end
- * (offsets [n+1] from 0), their sizes [n][2] (height, width) and labels. */
-typedef struct {
-    uint8_t *bytes;
-    size_t len, cap;
-    uint64_t *offsets;
-    uint16_t *sizes;
-    int32_t *labels;
-    size_t n, ncap;
-} JpegBatch;
-
-static void jpeg_batch_reset(JpegBatch *b) {
-    b->len = b->n = 0;
-    if (!b->offsets) {
-        b->ncap = 64;
-        b->offsets = mallocCheck((b->ncap + 1) * sizeof *b->offsets);
-        b->sizes = mallocCheck(b->ncap * 2 * sizeof *b->sizes);
-        b->labels = mallocCheck(b->ncap * sizeof *b->labels);
-    }
-    b->offsets[0] = 0;
-}
-
-static void jpeg_batch_add(JpegBatch *b, const uint8_t *data, size_t len, int h, int w, int32_t label) {
-    if (b->n == b->ncap) {
-        b->ncap *= 2;
-        b->offsets = realloc(b->offsets, (b->ncap + 1) * sizeof *b->offsets);
-        b->sizes = realloc(b->sizes, b->ncap * 2 * sizeof *b->sizes);
-        b->labels = realloc(b->labels, b->ncap * sizeof *b->labels);
-        CHECK(b->offsets && b->sizes && b->labels);
-    }
-    if (b->len + len > b->cap) {
-        size_t cap = b->cap ? b->cap : (size_t)1 << 20;
-        while (cap < b->len + len) cap *= 2;
-        b->bytes = realloc(b->bytes, cap);
-        CHECK(b->bytes != NULL);
-        b->cap = cap;
-    }
-    memcpy(b->bytes + b->len, data, len);
-    b->len += len;
-    CHECK(h >= 1 && h <= 65535 && w >= 1 && w <= 65535);
-    b->sizes[2 * b->n] = (uint16_t)h;
-    b->sizes[2 * b->n + 1] = (uint16_t)w;
-    b->labels[b->n] = label;
-    b->n++;
-    b->offsets[b->n] = b->len;
-}
-
-static void jpeg_batch_free(JpegBatch *b) {
-    free(b->bytes); free(b->offsets); free(b->sizes); free(b->labels);
-    memset(b, 0, sizeof *b);
-}
-
-/* Fills b (after jpeg_batch_reset) with samples [start, start+count) of the split. */
-typedef int (*JpegProduceFn)(void *ctx, size_t start, size_t count, JpegBatch *b, char *err, size_t errlen);
-
-/* write_split for JPEG shards of shorter side S. Samples go in groups of at most 1024, fewer
- * for large S (the decoded size bounds a JPEG's, at most 2S x S x 3 bytes), so that the
- * memory held stays near 64 MiB however large the images. */
-static void write_split_jpeg(Output *o, const char *split, size_t total, int nshards, int S,
-                             const ShardAttrs *attrs, JpegProduceFn produce, void *ctx) {
-    const char *dir = o->dir;
-    CHECK(o->nsplits < 2);
-    check_split_size(dir, split, total, nshards);
-    size_t per = (size_t)2 * (size_t)S * (size_t)S * 3;
-    size_t chunk = CHUNK * per <= CHUNK_BYTES ? CHUNK : CHUNK_BYTES / per ? CHUNK_BYTES / per : 1;
-    JpegBatch b = {0};
-    char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX], name[64];
-    for (int k = 0; k < nshards; k++) {
-        size_t a = total * (size_t)k / (size_t)nshards, e = total * (size_t)(k + 1) / (size_t)nshards;
-        shard_name(name, sizeof name, split, k, nshards);
-        snprintf_check(path, sizeof path, "%s/%s", dir, name);
-        ShardWriter w;
-        if (shard_writer_open_jpeg(&w, path, e - a, S, attrs, err, sizeof err) != 0) output_fail(o, err);
-        for (size_t s = a; s < e; s += chunk) {
-            size_t n = e - s < chunk ? e - s : chunk;
-            jpeg_batch_reset(&b);
-            if (produce(ctx, s, n, &b, err, sizeof err) != 0) {
-                shard_writer_abort(&w);
-                output_fail(o, err);
-            }
-            CHECK(b.n == n);
-            if (shard_writer_append_jpeg(&w, b.bytes, b.offsets, b.sizes, b.labels, n, err, sizeof err) != 0)
-                output_fail(o, err);
-        }
-        if (shard_writer_finish(&w, err, sizeof err) != 0) output_fail(o, err);
-        output_add(o, &w);
-    }
-    jpeg_batch_free(&b);
-    o->split[o->nsplits].split = split;
-    o->split[o->nsplits].nshards = nshards;
-    o->split[o->nsplits].total = total;
-    o->nsplits++;
-}
-
-/* Renames every shard of o into place, then (with --force) removes the shards of an older set
- * with a different shard count, which would make the directory inconsistent. */
-static void output_commit(Output *o) {
-    char err[2 * SHARD_PATH_MAX], path[SHARD_PATH_MAX];
-    for (int i = 0; i < o->n; i++)
-        if (shard_commit(o->p[i].tmp, o->p[i].path, err, sizeof err) != 0) {
-            for (int j = i + 1; j < o->n; j++) unlink(o->p[j].tmp);
-            die("%s", err);
-        }
-    for (int i = 0; i < o->n; i++) {
-        free(o->p[i].tmp);
-        free(o->p[i].path);
-    }
-    free(o->p);
-    o->p = NULL;
-    o->n = o->cap = 0;
-    for (int k = 0; k < o->nsplits; k++) {
-        DIR *d = opendir(o->dir);
-        if (!d) die("%s: cannot list: %s", QUOTED(o->dir), strerror(errno));
-        struct dirent *e;
-        while ((e = readdir(d)) != NULL) {
-            int i, c;
-            if (shard_parse_name(e->d_name, o->split[k].split, &i, &c) && c != o->split[k].nshards) {
-                snprintf_check(path, sizeof path, "%s/%s", o->dir, e->d_name);
-                if (unlink(path) != 0) die("%s: cannot remove the old shard: %s", QUOTED(path), strerror(errno));
-            }
-        }
-        closedir(d);
-    }
-    for (int k = 0; k < o->nsplits; k++)
-        printf("wrote %d %s shard%s (%zu samples) to %s\n", o->split[k].nshards, o->split[k].split,
-               o->split[k].nshards == 1 ? "" : "s", o->split[k].total, o->dir);
-}
-
-/* Per-channel mean and std (units of pixel/255) accumulated over images. */
-typedef struct { double sum[3], sq[3]; size_t n; } PixelStats;
-
-static void stats_add(PixelStats *st, const uint8_t *img, size_t pixels) {
-    for (size_t p = 0; p < pixels; p++)
-        for (int c = 0; c < 3; c++) {
-            double v = img[p * 3 + (size_t)c] / 255.0;
-            st->sum[c] += v;
-            st->sq[c] += v * v;
-        }
-    st->n += pixels;
-}
-
-static void stats_finish(const PixelStats *st, ShardAttrs *a) {
-    a->has_norm = 1;
-    for (int c = 0; c < 3; c++) {
-        double m = st->sum[c] / (double)st->n, var = st->sq[c] / (double)st->n - m * m;
-        a->mean[c] = (float)m;
-        a->std[c] = (float)sqrt(var > 1e-6 ? var : 1e-6);   /* constant images: keep x finite */
-    }
-}
-
 /* ---- synth -------------------------------------------------------------------------------- */
 
 typedef struct { uint64_t seed; int split_id, size; } SynthCtx;
@@ -518,8 +207,7 @@ static int cmd_synth(int argc, char **argv) {
     write_split(&o, "train", (size_t)ntrain, (int)nshards, (int)size, &attrs, synth_produce, &train);
     write_split(&o, "test", (size_t)ntest, (int)nshards, (int)size, &attrs, synth_produce, &test);
     output_commit(&o);
-    printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
-           (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
+    print_mean_std(&attrs);
     return 0;
 }
 
@@ -632,8 +320,7 @@ static int cmd_cifar10(int argc, char **argv) {
     write_split(&o, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
     write_split(&o, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
     output_commit(&o);
-    printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
-           (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
+    print_mean_std(&attrs);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
     return 0;
 }
@@ -702,8 +389,7 @@ static int cmd_cifar100(int argc, char **argv) {
     write_split(&o, "train", train.n, (int)nshards, 32, &attrs, memory_produce, &train);
     write_split(&o, "test", test.n, (int)nshards, 32, &attrs, memory_produce, &test);
     output_commit(&o);
-    printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
-           (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
+    print_mean_std(&attrs);
     free(train.images); free(train.labels); free(test.images); free(test.labels);
     for (int k = 0; k < nc; k++) free(names[k]);
     free(names);
@@ -1304,8 +990,7 @@ static int cmd_import(int argc, char **argv) {
     output_commit(&o);
     progress_show(&prog, "done", 1);
     double dt = now_sec() - t0;
-    printf("mean %.4f %.4f %.4f  std %.4f %.4f %.4f\n", (double)attrs.mean[0], (double)attrs.mean[1],
-           (double)attrs.mean[2], (double)attrs.std[0], (double)attrs.std[1], (double)attrs.std[2]);
+    print_mean_std(&attrs);
     char at[64];
     if (jpeg) snprintf(at, sizeof at, "as JPEG (quality %lld) of shorter side %d", quality, S);
     else snprintf(at, sizeof at, "at %dx%d", S, S);
