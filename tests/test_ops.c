@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ops.c - correctness of the CPU kernels (ops_cpu.h); `--bench` times the conv shapes of
+/* test_ops.c - correctness of the CPU kernels (conv_cpu.h, ops_cpu.h); `--bench` times the conv shapes of
  * MiniResNet instead.
  *
  * Gradients are checked against finite differences of the loss L = sum(y * R) for a random R:
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <omp.h>
 
+#include "ops/conv_cpu.h"
 #include "ops/ops_cpu.h"
 #include "helpers/ops_testutil.h"
 #include "base/util.h"

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ops_cuda.c - the CUDA ops (ops_cuda.h) against the CPU ops (ops_cpu.h) on the same data,
- * and a one-rank NCCL communicator. Exits 77 (skipped) when there is no CUDA device.
+/* test_ops_cuda.c - the CUDA ops (ops_cuda.h) against the CPU ops (conv_cpu.h, ops_cpu.h) on
+ * the same data, and a one-rank NCCL communicator. Exits 77 (skipped) when there is no CUDA device.
  *
  * Every op runs on random data on both backends, with TF32 off. Comparisons report
  * max|got - want| / max|want| like test_ops.c, and also check that scaling the largest element
@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/conv_cpu.h"
 #include "ops/ops_cpu.h"
 #include "cuda/ops_cuda.h"
 #include "model/optim.h"

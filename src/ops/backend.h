@@ -2,18 +2,20 @@
 /* backend.h - the operations a network needs (model.c), as a table one backend fills.
  *
  * The model, the optimizer and the reducer call only through a Backend, so the same code
- * trains on the CPU (backend_cpu: oneDNN convolutions and OpenMP kernels, ops_cpu.h) or on a
- * GPU (backend_cuda: cuDNN, cuBLAS and CUDA kernels, ops_cuda.h). Every pointer an operation
- * takes is the backend's memory (host memory for the CPU, device memory for CUDA); host code
- * moves data in and out with upload/download. Semantics are ops_cpu.h's, with one difference
- * that keeps device backends free of host round trips: element counts, the loss and the number
- * of correct predictions live in backend memory (`count`, `loss`, `correct`). */
+ * trains on the CPU (backend_cpu: oneDNN convolutions, conv_cpu.h, and OpenMP kernels,
+ * ops_cpu.h) or on a GPU (backend_cuda: cuDNN, cuBLAS and CUDA kernels, ops_cuda.h). Every
+ * pointer an operation takes is the backend's memory (host memory for the CPU, device memory
+ * for CUDA); host code moves data in and out with upload/download. Semantics are conv_cpu.h's
+ * and ops_cpu.h's, with one difference that keeps device backends free of host round trips:
+ * element counts, the loss and the number of correct predictions live in backend memory
+ * (`count`, `loss`, `correct`). */
 #ifndef DDP_BACKEND_H
 #define DDP_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#include "ops_cpu.h"   /* Conv2d */
+#include "conv_cpu.h"   /* Conv2d */
 
 typedef struct Backend {
     const char *name;

@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backend_cpu.c - the Backend over host memory: oneDNN convolutions and the OpenMP kernels of
- * ops_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
+/* backend_cpu.c - the Backend over host memory: oneDNN convolutions (conv_cpu.c) and the OpenMP
+ * kernels of ops_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
 #include <math.h>
 #include <string.h>
 
 #include "backend.h"
+#include "conv_cpu.h"
 #include "ops_cpu.h"
 #include "model/scaler.h"
 #include "base/util.h"
