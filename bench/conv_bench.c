@@ -44,7 +44,7 @@ static void time_conv2d(int winograd, int own, int C, int N, int H, const float 
     conv2d_use_winograd(winograd);
     conv2d_use_own_winograd(own);
     Conv2d c;
-    conv2d_init(&c, C, C, 3, 1, 1);
+    conv2d_init(&c, &(ConvShape){ .C_in = C, .C_out = C, .k = 3, .stride = 1, .pad = 1 });
     snprintf(name, name_len, "%s", conv2d_impl_name(&c, N, H, H));
     t->fwd = t->bwd = t->bwd_w = 1e30;
     for (int r = 0; r < reps + 1; r++) {   /* the first round warms up */

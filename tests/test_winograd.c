@@ -68,10 +68,10 @@ static void check_true(const char *name, int cond) {
 }
 
 static void test_shape(int Ci, int Co, int N, int H, int W) {
-    Conv2d ref = { .C_in = Ci, .C_out = Co, .k = 3, .stride = 1, .pad = 1, .impl = NULL };
+    Conv2d ref = { .shape = { .C_in = Ci, .C_out = Co, .k = 3, .stride = 1, .pad = 1 }, .impl = NULL };
     Conv2d direct;
     conv2d_use_winograd(0);
-    conv2d_init(&direct, Ci, Co, 3, 1, 1);
+    conv2d_init(&direct, &ref.shape);
     Winograd p;
     winograd_init(&p, Ci, Co, N, H, W);
     void *ws = alignedAllocCheck(winograd_workspace_bytes(&p));

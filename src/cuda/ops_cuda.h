@@ -32,6 +32,7 @@
 #include <stddef.h>
 
 #include "cuda_amp.h"
+#include "ops/backend.h"   /* ConvShape, conv_out_size */
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,15 +118,13 @@ void cuda_copy(void *dst_dev, const void *src_dev, size_t bytes);
 /* ---- convolution (cuDNN) ---- */
 
 typedef struct CudaConv2d {
-    int C_in, C_out, k, stride, pad;
+    ConvShape shape;
     void *impl;           /* descriptors and algorithms per input shape, weight copy */
 } CudaConv2d;
 
-void cuda_conv2d_init(CudaConv2d *c, int C_in, int C_out, int k, int stride, int pad);
+/* c->shape = *shape (which conv_shape_valid must accept). */
+void cuda_conv2d_init(CudaConv2d *c, const ConvShape *shape);
 void cuda_conv2d_free(CudaConv2d *c);
-static inline int cuda_conv2d_out_size(const CudaConv2d *c, int in) {
-    return (in + 2 * c->pad - c->k) / c->stride + 1;
-}
 /* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). */
 void cuda_conv2d_forward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
 /* dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL. */

@@ -146,7 +146,8 @@ static void layout_node(const Backend *be, const NetNode *n, ModelStep *st, Layo
     st->p_lo = P->n;
     switch (n->kind) {
     case NODE_CONV:
-        be->conv2d_init(&st->conv, st->C_in, n->C, n->k, n->stride, n->pad);
+        be->conv2d_init(&st->conv,
+                        &(ConvShape){ .C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad });
         st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in, n->k, n->k);
         break;
     case NODE_BN:
@@ -349,10 +350,11 @@ static void normal_fill(Rng *r, float *p, size_t n, float std) {
 static void step_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
     switch (st->kind) {
     case NODE_CONV: {
-        const size_t fan_in = (size_t)st->C_in * st->conv.k * st->conv.k;
+        const size_t fan_in = (size_t)st->C_in * st->conv.shape.k * st->conv.shape.k;
         const size_t n = (size_t)st->C * fan_in;
         if (m->net.init == NET_INIT_RESNET)   /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
-            normal_fill(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->conv.k * st->conv.k)));
+            normal_fill(r, params + st->w_off, n,
+                        sqrtf(2.0f / (float)((size_t)st->C * st->conv.shape.k * st->conv.shape.k)));
         else                                  /* kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in) */
             uniform_fill(r, params + st->w_off, n, 1.0f / sqrtf((float)fan_in));
         break;
@@ -755,7 +757,7 @@ double model_macs_per_image(const Model *m) {
     double macs = 0.0;
     for (int i = 0; i < m->n_step; i++) {
         const ModelStep *st = &m->step[i];
-        if (st->kind == NODE_CONV) macs += (double)st->H * st->W * st->C * st->C_in * st->conv.k * st->conv.k;
+        if (st->kind == NODE_CONV) macs += (double)st->H * st->W * st->C * st->C_in * st->conv.shape.k * st->conv.shape.k;
         if (st->kind == NODE_LINEAR) macs += (double)st->C_in * st->C;
     }
     return macs;

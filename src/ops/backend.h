@@ -15,7 +15,42 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "conv_cpu.h"   /* Conv2d */
+#ifdef __cplusplus
+extern "C" {   /* ops_cuda.cu includes it (ConvShape) */
+#endif
+
+/* A convolution's shape: everything a backend needs to set one up. The one place a new
+ * parameter of the convolution (groups, dilation) goes, so that it reaches every backend's
+ * conv2d_init, the size rule and the check below at once. */
+typedef struct ConvShape {
+    int C_in, C_out;     /* input and output channels */
+    int k;               /* the kernel is k x k */
+    int stride, pad;     /* the same along both axes; pad pixels of zeros on every side */
+} ConvShape;
+
+/* A convolution on some backend: its shape and the backend's state (cached primitives or
+ * descriptors per input shape, weight copies, scratch). */
+typedef struct Conv2d {
+    ConvShape shape;
+    void *impl;
+} Conv2d;
+
+/* Output size along one axis of a k x k window at `stride` over `in` pixels with `pad` pixels
+ * of padding on each side, for convolutions and pooling alike (nn.Conv2d, nn.MaxPool2d with
+ * ceil_mode=False): (in + 2 pad - k) / stride + 1; 0 when the window does not fit. */
+static inline int window_out_size(int in, int k, int stride, int pad) {
+    const int span = in + 2 * pad - k;
+    return span < 0 ? 0 : span / stride + 1;
+}
+static inline int conv_out_size(const ConvShape *s, int in) { return window_out_size(in, s->k, s->stride, s->pad); }
+/* The old name of window_out_size, kept for netspec.c until it calls the new one. */
+static inline int maxpool_out_size(int H, int k, int stride, int pad) { return window_out_size(H, k, stride, pad); }
+
+/* Nonzero for a shape every backend can set up (conv2d_init checks it). */
+static inline int conv_shape_valid(const ConvShape *s) {
+    return s->C_in > 0 && s->C_out > 0 && s->k > 0 && s->stride > 0 && s->pad >= 0;
+}
+
 
 typedef struct Backend {
     const char *name;
@@ -28,7 +63,8 @@ typedef struct Backend {
     void (*zero)(void *p, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);
 
-    void (*conv2d_init)(Conv2d *c, int C_in, int C_out, int k, int stride, int pad);
+    /* c->shape = *shape (conv_shape_valid), and the backend's state for it */
+    void (*conv2d_init)(Conv2d *c, const ConvShape *shape);
     void (*conv2d_free)(Conv2d *c);
     void (*conv2d_forward)(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
     void (*conv2d_backward)(Conv2d *c, int N, int H, int W, const float *x, const float *w,
@@ -109,6 +145,10 @@ extern const Backend backend_cpu;
 #ifdef HAVE_CUDA_BACKEND
 /* The CUDA backend on `device` (cuda_backend_init), or NULL with one line in err. */
 const Backend *backend_cuda_open(int device, char *err, size_t errlen);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

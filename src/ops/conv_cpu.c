@@ -25,14 +25,15 @@
  * oneDNN path is tested against it, and it is the path used when oneDNN is absent.
  * ====================================================================================== */
 
-static inline size_t widx(const Conv2d *c, int co, int ci, int kh, int kw) {
-    return (((size_t)co * c->C_in + ci) * c->k + kh) * c->k + kw;
+static inline size_t widx(const ConvShape *sh, int co, int ci, int kh, int kw) {
+    return (((size_t)co * sh->C_in + ci) * sh->k + kh) * sh->k + kw;
 }
 
 void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
                               const float *w, float *y) {
-    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W);
-    const int Ci = c->C_in, Co = c->C_out, k = c->k;
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k;
     #pragma omp parallel for schedule(static)
     for (long nh = 0; nh < (long)N * Ho; nh++) {
         const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
@@ -41,14 +42,14 @@ void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float 
             for (int co = 0; co < Co; co++) {
                 double acc = 0.0;
                 for (int kh = 0; kh < k; kh++) {
-                    const int h = ho * c->stride - c->pad + kh;
+                    const int h = ho * sh->stride - sh->pad + kh;
                     if (h < 0 || h >= H) continue;
                     for (int kw = 0; kw < k; kw++) {
-                        const int ww = wo * c->stride - c->pad + kw;
+                        const int ww = wo * sh->stride - sh->pad + kw;
                         if (ww < 0 || ww >= W) continue;
                         const float *xp = x + (((size_t)n * H + h) * W + ww) * Ci;
                         for (int ci = 0; ci < Ci; ci++)
-                            acc += (double)xp[ci] * w[widx(c, co, ci, kh, kw)];
+                            acc += (double)xp[ci] * w[widx(sh, co, ci, kh, kw)];
                     }
                 }
                 yp[co] = (float)acc;
@@ -59,8 +60,9 @@ void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float 
 
 void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
                                const float *w, const float *dy, float *dx, float *dw) {
-    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W);
-    const int Ci = c->C_in, Co = c->C_out, k = c->k, s = c->stride, p = c->pad;
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, s = sh->stride, p = sh->pad;
     if (dx) {
         /* Gather form: each input pixel collects from the outputs whose window covers it, so
          * threads never write the same element. */
@@ -83,7 +85,7 @@ void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float
                             if (wo >= Wo) continue;
                             const float *dyp = dy + (((size_t)n * Ho + ho) * Wo + wo) * Co;
                             for (int co = 0; co < Co; co++)
-                                acc += (double)dyp[co] * w[widx(c, co, ci, kh, kw)];
+                                acc += (double)dyp[co] * w[widx(sh, co, ci, kh, kw)];
                         }
                     }
                     dxp[ci] = (float)acc;
@@ -108,7 +110,7 @@ void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float
                                        x[(((size_t)n * H + h) * W + ww) * Ci + ci];
                             }
                         }
-                    dw[widx(c, co, ci, kh, kw)] += (float)acc;
+                    dw[widx(sh, co, ci, kh, kw)] += (float)acc;
                 }
     }
 }
@@ -387,26 +389,27 @@ static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query
 }
 
 static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
+    const ConvShape *sh = &c->shape;
     const ConvImpl *im = c->impl;
     ConvPlan *pl = callocCheck(1, sizeof *pl);
     pl->N = N; pl->H = H; pl->W = W;
-    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W);
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
     /* A strided 1x1 conv is handed to oneDNN as a unit-stride one on the subsampled input. */
-    pl->sub = c->k == 1 && c->pad == 0 && c->stride > 1;
-    const int s = pl->sub ? 1 : c->stride;
+    pl->sub = sh->k == 1 && sh->pad == 0 && sh->stride > 1;
+    const int s = pl->sub ? 1 : sh->stride;
     if (pl->sub) { H = Ho; W = Wo; }
-    pl->sub_bytes = pl->sub ? ((size_t)N * H * W * c->C_in * sizeof(float) + 63) / 64 * 64 : 0;
-    const dnnl_dims_t strides = { s, s }, pad_l = { c->pad, c->pad };
+    pl->sub_bytes = pl->sub ? ((size_t)N * H * W * sh->C_in * sizeof(float) + 63) / 64 * 64 : 0;
+    const dnnl_dims_t strides = { s, s }, pad_l = { sh->pad, sh->pad };
     /* Right padding that makes the window count come out exactly Ho x Wo (may be < pad). */
-    const dnnl_dims_t pad_r = { (Ho - 1) * s + c->k - H - c->pad,
-                                (Wo - 1) * s + c->k - W - c->pad };
+    const dnnl_dims_t pad_r = { (Ho - 1) * s + sh->k - H - sh->pad,
+                                (Wo - 1) * s + sh->k - W - sh->pad };
 
-    const dnnl_memory_desc_t x_nhwc = md4(N, c->C_in, H, W, dnnl_nhwc);
-    const dnnl_memory_desc_t y_nhwc = md4(N, c->C_out, Ho, Wo, dnnl_nhwc);
-    const dnnl_memory_desc_t w_oihw = md4(c->C_out, c->C_in, c->k, c->k, dnnl_oihw);
-    const dnnl_memory_desc_t w_any = md4(c->C_out, c->C_in, c->k, c->k, dnnl_format_tag_any);
-    const dnnl_memory_desc_t x_any = md4(N, c->C_in, H, W, dnnl_format_tag_any);
-    const dnnl_memory_desc_t y_any = md4(N, c->C_out, Ho, Wo, dnnl_format_tag_any);
+    const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
+    const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
+    const dnnl_memory_desc_t w_oihw = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_oihw);
+    const dnnl_memory_desc_t w_any = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_format_tag_any);
+    const dnnl_memory_desc_t x_any = md4(N, sh->C_in, H, W, dnnl_format_tag_any);
+    const dnnl_memory_desc_t y_any = md4(N, sh->C_out, Ho, Wo, dnnl_format_tag_any);
 
     /* Winograd F(4x4, 3x3) does 2-3x fewer flops than direct for the 3x3 stride-1 convs, which
      * are most of MiniResNet's work; it needs its blocked activation layout, and converting
@@ -416,7 +419,7 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     dnnl_primitive_desc_t fpd = NULL;
     dnnl_alg_kind_t alg = dnnl_convolution_direct;
     const dnnl_memory_desc_t *xm = &x_nhwc, *ym = &y_nhwc;
-    if (im->winograd && c->k == 3 && c->stride == 1 && c->C_in % 16 == 0 && c->C_out % 16 == 0) {
+    if (im->winograd && sh->k == 3 && sh->stride == 1 && sh->C_in % 16 == 0 && sh->C_out % 16 == 0) {
         if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
                                                &x_any, &w_any, NULL, &y_any, strides, pad_l,
                                                pad_r) == dnnl_success &&
@@ -511,6 +514,7 @@ static void weight_copy_free(WeightCopy *wc) {
 
 /* The weights in layout `md`, refreshed from the OIHW master if it changed since. */
 static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const float *w) {
+    const ConvShape *sh = &c->shape;
     ConvImpl *im = c->impl;
     WeightCopy *wc = NULL;
     for (int i = 0; i < im->n_wc; i++)
@@ -523,7 +527,7 @@ static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const 
             im->next_evict = (im->next_evict + 1) % MAX_WEIGHT_COPIES;
             weight_copy_free(wc);
         }
-        const dnnl_memory_desc_t oihw = md4(c->C_out, c->C_in, c->k, c->k, dnnl_oihw);
+        const dnnl_memory_desc_t oihw = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_oihw);
         wc->md = *md;
         wc->mem = mem_new(md, DNNL_MEMORY_ALLOCATE);
         wc->user = mem_new(&oihw, DNNL_MEMORY_NONE);
@@ -561,23 +565,23 @@ typedef struct WinoPlan {
     struct WinoPlan *next;
 } WinoPlan;
 
-static int wino_selected(const Conv2d *c, const ConvImpl *im, int H, int W) {
-    if (!im->winograd || !im->own_winograd || c->k != 3 || c->stride != 1 || c->pad != 1) return 0;
-    if (c->C_in < 16 || c->C_out < 16) return 0;
+static int wino_selected(const ConvShape *sh, const ConvImpl *im, int H, int W) {
+    if (!im->winograd || !im->own_winograd || sh->k != 3 || sh->stride != 1 || sh->pad != 1) return 0;
+    if (sh->C_in < 16 || sh->C_out < 16) return 0;
     const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
     const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
-    const int onednn_wino = (isa & avx512) == avx512 && c->C_in % 16 == 0 && c->C_out % 16 == 0;
+    const int onednn_wino = (isa & avx512) == avx512 && sh->C_in % 16 == 0 && sh->C_out % 16 == 0;
     return !onednn_wino || H * W >= 16 * 16;
 }
 
 /* The plan for this shape when winograd.c takes it, else NULL. */
 static WinoPlan *wino_plan_get(Conv2d *c, int N, int H, int W) {
     ConvImpl *im = c->impl;
-    if (!wino_selected(c, im, H, W)) return NULL;
+    if (!wino_selected(&c->shape, im, H, W)) return NULL;
     for (WinoPlan *wp = im->wino_plans; wp; wp = wp->next)
         if (wp->p.N == N && wp->p.H == H && wp->p.W == W) return wp;
     WinoPlan *wp = callocCheck(1, sizeof *wp);
-    winograd_init(&wp->p, c->C_in, c->C_out, N, H, W);
+    winograd_init(&wp->p, c->shape.C_in, c->shape.C_out, N, H, W);
     snprintf(im->wino_name, sizeof im->wino_name, "winograd4x3:%s", winograd_isa_name());
     wp->next = im->wino_plans;
     im->wino_plans = wp;
@@ -593,9 +597,9 @@ static void wino_free(ConvImpl *im) {
     }
 }
 
-void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad) {
-    CHECK(C_in > 0 && C_out > 0 && k > 0 && stride > 0 && pad >= 0);
-    c->C_in = C_in; c->C_out = C_out; c->k = k; c->stride = stride; c->pad = pad;
+void conv2d_init(Conv2d *c, const ConvShape *shape) {
+    CHECK(conv_shape_valid(shape));
+    c->shape = *shape;
     dnnl_ctx_init();
     ConvImpl *im = callocCheck(1, sizeof *im);
     im->w_version = 1;
@@ -624,7 +628,8 @@ void conv2d_weights_changed(Conv2d *c) {
 
 /* x[n, h*s, w*s, :] for the Ho x Wo output pixels of a strided 1x1 conv. */
 static void subsample(const Conv2d *c, int N, int H, int W, const float *x, float *xs) {
-    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W), C = c->C_in, s = c->stride;
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), C = sh->C_in, s = sh->stride;
     #pragma omp parallel for schedule(static)
     for (long nh = 0; nh < (long)N * Ho; nh++) {
         const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
@@ -636,7 +641,8 @@ static void subsample(const Conv2d *c, int N, int H, int W, const float *x, floa
 
 /* The inverse for gradients: dx is dxs at the sampled pixels and zero elsewhere. */
 static void upsample_grad(const Conv2d *c, int N, int H, int W, const float *dxs, float *dx) {
-    const int Ho = conv2d_out_size(c, H), Wo = conv2d_out_size(c, W), C = c->C_in, s = c->stride;
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), C = sh->C_in, s = sh->stride;
     #pragma omp parallel for schedule(static)
     for (long nh = 0; nh < (long)N * H; nh++) {
         const int n = (int)(nh / H), h = (int)(nh % H);
@@ -732,8 +738,8 @@ const char *ops_cpu_describe(void) {
     const dnnl_version_t *v = dnnl_version();
     /* Name the implementations oneDNN picks for the two kinds of 3x3 conv of the model. */
     Conv2d a, b;
-    conv2d_init(&a, 64, 64, 3, 1, 1);
-    conv2d_init(&b, 64, 128, 3, 2, 1);
+    conv2d_init(&a, &(ConvShape){ .C_in = 64, .C_out = 64, .k = 3, .stride = 1, .pad = 1 });
+    conv2d_init(&b, &(ConvShape){ .C_in = 64, .C_out = 128, .k = 3, .stride = 2, .pad = 1 });
     snprintf(buf, sizeof buf, "oneDNN %d.%d.%d (3x3 s1: %s, 3x3 s2: %s)", v->major, v->minor,
              v->patch, conv2d_impl_name(&a, 64, 32, 32), conv2d_impl_name(&b, 64, 32, 32));
     conv2d_free(&a);
@@ -743,9 +749,9 @@ const char *ops_cpu_describe(void) {
 
 #else /* !HAVE_DNNL */
 
-void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad) {
-    CHECK(C_in > 0 && C_out > 0 && k > 0 && stride > 0 && pad >= 0);
-    c->C_in = C_in; c->C_out = C_out; c->k = k; c->stride = stride; c->pad = pad;
+void conv2d_init(Conv2d *c, const ConvShape *shape) {
+    CHECK(conv_shape_valid(shape));
+    c->shape = *shape;
     c->impl = NULL;
 }
 void conv2d_free(Conv2d *c) { c->impl = NULL; }

@@ -3,19 +3,17 @@
  * winograd.c's F(4x4, 3x3) where it is faster, and the reference convolution.
  *
  * Layouts as ops_cpu.h: activations NHWC float32, weights OIHW (PyTorch's order) inside the
- * flat parameter buffer, weight gradients ACCUMULATED (+=), input gradients overwritten. There
- * is no bias: a convolution that needs one is followed by batch norm, whose beta is the bias. */
+ * flat parameter buffer, weight gradients ACCUMULATED (+=), input gradients overwritten. No bias,
+ * as in the networks netspec.h describes: a batch norm follows every convolution. */
 #ifndef DDP_CONV_CPU_H
 #define DDP_CONV_CPU_H
 
-typedef struct Conv2d {
-    int C_in, C_out, k, stride, pad;
-    void *impl;           /* backend state: cached primitives per batch size, scratch */
-} Conv2d;
+#include "backend.h"   /* Conv2d, ConvShape, conv_out_size */
 
-void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad);
+/* c->shape = *shape (which conv_shape_valid must accept); primitives come with the first call
+ * at each input size. */
+void conv2d_init(Conv2d *c, const ConvShape *shape);
 void conv2d_free(Conv2d *c);
-static inline int conv2d_out_size(const Conv2d *c, int in) { return (in + 2 * c->pad - c->k) / c->stride + 1; }
 
 /* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). The batch size N may change
  * between calls (training vs evaluation, a short last batch); primitives are cached per shape. */

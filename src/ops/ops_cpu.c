@@ -162,13 +162,8 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
  * Max pooling.
  * ====================================================================================== */
 
-int maxpool_out_size(int H, int k, int stride, int pad) {
-    const int span = H + 2 * pad - k;
-    return span < 0 ? 0 : span / stride + 1;
-}
-
 void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad) {
-    const int Ho = maxpool_out_size(H, k, stride, pad), Wo = maxpool_out_size(W, k, stride, pad);
+    const int Ho = window_out_size(H, k, stride, pad), Wo = window_out_size(W, k, stride, pad);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int oh = 0; oh < Ho; oh++)
@@ -201,7 +196,7 @@ void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W
 
 void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k, int stride,
                       int pad) {
-    const int Ho = maxpool_out_size(H, k, stride, pad), Wo = maxpool_out_size(W, k, stride, pad);
+    const int Ho = window_out_size(H, k, stride, pad), Wo = window_out_size(W, k, stride, pad);
     /* an image per thread, its outputs in order: overlapping windows add into one pixel in a
      * fixed order, so the result does not depend on the thread count */
     #pragma omp parallel for schedule(static)

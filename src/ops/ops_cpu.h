@@ -20,6 +20,8 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "backend.h"   /* window_out_size */
+
 /* ---- batch norm over [M, C] (training: batch statistics; eval: running statistics) ---- */
 
 /* Per-channel sum and sum of squares of x, in double (exactness across ranks). */
@@ -54,13 +56,11 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
 
 /* ---- max pooling (after torchvision's ResNet's first convolution: 3x3, stride 2, padding 1) ---- */
 
-/* Output size of a k x k window at `stride` with `pad` pixels of padding on each side, as
- * nn.MaxPool2d(ceil_mode=False): (H + 2 pad - k) / stride + 1; 0 when the window does not fit. */
-int maxpool_out_size(int H, int k, int stride, int pad);
 /* y[N,Ho,Wo,C] = the maximum of each window of x[N,H,W,C] (NHWC), padding never chosen, and
- * arg[N,Ho,Wo,C] the index (h * W + w) of the input pixel it came from. Among equal values the
- * first in the window's row-major order wins and a NaN wins over any number (the later of two
- * NaNs), as PyTorch's CPU kernel chooses, so the gradient goes where PyTorch sends it. */
+ * arg[N,Ho,Wo,C] the index (h * W + w) of the input pixel it came from; Ho and Wo as
+ * window_out_size (backend.h). Among equal values the first in the window's row-major order
+ * wins and a NaN wins over any number (the later of two NaNs), as PyTorch's CPU kernel chooses,
+ * so the gradient goes where PyTorch sends it. */
 void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad);
 /* dx[N,H,W,C] = the sum of dy over the outputs whose arg is that pixel (overwritten). */
 void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k, int stride,
