@@ -629,7 +629,7 @@ static void test_bn(size_t M, int C) {
     snprintf(name, sizeof name, "%s: running var", tag);
     check_f(name, g_rv, rv_c, (size_t)C, 1e-6);
 
-    /* eval statistics, as model.c computes them */
+    /* eval statistics, as the CPU backend computes them (rules.h) */
     float *e_inv = falloc((size_t)C);
     for (int c = 0; c < C; c++) e_inv[c] = 1.0f / sqrtf(rv[c] + 1e-5f);
     float *d_rv0 = up(rv, (size_t)C * sizeof(float)), *d_rm0 = up(rm, (size_t)C * sizeof(float));

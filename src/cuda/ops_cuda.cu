@@ -26,7 +26,7 @@
 #include <cublas_v2.h>
 
 #include "ops_cuda.h"
-#include "model/scaler.h"
+#include "ops/rules.h"
 extern "C" {
 #include "dist/comm.h"
 #include "base/util.h"
@@ -879,25 +879,14 @@ extern "C" void cuda_bn_stats(const float *x, size_t M, int C, double *sum, doub
     launch_reduce_parts(part, (int)nb, C, sum, sumsq, NULL, count, M);
 }
 
-/* One thread per channel; the same double arithmetic as ops_cpu.c's bn_finalize_stats. */
+/* One thread per channel: ops_cpu.c's bn_finalize_stats, both rules.h's bn_finalize_channel. */
 __global__ void k_bn_finalize(const double *__restrict__ sum, const double *__restrict__ sumsq,
                               const double *__restrict__ count_p, int C, float eps, float momentum,
                               float *__restrict__ mean, float *__restrict__ invstd,
                               float *__restrict__ running_mean, float *__restrict__ running_var) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    const double count = *count_p;
-    const double m = sum[c] / count;
-    double var = sumsq[c] / count - m * m;
-    if (var < 0.0) var = 0.0;   /* rounding can take a constant channel slightly below 0 */
-    mean[c] = (float)m;
-    invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
-    if (running_mean)
-        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + (double)momentum * m);
-    if (running_var) {
-        const double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
-        running_var[c] = (float)((1.0 - momentum) * running_var[c] + (double)momentum * unbiased);
-    }
+    bn_finalize_channel(c, sum, sumsq, *count_p, eps, momentum, mean, invstd, running_mean, running_var);
 }
 
 extern "C" void cuda_bn_finalize_stats(const double *sum, const double *sumsq, const double *count, int C,
@@ -914,7 +903,7 @@ __global__ void k_bn_eval_stats(const float *__restrict__ rm, const float *__res
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     mean[c] = rm[c];
-    invstd[c] = 1.0f / sqrtf(__fadd_rn(rv[c], eps));
+    invstd[c] = bn_eval_invstd(rv[c], eps);
 }
 
 extern "C" void cuda_bn_eval_stats(const float *running_mean, const float *running_var, int C, float eps,

@@ -142,11 +142,12 @@ const char *cuda_conv2d_impl_name(CudaConv2d *c, int N, int H, int W);
 /* Per-channel sum and sum of squares of x in double; count (may be NULL) receives M. */
 void cuda_bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq, double *count);
 /* mean, invstd and the running-statistics update (running_* may be NULL), from sums over
- * *count values; count is a device scalar. */
+ * *count values; count is a device scalar. Per channel rules.h's bn_finalize_channel, as on
+ * the CPU. */
 void cuda_bn_finalize_stats(const double *sum, const double *sumsq, const double *count, int C,
                             float eps, float momentum, float *mean, float *invstd,
                             float *running_mean, float *running_var);
-/* Evaluation: mean = running_mean, invstd = 1/sqrtf(running_var + eps) (as model.c does). */
+/* Evaluation: mean = running_mean, invstd = rules.h's bn_eval_invstd of running_var, as on the CPU. */
 void cuda_bn_eval_stats(const float *running_mean, const float *running_var, int C, float eps,
                         float *mean, float *invstd);
 /* y = gamma*(x-mean)*invstd + beta [+ residual] [then ReLU]; residual may be NULL. */

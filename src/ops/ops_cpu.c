@@ -10,6 +10,7 @@
 #include <math.h>
 #include <string.h>
 
+#include "rules.h"
 #include "base/util.h"
 
 /* ======================================================================================
@@ -50,19 +51,8 @@ void bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq) {
 void bn_finalize_stats(const double *sum, const double *sumsq, double count, int C, float eps,
                        float momentum, float *mean, float *invstd, float *running_mean,
                        float *running_var) {
-    for (int c = 0; c < C; c++) {
-        const double m = sum[c] / count;
-        double var = sumsq[c] / count - m * m;
-        if (var < 0.0) var = 0.0;   /* rounding can take a constant channel slightly below 0 */
-        mean[c] = (float)m;
-        invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
-        if (running_mean)
-            running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + (double)momentum * m);
-        if (running_var) {
-            const double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
-            running_var[c] = (float)((1.0 - momentum) * running_var[c] + (double)momentum * unbiased);
-        }
-    }
+    for (int c = 0; c < C; c++)
+        bn_finalize_channel(c, sum, sumsq, count, eps, momentum, mean, invstd, running_mean, running_var);
 }
 
 /* NaN passes through (as in PyTorch) so that a diverging run shows up in the loss. */

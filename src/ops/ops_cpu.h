@@ -28,7 +28,8 @@
 void bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq);
 
 /* From sums over `count` values: mean, 1/sqrt(var_biased + eps), and the PyTorch running-stat
- * update with momentum and the unbiased variance (count/(count-1)). running_* may be NULL. */
+ * update with momentum and the unbiased variance (count/(count-1)). running_* may be NULL.
+ * Per channel rules.h's bn_finalize_channel, which the CUDA backend shares. */
 void bn_finalize_stats(const double *sum, const double *sumsq, double count, int C, float eps,
                        float momentum, float *mean, float *invstd, float *running_mean,
                        float *running_var);
