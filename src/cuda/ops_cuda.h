@@ -1,18 +1,20 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ops_cuda.h - the GPU kernels of MiniResNet: the ops of ops_cpu.h on device memory.
+/* ops_cuda.h - the GPU kernels of any network description (netspec.h) whose operations they
+ * cover: those of conv_cpu.h and ops_cpu.h on device memory, but for max pooling, the blur and
+ * a ReLU after no batch norm, which the CUDA backend does not have yet (backend.h).
  *
  * Part of the CUDA backend module, ddptrain-cuda.so: programs reach the device through its
  * table (cuda_plugin.h), which exports the calls below that they need; only the GPU tests link
  * these functions directly. The CUDA_AMP_* values (cuda_amp.h) are shared with the table's
  * set_amp.
  *
- * Same contract as ops_cpu.h, with every tensor argument a DEVICE pointer:
+ * Same contract as conv_cpu.h and ops_cpu.h, with every tensor argument a DEVICE pointer:
  *  - activations NHWC float32, convolution weights OIHW inside the flat parameter buffer;
  *  - parameter gradients are ACCUMULATED (+=), activation gradients overwritten;
  *  - batch-norm per-channel sums are double, so sums all-reduced over ranks are exact enough
  *    to make synchronised batch norm independent of how the batch is split.
  * Differences from the CPU contract, each to avoid a host round trip per layer:
- *  - the batch-norm element count is a device scalar (an all-reduced count stays on the GPU);
+ * - the batch-norm element count is a device scalar (an all-reduced count stays on the GPU);
  *  - softmax_xent writes the loss and the number of correct rows to device memory;
  *  - a bad label does not stop the process inside the op: it sets a flag that the next
  *    cuda_sync() reports (with the op's name).

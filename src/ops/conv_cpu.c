@@ -412,7 +412,7 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     const dnnl_memory_desc_t y_any = md4(N, sh->C_out, Ho, Wo, dnnl_format_tag_any);
 
     /* Winograd F(4x4, 3x3) does 2-3x fewer flops than direct for the 3x3 stride-1 convs, which
-     * are most of MiniResNet's work; it needs its blocked activation layout, and converting
+     * are most of a ResNet's work; it needs its blocked activation layout, and converting
      * NHWC to and from it costs far less than it saves. Everything else runs direct on the
      * NHWC tensors themselves. */
     dnnl_convolution_desc_t cd;

@@ -55,7 +55,7 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
                        const double *global_sum_g, const double *global_sum_gx, double count,
                        float *dgamma, float *dbeta);
 
-/* ---- max pooling (after torchvision's ResNet's first convolution: 3x3, stride 2, padding 1) ---- */
+/* ---- max pooling: nn.MaxPool2d(k, stride, pad) (torchvision's ResNets: 3x3, stride 2, padding 1) ---- */
 
 /* y[N,Ho,Wo,C] = the maximum of each window of x[N,H,W,C] (NHWC), padding never chosen, and
  * arg[N,Ho,Wo,C] the index (h * W + w) of the input pixel it came from; Ho and Wo as
@@ -67,13 +67,15 @@ void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W
 void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k, int stride,
                       int pad);
 
-/* ---- head: global average pool, linear, softmax cross-entropy ---- */
+/* ---- blur ---- */
 
 /* FFCV's blur (netspec.h NODE_BLUR): y = x convolved per channel with [1 2 1]^T [1 2 1] / 16,
  * stride 1, zero padding 1, NHWC. The kernel is symmetric and the padding keeps the shape, so
  * the operation is its own adjoint: the backward is blur3(dy, dx). The weights are powers of
  * two: only the additions round. */
 void blur3(const float *x, float *y, int N, int H, int W, int C);
+
+/* ---- head: global average pool, linear, softmax cross-entropy ---- */
 
 /* y[N,C] = mean over HW of x[N,HW,C]. */
 void avgpool_forward(const float *x, float *y, int N, int HW, int C);
