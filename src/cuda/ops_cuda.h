@@ -14,7 +14,7 @@
  *  - batch-norm per-channel sums are double, so sums all-reduced over ranks are exact enough
  *    to make synchronised batch norm independent of how the batch is split.
  * Differences from the CPU contract, each to avoid a host round trip per layer:
- * - the batch-norm element count is a device scalar (an all-reduced count stays on the GPU);
+ *  - the batch-norm element count is a device scalar (an all-reduced count stays on the GPU);
  *  - softmax_xent writes the loss and the number of correct rows to device memory;
  *  - a bad label does not stop the process inside the op: it sets a flag that the next
  *    cuda_sync() reports (with the op's name).

@@ -10,8 +10,9 @@
  * init 65536, growth 2, backoff 0.5, interval 2000.
  *
  * The state lives in backend memory and is updated by the backend (a one-thread kernel on a
- * GPU; both backends apply scaler_update_rule of ops/rules.h), so no step waits for the host: the optimizer reads the skip flag itself. The host
- * looks at the state only at log intervals (skipped steps) and for checkpoints.
+ * GPU; both backends apply ops/rules.h's scaler_update_rule), so no step waits for the host:
+ * the optimizer reads the skip flag itself. The host looks at the state only at log intervals
+ * (skipped steps) and for checkpoints.
  *
  * Every rank decides the same: the check runs on the all-reduced gradients, and an inf or NaN
  * on any rank makes the average non-finite on all of them. */

@@ -21,7 +21,7 @@ extern "C" {   /* ops_cuda.cu includes it (ConvShape) */
 
 /* A convolution's shape: everything a backend needs to set one up. The one place a new
  * parameter of the convolution (groups, dilation) goes, so that it reaches every backend's
- * conv2d_init, the size rule and the check below at once. */
+ * conv2d_init at once; conv_out_size and conv_shape_valid below are where its rules go. */
 typedef struct ConvShape {
     int C_in, C_out;     /* input and output channels */
     int k;               /* the kernel is k x k */
@@ -50,7 +50,6 @@ static inline int maxpool_out_size(int H, int k, int stride, int pad) { return w
 static inline int conv_shape_valid(const ConvShape *s) {
     return s->C_in > 0 && s->C_out > 0 && s->k > 0 && s->stride > 0 && s->pad >= 0;
 }
-
 
 typedef struct Backend {
     const char *name;

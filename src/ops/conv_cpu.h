@@ -3,8 +3,8 @@
  * winograd.c's F(4x4, 3x3) where it is faster, and the reference convolution.
  *
  * Layouts as ops_cpu.h: activations NHWC float32, weights OIHW (PyTorch's order) inside the
- * flat parameter buffer, weight gradients ACCUMULATED (+=), input gradients overwritten. No bias,
- * as in the networks netspec.h describes: a batch norm follows every convolution. */
+ * flat parameter buffer, weight gradients ACCUMULATED (+=), input gradients overwritten. No
+ * bias, as in the networks netspec.h describes: a batch norm follows every convolution. */
 #ifndef DDP_CONV_CPU_H
 #define DDP_CONV_CPU_H
 
