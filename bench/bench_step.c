@@ -14,6 +14,7 @@
 #include "model/model.h"
 #include "model/netfile.h"
 #include "model/optim.h"
+#include "ops/conv_cpu.h"   /* ops_cpu_describe */
 #include "base/rng.h"
 #include "base/util.h"
 

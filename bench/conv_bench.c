@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* conv_bench.c - time of MiniResNet's 3x3 stride-1 convolutions (width W: W@32x32, 2W@16x16,
  * 4W@8x8) per pass (forward, backward-data, backward-weights) through
- *   oneDNN   oneDNN alone, as ops_cpu.c used it before winograd.c: its Winograd where it has
+ *   oneDNN   oneDNN alone, as the CPU backend used it before winograd.c: its Winograd where it has
  *            one (AVX-512, channels multiple of 16), else direct;
  *   direct   oneDNN's direct convolution;
  *   wino     winograd.h called directly;
- *   conv2d   conv2d_* as configured now (the selection in ops_cpu.c);
+ *   conv2d   conv2d_* as configured now (the selection in conv_cpu.c);
  * and the ratios oneDNN / wino. Best of --reps runs each. The conv2d API has no
  * backward-data-only call, so backward-data is timed as the full backward minus the backward
  * with dx == NULL (the same for all). --cpu-time measures the process's CPU time instead of
@@ -19,7 +19,7 @@
 #include <omp.h>
 #endif
 
-#include "ops/ops_cpu.h"
+#include "ops/conv_cpu.h"
 #include "base/rng.h"
 #include "base/util.h"
 #include "ops/winograd.h"
@@ -44,7 +44,7 @@ static void time_conv2d(int winograd, int own, int C, int N, int H, const float 
     conv2d_use_winograd(winograd);
     conv2d_use_own_winograd(own);
     Conv2d c;
-    conv2d_init(&c, C, C, 3, 1, 1);
+    conv2d_init(&c, &(ConvShape){ .C_in = C, .C_out = C, .k = 3, .stride = 1, .pad = 1 });
     snprintf(name, name_len, "%s", conv2d_impl_name(&c, N, H, H));
     t->fwd = t->bwd = t->bwd_w = 1e30;
     for (int r = 0; r < reps + 1; r++) {   /* the first round warms up */

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ops.c - correctness of the CPU kernels (ops_cpu.h); `--bench` times the conv shapes of
+/* test_ops.c - correctness of the CPU kernels (conv_cpu.h, ops_cpu.h); `--bench` times the conv shapes of
  * MiniResNet instead.
  *
  * Gradients are checked against finite differences of the loss L = sum(y * R) for a random R:
@@ -17,6 +17,7 @@
 #include <string.h>
 #include <omp.h>
 
+#include "ops/conv_cpu.h"
 #include "ops/ops_cpu.h"
 #include "helpers/ops_testutil.h"
 #include "base/util.h"
@@ -101,8 +102,8 @@ static double conv_loss_v(void *p) { return conv_loss(p); }
 /* dx and dw of one conv (oneDNN or reference) against finite differences at sampled points. */
 static void test_conv_fd(int ref, int Ci, int Co, int k, int s, int p, int N, int H) {
     Conv2d c;
-    conv2d_init(&c, Ci, Co, k, s, p);
-    const int Ho = conv2d_out_size(&c, H);
+    conv2d_init(&c, &(ConvShape){ .C_in = Ci, .C_out = Co, .k = k, .stride = s, .pad = p });
+    const int Ho = conv_out_size(&c.shape, H);
     const size_t nx = (size_t)N * H * H * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Ho * Co;
     float *x = frand(nx, 1.0), *w = frand(nw, 1.0), *R = frand(ny, 1.0), *y = falloc(ny);
     float *dx = falloc(nx), *dw = falloc(nw);
@@ -140,8 +141,8 @@ static void test_conv_fd(int ref, int Ci, int Co, int k, int s, int p, int N, in
  * the weight cache. */
 static void test_conv_vs_ref(int Ci, int Co, int k, int s, int p, int N, int H, int W) {
     Conv2d c;
-    conv2d_init(&c, Ci, Co, k, s, p);
-    const int Ho = conv2d_out_size(&c, H), Wo = conv2d_out_size(&c, W);
+    conv2d_init(&c, &(ConvShape){ .C_in = Ci, .C_out = Co, .k = k, .stride = s, .pad = p });
+    const int Ho = conv_out_size(&c.shape, H), Wo = conv_out_size(&c.shape, W);
     const size_t nx = (size_t)N * H * W * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Wo * Co;
     float *x = frand(nx, 1.0), *w = frand(nw, 0.1), *dy = frand(ny, 1.0);
     float *y = falloc(ny), *y_ref = falloc(ny), *dx = falloc(nx), *dx_ref = falloc(nx);
@@ -223,7 +224,7 @@ static void test_conv_small_channels(int full) {
 static void test_conv_many_batches(void) {
     const int Ci = 32, Co = 32, H = 8, maxN = 7;
     Conv2d c;
-    conv2d_init(&c, Ci, Co, 3, 1, 1);
+    conv2d_init(&c, &(ConvShape){ .C_in = Ci, .C_out = Co, .k = 3, .stride = 1, .pad = 1 });
     const size_t nx = (size_t)maxN * H * H * Ci, nw = (size_t)Co * Ci * 9;
     float *x = frand(nx, 1.0), *w = frand(nw, 0.1), *dy = frand(nx, 1.0);
     float *y = falloc(nx), *y_ref = falloc(nx), *dx = falloc(nx), *dx_ref = falloc(nx);
@@ -461,7 +462,7 @@ static void test_avgpool(void) {
  * torch.nn.functional.max_pool2d(..., return_indices=True): all ones -> indices {0, 1, 3, 4};
  * NaNs at 1 and 3 -> {3, 1, 3, 4}. */
 static void maxpool_ref(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int s, int p) {
-    const int Ho = maxpool_out_size(H, k, s, p), Wo = maxpool_out_size(W, k, s, p);
+    const int Ho = window_out_size(H, k, s, p), Wo = window_out_size(W, k, s, p);
     for (int n = 0; n < N; n++)
         for (int oh = 0; oh < Ho; oh++)
             for (int ow = 0; ow < Wo; ow++)
@@ -484,7 +485,7 @@ static void maxpool_ref(const float *x, float *y, int32_t *arg, int N, int H, in
 }
 
 static void test_maxpool_case(int N, int H, int W, int C, int k, int s, int p) {
-    const int Ho = maxpool_out_size(H, k, s, p), Wo = maxpool_out_size(W, k, s, p);
+    const int Ho = window_out_size(H, k, s, p), Wo = window_out_size(W, k, s, p);
     const size_t nx = (size_t)N * H * W * C, ny = (size_t)N * Ho * Wo * C;
     float *x = falloc(nx), *y = falloc(ny), *yr = falloc(ny), *dy = frand(ny, 1.0), *dx = falloc(nx);
     int32_t *a = calloc(ny, sizeof *a), *ar = calloc(ny, sizeof *ar);
@@ -670,8 +671,8 @@ static void bench(int N, int threads) {
     for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
         const int *s = shapes[i];
         Conv2d c;
-        conv2d_init(&c, s[0], s[1], s[2], s[3], s[4]);
-        const int H = s[5], Ho = conv2d_out_size(&c, H);
+        conv2d_init(&c, &(ConvShape){ .C_in = s[0], .C_out = s[1], .k = s[2], .stride = s[3], .pad = s[4] });
+        const int H = s[5], Ho = conv_out_size(&c.shape, H);
         const size_t nx = (size_t)N * H * H * s[0], ny = (size_t)N * Ho * Ho * s[1], nw = (size_t)s[1] * s[0] * s[2] * s[2];
         BenchConv b = { &c, N, H, frand(nx, 1.0), frand(nw, 0.1), falloc(ny), frand(ny, 1.0), falloc(nx), falloc(nw) };
         const double f = best_ms(b_fwd, &b, 7), bw = best_ms(b_bww, &b, 7);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ops_cuda.c - the CUDA ops (ops_cuda.h) against the CPU ops (ops_cpu.h) on the same data,
- * and a one-rank NCCL communicator. Exits 77 (skipped) when there is no CUDA device.
+/* test_ops_cuda.c - the CUDA ops (ops_cuda.h) against the CPU ops (conv_cpu.h, ops_cpu.h) on
+ * the same data, and a one-rank NCCL communicator. Exits 77 (skipped) when there is no CUDA device.
  *
  * Every op runs on random data on both backends, with TF32 off. Comparisons report
  * max|got - want| / max|want| like test_ops.c, and also check that scaling the largest element
@@ -34,6 +34,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "ops/conv_cpu.h"
 #include "ops/ops_cpu.h"
 #include "cuda/ops_cuda.h"
 #include "model/optim.h"
@@ -135,12 +136,12 @@ static const char *layout_name(int layout) { return layout < 0 ? "auto" : layout
  * into their buffers: 1 is only 4-byte aligned, as a layer's can be in the flat buffer. */
 static void test_conv(int layout, int off, int Ci, int Co, int k, int s, int p, int N, int H, int W) {
     cuda_set_conv_filter_layout(layout);
+    const ConvShape cs = { .C_in = Ci, .C_out = Co, .k = k, .stride = s, .pad = p };
     CudaConv2d g;
-    cuda_conv2d_init(&g, Ci, Co, k, s, p);
+    cuda_conv2d_init(&g, &cs);
     Conv2d c;
-    conv2d_init(&c, Ci, Co, k, s, p);
-    const int Ho = conv2d_out_size(&c, H), Wo = conv2d_out_size(&c, W);
-    CHECK(Ho == cuda_conv2d_out_size(&g, H) && Wo == cuda_conv2d_out_size(&g, W));
+    conv2d_init(&c, &cs);
+    const int Ho = conv_out_size(&cs, H), Wo = conv_out_size(&cs, W);
     const size_t nx = (size_t)N * H * W * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Wo * Co;
     float *x = frand(nx, 1.0), *w = frand(nw + off, 0.5), *dy = frand(ny, 1.0), *dw0 = frand(nw + off, 0.1);
     float *y_ref = falloc(ny), *dx_ref = falloc(nx), *dw_ref = falloc(nw + off);
@@ -220,12 +221,13 @@ static void test_amp_conv(int amp, int Ci, int Co, int k, int s, int p, int N, i
     const char *tname = amp == CUDA_AMP_BF16 ? "bf16" : "fp16";
     const double tol = amp == CUDA_AMP_BF16 ? 6e-3 : 1.5e-3;
     cuda_set_amp(amp);
+    const ConvShape cs = { .C_in = Ci, .C_out = Co, .k = k, .stride = s, .pad = p };
     CudaConv2d g;
-    cuda_conv2d_init(&g, Ci, Co, k, s, p);
+    cuda_conv2d_init(&g, &cs);
     cuda_set_amp(CUDA_AMP_OFF);
     Conv2d c;
-    conv2d_init(&c, Ci, Co, k, s, p);
-    const int Ho = conv2d_out_size(&c, H), Wo = conv2d_out_size(&c, W);
+    conv2d_init(&c, &cs);
+    const int Ho = conv_out_size(&cs, H), Wo = conv_out_size(&cs, W);
     const size_t nx = (size_t)N * H * W * Ci, nw = (size_t)Co * Ci * k * k, ny = (size_t)N * Ho * Wo * Co;
     float *x = frand(nx, 1.0), *w = frand(nw + 1, 0.5), *dy = frand(ny, 1.0), *dw0 = frand(nw + 1, 0.1);
     float *xr = falloc(nx), *wr = falloc(nw), *dyr = falloc(ny);
@@ -445,11 +447,12 @@ static void test_act16(int t) {
     for (int compute = 0; compute < 2; compute++) {
         const int Ci = 64, Co = 64, Hc = 16, Nc = 8;
         cuda_set_amp(compute ? t : CUDA_AMP_OFF);
+        const ConvShape cs = { .C_in = Ci, .C_out = Co, .k = 3, .stride = 1, .pad = 1 };
         CudaConv2d g;
-        cuda_conv2d_init(&g, Ci, Co, 3, 1, 1);
+        cuda_conv2d_init(&g, &cs);
         cuda_set_amp(CUDA_AMP_OFF);
         Conv2d c;
-        conv2d_init(&c, Ci, Co, 3, 1, 1);
+        conv2d_init(&c, &cs);
         const size_t nx = (size_t)Nc * Hc * Hc * Ci, nw = (size_t)Co * Ci * 9;
         float *cx = frand(nx, 1.0), *w = frand(nw, 0.2), *cdy = frand(nx, 1.0), *wr = falloc(nw);
         round16(cx, nx, t); round16(cdy, nx, t);
@@ -626,7 +629,7 @@ static void test_bn(size_t M, int C) {
     snprintf(name, sizeof name, "%s: running var", tag);
     check_f(name, g_rv, rv_c, (size_t)C, 1e-6);
 
-    /* eval statistics, as model.c computes them */
+    /* eval statistics, as the CPU backend computes them (rules.h) */
     float *e_inv = falloc((size_t)C);
     for (int c = 0; c < C; c++) e_inv[c] = 1.0f / sqrtf(rv[c] + 1e-5f);
     float *d_rv0 = up(rv, (size_t)C * sizeof(float)), *d_rm0 = up(rm, (size_t)C * sizeof(float));
@@ -964,8 +967,9 @@ static void bench_convs(int N) {
             for (size_t i = 0; i < sizeof shapes / sizeof shapes[0]; i++) {
                 const int *s = shapes[i];
                 CudaConv2d g;
-                cuda_conv2d_init(&g, s[0], s[1], s[2], s[3], s[2] / 2);
-                const int H = s[4], Ho = cuda_conv2d_out_size(&g, H);
+                const ConvShape cs = { .C_in = s[0], .C_out = s[1], .k = s[2], .stride = s[3], .pad = s[2] / 2 };
+                cuda_conv2d_init(&g, &cs);
+                const int H = s[4], Ho = conv_out_size(&cs, H);
                 const size_t nx = (size_t)N * H * H * s[0], ny = (size_t)N * Ho * Ho * s[1];
                 const size_t nw = (size_t)s[1] * s[0] * s[2] * s[2];
                 float *x = cuda_malloc(nx * 4), *dx = cuda_malloc(nx * 4), *y = cuda_malloc(ny * 4);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_winograd.c - the Winograd 3x3 convolution (winograd.h) against the double-accumulation
- * reference of ops_cpu.h: forward, dx and dw over many shapes (channel counts that fill no,
+ * reference of conv_cpu.h: forward, dx and dw over many shapes (channel counts that fill no,
  * one or several vector blocks; images smaller than a tile, odd and even sizes; batches 1..5),
  * dw accumulated onto what is there, dx == NULL, bitwise repeatability, and the refresh of the
  * transformed weights when the weights change.
@@ -18,7 +18,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include "ops/ops_cpu.h"
+#include "ops/conv_cpu.h"
 #include "helpers/ops_testutil.h"
 #include "base/util.h"
 #include "ops/winograd.h"
@@ -68,10 +68,10 @@ static void check_true(const char *name, int cond) {
 }
 
 static void test_shape(int Ci, int Co, int N, int H, int W) {
-    Conv2d ref = { .C_in = Ci, .C_out = Co, .k = 3, .stride = 1, .pad = 1, .impl = NULL };
+    Conv2d ref = { .shape = { .C_in = Ci, .C_out = Co, .k = 3, .stride = 1, .pad = 1 }, .impl = NULL };
     Conv2d direct;
     conv2d_use_winograd(0);
-    conv2d_init(&direct, Ci, Co, 3, 1, 1);
+    conv2d_init(&direct, &ref.shape);
     Winograd p;
     winograd_init(&p, Ci, Co, N, H, W);
     void *ws = alignedAllocCheck(winograd_workspace_bytes(&p));

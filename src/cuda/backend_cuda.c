@@ -12,10 +12,10 @@
 
 static CudaConv2d *cc(Conv2d *c) { return (CudaConv2d *)c->impl; }
 
-static void g_conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad) {
-    c->C_in = C_in; c->C_out = C_out; c->k = k; c->stride = stride; c->pad = pad;
+static void g_conv2d_init(Conv2d *c, const ConvShape *shape) {
+    c->shape = *shape;
     CudaConv2d *d = callocCheck(1, sizeof *d);
-    cuda_conv2d_init(d, C_in, C_out, k, stride, pad);
+    cuda_conv2d_init(d, shape);
     c->impl = d;
 }
 

@@ -26,7 +26,7 @@
 #include <cublas_v2.h>
 
 #include "ops_cuda.h"
-#include "model/scaler.h"
+#include "ops/rules.h"
 extern "C" {
 #include "dist/comm.h"
 #include "base/util.h"
@@ -414,10 +414,11 @@ static int pick(const Perf *p, int n, int amp, WsQuery ws_query, size_t *ws, int
 #define MAX_ALGOS 16
 
 static void set_filter_desc(ConvImpl *im, const CudaConv2d *c, int layout) {
+    const ConvShape *sh = &c->shape;
     /* OIHW is cuDNN's NCHW filter format (K=C_out, C=C_in, R=S=k); OHWI its NHWC format. */
     CUDNN_CHECK(cudnnSetFilter4dDescriptor(im->w_desc, conv_dtype(im->amp),
                                            layout ? CUDNN_TENSOR_NHWC : CUDNN_TENSOR_NCHW,
-                                           c->C_out, c->C_in, c->k, c->k));
+                                           sh->C_out, sh->C_in, sh->k, sh->k));
 }
 
 /* Choose the three algorithms for the plan's descriptors with the filter in `layout`.
@@ -473,11 +474,12 @@ static int plan_choose(ConvImpl *im, ConvPlan *pl) {
 /* Tensor and convolution descriptors of a plan in the layer's current data type. The
  * accumulation is float32 in every case (cuDNN's "pseudo" 16-bit configurations). */
 static void plan_set_descs(const CudaConv2d *c, const ConvImpl *im, ConvPlan *pl) {
-    const int Ho = cuda_conv2d_out_size(c, pl->H), Wo = cuda_conv2d_out_size(c, pl->W);
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, pl->H), Wo = conv_out_size(sh, pl->W);
     const cudnnDataType_t dt = conv_dtype(im->amp);
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x_desc, CUDNN_TENSOR_NHWC, dt, pl->N, c->C_in, pl->H, pl->W));
-    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y_desc, CUDNN_TENSOR_NHWC, dt, pl->N, c->C_out, Ho, Wo));
-    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv_desc, c->pad, c->pad, c->stride, c->stride, 1, 1,
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->x_desc, CUDNN_TENSOR_NHWC, dt, pl->N, sh->C_in, pl->H, pl->W));
+    CUDNN_CHECK(cudnnSetTensor4dDescriptor(pl->y_desc, CUDNN_TENSOR_NHWC, dt, pl->N, sh->C_out, Ho, Wo));
+    CUDNN_CHECK(cudnnSetConvolution2dDescriptor(pl->conv_desc, sh->pad, sh->pad, sh->stride, sh->stride, 1, 1,
                                                 CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT));
     CUDNN_CHECK(cudnnSetConvolutionMathType(pl->conv_desc, im->amp ? CUDNN_TENSOR_OP_MATH : im->math));
 }
@@ -494,9 +496,10 @@ static int fall_back_to_ohwi(ConvImpl *im, const CudaConv2d *c, ConvPlan *pl) {
 }
 
 static ConvPlan *plan_new(const CudaConv2d *c, ConvImpl *im, int N, int H, int W) {
+    const ConvShape *sh = &c->shape;
     ConvPlan *pl = (ConvPlan *)callocCheck(1, sizeof *pl);
     pl->N = N; pl->H = H; pl->W = W;
-    const int Ho = cuda_conv2d_out_size(c, H), Wo = cuda_conv2d_out_size(c, W);
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
     CHECK(Ho > 0 && Wo > 0);
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->x_desc));
     CUDNN_CHECK(cudnnCreateTensorDescriptor(&pl->y_desc));
@@ -519,7 +522,7 @@ static ConvPlan *plan_new(const CudaConv2d *c, ConvImpl *im, int N, int H, int W
         if (pl->impl[0] == '\0' && plan_choose(im, pl) != 0) {
             char d[200];
             snprintf(d, sizeof d, "no usable %s algorithm for a %dx%d stride-%d conv %d->%d on %dx%dx%d",
-                     amp_name(im->amp), c->k, c->k, c->stride, c->C_in, c->C_out, N, H, W);
+                     amp_name(im->amp), sh->k, sh->k, sh->stride, sh->C_in, sh->C_out, N, H, W);
             fail_at(__FILE__, __LINE__, "cuDNN convolution", d);
         }
     } else if (im->layout < 0) {
@@ -536,13 +539,13 @@ static ConvPlan *plan_new(const CudaConv2d *c, ConvImpl *im, int N, int H, int W
     } else if (plan_choose(im, pl) != 0 && !fall_back_to_ohwi(im, c, pl)) {
         char d[160];
         snprintf(d, sizeof d, "no usable algorithm for a %dx%d stride-%d conv %d->%d on %dx%dx%d with %s weights",
-                 c->k, c->k, c->stride, c->C_in, c->C_out, N, H, W, im->layout ? "OHWI" : "OIHW");
+                 sh->k, sh->k, sh->stride, sh->C_in, sh->C_out, N, H, W, im->layout ? "OHWI" : "OIHW");
         fail_at(__FILE__, __LINE__, "cuDNN convolution", d);
     }
     int n = 0, co = 0, ho = 0, wo = 0;
     CUDNN_CHECK(cudnnGetConvolution2dForwardOutputDim(pl->conv_desc, pl->x_desc, im->w_desc, &n, &co, &ho, &wo));
-    CHECK(n == N && co == c->C_out && ho == Ho && wo == Wo);
-    const size_t wn = (size_t)c->C_out * c->C_in * c->k * c->k;
+    CHECK(n == N && co == sh->C_out && ho == Ho && wo == Wo);
+    const size_t wn = (size_t)sh->C_out * sh->C_in * sh->k * sh->k;
     if (im->amp && !im->wh) {
         im->wh = cuda_malloc(wn * 2);
         im->dwh = cuda_malloc(wn * 2);
@@ -616,10 +619,11 @@ __global__ void k_ohwi_add_to_oihw(const T *__restrict__ src, float *__restrict_
 }
 
 static const float *weights_for_cudnn(CudaConv2d *c, ConvImpl *im, const float *w) {
+    const ConvShape *sh = &c->shape;
     if (im->layout == 0) return w;
     if (im->copy_version != im->version || im->copy_src != w) {
-        const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
-        k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, im->w_copy, c->C_out, c->C_in, c->k * c->k);
+        const size_t n = (size_t)sh->C_out * sh->C_in * sh->k * sh->k;
+        k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, im->w_copy, sh->C_out, sh->C_in, sh->k * sh->k);
         KERNEL_CHECK("k_oihw_to_ohwi");
         im->copy_version = im->version;
         im->copy_src = w;
@@ -663,13 +667,14 @@ static void *out_type(void *y, int stored, int want, void **buf, size_t *have, s
 
 /* The 16-bit OHWI weights, refreshed after each change of the float32 master. */
 static const void *weights_h(CudaConv2d *c, ConvImpl *im, const float *w) {
+    const ConvShape *sh = &c->shape;
     if (im->wh_version != im->version || im->wh_src != w) {
-        const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
-        const int KK = c->k * c->k;
+        const size_t n = (size_t)sh->C_out * sh->C_in * sh->k * sh->k;
+        const int KK = sh->k * sh->k;
         if (im->amp == CUDA_AMP_BF16)
-            k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__nv_bfloat16 *)im->wh, c->C_out, c->C_in, KK);
+            k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__nv_bfloat16 *)im->wh, sh->C_out, sh->C_in, KK);
         else
-            k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__half *)im->wh, c->C_out, c->C_in, KK);
+            k_oihw_to_ohwi<<<grid_for(n), 256, 0, g_cu.stream>>>(w, (__half *)im->wh, sh->C_out, sh->C_in, KK);
         KERNEL_CHECK("k_oihw_to_ohwi");
         im->wh_version = im->version;
         im->wh_src = w;
@@ -677,10 +682,10 @@ static const void *weights_h(CudaConv2d *c, ConvImpl *im, const float *w) {
     return im->wh;
 }
 
-extern "C" void cuda_conv2d_init(CudaConv2d *c, int C_in, int C_out, int k, int stride, int pad) {
+extern "C" void cuda_conv2d_init(CudaConv2d *c, const ConvShape *shape) {
     REQUIRE_ACTIVE();
-    CHECK(C_in > 0 && C_out > 0 && k > 0 && stride > 0 && pad >= 0);
-    c->C_in = C_in; c->C_out = C_out; c->k = k; c->stride = stride; c->pad = pad;
+    CHECK(conv_shape_valid(shape));
+    c->shape = *shape;
     ConvImpl *im = (ConvImpl *)callocCheck(1, sizeof *im);
     im->mode = g_cu.filter_layout;
     im->amp = g_cu.amp;
@@ -730,12 +735,13 @@ extern "C" const char *cuda_conv2d_impl_name(CudaConv2d *c, int N, int H, int W)
  * buffers h_in (input side) and h_out (output side), converted on the way. */
 extern "C" void cuda_conv2d_forward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w,
                                     float *y) {
+    const ConvShape *sh = &c->shape;
     REQUIRE_ACTIVE();
     ConvPlan *pl = plan_get(c, N, H, W);
     ConvImpl *im = (ConvImpl *)c->impl;
     const int A = g_cu.act, P = im->amp;
-    const size_t nx = (size_t)N * H * W * c->C_in;
-    const size_t ny = (size_t)N * cuda_conv2d_out_size(c, H) * cuda_conv2d_out_size(c, W) * c->C_out;
+    const size_t nx = (size_t)N * H * W * sh->C_in;
+    const size_t ny = (size_t)N * conv_out_size(sh, H) * conv_out_size(sh, W) * sh->C_out;
     const void *xin = in_type(x, A, P, &g_cu.h_in, &g_cu.h_in_bytes, nx);
     void *yout = out_type(y, A, P, &g_cu.h_out, &g_cu.h_out_bytes, ny);
     grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_fwd);
@@ -748,12 +754,13 @@ extern "C" void cuda_conv2d_forward(CudaConv2d *c, int N, int H, int W, const fl
 
 extern "C" void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w,
                                      const float *dy, float *dx, float *dw) {
+    const ConvShape *sh = &c->shape;
     REQUIRE_ACTIVE();
     ConvPlan *pl = plan_get(c, N, H, W);
     ConvImpl *im = (ConvImpl *)c->impl;
     const int A = g_cu.act, P = im->amp;
-    const size_t nx = (size_t)N * H * W * c->C_in;
-    const size_t ny = (size_t)N * cuda_conv2d_out_size(c, H) * cuda_conv2d_out_size(c, W) * c->C_out;
+    const size_t nx = (size_t)N * H * W * sh->C_in;
+    const size_t ny = (size_t)N * conv_out_size(sh, H) * conv_out_size(sh, W) * sh->C_out;
     const void *dyin = in_type(dy, A, P, &g_cu.h_out, &g_cu.h_out_bytes, ny);
     grow(&g_cu.ws, &g_cu.ws_bytes, pl->ws_bwd_data > pl->ws_bwd_filter ? pl->ws_bwd_data : pl->ws_bwd_filter);
     const float one = 1.0f, zero = 0.0f;
@@ -766,18 +773,18 @@ extern "C" void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const f
     }
     /* h_in is free again (in stream order) for the input in the compute type */
     const void *xin = in_type(x, A, P, &g_cu.h_in, &g_cu.h_in_bytes, nx);
-    const size_t n = (size_t)c->C_out * c->C_in * c->k * c->k;
-    const int KK = c->k * c->k;
+    const size_t n = (size_t)sh->C_out * sh->C_in * sh->k * sh->k;
+    const int KK = sh->k * sh->k;
     if (P) {
         /* the 16-bit gradient of this call, added into the float32 one */
         CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, xin, pl->y_desc, dyin, pl->conv_desc,
                                                    pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &zero, im->w_desc,
                                                    im->dwh));
         if (P == CUDA_AMP_BF16)
-            k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)im->dwh, dw, c->C_out,
-                                                                     c->C_in, KK);
+            k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __nv_bfloat16 *)im->dwh, dw, sh->C_out,
+                                                                     sh->C_in, KK);
         else
-            k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)im->dwh, dw, c->C_out, c->C_in,
+            k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const __half *)im->dwh, dw, sh->C_out, sh->C_in,
                                                                      KK);
         KERNEL_CHECK("k_ohwi_add_to_oihw");
     } else if (im->layout == 0) {
@@ -788,7 +795,7 @@ extern "C" void cuda_conv2d_backward(CudaConv2d *c, int N, int H, int W, const f
         CUDNN_CHECK(cudnnConvolutionBackwardFilter(g_cu.cudnn, &one, pl->x_desc, xin, pl->y_desc, dyin, pl->conv_desc,
                                                    pl->bwd_filter, g_cu.ws, g_cu.ws_bytes, &zero, im->w_desc,
                                                    im->dw_copy));
-        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const float *)im->dw_copy, dw, c->C_out, c->C_in, KK);
+        k_ohwi_add_to_oihw<<<grid_for(n), 256, 0, g_cu.stream>>>((const float *)im->dw_copy, dw, sh->C_out, sh->C_in, KK);
         KERNEL_CHECK("k_ohwi_add_to_oihw");
     }
 }
@@ -872,25 +879,14 @@ extern "C" void cuda_bn_stats(const float *x, size_t M, int C, double *sum, doub
     launch_reduce_parts(part, (int)nb, C, sum, sumsq, NULL, count, M);
 }
 
-/* One thread per channel; the same double arithmetic as ops_cpu.c's bn_finalize_stats. */
+/* One thread per channel: ops_cpu.c's bn_finalize_stats, both rules.h's bn_finalize_channel. */
 __global__ void k_bn_finalize(const double *__restrict__ sum, const double *__restrict__ sumsq,
                               const double *__restrict__ count_p, int C, float eps, float momentum,
                               float *__restrict__ mean, float *__restrict__ invstd,
                               float *__restrict__ running_mean, float *__restrict__ running_var) {
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
-    const double count = *count_p;
-    const double m = sum[c] / count;
-    double var = sumsq[c] / count - m * m;
-    if (var < 0.0) var = 0.0;   /* rounding can take a constant channel slightly below 0 */
-    mean[c] = (float)m;
-    invstd[c] = (float)(1.0 / sqrt(var + (double)eps));
-    if (running_mean)
-        running_mean[c] = (float)((1.0 - momentum) * running_mean[c] + (double)momentum * m);
-    if (running_var) {
-        const double unbiased = count > 1.0 ? var * count / (count - 1.0) : var;
-        running_var[c] = (float)((1.0 - momentum) * running_var[c] + (double)momentum * unbiased);
-    }
+    bn_finalize_channel(c, sum, sumsq, *count_p, eps, momentum, mean, invstd, running_mean, running_var);
 }
 
 extern "C" void cuda_bn_finalize_stats(const double *sum, const double *sumsq, const double *count, int C,
@@ -907,7 +903,7 @@ __global__ void k_bn_eval_stats(const float *__restrict__ rm, const float *__res
     const int c = blockIdx.x * blockDim.x + threadIdx.x;
     if (c >= C) return;
     mean[c] = rm[c];
-    invstd[c] = 1.0f / sqrtf(__fadd_rn(rv[c], eps));
+    invstd[c] = bn_eval_invstd(rv[c], eps);
 }
 
 extern "C" void cuda_bn_eval_stats(const float *running_mean, const float *running_var, int C, float eps,

@@ -1,12 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ops_cuda.h - the GPU kernels of MiniResNet: the ops of ops_cpu.h on device memory.
+/* ops_cuda.h - the GPU kernels of any network description (netspec.h) whose operations they
+ * cover: those of conv_cpu.h and ops_cpu.h on device memory, but for max pooling, the blur and
+ * a ReLU after no batch norm, which the CUDA backend does not have yet (backend.h).
  *
  * Part of the CUDA backend module, ddptrain-cuda.so: programs reach the device through its
  * table (cuda_plugin.h), which exports the calls below that they need; only the GPU tests link
  * these functions directly. The CUDA_AMP_* values (cuda_amp.h) are shared with the table's
  * set_amp.
  *
- * Same contract as ops_cpu.h, with every tensor argument a DEVICE pointer:
+ * Same contract as conv_cpu.h and ops_cpu.h, with every tensor argument a DEVICE pointer:
  *  - activations NHWC float32, convolution weights OIHW inside the flat parameter buffer;
  *  - parameter gradients are ACCUMULATED (+=), activation gradients overwritten;
  *  - batch-norm per-channel sums are double, so sums all-reduced over ranks are exact enough
@@ -32,6 +34,7 @@
 #include <stddef.h>
 
 #include "cuda_amp.h"
+#include "ops/backend.h"   /* ConvShape, conv_out_size */
 
 #ifdef __cplusplus
 extern "C" {
@@ -117,15 +120,13 @@ void cuda_copy(void *dst_dev, const void *src_dev, size_t bytes);
 /* ---- convolution (cuDNN) ---- */
 
 typedef struct CudaConv2d {
-    int C_in, C_out, k, stride, pad;
+    ConvShape shape;
     void *impl;           /* descriptors and algorithms per input shape, weight copy */
 } CudaConv2d;
 
-void cuda_conv2d_init(CudaConv2d *c, int C_in, int C_out, int k, int stride, int pad);
+/* c->shape = *shape (which conv_shape_valid must accept). */
+void cuda_conv2d_init(CudaConv2d *c, const ConvShape *shape);
 void cuda_conv2d_free(CudaConv2d *c);
-static inline int cuda_conv2d_out_size(const CudaConv2d *c, int in) {
-    return (in + 2 * c->pad - c->k) / c->stride + 1;
-}
 /* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). */
 void cuda_conv2d_forward(CudaConv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
 /* dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL. */
@@ -143,11 +144,12 @@ const char *cuda_conv2d_impl_name(CudaConv2d *c, int N, int H, int W);
 /* Per-channel sum and sum of squares of x in double; count (may be NULL) receives M. */
 void cuda_bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq, double *count);
 /* mean, invstd and the running-statistics update (running_* may be NULL), from sums over
- * *count values; count is a device scalar. */
+ * *count values; count is a device scalar. Per channel rules.h's bn_finalize_channel, as on
+ * the CPU. */
 void cuda_bn_finalize_stats(const double *sum, const double *sumsq, const double *count, int C,
                             float eps, float momentum, float *mean, float *invstd,
                             float *running_mean, float *running_var);
-/* Evaluation: mean = running_mean, invstd = 1/sqrtf(running_var + eps) (as model.c does). */
+/* Evaluation: mean = running_mean, invstd = rules.h's bn_eval_invstd of running_var, as on the CPU. */
 void cuda_bn_eval_stats(const float *running_mean, const float *running_var, int C, float eps,
                         float *mean, float *invstd);
 /* y = gamma*(x-mean)*invstd + beta [+ residual] [then ReLU]; residual may be NULL. */

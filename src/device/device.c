@@ -11,7 +11,7 @@
 #include <unistd.h>
 
 #include "gpu_choice.h"
-#include "ops/ops_cpu.h"
+#include "ops/conv_cpu.h"   /* ops_cpu_describe */
 #ifdef HAVE_CUDA_BACKEND
 #include "plugin.h"   /* and CUDA_AMP_* (cuda/cuda_amp.h) */
 #endif

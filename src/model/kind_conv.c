@@ -19,7 +19,8 @@ static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
 
 static void conv_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)B; (void)NB;
-    be->conv2d_init(&st->conv, st->C_in, n->C, n->k, n->stride, n->pad);
+    const ConvShape shape = {.C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad};
+    be->conv2d_init(&st->conv, &shape);
     st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in, n->k, n->k);
 }
 

@@ -10,7 +10,7 @@
 
 #include "base/util.h"
 #include "netspec.h"
-#include "ops/ops_cpu.h"   /* maxpool_out_size: one rule for windows, the kernels' */
+#include "ops/backend.h"   /* window_out_size: the kernels' rule for windows */
 
 #define NODE_KIND_PTR(e, rec) &rec,
 static const NodeKindDef *const k_kinds[NODE_KIND_COUNT] = {NODE_KINDS(NODE_KIND_PTR)};
@@ -103,8 +103,8 @@ int node_window(NetNode *n, int H, int W, const NetCheck *c) {
     if (n->k < 1 || n->k > NET_MAX_KERNEL) return node_err(c, n, "kernel", "%d is not in 1..%d", n->k, NET_MAX_KERNEL);
     if (n->stride < 1 || n->stride > NET_MAX_KERNEL)
         return node_err(c, n, "stride", "%d is not in 1..%d", n->stride, NET_MAX_KERNEL);
-    n->H = maxpool_out_size(H, n->k, n->stride, n->pad);
-    n->W = maxpool_out_size(W, n->k, n->stride, n->pad);
+    n->H = window_out_size(H, n->k, n->stride, n->pad);
+    n->W = window_out_size(W, n->k, n->stride, n->pad);
     if (n->H < 1 || n->W < 1)
         return node_err(c, n, "stride", "a %dx%d window at stride %d with padding %d leaves no pixels of the %dx%d "
                         "input", n->k, n->k, n->stride, n->pad, H, W);

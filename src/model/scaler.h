@@ -10,8 +10,9 @@
  * init 65536, growth 2, backoff 0.5, interval 2000.
  *
  * The state lives in backend memory and is updated by the backend (a one-thread kernel on a
- * GPU), so no step waits for the host: the optimizer reads the skip flag itself. The host
- * looks at the state only at log intervals (skipped steps) and for checkpoints.
+ * GPU; both backends apply ops/rules.h's scaler_update_rule), so no step waits for the host:
+ * the optimizer reads the skip flag itself. The host looks at the state only at log intervals
+ * (skipped steps) and for checkpoints.
  *
  * Every rank decides the same: the check runs on the all-reduced gradients, and an inf or NaN
  * on any rank makes the average non-finite on all of them. */
@@ -20,38 +21,8 @@
 
 #include <stddef.h>
 
-#ifdef __CUDACC__
-#define DDP_HOST_DEVICE __host__ __device__
-#else
-#define DDP_HOST_DEVICE
-#endif
-
-/* Indices into the backend int state. */
-enum { SCALER_TRACKER = 0, SCALER_FOUND_INF = 1, SCALER_SKIPPED = 2, SCALER_NSTATE = 3 };
-
-/* GradScaler.update, shared by the CPU backend and the CUDA kernel so they cannot drift. */
-static inline DDP_HOST_DEVICE void scaler_update_rule(float *scale, int *st, float growth, float backoff,
-                                                      int interval) {
-    if (st[SCALER_FOUND_INF]) {
-        *scale = *scale * backoff;
-        st[SCALER_TRACKER] = 0;
-        st[SCALER_SKIPPED]++;
-    } else {
-        const int ok = st[SCALER_TRACKER] + 1;
-        if (ok >= interval) {
-            const float grown = *scale * growth;
-            /* PyTorch grows only while the result is finite. */
-            if (grown - grown == 0.0f) *scale = grown;
-            st[SCALER_TRACKER] = 0;
-        } else {
-            st[SCALER_TRACKER] = ok;
-        }
-    }
-    st[SCALER_FOUND_INF] = 0;
-}
-
-#ifndef __CUDACC__
 #include "ops/backend.h"
+#include "ops/rules.h"   /* SCALER_* indices, scaler_update_rule */
 
 typedef struct {
     const Backend *be;
@@ -89,6 +60,5 @@ int scaler_get_tracker(const GradScaler *s);
 long scaler_take_skipped(GradScaler *s);
 /* Restore from a checkpoint. */
 void scaler_set(GradScaler *s, float scale, int tracker);
-#endif
 
 #endif

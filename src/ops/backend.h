@@ -2,18 +2,52 @@
 /* backend.h - the operations a network needs (model.c), as a table one backend fills.
  *
  * The model, the optimizer and the reducer call only through a Backend, so the same code
- * trains on the CPU (backend_cpu: oneDNN convolutions and OpenMP kernels, ops_cpu.h) or on a
- * GPU (backend_cuda: cuDNN, cuBLAS and CUDA kernels, ops_cuda.h). Every pointer an operation
- * takes is the backend's memory (host memory for the CPU, device memory for CUDA); host code
- * moves data in and out with upload/download. Semantics are ops_cpu.h's, with one difference
- * that keeps device backends free of host round trips: element counts, the loss and the number
- * of correct predictions live in backend memory (`count`, `loss`, `correct`). */
+ * trains on the CPU (backend_cpu: oneDNN convolutions, conv_cpu.h, and OpenMP kernels,
+ * ops_cpu.h) or on a GPU (backend_cuda: cuDNN, cuBLAS and CUDA kernels, ops_cuda.h). Every
+ * pointer an operation takes is the backend's memory (host memory for the CPU, device memory
+ * for CUDA); host code moves data in and out with upload/download. Semantics are conv_cpu.h's
+ * and ops_cpu.h's, with one difference that keeps device backends free of host round trips:
+ * element counts, the loss and the number of correct predictions live in backend memory
+ * (`count`, `loss`, `correct`). */
 #ifndef DDP_BACKEND_H
 #define DDP_BACKEND_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#include "ops_cpu.h"   /* Conv2d */
+#ifdef __cplusplus
+extern "C" {   /* ops_cuda.cu includes it (ConvShape) */
+#endif
+
+/* A convolution's shape: everything a backend needs to set one up. The one place a new
+ * parameter of the convolution (groups, dilation) goes, so that it reaches every backend's
+ * conv2d_init at once; conv_out_size and conv_shape_valid below are where its rules go. */
+typedef struct ConvShape {
+    int C_in, C_out;     /* input and output channels */
+    int k;               /* the kernel is k x k */
+    int stride, pad;     /* the same along both axes; pad pixels of zeros on every side */
+} ConvShape;
+
+/* A convolution on some backend: its shape and the backend's state (cached primitives or
+ * descriptors per input shape, weight copies, scratch). */
+typedef struct Conv2d {
+    ConvShape shape;
+    void *impl;
+} Conv2d;
+
+/* Output size along one axis of a k x k window at `stride` over `in` pixels with `pad` pixels
+ * of padding on each side, for convolutions and pooling alike (nn.Conv2d, nn.MaxPool2d with
+ * ceil_mode=False): (in + 2 pad - k) / stride + 1; 0 when the window does not fit. */
+static inline int window_out_size(int in, int k, int stride, int pad) {
+    const int span = in + 2 * pad - k;
+    return span < 0 ? 0 : span / stride + 1;
+}
+static inline int conv_out_size(const ConvShape *s, int in) { return window_out_size(in, s->k, s->stride, s->pad); }
+
+/* Nonzero for a shape every backend can set up (conv2d_init checks it). */
+static inline int conv_shape_valid(const ConvShape *s) {
+    return s->C_in > 0 && s->C_out > 0 && s->k > 0 && s->stride > 0 && s->pad >= 0;
+}
 
 typedef struct Backend {
     const char *name;
@@ -26,7 +60,8 @@ typedef struct Backend {
     void (*zero)(void *p, size_t bytes);
     void (*copy)(void *dst, const void *src, size_t bytes);
 
-    void (*conv2d_init)(Conv2d *c, int C_in, int C_out, int k, int stride, int pad);
+    /* c->shape = *shape (conv_shape_valid), and the backend's state for it */
+    void (*conv2d_init)(Conv2d *c, const ConvShape *shape);
     void (*conv2d_free)(Conv2d *c);
     void (*conv2d_forward)(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
     void (*conv2d_backward)(Conv2d *c, int N, int H, int W, const float *x, const float *w,
@@ -107,6 +142,10 @@ extern const Backend backend_cpu;
 #ifdef HAVE_CUDA_BACKEND
 /* The CUDA backend on `device` (cuda_backend_init), or NULL with one line in err. */
 const Backend *backend_cuda_open(int device, char *err, size_t errlen);
+#endif
+
+#ifdef __cplusplus
+}
 #endif
 
 #endif

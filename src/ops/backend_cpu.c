@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backend_cpu.c - the Backend over host memory: oneDNN convolutions and the OpenMP kernels of
- * ops_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
+/* backend_cpu.c - the Backend over host memory: oneDNN convolutions (conv_cpu.c) and the OpenMP
+ * kernels of ops_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
 #include <math.h>
 #include <string.h>
 
 #include "backend.h"
+#include "conv_cpu.h"
 #include "ops_cpu.h"
-#include "model/scaler.h"
+#include "rules.h"
 #include "base/util.h"
 
 static void *cpu_alloc(size_t bytes) { return alignedAllocCheck(bytes); }
@@ -28,7 +29,7 @@ static void cpu_bn_finalize_stats(const double *sum, const double *sumsq, const 
 static void cpu_bn_eval_stats(const float *rm, const float *rv, int C, float eps, float *mean,
                               float *invstd) {
     memcpy(mean, rm, (size_t)C * sizeof(float));
-    for (int i = 0; i < C; i++) invstd[i] = 1.0f / sqrtf(rv[i] + eps);
+    for (int i = 0; i < C; i++) invstd[i] = bn_eval_invstd(rv[i], eps);
 }
 
 static void cpu_bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int C,

@@ -1,7 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* ops_cpu.h - the CPU kernels of MiniResNet: forward and backward of every op.
+/* ops_cpu.h - the CPU kernels, forward and backward, of every operation a network
+ * description (netspec.h) uses but the convolution (conv_cpu.h): batch norm, max pooling, blur,
+ * the head (average pooling, linear, softmax cross-entropy).
  *
- * Layout conventions (the whole CPU backend follows them):
+ * Layout conventions (the whole CPU backend follows them, conv_cpu.h included):
  *  - activations and their gradients are NHWC float32, contiguous: x[((n*H + h)*W + w)*C + c].
  *    "M" below is the number of pixels N*H*W, so a per-channel op sees an [M, C] matrix.
  *  - convolution weights are OIHW (PyTorch's order) inside the flat parameter buffer, so a
@@ -18,46 +20,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* ---- convolution (no bias: every conv in MiniResNet is followed by batch norm) ---- */
-typedef struct Conv2d {
-    int C_in, C_out, k, stride, pad;
-    void *impl;           /* backend state: cached primitives per batch size, scratch */
-} Conv2d;
-
-void conv2d_init(Conv2d *c, int C_in, int C_out, int k, int stride, int pad);
-void conv2d_free(Conv2d *c);
-static inline int conv2d_out_size(const Conv2d *c, int in) { return (in + 2 * c->pad - c->k) / c->stride + 1; }
-
-/* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). The batch size N may change
- * between calls (training vs evaluation, a short last batch); primitives are cached per shape. */
-void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
-
-/* Given dy[N,Ho,Wo,C_out]: dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL. */
-void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
-                     const float *dy, float *dx, float *dw);
-
-/* Weights are reordered into the backend's preferred layout once per optimizer step rather
- * than on every call; the model calls this after every change of the parameters. */
-void conv2d_weights_changed(Conv2d *c);
-
-/* Winograd for the 3x3 stride-1 convs (default on; faster, within ~1e-5 of direct): winograd.c's
- * F(4x4, 3x3) or oneDNN's, whichever ops_cpu.c selects for the ISA and the shape. Applies to
- * convs initialised afterwards. No effect without oneDNN. */
-void conv2d_use_winograd(int enable);
-
-/* With 0, only oneDNN's Winograd (AVX-512 only) is used where it applies: for benchmarks and
- * tests that compare the two. Default 1. Applies to convs initialised afterwards. */
-void conv2d_use_own_winograd(int enable);
-
-/* Name of the implementation the backend picked for the forward of this conv at this shape. */
-const char *conv2d_impl_name(Conv2d *c, int N, int H, int W);
-
-/* The reference convolution (direct loops, double accumulation): the backend without oneDNN,
- * and what the tests compare oneDNN against. Same contract as conv2d_forward/_backward. */
-void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
-                              const float *w, float *y);
-void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
-                               const float *w, const float *dy, float *dx, float *dw);
+#include "backend.h"   /* window_out_size */
 
 /* ---- batch norm over [M, C] (training: batch statistics; eval: running statistics) ---- */
 
@@ -65,7 +28,8 @@ void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float
 void bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq);
 
 /* From sums over `count` values: mean, 1/sqrt(var_biased + eps), and the PyTorch running-stat
- * update with momentum and the unbiased variance (count/(count-1)). running_* may be NULL. */
+ * update with momentum and the unbiased variance (count/(count-1)). running_* may be NULL.
+ * Per channel rules.h's bn_finalize_channel, which the CUDA backend shares. */
 void bn_finalize_stats(const double *sum, const double *sumsq, double count, int C, float eps,
                        float momentum, float *mean, float *invstd, float *running_mean,
                        float *running_var);
@@ -91,27 +55,27 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
                        const double *global_sum_g, const double *global_sum_gx, double count,
                        float *dgamma, float *dbeta);
 
-/* ---- max pooling (after torchvision's ResNet's first convolution: 3x3, stride 2, padding 1) ---- */
+/* ---- max pooling: nn.MaxPool2d(k, stride, pad) (torchvision's ResNets: 3x3, stride 2, padding 1) ---- */
 
-/* Output size of a k x k window at `stride` with `pad` pixels of padding on each side, as
- * nn.MaxPool2d(ceil_mode=False): (H + 2 pad - k) / stride + 1; 0 when the window does not fit. */
-int maxpool_out_size(int H, int k, int stride, int pad);
 /* y[N,Ho,Wo,C] = the maximum of each window of x[N,H,W,C] (NHWC), padding never chosen, and
- * arg[N,Ho,Wo,C] the index (h * W + w) of the input pixel it came from. Among equal values the
- * first in the window's row-major order wins and a NaN wins over any number (the later of two
- * NaNs), as PyTorch's CPU kernel chooses, so the gradient goes where PyTorch sends it. */
+ * arg[N,Ho,Wo,C] the index (h * W + w) of the input pixel it came from; Ho and Wo as
+ * window_out_size (backend.h). Among equal values the first in the window's row-major order
+ * wins and a NaN wins over any number (the later of two NaNs), as PyTorch's CPU kernel chooses,
+ * so the gradient goes where PyTorch sends it. */
 void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad);
 /* dx[N,H,W,C] = the sum of dy over the outputs whose arg is that pixel (overwritten). */
 void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k, int stride,
                       int pad);
 
-/* ---- head: global average pool, linear, softmax cross-entropy ---- */
+/* ---- blur ---- */
 
 /* FFCV's blur (netspec.h NODE_BLUR): y = x convolved per channel with [1 2 1]^T [1 2 1] / 16,
  * stride 1, zero padding 1, NHWC. The kernel is symmetric and the padding keeps the shape, so
  * the operation is its own adjoint: the backward is blur3(dy, dx). The weights are powers of
  * two: only the additions round. */
 void blur3(const float *x, float *y, int N, int H, int W, int C);
+
+/* ---- head: global average pool, linear, softmax cross-entropy ---- */
 
 /* y[N,C] = mean over HW of x[N,HW,C]. */
 void avgpool_forward(const float *x, float *y, int N, int HW, int C);
@@ -131,8 +95,5 @@ void linear_backward(const float *x, const float *w, const float *dy, float *dx,
  * and its gradient p - ((1-E) * onehot + E/K); E = 0 is the plain loss, bit for bit. */
 float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing,
                    float *dlogits, int *correct);
-
-/* A short description of the convolution implementation ("oneDNN 2.6.3 (jit:avx512_core)"). */
-const char *ops_cpu_describe(void);
 
 #endif

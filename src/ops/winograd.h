@@ -9,7 +9,7 @@
  *                    the size), in and out channels swapped
  *   backward weights dW^[p] (C_out x C_in) = sum over tiles of dY^[p]^T . X^[p], where dY^ is
  *                    A dy A^T of each 4x4 tile of dy, then dw += G^T dW^ G per channel pair.
- * Layouts follow ops_cpu.h: activations NHWC float32, weights OIHW float32, dw accumulated.
+ * Layouts follow conv_cpu.h: activations NHWC float32, weights OIHW float32, dw accumulated.
  *
  * The transforms run over channels with AVX-512, AVX2+FMA or SSE4.1 code picked at run time
  * from the ISA oneDNN reports (so ONEDNN_MAX_CPU_ISA limits both); the GEMMs go through

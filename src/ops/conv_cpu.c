@@ -1,0 +1,774 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* conv_cpu.c - see conv_cpu.h.
+ *
+ * Convolutions go through oneDNN when it is available (HAVE_DNNL), with winograd.c's
+ * F(4x4, 3x3) taking the 3x3 stride-1 convs where it measured faster, and through the direct
+ * loops of the reference path otherwise. Every result depends only on the data and the
+ * shapes, never on the number of threads or their scheduling: a resumed run reproduces bit for
+ * bit. */
+#include "build_config.h"
+
+#include "conv_cpu.h"
+
+#include <string.h>
+
+#include "base/util.h"
+
+#ifdef HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
+
+#include "winograd.h"
+#endif
+
+/* ======================================================================================
+ * Reference convolution: direct loops, double accumulation. Slow, obviously correct; the
+ * oneDNN path is tested against it, and it is the path used when oneDNN is absent.
+ * ====================================================================================== */
+
+static inline size_t widx(const ConvShape *sh, int co, int ci, int kh, int kw) {
+    return (((size_t)co * sh->C_in + ci) * sh->k + kh) * sh->k + kw;
+}
+
+void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
+                              const float *w, float *y) {
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k;
+    #pragma omp parallel for schedule(static)
+    for (long nh = 0; nh < (long)N * Ho; nh++) {
+        const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
+        for (int wo = 0; wo < Wo; wo++) {
+            float *yp = y + (((size_t)n * Ho + ho) * Wo + wo) * Co;
+            for (int co = 0; co < Co; co++) {
+                double acc = 0.0;
+                for (int kh = 0; kh < k; kh++) {
+                    const int h = ho * sh->stride - sh->pad + kh;
+                    if (h < 0 || h >= H) continue;
+                    for (int kw = 0; kw < k; kw++) {
+                        const int ww = wo * sh->stride - sh->pad + kw;
+                        if (ww < 0 || ww >= W) continue;
+                        const float *xp = x + (((size_t)n * H + h) * W + ww) * Ci;
+                        for (int ci = 0; ci < Ci; ci++)
+                            acc += (double)xp[ci] * w[widx(sh, co, ci, kh, kw)];
+                    }
+                }
+                yp[co] = (float)acc;
+            }
+        }
+    }
+}
+
+void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
+                               const float *w, const float *dy, float *dx, float *dw) {
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, s = sh->stride, p = sh->pad;
+    if (dx) {
+        /* Gather form: each input pixel collects from the outputs whose window covers it, so
+         * threads never write the same element. */
+        #pragma omp parallel for schedule(static)
+        for (long nh = 0; nh < (long)N * H; nh++) {
+            const int n = (int)(nh / H), h = (int)(nh % H);
+            for (int ww = 0; ww < W; ww++) {
+                float *dxp = dx + (((size_t)n * H + h) * W + ww) * Ci;
+                for (int ci = 0; ci < Ci; ci++) {
+                    double acc = 0.0;
+                    for (int kh = 0; kh < k; kh++) {
+                        const int th = h + p - kh;
+                        if (th < 0 || th % s) continue;
+                        const int ho = th / s;
+                        if (ho >= Ho) continue;
+                        for (int kw = 0; kw < k; kw++) {
+                            const int tw = ww + p - kw;
+                            if (tw < 0 || tw % s) continue;
+                            const int wo = tw / s;
+                            if (wo >= Wo) continue;
+                            const float *dyp = dy + (((size_t)n * Ho + ho) * Wo + wo) * Co;
+                            for (int co = 0; co < Co; co++)
+                                acc += (double)dyp[co] * w[widx(sh, co, ci, kh, kw)];
+                        }
+                    }
+                    dxp[ci] = (float)acc;
+                }
+            }
+        }
+    }
+    #pragma omp parallel for schedule(static)
+    for (int co = 0; co < Co; co++) {
+        for (int ci = 0; ci < Ci; ci++)
+            for (int kh = 0; kh < k; kh++)
+                for (int kw = 0; kw < k; kw++) {
+                    double acc = 0.0;
+                    for (int n = 0; n < N; n++)
+                        for (int ho = 0; ho < Ho; ho++) {
+                            const int h = ho * s - p + kh;
+                            if (h < 0 || h >= H) continue;
+                            for (int wo = 0; wo < Wo; wo++) {
+                                const int ww = wo * s - p + kw;
+                                if (ww < 0 || ww >= W) continue;
+                                acc += (double)dy[(((size_t)n * Ho + ho) * Wo + wo) * Co + co] *
+                                       x[(((size_t)n * H + h) * W + ww) * Ci + ci];
+                            }
+                        }
+                    dw[widx(sh, co, ci, kh, kw)] += (float)acc;
+                }
+    }
+}
+
+/* ======================================================================================
+ * oneDNN convolution.
+ * ====================================================================================== */
+#ifdef HAVE_DNNL
+
+static void dnnl_fail(dnnl_status_t st, const char *call, const char *file, int line) {
+    char d[64];
+    snprintf(d, sizeof d, "dnnl status %d", (int)st);
+    fail_at(file, line, call, d);
+}
+#define DNNL_CHECK(call) do { dnnl_status_t st_ = (call); \
+    if (st_ != dnnl_success) dnnl_fail(st_, #call, __FILE__, __LINE__); } while (0)
+
+/* Process-wide backend resources. The engine and stream are what oneDNN expects one of per
+ * device. The workspace holds the layout-converted activations of the call in progress: those
+ * live only inside one conv2d_* call, so one buffer serves every layer instead of each layer
+ * keeping tens of MB of its own. The scratchpad is the same idea for oneDNN's own temporary
+ * buffers: every primitive is created with a user-managed scratchpad, and all of them share
+ * this one (left to itself oneDNN 2.x gives each primitive a private one for its lifetime).
+ * Calls come from a single thread (the model's). */
+static struct {
+    dnnl_engine_t engine;
+    dnnl_stream_t stream;
+    float *ws;
+    size_t ws_bytes;
+    unsigned char *sp;  /* scratchpad, followed by SP_GUARD bytes of guard */
+    size_t sp_bytes;
+    int winograd;   /* 1: Winograd for 3x3 stride-1 convs where oneDNN has it */
+    int own_winograd;   /* 1: winograd.c where it is selected (wino_selected) */
+} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1 };
+
+/* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
+ * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
+ * jit_1x1:avx2 did, see subsample) is reported as an error instead of corrupting memory
+ * that is silently used later. Checking 4 KiB costs nothing next to a convolution. */
+#define SP_GUARD 4096
+#define SP_GUARD_BYTE 0xA5
+
+/* A primitive with the scratchpad it needs. */
+typedef struct Prim {
+    dnnl_primitive_t p;
+    dnnl_memory_t sp_mem;   /* NULL when sp_bytes == 0 */
+    size_t sp_bytes;
+    const char *what;       /* for the guard's error message */
+    char impl[64];          /* oneDNN's implementation name */
+} Prim;
+
+static void dnnl_ctx_init(void) {
+    if (g_dnnl.engine) return;
+    DNNL_CHECK(dnnl_engine_create(&g_dnnl.engine, dnnl_cpu, 0));
+    DNNL_CHECK(dnnl_stream_create(&g_dnnl.stream, g_dnnl.engine, dnnl_stream_default_flags));
+}
+
+/* Grow the shared workspace to at least `need` bytes. Growing moves it, so each conv call
+ * reserves its whole need first and only then binds pointers into it. */
+static void ws_reserve(size_t need) {
+    if (need <= g_dnnl.ws_bytes) return;
+    free(g_dnnl.ws);
+    g_dnnl.ws = alignedAllocCheck(need);
+    g_dnnl.ws_bytes = need;
+}
+
+static void sp_reserve(size_t need) {
+    if (need <= g_dnnl.sp_bytes) return;
+    free(g_dnnl.sp);
+    g_dnnl.sp = alignedAllocCheck(need + SP_GUARD);
+    g_dnnl.sp_bytes = need;
+}
+
+static void exec(const Prim *p, int nargs, const dnnl_exec_arg_t *args) {
+    dnnl_exec_arg_t a[8];
+    CHECK(nargs < 8);
+    memcpy(a, args, (size_t)nargs * sizeof *a);
+    if (p->sp_mem) {
+        sp_reserve(p->sp_bytes);
+        DNNL_CHECK(dnnl_memory_set_data_handle(p->sp_mem, g_dnnl.sp));
+        a[nargs].arg = DNNL_ARG_SCRATCHPAD;
+        a[nargs++].memory = p->sp_mem;
+    } else if (!g_dnnl.sp) {
+        sp_reserve(64);
+    }
+    unsigned char *guard = g_dnnl.sp + p->sp_bytes;
+    memset(guard, SP_GUARD_BYTE, SP_GUARD);
+    DNNL_CHECK(dnnl_primitive_execute(p->p, g_dnnl.stream, nargs, a));
+    DNNL_CHECK(dnnl_stream_wait(g_dnnl.stream));
+    for (size_t i = 0; i < SP_GUARD; i++)
+        if (guard[i] != SP_GUARD_BYTE)
+            die("internal error: oneDNN's %s (%s) wrote past the end of its %zu-byte scratchpad; "
+                "its results cannot be trusted", p->what, p->impl, p->sp_bytes);
+}
+
+/* Every primitive descriptor is created with these attributes: a user-managed scratchpad. */
+static dnnl_primitive_attr_t attr_new(void) {
+    dnnl_primitive_attr_t attr;
+    DNNL_CHECK(dnnl_primitive_attr_create(&attr));
+    DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
+    return attr;
+}
+
+static Prim prim_new(const_dnnl_primitive_desc_t pd, const char *what) {
+    Prim p = { .what = what };
+    DNNL_CHECK(dnnl_primitive_create(&p.p, pd));
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
+    p.sp_bytes = md ? dnnl_memory_desc_get_size(md) : 0;
+    if (p.sp_bytes) {
+        p.sp_bytes = (p.sp_bytes + 63) / 64 * 64;
+        DNNL_CHECK(dnnl_memory_create(&p.sp_mem, md, g_dnnl.engine, DNNL_MEMORY_NONE));
+    }
+    const char *impl = NULL;
+    DNNL_CHECK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
+    snprintf(p.impl, sizeof p.impl, "%s", impl ? impl : "?");
+    return p;
+}
+
+static void prim_free(Prim *p) {
+    if (p->sp_mem) DNNL_CHECK(dnnl_memory_destroy(p->sp_mem));
+    if (p->p) DNNL_CHECK(dnnl_primitive_destroy(p->p));
+    memset(p, 0, sizeof *p);
+}
+
+static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md, void *handle) {
+    dnnl_memory_t m;
+    DNNL_CHECK(dnnl_memory_create(&m, md, g_dnnl.engine, handle));
+    return m;
+}
+
+static void mem_set(dnnl_memory_t m, const void *p) {
+    /* oneDNN takes non-const handles for inputs too; it never writes to a source argument. */
+    DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)p));
+}
+
+static Prim reorder_new(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
+                        int accumulate) {
+    dnnl_primitive_attr_t attr = attr_new();
+    dnnl_post_ops_t po = NULL;
+    if (accumulate) {
+        /* sum post-op: to = from + 1.0 * to, i.e. += into the gradient buffer. */
+        DNNL_CHECK(dnnl_post_ops_create(&po));
+        DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f));
+        DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
+    }
+    dnnl_primitive_desc_t pd;
+    DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, from, g_dnnl.engine, to, g_dnnl.engine, attr));
+    Prim p = prim_new(pd, "reorder");
+    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
+    if (po) DNNL_CHECK(dnnl_post_ops_destroy(po));
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    return p;
+}
+
+/* An activation argument of a primitive: the user's NHWC tensor and, when the primitive wants
+ * another layout (Winograd wants nChw16c), a converted copy in the workspace with the reorder
+ * that produces it (inputs) or consumes it (outputs). */
+typedef struct Port {
+    dnnl_memory_t user;      /* NHWC, handle set per call */
+    dnnl_memory_t prim;      /* == user when no conversion is needed */
+    Prim reorder;
+    size_t ws_off, bytes;    /* place of the converted copy in the workspace */
+} Port;
+
+static void port_init(Port *pt, const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *prim_md,
+                      int is_input, size_t *ws_top) {
+    memset(pt, 0, sizeof *pt);
+    pt->user = mem_new(user_md, DNNL_MEMORY_NONE);
+    if (dnnl_memory_desc_equal(user_md, prim_md)) {
+        pt->prim = pt->user;
+        return;
+    }
+    pt->prim = mem_new(prim_md, DNNL_MEMORY_NONE);
+    pt->reorder = is_input ? reorder_new(user_md, prim_md, 0) : reorder_new(prim_md, user_md, 0);
+    pt->bytes = (dnnl_memory_desc_get_size(prim_md) + 63) / 64 * 64;
+    pt->ws_off = *ws_top;
+    *ws_top += pt->bytes;
+}
+
+static void port_free(Port *pt) {
+    if (pt->prim && pt->prim != pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->prim));
+    if (pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->user));
+    prim_free(&pt->reorder);
+    memset(pt, 0, sizeof *pt);
+}
+
+/* Point the port at the user's tensor (and at the workspace), converting inputs in. */
+static void port_bind(Port *pt, const void *user_ptr, int is_input) {
+    mem_set(pt->user, user_ptr);
+    if (pt->prim == pt->user) return;
+    mem_set(pt->prim, (char *)g_dnnl.ws + pt->ws_off);
+    if (is_input) {
+        dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->user }, { DNNL_ARG_TO, pt->prim } };
+        exec(&pt->reorder, 2, a);
+    }
+}
+
+/* After the primitive ran: convert an output back into the user's NHWC tensor. */
+static void port_flush(Port *pt) {
+    if (pt->prim == pt->user) return;
+    dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->prim }, { DNNL_ARG_TO, pt->user } };
+    exec(&pt->reorder, 2, a);
+}
+
+/* A copy of the OIHW master weights in a layout some primitive asked for. */
+typedef struct WeightCopy {
+    dnnl_memory_desc_t md;
+    dnnl_memory_t mem;        /* owns its buffer */
+    dnnl_memory_t user;       /* OIHW view of the master, handle set on refresh */
+    Prim reorder;             /* OIHW -> md */
+    unsigned version;         /* impl->w_version this copy was made from */
+    const float *src;         /* and from which master buffer */
+} WeightCopy;
+
+/* Primitives for one input shape (N, H, W). */
+typedef struct ConvPlan {
+    int N, H, W;
+    Prim fwd, bwd_data, bwd_w;
+    dnnl_memory_desc_t w_fwd_md, w_bwd_md;
+    Port x_f, y_f;                  /* forward: src, dst */
+    Port dy_d, dx_d;                /* backward data: diff_dst, diff_src */
+    Port x_w, dy_w;                 /* backward weights: src, diff_dst */
+    int dy_shared;                  /* backward weights reads dy_d's converted copy */
+    dnnl_memory_t dw_prim, dw_user; /* diff weights in the primitive's layout; OIHW gradient */
+    Prim dw_reorder;                /* dw_prim -> dw_user with accumulation */
+    size_t ws_fwd, ws_bwd;          /* workspace bytes needed by forward / backward */
+    size_t dw_off;                  /* dw_prim's place in the workspace */
+    int sub;                        /* strided 1x1: oneDNN sees the subsampled input, stride 1 */
+    size_t sub_bytes;               /* that input (at workspace offset 0) and its gradient (next) */
+    struct ConvPlan *next;
+} ConvPlan;
+
+/* Forward and backward-data want one layout each, but Winograd's layout can depend on the batch
+ * size too; past this many the oldest copy is recycled. */
+#define MAX_WEIGHT_COPIES 6
+
+typedef struct ConvImpl {
+    ConvPlan *plans;
+    WeightCopy wc[MAX_WEIGHT_COPIES];
+    int n_wc, next_evict;
+    unsigned w_version;
+    int winograd;   /* g_dnnl.winograd when the conv was initialised */
+    int own_winograd;               /* g_dnnl.own_winograd, likewise */
+    struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
+    char wino_name[32];
+} ConvImpl;
+
+static dnnl_memory_desc_t md4(int a, int b, int c, int d, dnnl_format_tag_t tag) {
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = { a, b, c, d };
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
+    return md;
+}
+
+static dnnl_primitive_desc_t pd_new(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_desc_t hint) {
+    dnnl_primitive_desc_t pd;
+    dnnl_primitive_attr_t attr = attr_new();
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, hint));
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    return pd;
+}
+
+/* The same, or NULL where oneDNN has no implementation for it (Winograd on most ISAs). */
+static dnnl_primitive_desc_t pd_try(const dnnl_convolution_desc_t *cd) {
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = attr_new();
+    if (dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, NULL) != dnnl_success) pd = NULL;
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    return pd;
+}
+
+static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query_t what) {
+    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, what, 0);
+    CHECK(md != NULL);
+    return md;
+}
+
+static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
+    const ConvShape *sh = &c->shape;
+    const ConvImpl *im = c->impl;
+    ConvPlan *pl = callocCheck(1, sizeof *pl);
+    pl->N = N; pl->H = H; pl->W = W;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
+    /* A strided 1x1 conv is handed to oneDNN as a unit-stride one on the subsampled input. */
+    pl->sub = sh->k == 1 && sh->pad == 0 && sh->stride > 1;
+    const int s = pl->sub ? 1 : sh->stride;
+    if (pl->sub) { H = Ho; W = Wo; }
+    pl->sub_bytes = pl->sub ? ((size_t)N * H * W * sh->C_in * sizeof(float) + 63) / 64 * 64 : 0;
+    const dnnl_dims_t strides = { s, s }, pad_l = { sh->pad, sh->pad };
+    /* Right padding that makes the window count come out exactly Ho x Wo (may be < pad). */
+    const dnnl_dims_t pad_r = { (Ho - 1) * s + sh->k - H - sh->pad,
+                                (Wo - 1) * s + sh->k - W - sh->pad };
+
+    const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
+    const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
+    const dnnl_memory_desc_t w_oihw = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_oihw);
+    const dnnl_memory_desc_t w_any = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_format_tag_any);
+    const dnnl_memory_desc_t x_any = md4(N, sh->C_in, H, W, dnnl_format_tag_any);
+    const dnnl_memory_desc_t y_any = md4(N, sh->C_out, Ho, Wo, dnnl_format_tag_any);
+
+    /* Winograd F(4x4, 3x3) does 2-3x fewer flops than direct for the 3x3 stride-1 convs, which
+     * are most of a ResNet's work; it needs its blocked activation layout, and converting
+     * NHWC to and from it costs far less than it saves. Everything else runs direct on the
+     * NHWC tensors themselves. */
+    dnnl_convolution_desc_t cd;
+    dnnl_primitive_desc_t fpd = NULL;
+    dnnl_alg_kind_t alg = dnnl_convolution_direct;
+    const dnnl_memory_desc_t *xm = &x_nhwc, *ym = &y_nhwc;
+    if (im->winograd && sh->k == 3 && sh->stride == 1 && sh->C_in % 16 == 0 && sh->C_out % 16 == 0) {
+        if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
+                                               &x_any, &w_any, NULL, &y_any, strides, pad_l,
+                                               pad_r) == dnnl_success &&
+            (fpd = pd_try(&cd)) != NULL) {
+            alg = dnnl_convolution_winograd;
+            xm = &x_any; ym = &y_any;
+        } else {
+            fpd = NULL;
+        }
+    }
+    if (!fpd) {
+        DNNL_CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, xm, &w_any,
+                                                      NULL, ym, strides, pad_l, pad_r));
+        fpd = pd_new(&cd, NULL);
+    }
+    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&cd, alg, xm, &w_any, ym, strides, pad_l, pad_r));
+    dnnl_primitive_desc_t dpd = pd_new(&cd, fpd);
+    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
+                                                           pad_l, pad_r));
+    dnnl_primitive_desc_t wpd = pd_new(&cd, fpd);
+
+    /* Forward and backward do not overlap in time, so each lays its converted copies out from
+     * the same offset of the workspace: after the subsampled x and dx of a strided 1x1 conv. */
+    size_t top = 2 * pl->sub_bytes;
+    port_init(&pl->x_f, &x_nhwc, q_md(fpd, dnnl_query_src_md), 1, &top);
+    port_init(&pl->y_f, &y_nhwc, q_md(fpd, dnnl_query_dst_md), 0, &top);
+    pl->ws_fwd = top;
+
+    top = 2 * pl->sub_bytes;
+    port_init(&pl->dy_d, &y_nhwc, q_md(dpd, dnnl_query_diff_dst_md), 1, &top);
+    port_init(&pl->dx_d, &x_nhwc, q_md(dpd, dnnl_query_diff_src_md), 0, &top);
+    const dnnl_memory_desc_t *wdy = q_md(wpd, dnnl_query_diff_dst_md);
+    pl->dy_shared = dnnl_memory_desc_equal(wdy, q_md(dpd, dnnl_query_diff_dst_md));
+    if (pl->dy_shared) {
+        /* Same layout: the weight gradient reads the copy converted for the data gradient
+         * (only valid when both run, see conv2d_backward). */
+        size_t no_space = 0;
+        port_init(&pl->dy_w, &y_nhwc, wdy, 1, &no_space);
+        pl->dy_w.ws_off = pl->dy_d.ws_off;
+    } else {
+        port_init(&pl->dy_w, &y_nhwc, wdy, 1, &top);
+    }
+    port_init(&pl->x_w, &x_nhwc, q_md(wpd, dnnl_query_src_md), 1, &top);
+    const dnnl_memory_desc_t *dwm = q_md(wpd, dnnl_query_diff_weights_md);
+    pl->dw_off = top;
+    top += (dnnl_memory_desc_get_size(dwm) + 63) / 64 * 64;
+    pl->ws_bwd = top;
+    pl->dw_prim = mem_new(dwm, DNNL_MEMORY_NONE);
+    pl->dw_user = mem_new(&w_oihw, DNNL_MEMORY_NONE);
+    pl->dw_reorder = reorder_new(dwm, &w_oihw, 1);
+
+    pl->w_fwd_md = *q_md(fpd, dnnl_query_weights_md);
+    pl->w_bwd_md = *q_md(dpd, dnnl_query_weights_md);
+    pl->fwd = prim_new(fpd, "convolution forward");
+    pl->bwd_data = prim_new(dpd, "convolution backward data");
+    pl->bwd_w = prim_new(wpd, "convolution backward weights");
+    DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(dpd));
+    DNNL_CHECK(dnnl_primitive_desc_destroy(wpd));
+    return pl;
+}
+
+static void plan_free(ConvPlan *pl) {
+    port_free(&pl->x_f); port_free(&pl->y_f);
+    port_free(&pl->dy_d); port_free(&pl->dx_d);
+    port_free(&pl->x_w); port_free(&pl->dy_w);
+    DNNL_CHECK(dnnl_memory_destroy(pl->dw_prim));
+    DNNL_CHECK(dnnl_memory_destroy(pl->dw_user));
+    prim_free(&pl->dw_reorder);
+    prim_free(&pl->fwd);
+    prim_free(&pl->bwd_data);
+    prim_free(&pl->bwd_w);
+    free(pl);
+}
+
+static ConvPlan *plan_get(Conv2d *c, int N, int H, int W) {
+    ConvImpl *im = c->impl;
+    for (ConvPlan *pl = im->plans; pl; pl = pl->next)
+        if (pl->N == N && pl->H == H && pl->W == W) return pl;
+    ConvPlan *pl = plan_new(c, N, H, W);
+    pl->next = im->plans;
+    im->plans = pl;
+    return pl;
+}
+
+static void weight_copy_free(WeightCopy *wc) {
+    DNNL_CHECK(dnnl_memory_destroy(wc->mem));
+    DNNL_CHECK(dnnl_memory_destroy(wc->user));
+    prim_free(&wc->reorder);
+    memset(wc, 0, sizeof *wc);
+}
+
+/* The weights in layout `md`, refreshed from the OIHW master if it changed since. */
+static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const float *w) {
+    const ConvShape *sh = &c->shape;
+    ConvImpl *im = c->impl;
+    WeightCopy *wc = NULL;
+    for (int i = 0; i < im->n_wc; i++)
+        if (dnnl_memory_desc_equal(&im->wc[i].md, md)) wc = &im->wc[i];
+    if (!wc) {
+        if (im->n_wc < MAX_WEIGHT_COPIES) {
+            wc = &im->wc[im->n_wc++];
+        } else {
+            wc = &im->wc[im->next_evict];
+            im->next_evict = (im->next_evict + 1) % MAX_WEIGHT_COPIES;
+            weight_copy_free(wc);
+        }
+        const dnnl_memory_desc_t oihw = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_oihw);
+        wc->md = *md;
+        wc->mem = mem_new(md, DNNL_MEMORY_ALLOCATE);
+        wc->user = mem_new(&oihw, DNNL_MEMORY_NONE);
+        wc->reorder = reorder_new(&oihw, md, 0);
+        wc->version = im->w_version - 1;
+    }
+    if (wc->version != im->w_version || wc->src != w) {
+        mem_set(wc->user, w);
+        dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, wc->user }, { DNNL_ARG_TO, wc->mem } };
+        exec(&wc->reorder, 2, a);
+        wc->version = im->w_version;
+        wc->src = w;
+    }
+    return wc->mem;
+}
+
+/* ---- winograd.c for the 3x3 stride-1 pad-1 convs ------------------------------------------
+ * oneDNN 2.6 has a Winograd convolution only for AVX-512 (and only for channel counts that are
+ * multiples of 16); on AVX2 it runs direct. winograd.c's F(4x4, 3x3) takes those convs:
+ *  - on the AVX2 path (and SSE4.1), whenever both channel counts are at least 16;
+ *  - on AVX-512, where it measured faster than oneDNN's Winograd: images of 16x16 and more,
+ *    and channel counts oneDNN's Winograd does not take.
+ * The first convolution (3 input channels) stays direct: too few channels to pay for the transforms (3->64
+ * at 32x32, batch 64, 1 thread: forward 2.5 ms direct vs 5.3 ms Winograd on AVX2).
+ * bench/conv_bench --cpu-time, batch 64, 1 thread, on a 2-core AMD EPYC (Zen 5) that other jobs
+ * shared (so CPU time, not wall time), ms for forward + backward-data + backward-weights:
+ *                 AVX2: oneDNN direct   winograd.c     AVX-512: oneDNN Winograd   winograd.c
+ *   64@32x32                162.9          63.0                      56.5            42.2
+ *   128@16x16               186.0          70.4                      45.1            36.2
+ *   256@8x8                 189.8          63.5                      33.3            45.7
+ * conv2d_use_winograd(0) turns this path off together with oneDNN's Winograd;
+ * conv2d_use_own_winograd(0) this path alone. */
+typedef struct WinoPlan {
+    Winograd p;
+    struct WinoPlan *next;
+} WinoPlan;
+
+static int wino_selected(const ConvShape *sh, const ConvImpl *im, int H, int W) {
+    if (!im->winograd || !im->own_winograd || sh->k != 3 || sh->stride != 1 || sh->pad != 1) return 0;
+    if (sh->C_in < 16 || sh->C_out < 16) return 0;
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
+    const int onednn_wino = (isa & avx512) == avx512 && sh->C_in % 16 == 0 && sh->C_out % 16 == 0;
+    return !onednn_wino || H * W >= 16 * 16;
+}
+
+/* The plan for this shape when winograd.c takes it, else NULL. */
+static WinoPlan *wino_plan_get(Conv2d *c, int N, int H, int W) {
+    ConvImpl *im = c->impl;
+    if (!wino_selected(&c->shape, im, H, W)) return NULL;
+    for (WinoPlan *wp = im->wino_plans; wp; wp = wp->next)
+        if (wp->p.N == N && wp->p.H == H && wp->p.W == W) return wp;
+    WinoPlan *wp = callocCheck(1, sizeof *wp);
+    winograd_init(&wp->p, c->shape.C_in, c->shape.C_out, N, H, W);
+    snprintf(im->wino_name, sizeof im->wino_name, "winograd4x3:%s", winograd_isa_name());
+    wp->next = im->wino_plans;
+    im->wino_plans = wp;
+    return wp;
+}
+
+static void wino_free(ConvImpl *im) {
+    while (im->wino_plans) {
+        WinoPlan *next = im->wino_plans->next;
+        winograd_free(&im->wino_plans->p);
+        free(im->wino_plans);
+        im->wino_plans = next;
+    }
+}
+
+void conv2d_init(Conv2d *c, const ConvShape *shape) {
+    CHECK(conv_shape_valid(shape));
+    c->shape = *shape;
+    dnnl_ctx_init();
+    ConvImpl *im = callocCheck(1, sizeof *im);
+    im->w_version = 1;
+    im->winograd = g_dnnl.winograd;
+    im->own_winograd = g_dnnl.own_winograd;
+    c->impl = im;
+}
+
+void conv2d_free(Conv2d *c) {
+    ConvImpl *im = c->impl;
+    if (!im) return;
+    while (im->plans) {
+        ConvPlan *next = im->plans->next;
+        plan_free(im->plans);
+        im->plans = next;
+    }
+    for (int i = 0; i < im->n_wc; i++) weight_copy_free(&im->wc[i]);
+    wino_free(im);
+    free(im);
+    c->impl = NULL;
+}
+
+void conv2d_weights_changed(Conv2d *c) {
+    ((ConvImpl *)c->impl)->w_version++;
+}
+
+/* x[n, h*s, w*s, :] for the Ho x Wo output pixels of a strided 1x1 conv. */
+static void subsample(const Conv2d *c, int N, int H, int W, const float *x, float *xs) {
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), C = sh->C_in, s = sh->stride;
+    #pragma omp parallel for schedule(static)
+    for (long nh = 0; nh < (long)N * Ho; nh++) {
+        const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
+        for (int wo = 0; wo < Wo; wo++)
+            memcpy(xs + ((size_t)nh * Wo + wo) * C, x + (((size_t)n * H + ho * s) * W + wo * s) * C,
+                   (size_t)C * sizeof(float));
+    }
+}
+
+/* The inverse for gradients: dx is dxs at the sampled pixels and zero elsewhere. */
+static void upsample_grad(const Conv2d *c, int N, int H, int W, const float *dxs, float *dx) {
+    const ConvShape *sh = &c->shape;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), C = sh->C_in, s = sh->stride;
+    #pragma omp parallel for schedule(static)
+    for (long nh = 0; nh < (long)N * H; nh++) {
+        const int n = (int)(nh / H), h = (int)(nh % H);
+        float *row = dx + (size_t)nh * W * C;
+        memset(row, 0, (size_t)W * C * sizeof(float));
+        if (h % s || h / s >= Ho) continue;
+        for (int wo = 0; wo < Wo; wo++)
+            memcpy(row + (size_t)wo * s * C, dxs + (((size_t)n * Ho + h / s) * Wo + wo) * C,
+                   (size_t)C * sizeof(float));
+    }
+}
+
+void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
+    WinoPlan *wp = wino_plan_get(c, N, H, W);
+    if (wp) {
+        ws_reserve(winograd_workspace_bytes(&wp->p));
+        winograd_forward(&wp->p, w, x, y, g_dnnl.ws);
+        return;
+    }
+    ConvPlan *pl = plan_get(c, N, H, W);
+    ws_reserve(pl->ws_fwd);
+    if (pl->sub) {
+        subsample(c, N, H, W, x, g_dnnl.ws);
+        x = g_dnnl.ws;
+    }
+    dnnl_memory_t wm = weights_get(c, &pl->w_fwd_md, w);
+    port_bind(&pl->x_f, x, 1);
+    port_bind(&pl->y_f, y, 0);
+    dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_f.prim }, { DNNL_ARG_WEIGHTS, wm },
+                             { DNNL_ARG_DST, pl->y_f.prim } };
+    exec(&pl->fwd, 3, a);
+    port_flush(&pl->y_f);
+}
+
+void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
+                     const float *dy, float *dx, float *dw) {
+    WinoPlan *wp = wino_plan_get(c, N, H, W);
+    if (wp) {
+        ws_reserve(winograd_workspace_bytes(&wp->p));
+        winograd_backward(&wp->p, w, x, dy, dx, dw, g_dnnl.ws);
+        return;
+    }
+    ConvPlan *pl = plan_get(c, N, H, W);
+    ws_reserve(pl->ws_bwd);
+    float *dx_user = dx;
+    if (pl->sub) {
+        subsample(c, N, H, W, x, g_dnnl.ws);
+        x = g_dnnl.ws;
+        if (dx) dx = (float *)((char *)g_dnnl.ws + pl->sub_bytes);
+    }
+    if (dx) {
+        dnnl_memory_t wm = weights_get(c, &pl->w_bwd_md, w);
+        port_bind(&pl->dy_d, dy, 1);
+        port_bind(&pl->dx_d, dx, 0);
+        dnnl_exec_arg_t a[3] = { { DNNL_ARG_DIFF_DST, pl->dy_d.prim }, { DNNL_ARG_WEIGHTS, wm },
+                                 { DNNL_ARG_DIFF_SRC, pl->dx_d.prim } };
+        exec(&pl->bwd_data, 3, a);
+        port_flush(&pl->dx_d);
+        if (pl->sub) upsample_grad(c, N, H, W, dx, dx_user);
+    }
+    if (pl->dy_shared && dx) {
+        mem_set(pl->dy_w.user, dy);   /* converted copy already in place */
+        if (pl->dy_w.prim != pl->dy_w.user) mem_set(pl->dy_w.prim, (char *)g_dnnl.ws + pl->dy_w.ws_off);
+    } else {
+        port_bind(&pl->dy_w, dy, 1);
+    }
+    port_bind(&pl->x_w, x, 1);
+    DNNL_CHECK(dnnl_memory_set_data_handle(pl->dw_prim, (char *)g_dnnl.ws + pl->dw_off));
+    dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_w.prim }, { DNNL_ARG_DIFF_DST, pl->dy_w.prim },
+                             { DNNL_ARG_DIFF_WEIGHTS, pl->dw_prim } };
+    exec(&pl->bwd_w, 3, a);
+    mem_set(pl->dw_user, dw);
+    dnnl_exec_arg_t r[2] = { { DNNL_ARG_FROM, pl->dw_prim }, { DNNL_ARG_TO, pl->dw_user } };
+    exec(&pl->dw_reorder, 2, r);
+}
+
+void conv2d_use_winograd(int enable) {
+    g_dnnl.winograd = enable != 0;
+}
+
+void conv2d_use_own_winograd(int enable) {
+    g_dnnl.own_winograd = enable != 0;
+}
+
+const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
+    if (wino_plan_get(c, N, H, W)) return ((ConvImpl *)c->impl)->wino_name;
+    return plan_get(c, N, H, W)->fwd.impl;  /* the forward primitive's */
+}
+
+const char *ops_cpu_describe(void) {
+    static char buf[512];
+    if (buf[0]) return buf;
+    const dnnl_version_t *v = dnnl_version();
+    /* Name the implementations oneDNN picks for the two kinds of 3x3 conv of the model. */
+    Conv2d a, b;
+    conv2d_init(&a, &(ConvShape){ .C_in = 64, .C_out = 64, .k = 3, .stride = 1, .pad = 1 });
+    conv2d_init(&b, &(ConvShape){ .C_in = 64, .C_out = 128, .k = 3, .stride = 2, .pad = 1 });
+    snprintf(buf, sizeof buf, "oneDNN %d.%d.%d (3x3 s1: %s, 3x3 s2: %s)", v->major, v->minor,
+             v->patch, conv2d_impl_name(&a, 64, 32, 32), conv2d_impl_name(&b, 64, 32, 32));
+    conv2d_free(&a);
+    conv2d_free(&b);
+    return buf;
+}
+
+#else /* !HAVE_DNNL */
+
+void conv2d_init(Conv2d *c, const ConvShape *shape) {
+    CHECK(conv_shape_valid(shape));
+    c->shape = *shape;
+    c->impl = NULL;
+}
+void conv2d_free(Conv2d *c) { c->impl = NULL; }
+void conv2d_weights_changed(Conv2d *c) { (void)c; }
+void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
+    conv2d_reference_forward(c, N, H, W, x, w, y);
+}
+void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
+                     const float *dy, float *dx, float *dw) {
+    conv2d_reference_backward(c, N, H, W, x, w, dy, dx, dw);
+}
+void conv2d_use_winograd(int enable) { (void)enable; }
+void conv2d_use_own_winograd(int enable) { (void)enable; }
+const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
+    (void)c; (void)N; (void)H; (void)W;
+    return "reference";
+}
+const char *ops_cpu_describe(void) { return "reference (direct loops, no oneDNN)"; }
+
+#endif /* HAVE_DNNL */

@@ -1,0 +1,53 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* conv_cpu.h - the CPU backend's convolutions: oneDNN primitives cached per shape,
+ * winograd.c's F(4x4, 3x3) where it is faster, and the reference convolution.
+ *
+ * Layouts as ops_cpu.h: activations NHWC float32, weights OIHW (PyTorch's order) inside the
+ * flat parameter buffer, weight gradients ACCUMULATED (+=), input gradients overwritten. No
+ * bias, as in the networks netspec.h describes: a batch norm follows every convolution. */
+#ifndef DDP_CONV_CPU_H
+#define DDP_CONV_CPU_H
+
+#include "backend.h"   /* Conv2d, ConvShape, conv_out_size */
+
+/* c->shape = *shape (which conv_shape_valid must accept); primitives come with the first call
+ * at each input size. */
+void conv2d_init(Conv2d *c, const ConvShape *shape);
+void conv2d_free(Conv2d *c);
+
+/* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). The batch size N may change
+ * between calls (training vs evaluation, a short last batch); primitives are cached per shape. */
+void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
+
+/* Given dy[N,Ho,Wo,C_out]: dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL. */
+void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
+                     const float *dy, float *dx, float *dw);
+
+/* Weights are reordered into the backend's preferred layout once per optimizer step rather
+ * than on every call; the model calls this after every change of the parameters. */
+void conv2d_weights_changed(Conv2d *c);
+
+/* Winograd for the 3x3 stride-1 convs (default on; faster, within ~1e-5 of direct): winograd.c's
+ * F(4x4, 3x3) or oneDNN's, whichever conv_cpu.c selects for the ISA and the shape. Applies to
+ * convs initialised afterwards. No effect without oneDNN. */
+void conv2d_use_winograd(int enable);
+
+/* With 0, only oneDNN's Winograd (AVX-512 only) is used where it applies: for benchmarks and
+ * tests that compare the two. Default 1. Applies to convs initialised afterwards. */
+void conv2d_use_own_winograd(int enable);
+
+/* Name of the implementation the backend picked for the forward of this conv at this shape. */
+const char *conv2d_impl_name(Conv2d *c, int N, int H, int W);
+
+/* The reference convolution (direct loops, double accumulation): the backend without oneDNN,
+ * and what the tests compare oneDNN against. Same contract as conv2d_forward/_backward. */
+void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
+                              const float *w, float *y);
+void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
+                               const float *w, const float *dy, float *dx, float *dw);
+
+/* The CPU backend's description, which is that of its convolutions, the bulk of the work:
+ * "oneDNN 2.6.3 (3x3 s1: winograd4x3:avx512, 3x3 s2: brgconv:avx512_core)". */
+const char *ops_cpu_describe(void);
+
+#endif
