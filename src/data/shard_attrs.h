@@ -9,7 +9,7 @@
 
 #include <hdf5.h>
 
-#include "shards.h"
+#include "shard_format.h"
 
 /* `num_classes`: required, a single integer in [1, SHARD_MAX_CLASSES]. */
 int shard_attr_num_classes(hid_t file, const char *path, int *out, char *err, size_t errlen);

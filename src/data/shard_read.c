@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* shard_read.c - reading one shard: its header validated against data/README.md before anything
  * is sized from it, then samples read by range, raw pixels or JPEG files with their index. */
-#include "shards.h"
+#include "shard_read.h"
 #include "shard_attrs.h"
 
 #include <errno.h>

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* shard_write.c - writing a shard: raw or JPEG samples streamed in, under a hidden temporary name
  * that becomes the shard's name only once every sample is in and the file is on disk. */
-#include "shards.h"
+#include "shard_write.h"
 
 #include <errno.h>
 #include <fcntl.h>
