@@ -6,6 +6,7 @@
 #define DDP_RNG_H
 
 #include <math.h>
+#include <stddef.h>
 #include <stdint.h>
 
 typedef struct Rng { uint64_t state; } Rng;
@@ -39,6 +40,15 @@ static inline float rng_normal(Rng *r) {
     double u1 = ((double)(rng_u64(r) >> 11) + 1.0) * (1.0 / 9007199254740993.0);
     double u2 = (double)(rng_u64(r) >> 11) * (1.0 / 9007199254740992.0);
     return (float)(sqrt(-2.0 * log(u1)) * cos(6.283185307179586 * u2));
+}
+
+/* n floats uniform in [-bound, bound) (PyTorch's kaiming_uniform_ and nn.Linear's defaults),
+ * or normal with standard deviation std (kaiming_normal_), drawn in order. */
+static inline void rng_fill_uniform(Rng *r, float *p, size_t n, float bound) {
+    for (size_t i = 0; i < n; i++) p[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
+}
+static inline void rng_fill_normal(Rng *r, float *p, size_t n, float std) {
+    for (size_t i = 0; i < n; i++) p[i] = rng_normal(r) * std;
 }
 
 /* Fisher-Yates shuffle of an index array. */

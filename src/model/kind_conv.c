@@ -30,14 +30,10 @@ static void conv_init(const Model *m, const ModelStep *st, float *params, float 
     (void)buffers;
     const size_t fan_in = (size_t)st->C_in * st->k * st->k;
     const size_t n = (size_t)st->C * fan_in;
-    float *w = params + st->w_off;
-    if (m->net.init == NET_INIT_RESNET) {   /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
-        const float std = sqrtf(2.0f / (float)((size_t)st->C * st->k * st->k));
-        for (size_t i = 0; i < n; i++) w[i] = rng_normal(r) * std;
-    } else {                                /* kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in) */
-        const float bound = 1.0f / sqrtf((float)fan_in);
-        for (size_t i = 0; i < n; i++) w[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
-    }
+    if (m->net.init == NET_INIT_RESNET)   /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->k * st->k)));
+    else                                  /* kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in) */
+        rng_fill_uniform(r, params + st->w_off, n, 1.0f / sqrtf((float)fan_in));
 }
 
 static void conv_node_forward(Model *m, ModelStep *st, int N, int train) {

@@ -28,9 +28,8 @@ static void linear_layout(const Backend *be, const NetNode *n, ModelStep *st, La
 static void linear_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
     (void)m; (void)buffers;
     const float bound = 1.0f / sqrtf((float)st->C_in);
-    float *w = params + st->w_off, *b = params + st->b_off;
-    for (size_t i = 0; i < (size_t)st->C * st->C_in; i++) w[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
-    for (size_t i = 0; i < (size_t)st->C; i++) b[i] = (2.0f * rng_uniform(r) - 1.0f) * bound;
+    rng_fill_uniform(r, params + st->w_off, (size_t)st->C * st->C_in, bound);
+    rng_fill_uniform(r, params + st->b_off, (size_t)st->C, bound);
 }
 
 static void linear_node_forward(Model *m, ModelStep *st, int N, int train) {
