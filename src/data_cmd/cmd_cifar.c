@@ -142,14 +142,12 @@ int cmd_cifar10(int argc, char **argv) {
     long long nshards = 1;
     int force = 0;
     Flag flags[] = {
-        {"in", F_STR, &in, 0, 0},
-        {"out", F_STR, &out, 0, 0},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
-        {"force", F_BOOL, &force, 0, 0},
+        {"in", F_STR, &in, 0, 0, "DIR"},
+        {"out", F_STR, &out, 0, 0, "DIR"},
+        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, NULL},
+        {"force", F_BOOL, &force, 0, 0, NULL},
     };
     parse_flags("cifar10", USAGE_CIFAR10, argc, argv, flags, NFLAGS(flags), NULL);
-    if (!in) usage_error("cifar10", "--in DIR is required");
-    if (!out) usage_error("cifar10", "--out DIR is required");
     char dir[SHARD_PATH_MAX];
     release_dir(dir, sizeof dir, in, "cifar-10-batches-bin", "data_batch_1.bin");
     Memory train = {0}, test = {0};
@@ -197,15 +195,13 @@ int cmd_cifar100(int argc, char **argv) {
     long long nshards = 1;
     int force = 0, coarse = 0;
     Flag flags[] = {
-        {"in", F_STR, &in, 0, 0},
-        {"out", F_STR, &out, 0, 0},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
-        {"coarse", F_BOOL, &coarse, 0, 0},
-        {"force", F_BOOL, &force, 0, 0},
+        {"in", F_STR, &in, 0, 0, "DIR"},
+        {"out", F_STR, &out, 0, 0, "DIR"},
+        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, NULL},
+        {"coarse", F_BOOL, &coarse, 0, 0, NULL},
+        {"force", F_BOOL, &force, 0, 0, NULL},
     };
     parse_flags("cifar100", USAGE_CIFAR100, argc, argv, flags, NFLAGS(flags), NULL);
-    if (!in) usage_error("cifar100", "--in DIR is required");
-    if (!out) usage_error("cifar100", "--out DIR is required");
     char dir[SHARD_PATH_MAX];
     release_dir(dir, sizeof dir, in, "cifar-100-binary", "train.bin");
     int nc = coarse ? 20 : 100;

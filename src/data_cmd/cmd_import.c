@@ -94,21 +94,19 @@ static int default_threads(void) {
 static void import_options(int argc, char **argv, ImportOpts *o) {
     *o = (ImportOpts){.encoding = "raw", .nshards = 1, .seed = 1};
     Flag flags[] = {
-        {"in", F_STR, &o->in, 0, 0},
-        {"out", F_STR, &o->out, 0, 0},
-        {"seed", F_U64, &o->seed, 0, 0},
-        {"size", F_COUNT, &o->size, 8, 4096},
-        {"encoding", F_STR, &o->encoding, 0, 0},
-        {"quality", F_COUNT, &o->quality, 1, 100},
-        {"test_fraction", F_STR, &o->fraction, 0, 0},
-        {"shards", F_COUNT, &o->nshards, 1, SHARD_MAX_SHARDS},
-        {"threads", F_COUNT, &o->threads, 1, 1024},
-        {"skip_bad", F_BOOL, &o->skip_bad, 0, 0},
-        {"force", F_BOOL, &o->force, 0, 0},
+        {"in", F_STR, &o->in, 0, 0, "DIR"},
+        {"out", F_STR, &o->out, 0, 0, "DIR"},
+        {"seed", F_U64, &o->seed, 0, 0, NULL},
+        {"size", F_COUNT, &o->size, 8, 4096, NULL},
+        {"encoding", F_STR, &o->encoding, 0, 0, NULL},
+        {"quality", F_COUNT, &o->quality, 1, 100, NULL},
+        {"test_fraction", F_STR, &o->fraction, 0, 0, NULL},
+        {"shards", F_COUNT, &o->nshards, 1, SHARD_MAX_SHARDS, NULL},
+        {"threads", F_COUNT, &o->threads, 1, 1024, NULL},
+        {"skip_bad", F_BOOL, &o->skip_bad, 0, 0, NULL},
+        {"force", F_BOOL, &o->force, 0, 0, NULL},
     };
     parse_flags("import", USAGE_IMPORT, argc, argv, flags, NFLAGS(flags), NULL);
-    if (!o->in) usage_error("import", "--in DIR is required");
-    if (!o->out) usage_error("import", "--out DIR is required");
     if (o->fraction) o->ppm = parse_test_fraction(o->fraction);
     o->jpeg = strcmp(o->encoding, "jpeg") == 0;
     if (!o->jpeg && strcmp(o->encoding, "raw") != 0)

@@ -107,15 +107,12 @@ int cmd_reshard(int argc, char **argv) {
     long long nshards = 0;
     int force = 0;
     Flag flags[] = {
-        {"in", F_STR, &in, 0, 0},
-        {"out", F_STR, &out, 0, 0},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
-        {"force", F_BOOL, &force, 0, 0},
+        {"in", F_STR, &in, 0, 0, "DIR"},
+        {"out", F_STR, &out, 0, 0, "DIR"},
+        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, "S"},
+        {"force", F_BOOL, &force, 0, 0, NULL},
     };
     parse_flags("reshard", USAGE_RESHARD, argc, argv, flags, NFLAGS(flags), NULL);
-    if (!in) usage_error("reshard", "--in DIR is required");
-    if (!out) usage_error("reshard", "--out DIR is required");
-    if (!nshards) usage_error("reshard", "--shards S is required");
     const char *const splits[2] = {"train", "test"};
     ShardSet sets[2];
     int have[2] = {0, 0};

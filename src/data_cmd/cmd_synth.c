@@ -61,16 +61,15 @@ int cmd_synth(int argc, char **argv) {
     uint64_t seed = 1;
     int force = 0;
     Flag flags[] = {
-        {"out", F_STR, &out, 0, 0},
-        {"train", F_COUNT, &ntrain, 1, 100000000},
-        {"test", F_COUNT, &ntest, 1, 100000000},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS},
-        {"seed", F_U64, &seed, 0, 0},
-        {"size", F_COUNT, &size, 8, 1024},
-        {"force", F_BOOL, &force, 0, 0},
+        {"out", F_STR, &out, 0, 0, "DIR"},
+        {"train", F_COUNT, &ntrain, 1, 100000000, NULL},
+        {"test", F_COUNT, &ntest, 1, 100000000, NULL},
+        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, NULL},
+        {"seed", F_U64, &seed, 0, 0, NULL},
+        {"size", F_COUNT, &size, 8, 1024, NULL},
+        {"force", F_BOOL, &force, 0, 0, NULL},
     };
     parse_flags("synth", USAGE_SYNTH, argc, argv, flags, NFLAGS(flags), NULL);
-    if (!out) usage_error("synth", "--out DIR is required");
     if (nshards > ntrain || nshards > ntest)
         usage_error("synth", "--shards %lld exceeds the %s samples (%lld); every shard needs one",
                     nshards, nshards > ntrain ? "--train" : "--test", nshards > ntrain ? ntrain : ntest);

@@ -46,7 +46,9 @@ static Flag *find_flag(Flag *flags, int nflags, const char *name, size_t len) {
 
 int parse_flags(const char *cmd, const char *usage, int argc, char **argv, Flag *flags, int nflags,
                 char ***positional) {
-    int npos = 0;
+    enum { MAX_FLAGS = 32 };
+    CHECK(nflags <= MAX_FLAGS);
+    int npos = 0, seen[MAX_FLAGS] = {0};
     for (int i = 0; i < argc; i++) {
         const char *arg = argv[i];
         if (strcmp(arg, "--help") == 0 || strcmp(arg, "-h") == 0) {
@@ -61,6 +63,7 @@ int parse_flags(const char *cmd, const char *usage, int argc, char **argv, Flag 
         const char *name = arg + 2, *eq = strchr(name, '=');
         Flag *f = find_flag(flags, nflags, name, eq ? (size_t)(eq - name) : strlen(name));
         if (!f) usage_error(cmd, "unknown flag '%s'", arg);
+        seen[f - flags] = 1;
         if (f->kind == F_BOOL) {
             if (eq) usage_error(cmd, "flag --%s takes no value", f->name);
             *(int *)f->dst = 1;
@@ -75,5 +78,7 @@ int parse_flags(const char *cmd, const char *usage, int argc, char **argv, Flag 
         }
         set_number(cmd, f, val);
     }
+    for (int k = 0; k < nflags; k++)
+        if (flags[k].required && !seen[k]) usage_error(cmd, "--%s %s is required", flags[k].name, flags[k].required);
     return npos;
 }

@@ -12,6 +12,7 @@ typedef struct {
     FlagKind kind;
     void *dst;            /* const char **, long long *, uint64_t *, int * */
     long long lo, hi;     /* F_COUNT range */
+    const char *required; /* the value's name in "--NAME VALUE is required"; NULL: optional */
 } Flag;
 
 #define NFLAGS(table) ((int)(sizeof(table) / sizeof((table)[0])))
@@ -22,7 +23,8 @@ void usage_error(const char *cmd, const char *fmt, ...);
 
 /* Parses argv[0..argc) against flags[0..nflags). --help or -h prints usage and exits 0. Other
  * arguments go to *positional (room for argc of them) when positional is given, and are an
- * error otherwise. Returns the number of positional arguments. */
+ * error otherwise. Then the first required flag not given, in table order, is an error.
+ * Returns the number of positional arguments. */
 int parse_flags(const char *cmd, const char *usage, int argc, char **argv, Flag *flags, int nflags,
                 char ***positional);
 
