@@ -7,7 +7,6 @@
  * after either (model.c): bn_apply then adds the residual and clamps in the pass that
  * normalises, and backward masks once. */
 #include "base/rng.h"
-#include "base/util.h"
 #include "model_step.h"
 
 #define BN_EPS 1e-5f

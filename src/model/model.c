@@ -12,7 +12,6 @@
  * pool (model_slots.c), whose size is what one dry run of backward holds at most. A parameter's gradient is final once its step is done; the
  * gradients at offsets >= X are final when every step owning a parameter at or above X is:
  * that watermark is what grad_ready hears, so buckets start during backward. */
-#include <math.h>
 #include <string.h>
 
 #include "base/rng.h"
