@@ -1,13 +1,15 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* backend_cpu.c - the Backend over host memory: oneDNN convolutions (conv_cpu.c) and the OpenMP
- * kernels of ops_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
+ * kernels of ops_cpu.c, act_cpu.c and scale_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
 #include <math.h>
 #include <string.h>
 
+#include "act_cpu.h"
 #include "backend.h"
 #include "conv_cpu.h"
 #include "ops_cpu.h"
 #include "rules.h"
+#include "scale_cpu.h"
 #include "base/util.h"
 
 static void *cpu_alloc(size_t bytes) { return alignedAllocCheck(bytes); }
@@ -148,6 +150,13 @@ const Backend backend_cpu = {
     .maxpool_forward = maxpool_forward,
     .maxpool_backward = maxpool_backward,
     .blur = blur3,
+    .act_forward = act_forward,
+    .act_backward = act_backward,
+    .mul_forward = mul_forward,
+    .mul_backward = mul_backward,
+    .dropout_mask = dropout_mask,
+    .dropout_apply = dropout_apply,
+    .sample_scale = sample_scale,
     .linear_forward = linear_forward,
     .linear_backward = linear_backward,
     .softmax_xent = cpu_softmax_xent,

@@ -1,0 +1,194 @@
+/* SPDX-License-Identifier: BSD-3-Clause */
+/* act_cpu.c - see act_cpu.h.
+ *
+ * Each function is written as ATen 1.13's CPU kernel writes it: the same float operations in
+ * the same order. Where its vectorised lambda and its scalar one disagree (at a bound, or on a
+ * NaN), the vectorised one is followed: it is the one that computes all but the last few values
+ * of a tensor. So the only differences from PyTorch are those of the transcendental functions
+ * (glibc's expf, erff, tanhf here; SLEEF's, ATen's own erf, or oneDNN's GELU there), and
+ * tests/test_act_torch.sh finds the same numbers where PyTorch runs over the same libm. The
+ * backward formulas are those of PyTorch's derivatives.yaml:
+ *   relu6        hardtanh(x, 0, 6) = clamp; backward hardtanh_backward: dy strictly inside
+ *                (0, 6), else 0 (both bounds and a NaN give 0)
+ *   hardswish    x * min(max(x + 3, 0), 6) / 6; backward 0 below -3, dy from 3 up (3 included:
+ *                the vectorised lambda's rule; the scalar one gives 1.5 dy there), else
+ *                dy * (x / 3 + 0.5) (a NaN gives NaN)
+ *   hardsigmoid  min(max(x + 3, 0), 6) / 6; backward dy * (1/6) strictly inside (-3, 3), else 0
+ *   silu         x / (1 + exp(-x)); backward dy * s * (1 + x * (1 - s)), s = 1 / (1 + exp(-x))
+ *   sigmoid      1 / (1 + exp(-x)); backward sigmoid_backward(dy, y) = dy * (1 - y) * y, y the
+ *                output: recomputed here from x, to the same bits, since the node keeps x
+ *   gelu         x * 0.5 * (1 + erf(x / sqrt 2)); backward dy * (cdf + x * pdf), GeluKernel.cpp's
+ *                (PyTorch runs oneDNN's GELU instead where it is built with it: its erf differs
+ *                by an ulp or two)
+ *   gelu_tanh    0.5 * x * (1 + tanh(b * (x + k x^3))), GeluKernel.cpp's constants; its backward
+ *   tanh         tanh(x); backward tanh_backward(dy, y) = dy * (1 - y * y), y recomputed
+ *   leaky_relu   x > 0 ? x : x * slope; backward x > 0 ? dy : dy * slope
+ * min and max are std::min and std::max: a NaN input comes out NaN, as in PyTorch.
+ *
+ * The piecewise-linear functions vectorise (their choices become blends, see pick); the others
+ * call libm once or twice per value, which strict IEEE flags keep scalar. */
+#include "act_cpu.h"
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include "backend.h"
+#include "base/util.h"
+
+/* c ? a : b, chosen on the bits. GCC (trapping math) will not turn a plain choice into a vector
+ * blend when an arm holds arithmetic that the scalar code might skip, and it moves arithmetic
+ * done before the choice into the arms (a clamp's / 6 folds to 0 and 1 there); a choice of bits
+ * it leaves alone, so every piecewise function below vectorises. Both arms are computed, so
+ * only the value chosen matters: the result is the plain choice's, bit for bit. */
+static inline float pick(int c, float a, float b) {
+    uint32_t ua, ub, r;
+    memcpy(&ua, &a, sizeof ua);
+    memcpy(&ub, &b, sizeof ub);
+    const uint32_t m = -(uint32_t)(c != 0);
+    r = (ua & m) | (ub & ~m);
+    float f;
+    memcpy(&f, &r, sizeof f);
+    return f;
+}
+
+/* std::min(std::max(x, lo), hi): x when a comparison fails, so a NaN comes out NaN */
+static inline float clamp_s(float x, float lo, float hi) {
+    const float t = pick(x < lo, lo, x);
+    return pick(hi < t, hi, t);
+}
+
+/* GeluKernel.cpp's constants, computed in double and rounded to float as scalar_t(...) does */
+#define GELU_TANH_BETA ((float)(M_SQRT2 * M_2_SQRTPI * 0.5))
+#define GELU_TANH_KAPPA 0.044715f
+#define GELU_ERF_ALPHA ((float)M_SQRT1_2)                       /* forward: erf(x * alpha) */
+#define GELU_ERF_PDF ((float)(M_2_SQRTPI * M_SQRT1_2 * 0.5))   /* backward: 1 / sqrt(2 pi) */
+
+/* ---- forward, one value ---- */
+
+static inline float relu6_f(float x, float s) { (void)s; return clamp_s(x, 0.0f, 6.0f); }
+static inline float hardswish_f(float x, float s) { (void)s; return x * clamp_s(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+static inline float hardsigmoid_f(float x, float s) { (void)s; return clamp_s(x + 3.0f, 0.0f, 6.0f) / 6.0f; }
+static inline float silu_f(float x, float s) { (void)s; return x / (1.0f + expf(-x)); }
+static inline float sigmoid_f(float x, float s) { (void)s; return 1.0f / (1.0f + expf(-x)); }
+static inline float gelu_f(float x, float s) { (void)s; return x * 0.5f * (1.0f + erff(x * GELU_ERF_ALPHA)); }
+static inline float gelu_tanh_f(float x, float s) {
+    (void)s;
+    const float x_cube = x * x * x;
+    const float inner = GELU_TANH_BETA * (x + GELU_TANH_KAPPA * x_cube);
+    return 0.5f * x * (1.0f + tanhf(inner));
+}
+static inline float tanh_f(float x, float s) { (void)s; return tanhf(x); }
+static inline float leaky_relu_f(float x, float s) { return pick(x > 0.0f, x, x * s); }
+
+/* ---- backward, one value: dy * f'(x) ---- */
+
+static inline float relu6_b(float x, float d, float s) { (void)s; return pick((x > 0.0f) & (x < 6.0f), d, 0.0f); }
+static inline float hardswish_b(float x, float d, float s) {
+    (void)s;
+    return pick(x < -3.0f, 0.0f, pick(x >= 3.0f, d, d * (x / 3.0f + 0.5f)));
+}
+static inline float hardsigmoid_b(float x, float d, float s) {
+    (void)s;
+    return pick((x > -3.0f) & (x < 3.0f), d * (1.0f / 6.0f), 0.0f);
+}
+static inline float silu_b(float x, float d, float s) {
+    (void)s;
+    const float sig = 1.0f / (1.0f + expf(-x));
+    return d * sig * (1.0f + x * (1.0f - sig));
+}
+static inline float sigmoid_b(float x, float d, float s) {
+    const float y = sigmoid_f(x, s);
+    return d * (1.0f - y) * y;
+}
+static inline float gelu_b(float x, float d, float s) {
+    (void)s;
+    const float cdf = 0.5f * (1.0f + erff(x * GELU_ERF_ALPHA));
+    const float pdf = GELU_ERF_PDF * expf(x * x * -0.5f);
+    return d * (cdf + x * pdf);
+}
+static inline float gelu_tanh_b(float x, float d, float s) {
+    (void)s;
+    const float x_sq = x * x;
+    const float x_cube = x_sq * x;
+    const float inner = GELU_TANH_BETA * (x + GELU_TANH_KAPPA * x_cube);
+    const float tanh_inner = tanhf(inner);
+    const float left = 0.5f * x;
+    const float right = 1.0f + tanh_inner;
+    const float left_derivative = 0.5f * right;
+    const float tanh_derivative = 1.0f - tanh_inner * tanh_inner;
+    const float inner_derivative = GELU_TANH_BETA * (1.0f + 3.0f * GELU_TANH_KAPPA * x_sq);
+    const float right_derivative = left * tanh_derivative * inner_derivative;
+    return d * (left_derivative + right_derivative);
+}
+static inline float tanh_b(float x, float d, float s) {
+    (void)s;
+    const float y = tanhf(x);
+    return d * (1.0f - y * y);
+}
+static inline float leaky_relu_b(float x, float d, float s) { return pick(x > 0.0f, d, d * s); }
+
+/* One loop per function, the switch outside it. y may be x (dx may be dy): each value is read
+ * before its own output is written, which is all that simd needs. */
+#define FWD_LOOP(F)                                                 \
+    do {                                                            \
+        _Pragma("omp simd")                                         \
+        for (size_t i = 0; i < n; i++) y[i] = F(x[i], slope);       \
+    } while (0)
+#define BWD_LOOP(F)                                                 \
+    do {                                                            \
+        _Pragma("omp simd")                                         \
+        for (size_t i = 0; i < n; i++) dx[i] = F(x[i], dy[i], slope); \
+    } while (0)
+
+void act_forward_span(int fn, float slope, const float *x, float *y, size_t n) {
+    switch (fn) {
+    case ACT_RELU6: FWD_LOOP(relu6_f); break;
+    case ACT_HARDSWISH: FWD_LOOP(hardswish_f); break;
+    case ACT_HARDSIGMOID: FWD_LOOP(hardsigmoid_f); break;
+    case ACT_SILU: FWD_LOOP(silu_f); break;
+    case ACT_SIGMOID: FWD_LOOP(sigmoid_f); break;
+    case ACT_GELU: FWD_LOOP(gelu_f); break;
+    case ACT_GELU_TANH: FWD_LOOP(gelu_tanh_f); break;
+    case ACT_TANH: FWD_LOOP(tanh_f); break;
+    case ACT_LEAKY_RELU: FWD_LOOP(leaky_relu_f); break;
+    default: CHECK(!"act_forward: fn is one of ActFn");
+    }
+}
+
+void act_backward_span(int fn, float slope, const float *x, const float *dy, float *dx, size_t n) {
+    switch (fn) {
+    case ACT_RELU6: BWD_LOOP(relu6_b); break;
+    case ACT_HARDSWISH: BWD_LOOP(hardswish_b); break;
+    case ACT_HARDSIGMOID: BWD_LOOP(hardsigmoid_b); break;
+    case ACT_SILU: BWD_LOOP(silu_b); break;
+    case ACT_SIGMOID: BWD_LOOP(sigmoid_b); break;
+    case ACT_GELU: BWD_LOOP(gelu_b); break;
+    case ACT_GELU_TANH: BWD_LOOP(gelu_tanh_b); break;
+    case ACT_TANH: BWD_LOOP(tanh_b); break;
+    case ACT_LEAKY_RELU: BWD_LOOP(leaky_relu_b); break;
+    default: CHECK(!"act_backward: fn is one of ActFn");
+    }
+}
+
+/* Blocks of a fixed size, so the switch runs once per block, and one block (a small map: a
+ * squeeze-excitation's [N, C]) starts no threads. */
+#define ACT_BLOCK 8192
+
+void act_forward(int fn, float slope, const float *x, float *y, size_t n) {
+    const size_t nb = (n + ACT_BLOCK - 1) / ACT_BLOCK;
+    #pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        const size_t i0 = b * ACT_BLOCK, m = n - i0 < ACT_BLOCK ? n - i0 : ACT_BLOCK;
+        act_forward_span(fn, slope, x + i0, y + i0, m);
+    }
+}
+
+void act_backward(int fn, float slope, const float *x, const float *dy, float *dx, size_t n) {
+    const size_t nb = (n + ACT_BLOCK - 1) / ACT_BLOCK;
+    #pragma omp parallel for schedule(static) if (nb > 1)
+    for (size_t b = 0; b < nb; b++) {
+        const size_t i0 = b * ACT_BLOCK, m = n - i0 < ACT_BLOCK ? n - i0 : ACT_BLOCK;
+        act_backward_span(fn, slope, x + i0, dy + i0, dx + i0, m);
+    }
+}
