@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ops.c - correctness of the CPU kernels (conv_cpu.h, ops_cpu.h); `--bench` times the conv shapes of
+/* test_ops.c - correctness of the CPU kernels (conv_cpu.h, ops_cpu.h, act_cpu.h, scale_cpu.h); `--bench` times the conv shapes of
  * MiniResNet instead.
  *
  * Gradients are checked against finite differences of the loss L = sum(y * R) for a random R:
@@ -11,14 +11,17 @@
  * Every comparison reports max|got - want| / max|want| and, to show that the tolerance can
  * fail, also checks that scaling the largest expected element of `got` by 1.01 exceeds it.
  * Exit status 0 when everything passes. */
+#include <float.h>
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <omp.h>
 
+#include "ops/act_cpu.h"
 #include "ops/conv_cpu.h"
 #include "ops/ops_cpu.h"
+#include "ops/scale_cpu.h"
 #include "helpers/ops_testutil.h"
 #include "base/util.h"
 
@@ -626,6 +629,299 @@ static void test_softmax_xent(void) {
     free(q.z); free(dz); free(fd);
 }
 
+/* ---- activation functions (act_cpu.h) ---- */
+
+/* f(x) in double, as the functions are defined (not as the kernels round them). */
+static double act_ref(int fn, double slope, double x) {
+    switch (fn) {
+    case ACT_RELU6: return fmin(fmax(x, 0.0), 6.0);
+    case ACT_HARDSWISH: return x * fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
+    case ACT_HARDSIGMOID: return fmin(fmax(x + 3.0, 0.0), 6.0) / 6.0;
+    case ACT_SILU: return x / (1.0 + exp(-x));
+    case ACT_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case ACT_GELU: return 0.5 * x * (1.0 + erf(x / sqrt(2.0)));
+    case ACT_GELU_TANH: return 0.5 * x * (1.0 + tanh(sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x)));
+    case ACT_TANH: return tanh(x);
+    case ACT_LEAKY_RELU: return x > 0.0 ? x : x * slope;
+    }
+    return NAN;
+}
+
+/* f'(x) in double, with PyTorch's choices at the kinks: relu6 0 at 0 and 6, hardswish 0 at -3
+ * and 1 at 3, hardsigmoid 0 at -3 and 3, leaky_relu the slope at 0. */
+static double act_ref_grad(int fn, double slope, double x) {
+    const double s = 1.0 / (1.0 + exp(-x)), t = sqrt(2.0 / M_PI), u = tanh(t * (x + 0.044715 * x * x * x));
+    switch (fn) {
+    case ACT_RELU6: return x > 0.0 && x < 6.0;
+    case ACT_HARDSWISH: return x < -3.0 ? 0.0 : x >= 3.0 ? 1.0 : (2.0 * x + 3.0) / 6.0;
+    case ACT_HARDSIGMOID: return x > -3.0 && x < 3.0 ? 1.0 / 6.0 : 0.0;
+    case ACT_SILU: return s * (1.0 + x * (1.0 - s));
+    case ACT_SIGMOID: return s * (1.0 - s);
+    case ACT_GELU: return 0.5 * (1.0 + erf(x / sqrt(2.0))) + x * exp(-0.5 * x * x) / sqrt(2.0 * M_PI);
+    case ACT_GELU_TANH:
+        return 0.5 * (1.0 + u) + 0.5 * x * (1.0 - u * u) * t * (1.0 + 3.0 * 0.044715 * x * x);
+    case ACT_TANH: return 1.0 - tanh(x) * tanh(x);
+    case ACT_LEAKY_RELU: return x > 0.0 ? 1.0 : slope;
+    }
+    return NAN;
+}
+
+static const char *const act_names[] = {
+#define ACT_NAME(e, name) name,
+    ACT_FNS(ACT_NAME)
+#undef ACT_NAME
+};
+
+typedef struct { int fn; double slope, x; } ActPoint;
+static double act_point_ref(void *p) {
+    const ActPoint *a = p;
+    return act_ref(a->fn, a->slope, a->x);
+}
+
+/* One function: forward and backward against the double definitions on random values in
+ * [-8, 8] with the kinks (-3, 0, 3, 6) among them, on large |x| apart (so that their size does
+ * not hide the small values' errors), against finite differences of the definition away from
+ * the kinks, the values PyTorch gives at the kinks, and in place. */
+static void test_act_fn(int fn, float slope) {
+    static const float kinks[] = { -3.0f, 0.0f, 3.0f, 6.0f, -6.0f, -0.0f };
+    static const float large[] = { 10.0f, -10.0f, 20.0f, -20.0f, 50.0f, -50.0f, 100.0f, -100.0f, 1e4f, -1e4f };
+    const size_t nr = 4099, nk = sizeof kinks / sizeof *kinks, nl = sizeof large / sizeof *large;
+    const size_t n = nr + nk;
+    float *x = frand(n, 8.0), *dy = frand(n, 1.0), *y = falloc(n), *dx = falloc(n);
+    memcpy(x + nr, kinks, sizeof kinks);
+    double *want = dalloc(n), *wgrad = dalloc(n);
+    char name[128], tag[48];
+    snprintf(tag, sizeof tag, "%s%s", act_names[fn], fn == ACT_LEAKY_RELU ? (slope < 0 ? "(-1.5)" : "(0.01)") : "");
+
+    act_forward(fn, slope, x, y, n);
+    act_backward(fn, slope, x, dy, dx, n);
+    for (size_t i = 0; i < n; i++) {
+        want[i] = act_ref(fn, slope, x[i]);
+        wgrad[i] = dy[i] * act_ref_grad(fn, slope, x[i]);
+    }
+    snprintf(name, sizeof name, "act %s forward, [-8, 8] and kinks", tag);
+    check_f(name, y, want, n, 1e-6);
+    snprintf(name, sizeof name, "act %s backward vs f', [-8, 8] and kinks", tag);
+    check_f(name, dx, wgrad, n, 1e-6);
+
+    /* at the kinks themselves each value by itself, so that a derivative from the wrong side
+     * (hardswish's 1.5 dy at 3, relu6's dy at 0) cannot hide behind the others' size: within
+     * 1e-6 relative, and for the value an ulp or two of |x| (the GELUs' 1 + erf(x) cancels at
+     * -6, in PyTorch's formula as in ours) */
+    int kink_ok = 1;
+    for (size_t k = 0; k < nk; k++) {
+        const size_t i = nr + k;
+        kink_ok &= fabs(y[i] - want[i]) <= 1e-6 * fabs(want[i]) + 2.0 * FLT_EPSILON * fabs(x[i]) &&
+                   fabs(dx[i] - wgrad[i]) <= 1e-6 * fabs(dy[i]);
+    }
+    snprintf(name, sizeof name, "act %s at -3, 0, 3, 6, -6, -0: each value and derivative (PyTorch's at kinks)", tag);
+    check_true(name, kink_ok);
+
+    /* the derivative against central differences of the definition, away from the kinks */
+    double got[NSAMPLE], fd[NSAMPLE];
+    int m = 0;
+    for (size_t i = 0; i < nr && m < NSAMPLE; i += 97) {
+        if (fabs(x[i] + 3.0f) < 1e-3f || fabs(x[i]) < 1e-3f || fabs(x[i] - 3.0f) < 1e-3f || fabs(x[i] - 6.0f) < 1e-3f)
+            continue;
+        ActPoint a = { fn, slope, x[i] };
+        const double h = 1e-5;
+        a.x = x[i] + h; const double fp = act_point_ref(&a);
+        a.x = x[i] - h; const double fm = act_point_ref(&a);
+        fd[m] = dy[i] * (fp - fm) / (2.0 * h);
+        got[m] = dx[i];
+        m++;
+    }
+    snprintf(name, sizeof name, "act %s backward vs fd", tag);
+    check(name, got, fd, (size_t)m, 1e-5);
+
+    /* large |x|: finite, and each value within 1e-6 of (its size + 1), each derivative within
+     * 1e-6 |dy|: where a function saturates its derivative is a difference that cancels
+     * (sigmoid's 1 - y), as in PyTorch, and only its size next to dy's is meaningful */
+    float lx[10], ly[10], ldy[10], ldx[10];
+    for (size_t i = 0; i < nl; i++) { lx[i] = large[i]; ldy[i] = 1.0f - 0.125f * (float)i; }
+    act_forward(fn, slope, lx, ly, nl);
+    act_backward(fn, slope, lx, ldy, ldx, nl);
+    int large_ok = 1;
+    for (size_t i = 0; i < nl; i++) {
+        const double w = act_ref(fn, slope, lx[i]), g = ldy[i] * act_ref_grad(fn, slope, lx[i]);
+        large_ok &= isfinite(ly[i]) && isfinite(ldx[i]) && fabs(ly[i] - w) <= 1e-6 * (fabs(w) + 1.0) &&
+                    fabs(ldx[i] - g) <= 1e-6 * fabs(ldy[i]);
+    }
+    snprintf(name, sizeof name, "act %s at |x| 10 to 1e4: finite, each value and derivative", tag);
+    check_true(name, large_ok);
+
+    /* in place (y = x, dx = dy): the same bits */
+    float *x2 = falloc(n), *d2 = falloc(n);
+    memcpy(x2, x, n * sizeof(float));
+    memcpy(d2, dy, n * sizeof(float));
+    act_forward(fn, slope, x2, x2, n);
+    act_backward(fn, slope, x, d2, d2, n);
+    snprintf(name, sizeof name, "act %s in place: the same bits", tag);
+    check_true(name, !memcmp(x2, y, n * sizeof(float)) && !memcmp(d2, dx, n * sizeof(float)));
+    free(x); free(dy); free(y); free(dx); free(want); free(wgrad); free(x2); free(d2);
+}
+
+static void test_act(void) {
+    for (int fn = 0; fn < ACT_FN_COUNT; fn++) test_act_fn(fn, 0.01f);
+    test_act_fn(ACT_LEAKY_RELU, -1.5f);
+    /* one map of many blocks of values (threads), against the same values one block at a time */
+    const size_t n = 100003;
+    float *x = frand(n, 6.0), *dy = frand(n, 1.0), *y = falloc(n), *y1 = falloc(n), *dx = falloc(n), *dx1 = falloc(n);
+    act_forward(ACT_SILU, 0.0f, x, y, n);
+    act_backward(ACT_SILU, 0.0f, x, dy, dx, n);
+    act_forward_span(ACT_SILU, 0.0f, x, y1, n);
+    act_backward_span(ACT_SILU, 0.0f, x, dy, dx1, n);
+    check_true("act silu over 100003 values: threads and one span give the same bits",
+               !memcmp(y, y1, n * sizeof(float)) && !memcmp(dx, dx1, n * sizeof(float)));
+    free(x); free(dy); free(y); free(y1); free(dx); free(dx1);
+}
+
+/* ---- broadcast products (scale_cpu.h) ---- */
+
+typedef struct { int N, HW, C; float *x, *s, *y; const float *R; } MulCase;
+static double mul_loss(void *p) {
+    MulCase *q = p;
+    mul_forward(q->x, q->s, q->y, q->N, q->HW, q->C);
+    return dot_fd(q->y, q->R, (size_t)q->N * q->HW * q->C);
+}
+
+static void test_mul(void) {
+    const int N = 3, HW = 5 * 7, C = 70;   /* C: a block of 64 channels and a partial one */
+    const size_t n = (size_t)N * HW * C;
+    MulCase q = { N, HW, C, frand(n, 1.0), frand((size_t)N * C, 1.0), falloc(n), frand(n, 1.0) };
+    double *want = dalloc(n), *wds = dalloc((size_t)N * C);
+    mul_forward(q.x, q.s, q.y, N, HW, C);
+    for (int i = 0; i < N; i++)
+        for (int p = 0; p < HW; p++)
+            for (int c = 0; c < C; c++) {
+                const size_t o = ((size_t)i * HW + p) * C + c;
+                want[o] = (double)q.x[o] * q.s[i * C + c];
+                wds[i * C + c] += (double)q.R[o] * q.x[o];
+            }
+    check_f("mul forward", q.y, want, n, 1e-7);
+    float *dx = falloc(n), *ds = falloc((size_t)N * C);
+    mul_backward(q.x, q.s, q.R, dx, ds, N, HW, C);
+    for (int i = 0; i < N; i++)
+        for (size_t o = (size_t)i * HW * C; o < (size_t)(i + 1) * HW * C; o++) want[o] = (double)q.R[o] * q.s[i * C + o % C];
+    check_f("mul dx = dy * s", dx, want, n, 1e-7);
+    check_f("mul ds = sum over pixels of dy * x", ds, wds, (size_t)N * C, 1e-6);
+    /* both gradients against finite differences through the kernel (L is linear in each) */
+    double got[NSAMPLE], fd[NSAMPLE];
+    for (int t = 0; t < NSAMPLE; t++) {
+        const size_t i = (size_t)((urand() + 1.0) * 0.5 * N * C) % ((size_t)N * C);
+        fd[t] = fd_at(q.s, i, 0.5, mul_loss, &q);
+        got[t] = ds[i];
+    }
+    check("mul ds vs fd", got, fd, NSAMPLE, 1e-5);
+    for (int t = 0; t < NSAMPLE; t++) {
+        const size_t i = (size_t)((urand() + 1.0) * 0.5 * n) % n;
+        fd[t] = fd_at(q.x, i, 0.5, mul_loss, &q);
+        got[t] = dx[i];
+    }
+    check("mul dx vs fd", got, fd, NSAMPLE, 1e-5);
+
+    /* the sums on 1 and 2 threads, and dx written over dy: the same bits */
+    const int threads = omp_get_max_threads();
+    float *dx1 = falloc(n), *ds1 = falloc((size_t)N * C), *ds2 = falloc((size_t)N * C), *d2 = falloc(n);
+    omp_set_num_threads(1);
+    mul_backward(q.x, q.s, q.R, dx1, ds1, N, HW, C);
+    omp_set_num_threads(2);
+    memcpy(d2, q.R, n * sizeof(float));
+    mul_backward(q.x, q.s, d2, d2, ds2, N, HW, C);
+    omp_set_num_threads(threads);
+    check_true("mul backward bitwise equal on 1 and 2 threads, and with dx over dy",
+               !memcmp(dx1, dx, n * sizeof(float)) && !memcmp(d2, dx, n * sizeof(float)) &&
+               !memcmp(ds1, ds, (size_t)N * C * sizeof(float)) && !memcmp(ds2, ds, (size_t)N * C * sizeof(float)));
+    free(q.x); free(q.s); free(q.y); free((void *)q.R); free(want); free(wds); free(dx); free(ds);
+    free(dx1); free(ds1); free(ds2); free(d2);
+}
+
+static void test_dropout(void) {
+    const size_t n = 1000000;
+    const int threads = omp_get_max_threads();
+    uint8_t *k1 = mallocCheck(n), *k2 = mallocCheck(n);
+    char name[160];
+    static const float ps[] = { 0.1f, 0.3f, 0.5f, 0.9f };
+    for (size_t t = 0; t < sizeof ps / sizeof *ps; t++) {
+        const float p = ps[t];
+        const uint64_t key = 0x1234567ull + t;
+        omp_set_num_threads(1);
+        dropout_mask(k1, n, p, key);
+        omp_set_num_threads(2);
+        dropout_mask(k2, n, p, key);
+        size_t kept = 0;
+        for (size_t i = 0; i < n; i++) kept += k1[i];
+        const double mean = n * (1.0 - p), sigma = sqrt(n * p * (1.0 - p)), z = (kept - mean) / sigma;
+        snprintf(name, sizeof name, "dropout p=%.1f: %zu of %zu kept, %.2f sigma from %.0f (within 5)", p, kept, n, z, mean);
+        check_true(name, fabs(z) < 5.0);
+        snprintf(name, sizeof name, "dropout p=%.1f: the mask bitwise equal on 1 and 2 threads", p);
+        check_true(name, !memcmp(k1, k2, n));
+    }
+    omp_set_num_threads(threads);
+    /* another key, another mask; the next value of a stream is not the next index's */
+    dropout_mask(k2, n, 0.5f, 0x1234567ull + 99);
+    size_t same = 0;
+    for (size_t i = 0; i < n; i++) same += k1[i] == k2[i];
+    dropout_mask(k1, n, 0.5f, 0x1234567ull + 2);
+    snprintf(name, sizeof name, "dropout: two keys' masks at p=0.5 agree on %.3f of the values (about half)", (double)same / n);
+    check_true(name, fabs((double)same / n - 0.5) < 0.01);
+
+    /* the values: kept ones scaled by 1 / (1 - p), dropped ones zero */
+    const size_t m = 10007;
+    float *x = frand(m, 3.0), *y = falloc(m);
+    double *want = dalloc(m);
+    dropout_mask(k1, m, 0.3f, 42);
+    dropout_apply(x, k1, y, m, 0.3f);
+    int zeros = 1;
+    for (size_t i = 0; i < m; i++) {
+        want[i] = k1[i] ? x[i] / (1.0 - 0.3) : 0.0;
+        zeros &= k1[i] || y[i] == 0.0f;
+    }
+    check_f("dropout p=0.3: kept values times 1/(1-p)", y, want, m, 1e-6);
+    check_true("dropout p=0.3: dropped values zero", zeros);
+    float *y2 = falloc(m);
+    memcpy(y2, x, m * sizeof(float));
+    dropout_apply(y2, k1, y2, m, 0.3f);
+    check_true("dropout in place: the same bits", !memcmp(y, y2, m * sizeof(float)));
+
+    /* p = 0: everything kept, unchanged; p = 1: nothing kept, zeros even where keep says 1 */
+    dropout_mask(k1, m, 0.0f, 7);
+    dropout_apply(x, k1, y, m, 0.0f);
+    size_t kept0 = 0;
+    for (size_t i = 0; i < m; i++) kept0 += k1[i];
+    check_true("dropout p=0: every value kept and unchanged", kept0 == m && !memcmp(x, y, m * sizeof(float)));
+    dropout_mask(k1, m, 1.0f, 7);
+    size_t kept1 = 0;
+    for (size_t i = 0; i < m; i++) kept1 += k1[i];
+    memset(k2, 1, m);
+    dropout_apply(x, k2, y, m, 1.0f);
+    int all0 = 1;
+    for (size_t i = 0; i < m; i++) all0 &= y[i] == 0.0f;
+    check_true("dropout p=1: no value kept, and zeros out", kept1 == 0 && all0);
+    free(k1); free(k2); free(x); free(y); free(y2); free(want);
+}
+
+static void test_sample_scale(void) {
+    const int N = 4;
+    const size_t per = 20000;   /* a block of 16384 values and a partial one per image */
+    const float s[4] = { 0.0f, 1.25f, 2.0f, -1.0f / 0.7f };
+    float *x = frand(N * per, 1.0), *y = falloc(N * per);
+    double *want = dalloc(N * per);
+    sample_scale(x, s, y, N, per);
+    int exact = 1;
+    for (int i = 0; i < N; i++)
+        for (size_t j = 0; j < per; j++) {
+            const size_t o = (size_t)i * per + j;
+            want[o] = (double)x[o] * s[i];
+            exact &= y[o] == x[o] * s[i];
+        }
+    check_f("sample_scale: y[n,:] = x[n,:] * s[n]", y, want, N * per, 1e-7);
+    check_true("sample_scale: each value the float product, a dropped image zeros", exact);
+    sample_scale(x, s, x, N, per);
+    check_true("sample_scale in place: the same bits", !memcmp(x, y, N * per * sizeof(float)));
+    free(x); free(y); free(want);
+}
+
 /* ---- benchmark ---- */
 
 static double best_ms(void (*f)(void *), void *ctx, int reps) {
@@ -757,6 +1053,10 @@ int main(int argc, char **argv) {
     test_maxpool();
     test_linear();
     test_softmax_xent();
+    test_act();
+    test_mul();
+    test_dropout();
+    test_sample_scale();
 
     printf("%d of %d checks failed\n", g_failed, g_checks);
     return g_failed ? 1 : 0;
