@@ -1,8 +1,9 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
 # Networks as files (--model FILE): every built-in prints as a file that reads back as itself,
-# a printed network trains, and each malformed description is refused before anything is
-# written with one line naming the file, the node and the field, exit 2.
+# a printed network trains, a network of the MobileNet and EfficientNet kinds trains, and each
+# malformed description is refused before anything is written with one line naming the file,
+# the node and the field, exit 2.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 DDP="$top_builddir/ddptrain"
 DATA="$TMP/data"
@@ -53,6 +54,45 @@ out=$("$DDP" --model miniresnet --width 16 --blocks 1 --data_dir "$DATA" --max_s
 out=$("$DDP" --model miniresnet --width 4 --use_blurpool --data_dir "$DATA" --job_dir "$TMP/never" 2>&1); rc=$?
 [ $rc -eq 2 ] && [ "$(printf '%s\n' "$out" | wc -l)" -eq 1 ] && printf '%s' "$out" | grep -q "use_blurpool: --model miniresnet has no convolution" &&
     [ ! -e "$TMP/never" ] && ok "--use_blurpool with nothing to blur: $out" || bad "--use_blurpool with nothing to blur: $rc $out"
+
+# A squeeze-excitation block with the kinds of MobileNetV3 and EfficientNet (act, mul, dropout,
+# stochastic_depth; batch norms with eps 0.001) trains on the CPU: finite losses, and the same
+# loss lines on 1 and 2 threads (the masks and sums depend on no thread count)
+cat >"$TMP/se.json" <<'EOF'
+{"network": "se_tiny", "nodes": [
+  {"name": "stem.conv", "kind": "conv", "in": "input", "out_channels": 16, "kernel": 3},
+  {"name": "stem.bn", "kind": "bn", "eps": 0.001},
+  {"name": "stem.act", "kind": "act", "function": "hardswish"},
+  {"name": "block.expand", "kind": "conv", "out_channels": 32, "kernel": 1},
+  {"name": "block.bn1", "kind": "bn", "eps": 0.001, "momentum": 0.01},
+  {"name": "block.act1", "kind": "act", "function": "silu"},
+  {"name": "block.se.pool", "kind": "avgpool"},
+  {"name": "block.se.fc1", "kind": "conv", "out_channels": 8, "kernel": 1},
+  {"name": "block.se.act", "kind": "act", "function": "relu6"},
+  {"name": "block.se.fc2", "kind": "conv", "out_channels": 32, "kernel": 1},
+  {"name": "block.se.gate", "kind": "act", "function": "hardsigmoid"},
+  {"name": "block.se.mul", "kind": "mul", "in": "block.act1", "scale": "block.se.gate"},
+  {"name": "block.project", "kind": "conv", "out_channels": 16, "kernel": 1},
+  {"name": "block.bn2", "kind": "bn", "eps": 0.001},
+  {"name": "block.sd", "kind": "stochastic_depth", "p": 0.5},
+  {"name": "block.add", "kind": "add", "residual": "stem.act"},
+  {"name": "head.conv", "kind": "conv", "out_channels": 32, "kernel": 1},
+  {"name": "head.bn", "kind": "bn"},
+  {"name": "head.act", "kind": "act", "function": "gelu"},
+  {"name": "head.pool", "kind": "avgpool"},
+  {"name": "head.drop", "kind": "dropout", "p": 0.2},
+  {"name": "head.fc", "kind": "linear"}]}
+EOF
+for t in 1 2; do
+    "$DDP" --model "$TMP/se.json" --data_dir "$DATA" --max_steps 3 --log_interval 1 --threads $t \
+        --job_dir "$TMP/job-se$t" >"$TMP/se$t.out" 2>&1 || bad "the squeeze-excitation network on $t threads: $(tail -2 "$TMP/se$t.out")"
+    grep -o '"loss": [-0-9.e]*' "$TMP/job-se$t/metrics.jsonl" >"$TMP/loss-se$t" 2>/dev/null
+done
+if [ "$(grep -c '"loss": [0-9]' "$TMP/loss-se1")" -eq 3 ] && cmp -s "$TMP/loss-se1" "$TMP/loss-se2"; then
+    ok "act, mul, dropout and stochastic_depth train, the same losses on 1 and 2 threads: $(tr '\n' ' ' <"$TMP/loss-se1")"
+else
+    bad "the squeeze-excitation network: $(tr '\n' ' ' <"$TMP/loss-se1") against $(tr '\n' ' ' <"$TMP/loss-se2")"
+fi
 
 # $1 = label, $2 = the file's text, $3 = what the message must contain
 refused() {
