@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* test_ops.c - correctness of the CPU kernels (conv_cpu.h, ops_cpu.h, act_cpu.h, scale_cpu.h); `--bench` times the conv shapes of
- * MiniResNet instead.
+ * MiniResNet instead, `--bench-bn-act` batch norm and hardswish fused and not in a MobileNet-like chain.
  *
  * Gradients are checked against finite differences of the loss L = sum(y * R) for a random R:
  *  - for the ops that are linear in the perturbed input (conv, avgpool, linear) the difference
@@ -776,6 +776,79 @@ static void test_act(void) {
     free(x); free(dy); free(y); free(y1); free(dx); free(dx1);
 }
 
+/* ---- batch norm with an activation function (bn_apply_act, bn_backward_reduce_act) ---- */
+
+typedef struct { size_t M; int C, fn; float slope; float *x, *gamma, *beta; const float *R; } BnActCase;
+
+/* L = sum R * f(batch norm of x) in double: the fused step's definition */
+static double bn_act_ref_loss(void *p) {
+    BnActCase *b = p;
+    double L = 0.0;
+    for (int c = 0; c < b->C; c++) {
+        double s = 0.0, q = 0.0;
+        for (size_t r = 0; r < b->M; r++) s += b->x[r * b->C + c];
+        const double mean = s / b->M;
+        for (size_t r = 0; r < b->M; r++) { const double d = b->x[r * b->C + c] - mean; q += d * d; }
+        const double invstd = 1.0 / sqrt(q / b->M + 1e-5);
+        for (size_t r = 0; r < b->M; r++) {
+            const double z = b->gamma[c] * (b->x[r * b->C + c] - mean) * invstd + b->beta[c];
+            L += act_ref(b->fn, b->slope, z) * b->R[r * b->C + c];
+        }
+    }
+    return L;
+}
+
+/* The fused step against the two steps it replaces (bn_apply without ReLU, then act_forward;
+ * act_backward, then bn_backward_reduce without ReLU), bit for bit, on 1 and 2 threads; and dx,
+ * dgamma through bn_backward_apply against finite differences of the definition. */
+static void test_bn_act(int fn, size_t M, int C) {
+    const int threads = omp_get_max_threads();
+    BnActCase b = { M, C, fn, 0.01f, frand(M * C, 2.0), frand(C, 1.0), frand(C, 1.0), frand(M * C, 1.0) };
+    for (size_t i = 0; i < M * C; i++) b.x[i] += 0.3f;
+    double *sum = dalloc(C), *sq = dalloc(C), *sg = dalloc(C), *sx = dalloc(C), *sg2 = dalloc(C), *sx2 = dalloc(C);
+    float *mean = falloc(C), *invstd = falloc(C), *z = falloc(M * C), *y = falloc(M * C), *yf = falloc(M * C);
+    float *g = falloc(M * C), *gf = falloc(M * C), *dx = falloc(M * C), *dgamma = falloc(C), *dbeta = falloc(C);
+    bn_stats(b.x, M, C, sum, sq);
+    bn_finalize_stats(sum, sq, (double)M, C, 1e-5f, 0.1f, mean, invstd, NULL, NULL);
+    /* two steps */
+    bn_apply(b.x, z, M, C, mean, invstd, b.gamma, b.beta, NULL, 0);
+    act_forward(fn, b.slope, z, y, M * C);
+    act_backward(fn, b.slope, z, b.R, g, M * C);
+    bn_backward_reduce(b.x, z, g, g, M, C, mean, invstd, 0, sg, sx);
+    char name[160];
+    int same = 1;
+    for (int t = 1; t <= 2; t++) {
+        omp_set_num_threads(t);
+        memset(yf, 0, M * C * sizeof(float));
+        bn_apply_act(b.x, yf, M, C, mean, invstd, b.gamma, b.beta, fn, b.slope);
+        memcpy(gf, b.R, M * C * sizeof(float));
+        bn_backward_reduce_act(b.x, gf, gf, M, C, mean, invstd, b.gamma, b.beta, fn, b.slope, sg2, sx2);
+        same &= !memcmp(y, yf, M * C * sizeof(float)) && !memcmp(g, gf, M * C * sizeof(float)) &&
+                !memcmp(sg, sg2, C * sizeof(double)) && !memcmp(sx, sx2, C * sizeof(double));
+    }
+    omp_set_num_threads(threads);
+    snprintf(name, sizeof name, "bn+%s M%zu C%d fused: the two steps' y, g and sums bit for bit, 1 and 2 threads",
+             act_names[fn], M, C);
+    check_true(name, same);
+
+    bn_backward_apply(b.x, gf, dx, M, C, mean, invstd, b.gamma, sg2, sx2, sg2, sx2, (double)M, dgamma, dbeta);
+    double got[NSAMPLE], want[NSAMPLE];
+    for (int t = 0; t < NSAMPLE; t++) {
+        const size_t i = (size_t)((urand() + 1.0) * 0.5 * M * C) % (M * C);
+        want[t] = fd_at(b.x, i, 1e-5, bn_act_ref_loss, &b);
+        got[t] = dx[i];
+    }
+    snprintf(name, sizeof name, "bn+%s M%zu C%d fused: dx vs fd", act_names[fn], M, C);
+    check(name, got, want, NSAMPLE, 1e-4);
+    double *wg = dalloc(C);
+    for (int c = 0; c < C; c++) wg[c] = fd_at(b.gamma, c, 1e-5, bn_act_ref_loss, &b);
+    snprintf(name, sizeof name, "bn+%s M%zu C%d fused: dgamma vs fd", act_names[fn], M, C);
+    check_f(name, dgamma, wg, C, 1e-4);
+    free(b.x); free(b.gamma); free(b.beta); free((void *)b.R); free(sum); free(sq); free(sg); free(sx); free(sg2);
+    free(sx2); free(mean); free(invstd); free(z); free(y); free(yf); free(g); free(gf); free(dx); free(dgamma);
+    free(dbeta); free(wg);
+}
+
 /* ---- broadcast products (scale_cpu.h) ---- */
 
 typedef struct { int N, HW, C; float *x, *s, *y; const float *R; } MulCase;
@@ -1002,17 +1075,99 @@ static void bench(int N, int threads) {
     printf("%-22s %8.1f ms per step\n", "batchnorm weighted", bt);
 }
 
+/* A MobileNet-like chain, conv 1x1 -> batch norm -> hardswish, at N images: the batch norm and
+ * the function as two steps (bn_apply, act_forward; act_backward, bn_backward_reduce) and as the
+ * fused one (bn_apply_act; bn_backward_reduce_act), next to the convolution they follow. */
+typedef struct { size_t M; int C; float *x, *z, *y, *dy, *g, *dx, *gamma, *beta, *mean, *invstd, *dgm, *dbt; double *s, *q; } BenchBnAct;
+static void bn_act_stats(BenchBnAct *b) {
+    bn_stats(b->x, b->M, b->C, b->s, b->q);
+    bn_finalize_stats(b->s, b->q, (double)b->M, b->C, 1e-3f, 0.01f, b->mean, b->invstd, NULL, NULL);
+}
+static void b_two_fwd(void *p) {
+    BenchBnAct *b = p;
+    bn_act_stats(b);
+    bn_apply(b->x, b->z, b->M, b->C, b->mean, b->invstd, b->gamma, b->beta, NULL, 0);
+    act_forward(ACT_HARDSWISH, 0.0f, b->z, b->y, b->M * b->C);
+}
+static void b_fused_fwd(void *p) {
+    BenchBnAct *b = p;
+    bn_act_stats(b);
+    bn_apply_act(b->x, b->y, b->M, b->C, b->mean, b->invstd, b->gamma, b->beta, ACT_HARDSWISH, 0.0f);
+}
+static void b_two_bwd(void *p) {
+    BenchBnAct *b = p;
+    act_backward(ACT_HARDSWISH, 0.0f, b->z, b->dy, b->g, b->M * b->C);
+    bn_backward_reduce(b->x, b->z, b->g, b->g, b->M, b->C, b->mean, b->invstd, 0, b->s, b->q);
+    bn_backward_apply(b->x, b->g, b->dx, b->M, b->C, b->mean, b->invstd, b->gamma, b->s, b->q, b->s, b->q,
+                      (double)b->M, b->dgm, b->dbt);
+}
+static void b_fused_bwd(void *p) {
+    BenchBnAct *b = p;
+    bn_backward_reduce_act(b->x, b->dy, b->g, b->M, b->C, b->mean, b->invstd, b->gamma, b->beta, ACT_HARDSWISH, 0.0f,
+                           b->s, b->q);
+    bn_backward_apply(b->x, b->g, b->dx, b->M, b->C, b->mean, b->invstd, b->gamma, b->s, b->q, b->s, b->q,
+                      (double)b->M, b->dgm, b->dbt);
+}
+
+static void bench_bn_act(int N, int threads, int reps) {
+    omp_set_num_threads(threads);
+    printf("%s, %d threads, N=%d (best of %d, ms)\n", ops_cpu_describe(), omp_get_max_threads(), N, reps);
+    /* C_in, C, H: MobileNetV3's expansions from 64x64 down to 8x8 */
+    static const int shapes[][3] = { { 16, 96, 64 }, { 40, 240, 32 }, { 80, 480, 16 }, { 160, 960, 8 } };
+    printf("%-20s %8s %8s | %8s %8s %8s | %8s %8s %8s | %s\n", "conv1x1 -> bn -> hswish", "conv f", "conv b",
+           "two f", "two b", "two", "fused f", "fused b", "fused", "chain saved");
+    double tot[3] = { 0, 0, 0 };
+    for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
+        const int Ci = shapes[i][0], C = shapes[i][1], H = shapes[i][2];
+        const size_t M = (size_t)N * H * H;
+        Conv2d c;
+        conv2d_init(&c, &(ConvShape){ .C_in = Ci, .C_out = C, .k = 1, .stride = 1, .pad = 0 });
+        BenchConv bc = { &c, N, H, frand(M * Ci, 1.0), frand((size_t)C * Ci, 0.1), falloc(M * C), frand(M * C, 1.0),
+                         falloc(M * Ci), falloc((size_t)C * Ci) };
+        const double cf = best_ms(b_fwd, &bc, reps), cb = best_ms(b_bwd, &bc, reps);
+        BenchBnAct b = { M, C, bc.y, falloc(M * C), falloc(M * C), frand(M * C, 1.0), falloc(M * C), falloc(M * C),
+                         frand(C, 1.0), frand(C, 1.0), falloc(C), falloc(C), falloc(C), falloc(C), dalloc(C), dalloc(C) };
+        /* the two ways in turn, so that a spell of load elsewhere on the machine falls on both */
+        double tf = 1e30, tb = 1e30, ff = 1e30, fb = 1e30;
+        for (int r = 0; r < reps; r++) {
+            tf = fmin(tf, best_ms(b_two_fwd, &b, 1));
+            ff = fmin(ff, best_ms(b_fused_fwd, &b, 1));
+            tb = fmin(tb, best_ms(b_two_bwd, &b, 1));
+            fb = fmin(fb, best_ms(b_fused_bwd, &b, 1));
+        }
+        const double chain_two = cf + cb + tf + tb, chain_fused = cf + cb + ff + fb;
+        char tag[40];
+        snprintf(tag, sizeof tag, "%d->%d %dx%d", Ci, C, H, H);
+        printf("%-20s %8.2f %8.2f | %8.2f %8.2f %8.2f | %8.2f %8.2f %8.2f | %4.1f%%\n", tag, cf, cb, tf, tb, tf + tb, ff,
+               fb, ff + fb, 100.0 * (chain_two - chain_fused) / chain_two);
+        tot[0] += cf + cb; tot[1] += tf + tb; tot[2] += ff + fb;
+        conv2d_free(&c);
+        free(bc.x); free(bc.w); free(bc.y); free(bc.dy); free(bc.dx); free(bc.dw);
+        free(b.z); free(b.y); free(b.dy); free(b.g); free(b.dx); free(b.gamma); free(b.beta); free(b.mean);
+        free(b.invstd); free(b.dgm); free(b.dbt); free(b.s); free(b.q);
+    }
+    printf("%-20s %17.1f | %26.1f | %26.1f | %4.1f%%\n", "sum", tot[0], tot[1], tot[2],
+           100.0 * (tot[1] - tot[2]) / (tot[0] + tot[1]));
+}
+
 int main(int argc, char **argv) {
-    int N = 64, threads = 2, do_bench = 0, small_only = 0;
+    int N = 64, threads = 2, reps = 5, do_bench = 0, small_only = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bench")) do_bench = 1;
+        else if (!strcmp(argv[i], "--bench-bn-act")) do_bench = 2;
         else if (!strcmp(argv[i], "--no-winograd")) conv2d_use_winograd(0);
         else if (!strcmp(argv[i], "--small-channels")) small_only = 1;
         else if (!strcmp(argv[i], "-N") && i + 1 < argc) N = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: test_ops [--bench [-N batch] [-t threads]] [--no-winograd] [--small-channels]\n"); return 2; }
+        else if (!strcmp(argv[i], "-r") && i + 1 < argc) reps = atoi(argv[++i]);
+        else {
+            fprintf(stderr, "usage: test_ops [--bench | --bench-bn-act [-N batch] [-t threads] [-r reps]] [--no-winograd] "
+                            "[--small-channels]\n");
+            return 2;
+        }
     }
-    if (do_bench) { bench(N > 0 ? N : 64, threads > 0 ? threads : 2); return 0; }
+    if (do_bench == 1) { bench(N > 0 ? N : 64, threads > 0 ? threads : 2); return 0; }
+    if (do_bench == 2) { bench_bn_act(N > 0 ? N : 32, threads > 0 ? threads : 2, reps > 0 ? reps : 5); return 0; }
     printf("%s\n", ops_cpu_describe());
     if (small_only) {   /* the sweep alone, at fewer sizes: what the valgrind run needs */
         test_conv_small_channels(0);
@@ -1054,6 +1209,8 @@ int main(int argc, char **argv) {
     test_linear();
     test_softmax_xent();
     test_act();
+    for (int fn = 0; fn < ACT_FN_COUNT; fn++) test_bn_act(fn, 3 * 5 * 7, 24);
+    test_bn_act(ACT_HARDSWISH, 2 * 16 * 16, 70);   /* several blocks of rows */
     test_mul();
     test_dropout();
     test_sample_scale();

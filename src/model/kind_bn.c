@@ -6,7 +6,9 @@
  *
  * The executor may fuse into its step the add that takes it as first operand and the ReLU
  * after either (model.c): bn_apply then adds the residual and clamps in the pass that
- * normalises, and backward masks once. */
+ * normalises, and backward masks once. Or the act node after it: bn_apply_act applies the
+ * function in the pass that normalises, and bn_backward_reduce_act its derivative in the pass
+ * that reduces, at the pre-activation it recomputes. */
 #include "base/rng.h"
 #include "model_step.h"
 
@@ -47,7 +49,7 @@ static void bn_init(const Model *m, const ModelStep *st, float *params, float *b
     m->bn_tracked[st->bn] = 0;
 }
 
-/* Batch or running statistics, the fused residual add, the fused ReLU. */
+/* Batch or running statistics, the fused residual add, the fused ReLU or activation. */
 static void bn_node_forward(Model *m, ModelStep *st, int N, int train) {
     const Backend *be = m->be;
     const float *a = model_value(m, st->in);
@@ -64,12 +66,16 @@ static void bn_node_forward(Model *m, ModelStep *st, int N, int train) {
     } else {
         be->bn_eval_stats(m->buffers + st->rmean_off, m->buffers + st->rvar_off, C, st->eps, st->mean, st->invstd);
     }
-    be->bn_apply(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
-                 st->in2 == NET_NONE ? NULL : model_value(m, st->in2), st->relu);
+    if (st->fused_act)
+        be->bn_apply_act(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off, st->fn,
+                         st->slope);
+    else
+        be->bn_apply(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
+                     st->in2 == NET_NONE ? NULL : model_value(m, st->in2), st->relu);
 }
 
-/* From dy (masked in place for the ReLU), the residual's gradient first: dy consumed; the
- * gradient of its input into its slot. */
+/* From dy (masked in place for the ReLU, or times the fused activation's derivative), the
+ * residual's gradient first: dy consumed; the gradient of its input into its slot. */
 static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     Model *m = s->m;
     const Backend *be = m->be;
@@ -94,7 +100,11 @@ static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
         const float *a = model_value(m, st->in);
         double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
         double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
-        be->bn_backward_reduce(a, st->y, dy, dy, M, C, st->mean, st->invstd, fused_relu, loc, loc + C);
+        if (st->fused_act)
+            be->bn_backward_reduce_act(a, dy, dy, M, C, st->mean, st->invstd, m->params + st->w_off,
+                                       m->params + st->b_off, st->fn, st->slope, loc, loc + C);
+        else
+            be->bn_backward_reduce(a, st->y, dy, dy, M, C, st->mean, st->invstd, fused_relu, loc, loc + C);
         be->copy(glob, loc, 2 * (size_t)C * sizeof(double));
         if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 2 * (size_t)C);
         be->bn_backward_apply(a, dy, dx, M, C, st->mean, st->invstd, m->params + st->w_off, loc, loc + C, glob,
@@ -105,7 +115,7 @@ static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
 
 const NodeKindDef node_kind_bn = {
     .name = "bn",
-    .doc = "batch norm over channels, as `nn.BatchNorm2d(eps, momentum)`; with the add and ReLU after it, one fused step",
+    .doc = "batch norm over channels, as `nn.BatchNorm2d(eps, momentum)`; with the add and ReLU after it, or an `act`, one fused step",
     .tensors = "`NAME.weight`, `.bias`, `.running_mean`, `.running_var`, `.num_batches_tracked`",
     .inputs = 1,
     /* eps above 0 and at most 1; momentum in 0..1 (PyTorch's: the weight of the batch) */

@@ -11,13 +11,14 @@
 #include "model.h"
 
 /* One step of the forward: a node of the table, or a batch norm with the add and the ReLU
- * that follow it fused in (model.c). */
+ * that follow it fused in, or with the act node that follows it (model.c). */
 struct ModelStep {
     NodeKind kind;
     int node;                 /* its node in m->net (the last of a fused group) */
     int first;                /* the group's first node (the batch norm), else == node */
     int in, in2;              /* producing steps, or NET_INPUT; in2: add's, or a fused residual */
     int relu;                 /* bn: ReLU fused */
+    int fused_act;            /* bn: an act node fused (its fn and slope below) */
     int C_in, H_in, W_in, C, H, W;
     int act;                  /* y holds activations (act_bytes), else float32 */
     Conv2d conv;
@@ -27,8 +28,8 @@ struct ModelStep {
     int zero_init;
     int k, stride, pad;       /* maxpool */
     float eps, momentum;      /* bn */
-    int fn;                   /* act: ActFn */
-    float slope;              /* act: leaky_relu's */
+    int fn;                   /* act, or bn with fused_act: ActFn */
+    float slope;              /* act, or bn with fused_act: leaky_relu's */
     float p;                  /* dropout, stochastic_depth */
     int p_lo, p_hi;           /* its tensors in param_info */
     float *y;                 /* output [max_batch, H, W, C] */

@@ -136,6 +136,16 @@ typedef struct Backend {
     /* Stochastic depth ("row"): y[n, :] = x[n, :] * s[n] over N images of `per` values, s in
      * backend memory; forward and backward alike. */
     void (*sample_scale)(const float *x, const float *s, float *y, int N, size_t per);
+    /* A batch norm and the act node after it as one step (the executor fuses them where these
+     * are not NULL): bn_apply without residual or ReLU, then f (act_forward's fn, slope) in the
+     * same pass; and bn_backward_reduce's first phase with f's derivative at the pre-activation,
+     * recomputed from x, gamma and beta as the forward computed it (nothing kept between the two):
+     * g = dy * f'(z) (g may be dy), then sum_g and sum_gx. The same numbers as the two steps. */
+    void (*bn_apply_act)(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
+                         const float *gamma, const float *beta, int fn, float slope);
+    void (*bn_backward_reduce_act)(const float *x, const float *dy, float *g, size_t M, int C, const float *mean,
+                                   const float *invstd, const float *gamma, const float *beta, int fn, float slope,
+                                   double *sum_g, double *sum_gx);
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int N, int I, int O);

@@ -10,6 +10,8 @@
 #include <math.h>
 #include <string.h>
 
+#include "act_value.h"
+#include "backend.h"
 #include "rules.h"
 #include "base/util.h"
 
@@ -58,14 +60,21 @@ void bn_finalize_stats(const double *sum, const double *sumsq, double count, int
 /* NaN passes through (as in PyTorch) so that a diverging run shows up in the loss. */
 static inline float relu1(float v) { return v < 0.0f ? 0.0f : v; }
 
-void bn_apply(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
-              const float *gamma, const float *beta, const float *residual, int relu) {
-    /* y = x*scale + shift with the per-channel constants folded once. */
+/* y = x*scale + shift with the per-channel constants folded once: [scale[C], shift[C]], for
+ * the caller to free. bn_apply_act and bn_backward_reduce_act fold and apply them as bn_apply
+ * does, so that their pre-activation is bn_apply's output bit for bit. */
+static float *bn_fold(int C, const float *mean, const float *invstd, const float *gamma, const float *beta) {
     float *scale = mallocCheck(2 * (size_t)C * sizeof(float)), *shift = scale + C;
     for (int c = 0; c < C; c++) {
         scale[c] = gamma[c] * invstd[c];
         shift[c] = beta[c] - mean[c] * scale[c];
     }
+    return scale;
+}
+
+void bn_apply(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
+              const float *gamma, const float *beta, const float *residual, int relu) {
+    float *scale = bn_fold(C, mean, invstd, gamma, beta), *shift = scale + C;
     #pragma omp parallel for schedule(static)
     for (size_t r = 0; r < M; r++) {
         const float *xr = x + r * C;
@@ -120,6 +129,81 @@ void bn_backward_reduce(const float *x, const float *y, const float *dy, float *
         }
     for (int c = 0; c < C; c++) sum_gx[c] *= invstd[c];
     free(part);
+}
+
+/* One switch per call, a loop per function with the function inlined (act_value.h). */
+#define ACT_SWITCH(fn, ROWS)                               \
+    switch (fn) {                                          \
+    case ACT_RELU6: ROWS(relu6); break;                    \
+    case ACT_HARDSWISH: ROWS(hardswish); break;            \
+    case ACT_HARDSIGMOID: ROWS(hardsigmoid); break;        \
+    case ACT_SILU: ROWS(silu); break;                      \
+    case ACT_SIGMOID: ROWS(sigmoid); break;                \
+    case ACT_GELU: ROWS(gelu); break;                      \
+    case ACT_GELU_TANH: ROWS(gelu_tanh); break;            \
+    case ACT_TANH: ROWS(tanh); break;                      \
+    case ACT_LEAKY_RELU: ROWS(leaky_relu); break;          \
+    default: CHECK(!"bn with an activation: fn is one of ActFn"); \
+    }
+
+void bn_apply_act(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
+                  const float *gamma, const float *beta, int fn, float slope) {
+    float *scale = bn_fold(C, mean, invstd, gamma, beta), *shift = scale + C;
+#define APPLY_ROWS(F)                                                                  \
+    do {                                                                               \
+        _Pragma("omp parallel for schedule(static)")                                   \
+        for (size_t r = 0; r < M; r++) {                                               \
+            const float *xr = x + r * C;                                               \
+            float *yr = y + r * C;                                                     \
+            _Pragma("omp simd")                                                        \
+            for (int c = 0; c < C; c++) yr[c] = F##_f(xr[c] * scale[c] + shift[c], slope); \
+        }                                                                              \
+    } while (0)
+    ACT_SWITCH(fn, APPLY_ROWS)
+#undef APPLY_ROWS
+    free(scale);
+}
+
+void bn_backward_reduce_act(const float *x, const float *dy, float *g, size_t M, int C, const float *mean,
+                            const float *invstd, const float *gamma, const float *beta, int fn, float slope,
+                            double *sum_g, double *sum_gx) {
+    float *scale = bn_fold(C, mean, invstd, gamma, beta), *shift = scale + C;
+    /* bn_backward_reduce's blocks and order, so the sums are those of act_backward followed by
+     * bn_backward_reduce without ReLU, bit for bit: each value's pre-activation recomputed from x,
+     * its g, and its share of both sums in one pass. g may alias dy: each dy is read before its
+     * g is written. */
+    const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
+    double *part = callocCheck(nb * 2 * (size_t)C, sizeof(double));
+#define REDUCE_ROWS(F)                                                                 \
+    do {                                                                               \
+        _Pragma("omp parallel for schedule(static)")                                   \
+        for (size_t b = 0; b < nb; b++) {                                              \
+            double *sg = part + b * 2 * C, *sx = sg + C;                               \
+            const size_t r1 = (b + 1) * R < M ? (b + 1) * R : M;                       \
+            for (size_t r = b * R; r < r1; r++) {                                      \
+                const float *xr = x + r * C, *dyr = dy + r * C;                        \
+                float *gr = g + r * C;                                                 \
+                _Pragma("omp simd")                                                    \
+                for (int c = 0; c < C; c++) {                                          \
+                    const float gv = F##_b(xr[c] * scale[c] + shift[c], dyr[c], slope); \
+                    gr[c] = gv;                                                        \
+                    sg[c] += gv;                                                       \
+                    sx[c] += (double)(gv * (xr[c] - mean[c]));                         \
+                }                                                                      \
+            }                                                                          \
+        }                                                                              \
+    } while (0)
+    ACT_SWITCH(fn, REDUCE_ROWS)
+#undef REDUCE_ROWS
+    for (int c = 0; c < C; c++) { sum_g[c] = 0.0; sum_gx[c] = 0.0; }
+    for (size_t b = 0; b < nb; b++)
+        for (int c = 0; c < C; c++) {
+            sum_g[c] += part[b * 2 * C + c];
+            sum_gx[c] += part[b * 2 * C + C + c];
+        }
+    for (int c = 0; c < C; c++) sum_gx[c] *= invstd[c];
+    free(part);
+    free(scale);
 }
 
 void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int C,

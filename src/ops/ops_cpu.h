@@ -45,6 +45,19 @@ void bn_backward_reduce(const float *x, const float *y, const float *dy, float *
                         const float *mean, const float *invstd, int relu, double *sum_g,
                         double *sum_gx);
 
+/* Batch norm and an activation function (act_cpu.h's fn, slope) in one pass: y = f(z) with z
+ * bn_apply's output without residual or ReLU, bit for bit. y may alias nothing else. */
+void bn_apply_act(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
+                  const float *gamma, const float *beta, int fn, float slope);
+
+/* Backward, phase 1 after bn_apply_act: g = dy * f'(z) (written into g, which may alias dy), z
+ * recomputed from x as bn_apply_act computed it instead of kept; then sum_g and sum_gx as
+ * bn_backward_reduce's. The same bits as act_backward on z followed by bn_backward_reduce
+ * without ReLU, with one pass over the map fewer, and no z kept between forward and backward. */
+void bn_backward_reduce_act(const float *x, const float *dy, float *g, size_t M, int C, const float *mean,
+                            const float *invstd, const float *gamma, const float *beta, int fn, float slope,
+                            double *sum_g, double *sum_gx);
+
 /* Backward, phase 2 from (possibly all-reduced) sums over `count` values:
  * dgamma += sum_gx (local sums!), dbeta += sum_g (local), and
  * dx = gamma*invstd*(g - sum_g/count - xhat*sum_gx/count). dgamma/dbeta take the LOCAL sums and
