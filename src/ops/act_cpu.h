@@ -17,8 +17,7 @@ void act_forward(int fn, float slope, const float *x, float *y, size_t n);
 /* dx = dy * f'(x) over n values, overwritten, OpenMP over the values. dx may be dy. */
 void act_backward(int fn, float slope, const float *x, const float *dy, float *dx, size_t n);
 
-/* The same on one thread, for a caller already inside a parallel loop (the batch norm that
- * applies the function in the pass that normalises, ops_cpu.h's bn_apply_act). */
+/* The same on the calling thread alone, for a caller that splits the values itself. */
 void act_forward_span(int fn, float slope, const float *x, float *y, size_t n);
 void act_backward_span(int fn, float slope, const float *x, const float *dy, float *dx, size_t n);
 
