@@ -28,13 +28,13 @@ check() {   # $1 = label, $2 = tolerance, rest = dump_model flags
     if "$DUMP" "$TMP/d.h5" "$@" >"$TMP/d.out" 2>&1 && "$PY" "$CMP" "$TMP/d.h5" --tol "$tol" --ref64 4 >"$TMP/c.out" 2>&1; then
         ok "$label: $(grep '^compared' "$TMP/c.out" | cut -c1-150)"
     else
-        bad "$label"; cat "$TMP/d.out" "$TMP/c.out" | tail -15
+        bad "$label"; cat "$TMP/d.out" "$TMP/c.out" | tail -n 15
     fi
 }
 must_fail() {   # $1 = label, $2 = dump, rest = torch_compare flags: the comparison must fail
     label=$1; dump=$2; shift 2
     if "$PY" "$CMP" "$dump" --tol 1e-3 --ref64 4 "$@" >"$TMP/w.out" 2>&1; then
-        bad "$label passed for torchvision's definition"; tail -3 "$TMP/w.out"
+        bad "$label passed for torchvision's definition"; tail -n 3 "$TMP/w.out"
     else
         ok "$label detected: $(grep 'FAIL' "$TMP/w.out" | head -1 | cut -c1-110)"
     fi
@@ -76,7 +76,7 @@ fi
 if "$PY" "$CMP" "$TMP/eb.h5" --tol 1e-3 --ref64 4 >"$TMP/eb.out" 2>&1; then
     ok "efficientnet_b0, batch 8: $(grep '^compared' "$TMP/eb.out" | cut -c1-120)"
 else
-    bad "efficientnet_b0, batch 8"; tail -5 "$TMP/eb.out"
+    bad "efficientnet_b0, batch 8"; tail -n 5 "$TMP/eb.out"
 fi
 must_fail "dropout without its 1/(1-p) in PyTorch" "$TMP/eb.h5" --set dropout_scaled=0
 must_fail "stochastic depth drawn per batch in PyTorch" "$TMP/eb.h5" --set sd_row=0
@@ -91,14 +91,14 @@ for m in resnext50_32x4d mobilenet_v2 mobilenet_v3_small efficientnet_b0 efficie
     if ! "$PY" "$T2D" "$m" "$TMP/w.h5" --seed 5 >"$TMP/t2d.out" 2>&1; then
         bad "torch_to_ddptrain.py $m"; cat "$TMP/t2d.out"; continue
     fi
-    if "$DDP" --model "$m" --init_from "$TMP/w.h5" --data_dir "$TMP/data" --max_steps 1 --batch_size 8 \
+    if "$DDP" --model "$m" --init_from "$TMP/w.h5" --data_dir "$TMP/data" --image_size 64 --max_steps 1 --batch_size 8 \
         --threads 2 --save_every_steps 1 --job_dir "$TMP/job" >"$TMP/ft.out" 2>&1 &&
         grep -q "kept at their initialisation, another shape: " "$TMP/ft.out" &&
         "$PY" "$D2T" "$(ls "$TMP"/job/checkpoints/ckpt-*.h5 | tail -1)" >"$TMP/d2t.out" 2>&1 &&
         grep -q "torchvision.models.$m classes 10" "$TMP/d2t.out"; then
         ok "$m: torchvision's 1000-class weights into a 10-class run, and its checkpoint back, strict: $(grep -o 'init_from .*' "$TMP/ft.out" | head -1 | sed 's/.*tensors loaded/tensors loaded/' | cut -c1-110)"
     else
-        bad "$m: weights both ways"; tail -3 "$TMP/ft.out" "$TMP/d2t.out"
+        bad "$m: weights both ways"; tail -n 3 "$TMP/ft.out" "$TMP/d2t.out"
     fi
 done
 finish
