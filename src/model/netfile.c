@@ -20,7 +20,7 @@ enum { HAVE_NAME = NET_FIELD_COUNT, HAVE_KIND, HAVE_IN };
 
 typedef struct {
     unsigned have;
-    char name[48], kind[16], in[48], residual[48];
+    char name[NET_NAME_MAX], kind[16], in[NET_NAME_MAX], residual[NET_NAME_MAX];
     long num[NET_FIELD_COUNT];   /* numbers, and booleans as 0 or 1 */
     size_t line;
 } Rec;
