@@ -13,6 +13,8 @@
  * together, which the listing of messages relies on. */
 #define RESNET(n, fam, bneck, l0, l1, l2, l3, g, wpg) \
     {n, fam, zoo_build_resnet, .p.resnet = {bneck, {l0, l1, l2, l3}, g, wpg}}
+#define EFFNET(n, v2, wm, dm, drop, eps, mom) \
+    {n, "efficientnet_", zoo_build_efficientnet, .p.efficientnet = {v2, wm, dm, drop, eps, mom}}
 
 static const ZooNet zoo[] = {
     {"miniresnet", "miniresnet", zoo_build_miniresnet, .p.resnet = {0}},
@@ -29,6 +31,18 @@ static const ZooNet zoo[] = {
     {"mobilenet_v2", "mobilenet_v2", zoo_build_mobilenet, .p.mobilenet = {2, 0}},
     {"mobilenet_v3_large", "mobilenet_v3_", zoo_build_mobilenet, .p.mobilenet = {3, 1}},
     {"mobilenet_v3_small", "mobilenet_v3_", zoo_build_mobilenet, .p.mobilenet = {3, 0}},
+    /* b0-b4 keep nn.BatchNorm2d's defaults; b5-b7 pass eps 1e-3, momentum 0.01; v2 eps 1e-3 */
+    EFFNET("efficientnet_b0", 0, 1.0, 1.0, 0.2f, 1e-5f, 0.1f),
+    EFFNET("efficientnet_b1", 0, 1.0, 1.1, 0.2f, 1e-5f, 0.1f),
+    EFFNET("efficientnet_b2", 0, 1.1, 1.2, 0.3f, 1e-5f, 0.1f),
+    EFFNET("efficientnet_b3", 0, 1.2, 1.4, 0.3f, 1e-5f, 0.1f),
+    EFFNET("efficientnet_b4", 0, 1.4, 1.8, 0.4f, 1e-5f, 0.1f),
+    EFFNET("efficientnet_b5", 0, 1.6, 2.2, 0.4f, 1e-3f, 0.01f),
+    EFFNET("efficientnet_b6", 0, 1.8, 2.6, 0.5f, 1e-3f, 0.01f),
+    EFFNET("efficientnet_b7", 0, 2.0, 3.1, 0.5f, 1e-3f, 0.01f),
+    EFFNET("efficientnet_v2_s", 's', 1.0, 1.0, 0.2f, 1e-3f, 0.1f),
+    EFFNET("efficientnet_v2_m", 'm', 1.0, 1.0, 0.3f, 1e-3f, 0.1f),
+    EFFNET("efficientnet_v2_l", 'l', 1.0, 1.0, 0.4f, 1e-3f, 0.1f),
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 
