@@ -15,6 +15,8 @@
     {n, fam, zoo_build_resnet, .p.resnet = {bneck, {l0, l1, l2, l3}, g, wpg}}
 #define EFFNET(n, v2, wm, dm, drop, eps, mom) \
     {n, "efficientnet_", zoo_build_efficientnet, .p.efficientnet = {v2, wm, dm, drop, eps, mom}}
+#define REGNET(n, fam, d, w0, wa, wm, gw, se) \
+    {n, fam, zoo_build_regnet, .p.regnet = {d, w0, wa, wm, gw, se}}
 
 static const ZooNet zoo[] = {
     {"miniresnet", "miniresnet", zoo_build_miniresnet, .p.resnet = {0}},
@@ -43,6 +45,21 @@ static const ZooNet zoo[] = {
     EFFNET("efficientnet_v2_s", 's', 1.0, 1.0, 0.2f, 1e-3f, 0.1f),
     EFFNET("efficientnet_v2_m", 'm', 1.0, 1.0, 0.3f, 1e-3f, 0.1f),
     EFFNET("efficientnet_v2_l", 'l', 1.0, 1.0, 0.4f, 1e-3f, 0.1f),
+    REGNET("regnet_x_400mf", "regnet_x_", 22, 24, 24.48, 2.54, 16, 0),
+    REGNET("regnet_x_800mf", "regnet_x_", 16, 56, 35.73, 2.28, 16, 0),
+    REGNET("regnet_x_1_6gf", "regnet_x_", 18, 80, 34.01, 2.25, 24, 0),
+    REGNET("regnet_x_3_2gf", "regnet_x_", 25, 88, 26.31, 2.25, 48, 0),
+    REGNET("regnet_x_8gf", "regnet_x_", 23, 80, 49.56, 2.88, 120, 0),
+    REGNET("regnet_x_16gf", "regnet_x_", 22, 216, 55.59, 2.1, 128, 0),
+    REGNET("regnet_x_32gf", "regnet_x_", 23, 320, 69.86, 2.0, 168, 0),
+    REGNET("regnet_y_400mf", "regnet_y_", 16, 48, 27.89, 2.09, 8, 0.25),
+    REGNET("regnet_y_800mf", "regnet_y_", 14, 56, 38.84, 2.4, 16, 0.25),
+    REGNET("regnet_y_1_6gf", "regnet_y_", 27, 48, 20.71, 2.65, 24, 0.25),
+    REGNET("regnet_y_3_2gf", "regnet_y_", 21, 80, 42.63, 2.66, 24, 0.25),
+    REGNET("regnet_y_8gf", "regnet_y_", 17, 192, 76.82, 2.19, 56, 0.25),
+    REGNET("regnet_y_16gf", "regnet_y_", 18, 200, 106.23, 2.48, 112, 0.25),
+    REGNET("regnet_y_32gf", "regnet_y_", 20, 232, 115.89, 2.53, 232, 0.25),
+    REGNET("regnet_y_128gf", "regnet_y_", 27, 456, 160.83, 2.52, 264, 0.25),
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 
