@@ -60,6 +60,10 @@ static const ZooNet zoo[] = {
     REGNET("regnet_y_16gf", "regnet_y_", 18, 200, 106.23, 2.48, 112, 0.25),
     REGNET("regnet_y_32gf", "regnet_y_", 20, 232, 115.89, 2.53, 232, 0.25),
     REGNET("regnet_y_128gf", "regnet_y_", 27, 456, 160.83, 2.52, 264, 0.25),
+    {"mnasnet0_5", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {0.5}},
+    {"mnasnet0_75", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {0.75}},
+    {"mnasnet1_0", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.0}},
+    {"mnasnet1_3", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.3}},
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 
