@@ -9,8 +9,8 @@
 #include "base/util.h"
 #include "zoo_family.h"
 
-/* The parameters are torchvision's builders' (torchvision/models/, version 0.14); a family's records stay
- * together, which the listing of messages relies on. */
+/* The parameters are torchvision's builders' (torchvision/models/, version 0.14); a family's
+ * records stay together, which the listing of messages relies on. */
 #define RESNET(n, fam, bneck, l0, l1, l2, l3, g, wpg) \
     {n, fam, zoo_build_resnet, .p.resnet = {bneck, {l0, l1, l2, l3}, g, wpg}}
 #define EFFNET(n, v2, wm, dm, drop, eps, mom) \
