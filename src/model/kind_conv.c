@@ -1,6 +1,9 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kind_conv.c - the "conv" node: a convolution without bias (a batch norm follows it), as
- * nn.Conv2d(bias=False), its weight OIHW in the flat parameter buffer (node_kind.h). */
+/* kind_conv.c - the "conv" node: nn.Conv2d with its groups, dilation and bias (without bias
+ * when a batch norm follows), its weight OIHW [out, in / groups, k, k] and its bias in the flat
+ * parameter buffer (node_kind.h). A backend takes a grouped or dilated convolution, or one with
+ * a bias, only once its kernels do: until then such a network is refused before anything is
+ * set up, but its shapes, tensors and parameter count are known. */
 #include <math.h>
 
 #include "base/rng.h"
@@ -10,30 +13,63 @@ static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
     (void)in2;
     if (n->out < 1 || n->out > NET_MAX_CHANNELS)
         return node_err(c, n, "out_channels", "%d is not in 1..%d", n->out, NET_MAX_CHANNELS);
-    if (n->pad < 0 || n->pad >= n->k)
-        return node_err(c, n, "padding", "%d is not in 0..%d (below the kernel size)", n->pad, n->k - 1);
-    if (node_window(n, n->H, n->W, c)) return -1;
+    if (n->groups < 1 || n->C % n->groups || n->out % n->groups)
+        return node_err(c, n, "groups", "%d does not divide the %d input and %d output channels", n->groups, n->C,
+                        n->out);
+    if (n->dilation < 1 || n->dilation > NET_MAX_KERNEL)
+        return node_err(c, n, "dilation", "%d is not in 1..%d", n->dilation, NET_MAX_KERNEL);
+    /* the window a dilated kernel spans: dilation (k - 1) + 1 pixels */
+    const int span = n->dilation * (n->k - 1) + 1;
+    if (n->pad < 0 || n->pad >= span)
+        return node_err(c, n, "padding", "%d is not in 0..%d (below the kernel's span)", n->pad, span - 1);
+    const int H = n->H, W = n->W;
+    if (node_window(n, H, W, c)) return -1;
+    if (n->dilation > 1) {
+        n->H = window_out_size(H, span, n->stride, n->pad);
+        n->W = window_out_size(W, span, n->stride, n->pad);
+        if (n->H < 1 || n->W < 1)
+            return node_err(c, n, "dilation", "a %dx%d window of dilation %d with padding %d leaves no pixels of the "
+                            "%dx%d input", n->k, n->k, n->dilation, n->pad, H, W);
+    }
     n->C = n->out;
     return 0;
+}
+
+/* Dense, undilated and without bias: what every backend's convolution takes for now. */
+static int conv_backend_has(const Backend *be, const NetNode *n) {
+    (void)be;
+    return n->groups == 1 && n->dilation == 1 && !n->bias;
 }
 
 static void conv_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)B; (void)NB;
     const ConvShape shape = {.C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad};
     be->conv2d_init(&st->conv, &shape);
-    st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in, n->k, n->k);
+    st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in / n->groups, n->k, n->k);
+    if (n->bias) st->b_off = layout_add(P, n->name, "bias", TENSOR_CONV_BIAS, -1, 1, n->C, 0, 0, 0);
 }
 
 static void conv_release(const Backend *be, ModelStep *st) { be->conv2d_free(&st->conv); }
 
+/* PyTorch's default: weight kaiming_uniform_(a=sqrt(5)), within 1/sqrt(fan_in), fan_in being
+ * in / groups * k * k; the bias within the same bound. torchvision's families draw the weight
+ * kaiming_normal_(mode="fan_out") with fan_out = out * k * k (RegNet writes the same normal out),
+ * and zero the bias, but for RegNet, which leaves its squeeze-excitation's biases at PyTorch's. */
 static void conv_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
     (void)buffers;
-    const size_t fan_in = (size_t)st->C_in * st->k * st->k;
+    const NetNode *node = &m->net.node[st->first];
+    const size_t fan_in = (size_t)(st->C_in / node->groups) * st->k * st->k;
     const size_t n = (size_t)st->C * fan_in;
-    if (m->net.init == NET_INIT_RESNET)   /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+    const float bound = 1.0f / sqrtf((float)fan_in);
+    if (m->net.init == NET_INIT_PYTORCH)
+        rng_fill_uniform(r, params + st->w_off, n, bound);
+    else
         rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->k * st->k)));
-    else                                  /* kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in) */
-        rng_fill_uniform(r, params + st->w_off, n, 1.0f / sqrtf((float)fan_in));
+    if (!node->bias) return;
+    if (m->net.init == NET_INIT_PYTORCH || m->net.init == NET_INIT_REGNET)
+        rng_fill_uniform(r, params + st->b_off, (size_t)st->C, bound);
+    else
+        for (int i = 0; i < st->C; i++) params[st->b_off + i] = 0.0f;
 }
 
 static void conv_node_forward(Model *m, ModelStep *st, int N, int train) {
@@ -54,20 +90,27 @@ static void conv_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
 
 static void conv_params_changed(const Backend *be, ModelStep *st) { be->conv2d_weights_changed(&st->conv); }
 
-/* As a direct convolution, whichever algorithm the backend picks. */
-static double conv_macs(const ModelStep *st) { return (double)st->H * st->W * st->C * st->C_in * st->k * st->k; }
+/* As a direct convolution, whichever algorithm the backend picks: each output reads in / groups
+ * channels. */
+static double conv_macs(const ModelStep *st) {
+    return (double)st->H * st->W * st->C * st->C_in * st->k * st->k / st->groups;
+}
 
 const NodeKindDef node_kind_conv = {
     .name = "conv",
-    .doc = "a convolution without bias (a batch norm follows), as `nn.Conv2d(bias=False)`",
-    .tensors = "`NAME.weight`",
+    .doc = "a convolution, as `nn.Conv2d` (without bias by default: a batch norm follows)",
+    .tensors = "`NAME.weight`, and `NAME.bias` with a bias",
     .inputs = 1,
     .fields = {{F_OUT_CHANNELS, .need = 1, .write_always = 1},
                {F_KERNEL, .need = 1, .write_always = 1},
                {F_STRIDE, .def = 1, .write_always = 1, .def_doc = "1"},
-               {F_PADDING, .def_kernel_div = 2, .write_always = 1, .def_doc = "kernel/2"}},
-    .n_fields = 4,
+               {F_PADDING, .def_kernel_div = 2, .write_always = 1, .def_doc = "kernel/2"},
+               {F_GROUPS, .def = 1, .min = 1, .def_doc = "1"},
+               {F_DILATION, .def = 1, .min = 1, .def_doc = "1"},
+               {F_BIAS, .def_doc = "false"}},
+    .n_fields = 7,
     .shape = conv_shape,
+    .backend_has = conv_backend_has,
     .layout = conv_layout,
     .release = conv_release,
     .init = conv_init,

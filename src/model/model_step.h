@@ -27,6 +27,7 @@ struct ModelStep {
     int bn;                   /* its counter in bn_tracked */
     int zero_init;
     int k, stride, pad;       /* maxpool */
+    int groups;               /* conv */
     float eps, momentum;      /* bn */
     int fn;                   /* act, or bn with fused_act: ActFn */
     float slope;              /* act, or bn with fused_act: leaky_relu's */
