@@ -36,6 +36,11 @@ void conv2d_use_winograd(int enable);
  * tests that compare the two. Default 1. Applies to convs initialised afterwards. */
 void conv2d_use_own_winograd(int enable);
 
+/* With 0, the depthwise convolutions go through oneDNN even where depthwise.c is selected: for
+ * benchmarks and tests that compare the two. Default 1. Applies to convs initialised
+ * afterwards. */
+void conv2d_use_own_depthwise(int enable);
+
 /* Name of the implementation the backend picked for the forward of this conv at this shape. */
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W);
 
