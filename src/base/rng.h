@@ -35,6 +35,12 @@ static inline uint32_t rng_below(Rng *r, uint32_t n) {
 /* Uniform float in [0, 1). */
 static inline float rng_uniform(Rng *r) { return (float)(rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
 
+/* Uniform float in [0, 1) as a pure function of (key, i): the i-th draw of a stream that needs
+ * no state, so that threads may draw any part of it in any order (dropout's masks). */
+static inline float rng_hash_uniform(uint64_t key, uint64_t i) {
+    return (float)(rng_mix64(key ^ rng_mix64(i + 0x9e3779b97f4a7c15ULL)) >> 40) * (1.0f / 16777216.0f);
+}
+
 /* Standard normal (Box-Muller; one value per call, simple over fast). */
 static inline float rng_normal(Rng *r) {
     double u1 = ((double)(rng_u64(r) >> 11) + 1.0) * (1.0 / 9007199254740993.0);

@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kind_bn.c - the "bn" node: batch norm over channels (eps 1e-5, momentum 0.1), in training
+/* kind_bn.c - the "bn" node: batch norm over channels (eps and momentum per node, by default
+ * nn.BatchNorm2d's 1e-5 and 0.1), in training
  * from the batch's statistics (all ranks' under sync BN, through the model's stats_allreduce
  * between the phases of the Backend's batch norm), in evaluation from the running ones.
  *
@@ -8,9 +9,6 @@
  * normalises, and backward masks once. */
 #include "base/rng.h"
 #include "model_step.h"
-
-#define BN_EPS 1e-5f
-#define BN_MOMENTUM 0.1f
 
 static void bn_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)be;
@@ -60,11 +58,11 @@ static void bn_node_forward(Model *m, ModelStep *st, int N, int train) {
         be->bn_stats(a, M, C, sums + 1, sums + 1 + C, sums);
         if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, sums, 1 + 2 * (size_t)C);
         be->copy(st->count, sums, sizeof(double));
-        be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, BN_EPS, BN_MOMENTUM, st->mean, st->invstd,
+        be->bn_finalize_stats(sums + 1, sums + 1 + C, sums, C, st->eps, st->momentum, st->mean, st->invstd,
                               m->buffers + st->rmean_off, m->buffers + st->rvar_off);
         m->bn_tracked[st->bn]++;
     } else {
-        be->bn_eval_stats(m->buffers + st->rmean_off, m->buffers + st->rvar_off, C, BN_EPS, st->mean, st->invstd);
+        be->bn_eval_stats(m->buffers + st->rmean_off, m->buffers + st->rvar_off, C, st->eps, st->mean, st->invstd);
     }
     be->bn_apply(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
                  st->in2 == NET_NONE ? NULL : model_value(m, st->in2), st->relu);
@@ -107,11 +105,14 @@ static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
 
 const NodeKindDef node_kind_bn = {
     .name = "bn",
-    .doc = "batch norm over channels, eps 1e-5, momentum 0.1; with the add and ReLU after it, one fused step",
+    .doc = "batch norm over channels, as `nn.BatchNorm2d(eps, momentum)`; with the add and ReLU after it, one fused step",
     .tensors = "`NAME.weight`, `.bias`, `.running_mean`, `.running_var`, `.num_batches_tracked`",
     .inputs = 1,
-    .fields = {{F_ZERO_INIT, .def_doc = "false"}},
-    .n_fields = 1,
+    /* eps above 0 and at most 1; momentum in 0..1 (PyTorch's: the weight of the batch) */
+    .fields = {{F_ZERO_INIT, .def_doc = "false"},
+               {F_EPS, .rdef = 1e-5f, .rmin = 1e-12f, .rmax = 1.0f, .def_doc = "1e-5"},
+               {F_MOMENTUM, .rdef = 0.1f, .rmin = 0.0f, .rmax = 1.0f, .def_doc = "0.1"}},
+    .n_fields = 3,
     .layout = bn_layout,
     .alloc = bn_alloc,
     .release = bn_release,

@@ -1,12 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* kind_elementwise.c - the nodes that work value by value: "relu" (one that follows no batch
- * norm: after one, the executor fuses it into the batch norm's step) and "add" (a residual
- * join of two maps of one shape). */
+ * norm: after one, the executor fuses it into the batch norm's step), "add" (a residual join
+ * of two maps of one shape) and "mul" (a map times a per-image, per-channel scale: the gate of
+ * squeeze-excitation). The other activation functions are kind_act.c's. */
 #include "model_step.h"
 
 /* ---- relu --------------------------------------------------------------------------------- */
 
-static int relu_backend_has(const Backend *be) { return be->relu_forward != NULL; }
+static int relu_backend_has(const Backend *be, const NetNode *n) {
+    (void)n;
+    return be->relu_forward != NULL;
+}
 
 static void relu_node_forward(Model *m, ModelStep *st, int N, int train) {
     (void)train;
@@ -67,4 +71,56 @@ const NodeKindDef node_kind_add = {
     .shape = add_shape,
     .forward = add_node_forward,
     .backward = add_node_backward,
+};
+
+/* ---- mul ---------------------------------------------------------------------------------- */
+
+static int mul_shape(NetNode *n, const NetNode *b, const NetCheck *c) {
+    if (b->C != n->C) return node_err(c, n, "scale", "%d channels scale %d", b->C, n->C);
+    if (b->H != 1 || b->W != 1)
+        return node_err(c, n, "scale", "a scale is one value per channel (a 1x1 map, after a global average pool), "
+                        "not %dx%d", b->H, b->W);
+    return 0;
+}
+
+static int mul_backend_has(const Backend *be, const NetNode *n) {
+    (void)n;
+    return be->mul_forward && be->mul_backward;
+}
+
+static void mul_node_forward(Model *m, ModelStep *st, int N, int train) {
+    (void)train;
+    m->be->mul_forward(model_value(m, st->in), model_value(m, st->in2), st->y, N, st->H * st->W, st->C);
+}
+
+/* Both gradients at once: the map's dy * scale and the scale's sum over pixels of dy * x. An
+ * operand that is the image needs no gradient, but the kernel writes both: a scratch slot
+ * takes it (in the dry run too, which counts the slots). */
+static void mul_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
+    Model *m = s->m;
+    if (st->in < 0 && st->in2 < 0) return;
+    GradOut gx = {-1, 0, 0}, gs = {-1, 0, 0};
+    float *dx = st->in >= 0 ? grad_begin(s, st->in, &gx) : NULL;
+    float *ds = st->in2 >= 0 ? grad_begin(s, st->in2, &gs) : NULL;
+    const int t = st->in < 0 || st->in2 < 0 ? slot_take(s) : -1;
+    if (!s->dry)
+        m->be->mul_backward(model_value(m, st->in), model_value(m, st->in2), dy, st->in >= 0 ? dx : slot_ptr(s, t),
+                            st->in2 >= 0 ? ds : slot_ptr(s, t), N, st->H * st->W, st->C);
+    if (t >= 0) slot_give(s, t);
+    if (gx.t >= 0) grad_done(s, &gx, N);
+    if (gs.t >= 0) grad_done(s, &gs, N);
+}
+
+const NodeKindDef node_kind_mul = {
+    .name = "mul",
+    .doc = "in times scale, a 1x1 map of as many channels, per image and channel (squeeze-excitation's "
+           "`input * scale`)",
+    .tensors = "",
+    .inputs = 2,
+    .fields = {{F_SCALE, .need = 1, .write_always = 1}},
+    .n_fields = 1,
+    .shape = mul_shape,
+    .backend_has = mul_backend_has,
+    .forward = mul_node_forward,
+    .backward = mul_node_backward,
 };

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kind_linear.c - the "linear" node: nn.Linear on a 1x1 map (after a global average pool),
- * weight [out, in] and bias; out_features 0 means the number of classes. */
+/* kind_linear.c - the "linear" node: nn.Linear on a 1x1 map (after a global average pool, or
+ * another linear layer: a classifier of several), weight [out, in] and bias; out_features 0
+ * means the number of classes. */
 #include <math.h>
 
 #include "base/rng.h"
@@ -24,12 +25,27 @@ static void linear_layout(const Backend *be, const NetNode *n, ModelStep *st, La
     st->b_off = layout_add(P, n->name, "bias", TENSOR_LINEAR_BIAS, -1, 1, n->C, 0, 0, 0);
 }
 
-/* nn.Linear's default: weight and bias uniform within 1/sqrt(in). */
+/* nn.Linear's default (PyTorch's and ResNet's init): weight and bias uniform within
+ * 1/sqrt(in). The other families' __init__ draw the weight and zero the bias: MobileNet and
+ * RegNet normal(0, 0.01); EfficientNet uniform within 1/sqrt(out); MNASNet
+ * kaiming_uniform_(mode="fan_out", nonlinearity="sigmoid"), within sqrt(3/out). */
 static void linear_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
-    (void)m; (void)buffers;
-    const float bound = 1.0f / sqrtf((float)st->C_in);
-    rng_fill_uniform(r, params + st->w_off, (size_t)st->C * st->C_in, bound);
-    rng_fill_uniform(r, params + st->b_off, (size_t)st->C, bound);
+    (void)buffers;
+    const size_t nw = (size_t)st->C * st->C_in;
+    float *w = params + st->w_off, *b = params + st->b_off;
+    switch (m->net.init) {
+    case NET_INIT_MOBILENET:
+    case NET_INIT_REGNET: rng_fill_normal(r, w, nw, 0.01f); break;
+    case NET_INIT_EFFICIENTNET: rng_fill_uniform(r, w, nw, 1.0f / sqrtf((float)st->C)); break;
+    case NET_INIT_MNASNET: rng_fill_uniform(r, w, nw, sqrtf(3.0f / (float)st->C)); break;
+    default: {
+        const float bound = 1.0f / sqrtf((float)st->C_in);
+        rng_fill_uniform(r, w, nw, bound);
+        rng_fill_uniform(r, b, (size_t)st->C, bound);
+        return;
+    }
+    }
+    for (int i = 0; i < st->C; i++) b[i] = 0.0f;
 }
 
 static void linear_node_forward(Model *m, ModelStep *st, int N, int train) {

@@ -14,7 +14,10 @@ static int maxpool_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
     return node_window(n, n->H, n->W, c);
 }
 
-static int maxpool_backend_has(const Backend *be) { return be->maxpool_forward && be->maxpool_backward; }
+static int maxpool_backend_has(const Backend *be, const NetNode *n) {
+    (void)n;
+    return be->maxpool_forward && be->maxpool_backward;
+}
 
 /* The input pixel each output took, for the backward (and for comparisons that replay it). */
 static void maxpool_alloc(const Backend *be, ModelStep *st, int max_batch) {
@@ -84,7 +87,10 @@ const NodeKindDef node_kind_avgpool = {
 
 /* ---- blur --------------------------------------------------------------------------------- */
 
-static int blur_backend_has(const Backend *be) { return be->blur != NULL; }
+static int blur_backend_has(const Backend *be, const NetNode *n) {
+    (void)n;
+    return be->blur != NULL;
+}
 
 /* Stride 1 and padding 1 keep the input's shape: no shape rule. */
 static void blur_node_forward(Model *m, ModelStep *st, int N, int train) {

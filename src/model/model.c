@@ -67,9 +67,16 @@ static int backend_has(const Backend *be, const NetSpec *s, const char *what, ch
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
         const NodeKindDef *d = node_kind(n->kind);
-        if (d->backend_has && !d->backend_has(be)) {
+        if (d->backend_has && !d->backend_has(be, n)) {
             snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s operation", what, n->name, be->name,
                      d->name);
+            return -1;
+        }
+        /* A device keeps activations in 16 bits under mixed precision but the pooled features
+         * in float32: only linear layers there take those. */
+        if (be->on_device && n->kind != NODE_LINEAR && n->in >= 0 && node_kind(s->node[n->in].kind)->float_out) {
+            snprintf(err, errlen, "%s: node \"%s\": the %s backend runs nothing but linear layers after a global "
+                     "average pool", what, n->name, be->name);
             return -1;
         }
     }
@@ -165,6 +172,8 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
         st->C = last->C; st->H = last->H; st->W = last->W;
         st->zero_init = n->zero_init;
         st->k = n->k; st->stride = n->stride; st->pad = n->pad;
+        st->eps = n->eps; st->momentum = n->momentum;
+        st->fn = n->fn; st->slope = n->slope; st->p = n->p;
         layout_node(be, n, st, &P, &B, &NB);
     }
     /* Steps in run order: a group runs where its last node stands, when its residual is ready. */
@@ -365,6 +374,39 @@ const int32_t *model_maxpool_arg(const Model *m, int k, int *Ho, int *Wo, int *C
         return st->arg;
     }
     return NULL;
+}
+
+static int is_noise(const ModelStep *st) { return st->kind == NODE_DROPOUT || st->kind == NODE_STOCHASTIC_DEPTH; }
+
+int model_noise_count(const Model *m) {
+    int n = 0;
+    for (int i = 0; i < m->n_step; i++) n += is_noise(&m->step[i]);
+    return n;
+}
+
+const void *model_noise_mask(const Model *m, int k, NodeKind *kind, int *H, int *W, int *C) {
+    CHECK(k >= 0 && k < model_noise_count(m));
+    for (int i = 0; i < m->n_step; i++) {
+        const ModelStep *st = &m->step[i];
+        if (!is_noise(st) || k--) continue;
+        *kind = st->kind;
+        *H = st->H;
+        *W = st->W;
+        *C = st->C;
+        if (!st->noisy) return NULL;
+        return st->kind == NODE_DROPOUT ? (const void *)st->keep : (const void *)st->scale;
+    }
+    return NULL;
+}
+
+void model_set_noise(Model *m, uint64_t seed, uint64_t step, int rank, int micro) {
+    Rng r;
+    rng_init(&r, seed ^ 0x64726f706f7574ULL, step, ((uint64_t)(uint32_t)rank << 32) | (uint32_t)micro);
+    m->noise_key = rng_u64(&r);
+}
+
+uint64_t step_noise_key(const Model *m, const ModelStep *st) {
+    return rng_mix64(m->noise_key + 0x9e3779b97f4a7c15ULL * (uint64_t)(st->node + 1));
 }
 
 /* ---- forward ------------------------------------------------------------------------------ */

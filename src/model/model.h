@@ -34,6 +34,7 @@ typedef enum {
     TENSOR_BN_COUNTER,          /* num_batches_tracked: an int64 counter (bn_tracked) */
     TENSOR_LINEAR_WEIGHT,
     TENSOR_LINEAR_BIAS,
+    TENSOR_CONV_BIAS,
 } TensorRole;
 
 typedef struct {
@@ -97,6 +98,9 @@ typedef struct Model {
     /* Label smoothing of the training loss (nn.CrossEntropyLoss(label_smoothing=...)), 0 after
      * model_init; evaluation's loss is always the plain cross-entropy. */
     float label_smoothing;
+
+    /* The draws of dropout and stochastic depth in the next training forward (model_set_noise) */
+    uint64_t noise_key;
 
     GradReadyFn grad_ready;
     void *grad_ready_ctx;
@@ -190,5 +194,17 @@ const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C);
  * output took, per (image, pixel, channel), in backend memory; for comparisons that replay them */
 int model_maxpool_count(const Model *m);
 const int32_t *model_maxpool_arg(const Model *m, int k, int *Ho, int *Wo, int *C);
+
+/* The draws of the next training forwards' dropout and stochastic-depth masks: a function of
+ * the seed, the optimizer step, the rank and the micro-batch only, so that a resumed run draws
+ * what the uninterrupted one drew. Without a call, every forward draws from the key 0. */
+void model_set_noise(Model *m, uint64_t seed, uint64_t step, int rank, int micro);
+/* The dropout and stochastic-depth steps, in order, and the k-th's mask of the last training
+ * forward in backend memory (for comparisons that replay it): a dropout's keep flags (uint8,
+ * [last_N, *H, *W, *C]) or a stochastic depth's factor per image (float, [last_N]); NULL when
+ * that forward dropped nothing there (evaluation, or p 0). *kind: NODE_DROPOUT or
+ * NODE_STOCHASTIC_DEPTH. */
+int model_noise_count(const Model *m);
+const void *model_noise_mask(const Model *m, int k, NodeKind *kind, int *H, int *W, int *C);
 
 #endif

@@ -26,11 +26,18 @@ struct ModelStep {
     int bn;                   /* its counter in bn_tracked */
     int zero_init;
     int k, stride, pad;       /* maxpool */
+    float eps, momentum;      /* bn */
+    int fn;                   /* act: ActFn */
+    float slope;              /* act: leaky_relu's */
+    float p;                  /* dropout, stochastic_depth */
     int p_lo, p_hi;           /* its tensors in param_info */
     float *y;                 /* output [max_batch, H, W, C] */
     float *mean, *invstd;     /* bn: statistics used by the last forward */
     double *count;            /* bn: values behind those statistics (all ranks' with sync BN) */
     int32_t *arg;             /* maxpool: the input pixel of each output */
+    uint8_t *keep;            /* dropout: the mask of the last training forward */
+    float *scale;             /* stochastic_depth: each image's factor in the last training forward */
+    int noisy;                /* dropout, stochastic_depth: the last forward was a training one with p > 0 */
 };
 
 /* ---- layouts: tensors appended in state_dict order ---------------------------------------- */
@@ -56,6 +63,10 @@ static inline size_t step_numel(const ModelStep *st, int N) { return (size_t)N *
 static inline size_t step_elem_bytes(const Model *m, const ModelStep *st) {
     return st->act ? m->be->act_bytes() : sizeof(float);
 }
+
+/* The key of a dropout or stochastic-depth step's draws in this forward: the model's noise key
+ * (model_set_noise) and the step's place. */
+uint64_t step_noise_key(const Model *m, const ModelStep *st);
 
 /* ---- the slots of one backward (model_slots.c) -------------------------------------------- */
 

@@ -20,8 +20,9 @@ enum { HAVE_NAME = NET_FIELD_COUNT, HAVE_KIND, HAVE_IN };
 
 typedef struct {
     unsigned have;
-    char name[48], kind[16], in[48], residual[48];
-    long num[NET_FIELD_COUNT];   /* numbers, and booleans as 0 or 1 */
+    char name[48], kind[24], in[48], residual[48];
+    long num[NET_FIELD_COUNT];   /* numbers, booleans as 0 or 1, a choice's index */
+    double real[NET_FIELD_COUNT];
     size_t line;
 } Rec;
 
@@ -49,12 +50,10 @@ static int head_pair(void *vctx, const char *key, JsonKind kind, const char *val
                 return -1;
             }
             snprintf_check(r->s->name, sizeof r->s->name, "%s", value);
-        } else if (!strcmp(value, "pytorch")) {
-            r->s->init = NET_INIT_PYTORCH;
-        } else if (!strcmp(value, "resnet")) {
-            r->s->init = NET_INIT_RESNET;
+        } else if (net_init_parse(value) >= 0) {
+            r->s->init = (NetInit)net_init_parse(value);
         } else {
-            snprintf(err, errlen, "line %zu: \"init\" is \"pytorch\" or \"resnet\", not \"%.40s\"", line, value);
+            snprintf(err, errlen, "line %zu: \"init\" is one of %s, not \"%.40s\"", line, net_init_list(), value);
             return -1;
         }
         return 0;
@@ -105,8 +104,9 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
         return -1;
     }
     const NetFieldType type = f >= NET_FIELD_COUNT ? NET_FIELD_INPUT : net_field_type(f);
-    const JsonKind want = type == NET_FIELD_INPUT ? JSON_FLAT_STRING : type == NET_FIELD_BOOL ? JSON_FLAT_BOOL
-                                                                                          : JSON_FLAT_NUMBER;
+    const JsonKind want = type == NET_FIELD_INPUT || type == NET_FIELD_CHOICE ? JSON_FLAT_STRING
+                          : type == NET_FIELD_BOOL                          ? JSON_FLAT_BOOL
+                                                                            : JSON_FLAT_NUMBER;
     if (kind != want) {
         snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be %s, not %s", line, node, key,
                  json_kind_name(want), json_kind_name(kind));
@@ -116,7 +116,7 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
     if (f == HAVE_NAME) return copy_name(c->name, sizeof c->name, value, key, node, line, err, errlen);
     if (f == HAVE_IN) return copy_name(c->in, sizeof c->in, value, key, node, line, err, errlen);
     if (f == HAVE_KIND) {
-        snprintf(c->kind, sizeof c->kind, "%.15s", value);
+        snprintf(c->kind, sizeof c->kind, "%.23s", value);
         if (node_kind_parse(value) < 0) {
             snprintf(err, errlen, "line %zu, node %zu: field \"kind\": unknown kind \"%.40s\" (%s)", line, node, value,
                      node_kind_list());
@@ -129,8 +129,27 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
         c->num[f] = !strcmp(value, "true");
         return 0;
     }
+    if (type == NET_FIELD_CHOICE) {
+        c->num[f] = net_field_choice_parse(f, value);
+        if (c->num[f] < 0) {
+            snprintf(err, errlen, "line %zu, node %zu: field \"%s\" is one of %s, not \"%.40s\"", line, node, key,
+                     net_field_choice_list(f), value);
+            return -1;
+        }
+        return 0;
+    }
     errno = 0;
     char *end;
+    if (type == NET_FIELD_REAL) {
+        const double v = strtod(value, &end);
+        if (*end || errno || !(v >= -1e30 && v <= 1e30)) {
+            snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be a finite number, not %.40s", line, node,
+                     key, value);
+            return -1;
+        }
+        c->real[f] = v;
+        return 0;
+    }
     const long v = strtol(value, &end, 10);
     if (*end || errno || v < 0 || v > (1L << 24)) {
         snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be a whole number from 0 to %ld, not %.40s", line,
@@ -198,6 +217,15 @@ static int find_input(const Reader *r, size_t below, const char *name, const cha
     return -3;
 }
 
+/* The field of kind k that names its second input ("residual", "scale"). */
+static NetField input_field(NodeKind k) {
+    const NodeKindDef *d = node_kind(k);
+    for (int i = 0; i < d->n_fields; i++)
+        if (net_field_type(d->fields[i].field) == NET_FIELD_INPUT) return d->fields[i].field;
+    CHECK(0);
+    return F_NONE;
+}
+
 /* The node of record c: each field its kind takes from the file, else its default; defaults
  * that are a fraction of the kernel in a second pass, once the kernel is known. */
 static int node_from_rec(NetSpec *s, NodeKind k, int in, int in2, const Rec *c, const char *what, char *err,
@@ -205,7 +233,15 @@ static int node_from_rec(NetSpec *s, NodeKind k, int in, int in2, const Rec *c, 
     const NodeKindDef *d = node_kind(k);
     for (int i = 0; i < d->n_fields; i++) {
         const NetFieldSpec *spec = &d->fields[i];
-        if ((c->have & BIT(spec->field)) && c->num[spec->field] < spec->min) {
+        if (!(c->have & BIT(spec->field))) continue;
+        if (net_field_type(spec->field) == NET_FIELD_REAL) {
+            const double v = c->real[spec->field];
+            if (v < spec->rmin || v > spec->rmax) {
+                snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": %g is not in %g..%g", QUOTED(what),
+                         c->line, c->name, net_field_key(spec->field), v, (double)spec->rmin, (double)spec->rmax);
+                return -1;
+            }
+        } else if (c->num[spec->field] < spec->min) {
             snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": must be at least %d", QUOTED(what),
                      c->line, c->name, net_field_key(spec->field), spec->min);
             return -1;
@@ -218,6 +254,10 @@ static int node_from_rec(NetSpec *s, NodeKind k, int in, int in2, const Rec *c, 
             const NetFieldSpec *spec = &d->fields[i];
             const NetField f = spec->field;
             if (net_field_type(f) == NET_FIELD_INPUT) continue;   /* resolved by name above */
+            if (net_field_type(f) == NET_FIELD_REAL) {   /* netspec_node set the default */
+                if (pass == 0 && (c->have & BIT(f))) *net_field_real(n, f) = (float)c->real[f];
+                continue;
+            }
             int *v = net_field_member(n, f);
             if (c->have & BIT(f)) {
                 if (pass == 0) *v = (int)c->num[f];
@@ -242,7 +282,8 @@ int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, ch
         int in = i == 0 ? NET_INPUT : (int)i - 1;
         if (c->have & BIT(HAVE_IN)) in = find_input(&r, i, c->in, what, c, "in", err, errlen);
         int in2 = NET_NONE;
-        if (node_kind(k)->inputs == 2) in2 = find_input(&r, i, c->residual, what, c, "residual", err, errlen);
+        if (node_kind(k)->inputs == 2)
+            in2 = find_input(&r, i, c->residual, what, c, net_field_key(input_field(k)), err, errlen);
         if (in == -3 || in2 == -3) { rc = -1; break; }
         rc = node_from_rec(s, k, in, in2, c, what, err, errlen);
     }
@@ -273,24 +314,46 @@ int netfile_load(const char *model, int width, int blocks, NetSpec *s, char *err
     return netfile_read(model, s, err, errlen);
 }
 
+/* The shortest decimal that reads back as the same float (0.001, not 0.00100000005). */
+static const char *real_text(float v) {
+    static char buf[32];
+    for (int digits = 6; digits <= 9; digits++) {
+        snprintf(buf, sizeof buf, "%.*g", digits, (double)v);
+        if (strtof(buf, NULL) == v) break;
+    }
+    return buf;
+}
+
 static const char *in_name(const NetSpec *s, int i) { return i == NET_INPUT ? "input" : s->node[i].name; }
 
 void netfile_write(FILE *f, const NetSpec *s) {
-    fprintf(f, "{\n  \"network\": \"%s\",\n  \"init\": \"%s\",\n  \"nodes\": [\n", s->name,
-            s->init == NET_INIT_RESNET ? "resnet" : "pytorch");
+    fprintf(f, "{\n  \"network\": \"%s\",\n  \"init\": \"%s\",\n  \"nodes\": [\n", s->name, net_init_name(s->init));
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
         const NodeKindDef *d = node_kind(n->kind);
         fprintf(f, "    {\"name\": \"%s\", \"kind\": \"%s\", \"in\": \"%s\"", n->name, d->name, in_name(s, n->in));
         for (int j = 0; j < d->n_fields; j++) {
             const NetFieldSpec *spec = &d->fields[j];
-            const int v = *net_field_member_const(n, spec->field);
-            if (!spec->write_always && !v) continue;
             const char *key = net_field_key(spec->field);
-            switch (net_field_type(spec->field)) {
+            const NetFieldType type = net_field_type(spec->field);
+            if (type == NET_FIELD_REAL) {
+                const float v = net_field_real_const(n, spec->field);
+                if (spec->write_always || v != spec->rdef) fprintf(f, ", \"%s\": %s", key, real_text(v));
+                continue;
+            }
+            const int v = *net_field_member_const(n, spec->field);
+            const int def = spec->def_kernel_div ? n->k / spec->def_kernel_div : spec->def;
+            if (!spec->write_always && type != NET_FIELD_INPUT && v == def) continue;
+            switch (type) {
             case NET_FIELD_NUMBER: fprintf(f, ", \"%s\": %d", key, v); break;
             case NET_FIELD_BOOL: fprintf(f, ", \"%s\": %s", key, v ? "true" : "false"); break;
             case NET_FIELD_INPUT: fprintf(f, ", \"%s\": \"%s\"", key, in_name(s, v)); break;
+            case NET_FIELD_CHOICE: {
+                int nc;
+                fprintf(f, ", \"%s\": \"%s\"", key, net_field_choices(spec->field, &nc)[v]);
+                break;
+            }
+            case NET_FIELD_REAL: break;
             }
         }
         fprintf(f, "}%s\n", i + 1 < s->n ? "," : "");

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "base/util.h"
+#include "ops/backend.h"   /* ACT_FN_COUNT */
 
 void netspec_init(NetSpec *s, const char *name, NetInit init) {
     memset(s, 0, sizeof *s);
@@ -44,6 +45,7 @@ int netspec_node(NetSpec *s, NodeKind kind, int in, int in2, const char *name) {
     n.kind = kind;
     n.in = in;
     n.in2 = in2;
+    node_kind_defaults(kind, &n);
     snprintf_check(n.name, sizeof n.name, "%s", name);
     return push_copy(s, &n);
 }
@@ -103,6 +105,71 @@ int netspec_linear(NetSpec *s, int in, int out, const char *fmt, ...) {
 int netspec_blur(NetSpec *s, int in, const char *fmt, ...) {
     PUSH(NODE_BLUR, in, NET_NONE);
     return i;
+}
+
+int netspec_conv_ex(NetSpec *s, int in, ConvArgs a, const char *fmt, ...) {
+    PUSH(NODE_CONV, in, NET_NONE);
+    NetNode *n = &s->node[i];
+    n->out = a.out; n->k = a.k; n->stride = a.stride; n->pad = a.pad;
+    n->groups = a.groups ? a.groups : 1;
+    n->dilation = a.dilation ? a.dilation : 1;
+    n->bias = a.bias != 0;
+    return i;
+}
+
+int netspec_bn_ex(NetSpec *s, int in, float eps, float momentum, int zero_init, const char *fmt, ...) {
+    PUSH(NODE_BN, in, NET_NONE);
+    s->node[i].eps = eps;
+    s->node[i].momentum = momentum;
+    s->node[i].zero_init = zero_init;
+    return i;
+}
+
+int netspec_act(NetSpec *s, int in, int fn, const char *fmt, ...) {
+    CHECK(fn >= 0 && fn < ACT_FN_COUNT);
+    PUSH(NODE_ACT, in, NET_NONE);
+    s->node[i].fn = fn;
+    return i;
+}
+
+int netspec_mul(NetSpec *s, int in, int scale, const char *fmt, ...) {
+    PUSH(NODE_MUL, in, scale);
+    return i;
+}
+
+int netspec_dropout(NetSpec *s, int in, float p, const char *fmt, ...) {
+    PUSH(NODE_DROPOUT, in, NET_NONE);
+    s->node[i].p = p;
+    return i;
+}
+
+int netspec_stochastic_depth(NetSpec *s, int in, float p, const char *fmt, ...) {
+    PUSH(NODE_STOCHASTIC_DEPTH, in, NET_NONE);
+    s->node[i].p = p;
+    return i;
+}
+
+#define NET_INIT_NAME(e, name) name,
+static const char *const k_init_names[NET_INIT_COUNT] = {NET_INITS(NET_INIT_NAME)};
+#undef NET_INIT_NAME
+
+const char *net_init_name(NetInit i) { return i >= 0 && i < NET_INIT_COUNT ? k_init_names[i] : "?"; }
+
+int net_init_parse(const char *name) {
+    for (int i = 0; i < NET_INIT_COUNT; i++)
+        if (!strcmp(name, k_init_names[i])) return i;
+    return -1;
+}
+
+const char *net_init_list(void) {
+    static char buf[128];
+    if (!buf[0]) {
+        size_t at = 0;
+        for (int i = 0; i < NET_INIT_COUNT; i++)
+            at += (size_t)snprintf(buf + at, sizeof buf - at, "%s\"%s\"", i ? ", " : "", k_init_names[i]);
+        CHECK(at < sizeof buf);
+    }
+    return buf;
 }
 
 /* A kind whose field sets the output's channels (a convolution's out_channels, a linear layer's

@@ -28,16 +28,34 @@ typedef struct NetNode {
     int in, in2;          /* producers: node indices below this one, or NET_INPUT; in2 for a kind of two inputs */
     int out;              /* conv: output channels; linear: output features (0: the number of classes) */
     int k, stride, pad;   /* conv, maxpool */
+    int groups, dilation; /* conv: 1 for a dense convolution; groups == input channels: depthwise */
+    int bias;             /* conv: a bias is added */
     int zero_init;        /* bn: its weight starts at 0 under --zero_init_residual (a residual branch's end) */
+    float eps, momentum;  /* bn: nn.BatchNorm2d's */
+    int fn;               /* act: its function (backend.h's ActFn) */
+    float slope;          /* act: leaky_relu's negative slope */
+    float p;              /* dropout, stochastic_depth: the probability of dropping */
     /* worked out by netspec_resolve: the output's shape */
     int C, H, W;
 } NetNode;
 
-/* How the weights are drawn (model_init_weights). */
-typedef enum {
-    NET_INIT_PYTORCH,     /* PyTorch's defaults: kaiming-uniform(a=sqrt(5)) convolutions and linear */
-    NET_INIT_RESNET,      /* torchvision's ResNet: kaiming-normal fan_out for convolutions, the linear layer's default */
-} NetInit;
+/* How the weights are drawn (model_init_weights): each family's as torchvision's __init__
+ * writes it, X(ENUM, name in network files). The convolutions' and linear layers' records hold
+ * the formulas. */
+#define NET_INITS(X)                           \
+    X(NET_INIT_PYTORCH, "pytorch")             \
+    X(NET_INIT_RESNET, "resnet")               \
+    X(NET_INIT_MOBILENET, "mobilenet")         \
+    X(NET_INIT_EFFICIENTNET, "efficientnet")   \
+    X(NET_INIT_REGNET, "regnet")               \
+    X(NET_INIT_MNASNET, "mnasnet")
+#define NET_INIT_ENUM(e, name) e,
+typedef enum { NET_INITS(NET_INIT_ENUM) NET_INIT_COUNT } NetInit;
+#undef NET_INIT_ENUM
+/* "pytorch", ...; and back, -1 for an unknown name; the list for messages. */
+const char *net_init_name(NetInit i);
+int net_init_parse(const char *name);
+const char *net_init_list(void);
 
 typedef struct {
     char name[48];        /* "miniresnet", "resnet50", or the name a file gives */
@@ -65,6 +83,17 @@ int netspec_maxpool(NetSpec *s, int in, int k, int stride, int pad, const char *
 int netspec_avgpool(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int netspec_linear(NetSpec *s, int in, int out, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int netspec_blur(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* A convolution with every field; groups and dilation 0 mean 1. */
+typedef struct { int out, k, stride, pad, groups, dilation, bias; } ConvArgs;
+int netspec_conv_ex(NetSpec *s, int in, ConvArgs a, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int netspec_bn_ex(NetSpec *s, int in, float eps, float momentum, int zero_init, const char *fmt, ...)
+    __attribute__((format(printf, 6, 7)));
+/* An "act" node of function fn (backend.h's ActFn; leaky_relu's slope at its default 0.01). */
+int netspec_act(NetSpec *s, int in, int fn, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* in (N, C, H, W) times scale (N, C, 1, 1): squeeze-excitation's gate. */
+int netspec_mul(NetSpec *s, int in, int scale, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int netspec_dropout(NetSpec *s, int in, float p, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int netspec_stochastic_depth(NetSpec *s, int in, float p, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 
 /* FFCV's use_blurpool (ffcv-imagenet's BlurPoolConv2d, after Zhang's "Making convolutional
  * networks shift-invariant again", 2019): every convolution with a stride above 1 and at least

@@ -49,9 +49,6 @@ const NetFieldSpec *node_kind_field(int k, NetField f) {
     return NULL;
 }
 
-int *net_field_member(NetNode *n, NetField f) { return (int *)((char *)n + k_offset[f]); }
-const int *net_field_member_const(const NetNode *n, NetField f) { return (const int *)((const char *)n + k_offset[f]); }
-
 /* Built once from the tables; the lists are short (a few hundred bytes). */
 static const char *join(char *buf, size_t cap, const char *first, int n, const char *(*name)(int)) {
     if (buf[0]) return buf;
@@ -59,6 +56,63 @@ static const char *join(char *buf, size_t cap, const char *first, int n, const c
     for (int i = 0; i < n; i++) at += (size_t)snprintf(buf + at, cap - at, "%s%s", at ? ", " : "", name(i));
     CHECK(at < cap);
     return buf;
+}
+
+int *net_field_member(NetNode *n, NetField f) {
+    CHECK(k_type[f] != NET_FIELD_REAL);
+    return (int *)((char *)n + k_offset[f]);
+}
+const int *net_field_member_const(const NetNode *n, NetField f) {
+    CHECK(k_type[f] != NET_FIELD_REAL);
+    return (const int *)((const char *)n + k_offset[f]);
+}
+float *net_field_real(NetNode *n, NetField f) {
+    CHECK(k_type[f] == NET_FIELD_REAL);
+    return (float *)((char *)n + k_offset[f]);
+}
+float net_field_real_const(const NetNode *n, NetField f) {
+    CHECK(k_type[f] == NET_FIELD_REAL);
+    return *(const float *)((const char *)n + k_offset[f]);
+}
+
+/* The one field of names: an "act" node's function (backend.h's ACT_FNS). */
+#define ACT_FN_NAME(e, name) name,
+static const char *const k_act_fns[ACT_FN_COUNT] = {ACT_FNS(ACT_FN_NAME)};
+#undef ACT_FN_NAME
+
+const char *const *net_field_choices(NetField f, int *n) {
+    CHECK(f == F_FUNCTION);
+    *n = ACT_FN_COUNT;
+    return k_act_fns;
+}
+
+int net_field_choice_parse(NetField f, const char *name) {
+    int n;
+    const char *const *c = net_field_choices(f, &n);
+    for (int i = 0; i < n; i++)
+        if (!strcmp(name, c[i])) return i;
+    return -1;
+}
+
+static const char *act_fn_at(int i) { return k_act_fns[i]; }
+
+const char *net_field_choice_list(NetField f) {
+    static char buf[256];
+    CHECK(f == F_FUNCTION);
+    return join(buf, sizeof buf, "", ACT_FN_COUNT, act_fn_at);
+}
+
+void node_kind_defaults(int k, NetNode *n) {
+    const NodeKindDef *d = node_kind(k);
+    for (int i = 0; i < d->n_fields; i++) {
+        const NetFieldSpec *s = &d->fields[i];
+        switch (k_type[s->field]) {
+        case NET_FIELD_REAL: *net_field_real(n, s->field) = s->rdef; break;
+        case NET_FIELD_INPUT: break;
+        default:
+            if (!s->def_kernel_div) *net_field_member(n, s->field) = s->def;
+        }
+    }
 }
 
 static const char *field_key_at(int i) { return k_key[i]; }

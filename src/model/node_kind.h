@@ -32,7 +32,11 @@
     X(NODE_MAXPOOL, node_kind_maxpool) \
     X(NODE_AVGPOOL, node_kind_avgpool) \
     X(NODE_LINEAR, node_kind_linear)   \
-    X(NODE_BLUR, node_kind_blur)
+    X(NODE_BLUR, node_kind_blur)       \
+    X(NODE_ACT, node_kind_act)         \
+    X(NODE_MUL, node_kind_mul)         \
+    X(NODE_DROPOUT, node_kind_dropout) \
+    X(NODE_STOCHASTIC_DEPTH, node_kind_stochastic_depth)
 
 #define NODE_KIND_ENUM(e, rec) e,
 typedef enum { NODE_KINDS(NODE_KIND_ENUM) NODE_KIND_COUNT } NodeKind;
@@ -40,35 +44,48 @@ typedef enum { NODE_KINDS(NODE_KIND_ENUM) NODE_KIND_COUNT } NodeKind;
 
 /* X(ENUM, file key, JSON type, NetNode member): the fields of a node in a network file beyond
  * "name", "kind" and "in", in the order of the "fields" list in messages. Two keys may fill one
- * member (a convolution's out_channels and a linear layer's out_features are both `out`). */
-#define NET_FIELDS(X)                                             \
-    X(F_OUT_CHANNELS, "out_channels", NET_FIELD_NUMBER, out)      \
-    X(F_KERNEL, "kernel", NET_FIELD_NUMBER, k)                    \
-    X(F_STRIDE, "stride", NET_FIELD_NUMBER, stride)               \
-    X(F_PADDING, "padding", NET_FIELD_NUMBER, pad)                \
+ * member (a convolution's out_channels and a linear layer's out_features are both `out`; an
+ * add's residual and a mul's scale are both `in2`). A NET_FIELD_REAL member is a float, a
+ * NET_FIELD_CHOICE one an int holding the index of its name (net_field_choices). */
+#define NET_FIELDS(X)                                               \
+    X(F_OUT_CHANNELS, "out_channels", NET_FIELD_NUMBER, out)        \
+    X(F_KERNEL, "kernel", NET_FIELD_NUMBER, k)                      \
+    X(F_STRIDE, "stride", NET_FIELD_NUMBER, stride)                 \
+    X(F_PADDING, "padding", NET_FIELD_NUMBER, pad)                  \
+    X(F_GROUPS, "groups", NET_FIELD_NUMBER, groups)                 \
+    X(F_DILATION, "dilation", NET_FIELD_NUMBER, dilation)           \
+    X(F_BIAS, "bias", NET_FIELD_BOOL, bias)                         \
     X(F_ZERO_INIT, "zero_init_residual", NET_FIELD_BOOL, zero_init) \
-    X(F_RESIDUAL, "residual", NET_FIELD_INPUT, in2)               \
+    X(F_EPS, "eps", NET_FIELD_REAL, eps)                            \
+    X(F_MOMENTUM, "momentum", NET_FIELD_REAL, momentum)             \
+    X(F_RESIDUAL, "residual", NET_FIELD_INPUT, in2)                 \
+    X(F_SCALE, "scale", NET_FIELD_INPUT, in2)                       \
+    X(F_FUNCTION, "function", NET_FIELD_CHOICE, fn)                 \
+    X(F_SLOPE, "negative_slope", NET_FIELD_REAL, slope)             \
+    X(F_P, "p", NET_FIELD_REAL, p)                                  \
     X(F_OUT_FEATURES, "out_features", NET_FIELD_NUMBER, out)
 
 #define NET_FIELD_ENUM(e, key, type, member) e,
 typedef enum { F_NONE = -1, NET_FIELDS(NET_FIELD_ENUM) NET_FIELD_COUNT } NetField;
 #undef NET_FIELD_ENUM
 
-typedef enum { NET_FIELD_NUMBER, NET_FIELD_BOOL, NET_FIELD_INPUT } NetFieldType;
+typedef enum { NET_FIELD_NUMBER, NET_FIELD_BOOL, NET_FIELD_INPUT, NET_FIELD_REAL, NET_FIELD_CHOICE } NetFieldType;
 
 /* A field a kind takes. A number's default is `def`, or the kernel / def_kernel_div when that is
- * nonzero (a convolution's padding is kernel/2); `min` is checked when the file gives it. */
+ * nonzero (a convolution's padding is kernel/2), a real's `rdef`; `min` (numbers) and
+ * rmin..rmax (reals) are checked when the file gives them. */
 typedef struct {
     NetField field;
     int need;              /* the file must give it */
     int def;
     int def_kernel_div;
     int min;
-    int write_always;      /* --print_model writes it even at its default (else only when nonzero) */
+    float rdef, rmin, rmax;
+    int write_always;      /* --print_model writes it even at its default (else only when it differs) */
     const char *def_doc;   /* the default as docs/networks.md says it ("kernel/2"); NULL: none */
 } NetFieldSpec;
 
-#define NODE_MAX_FIELDS 4
+#define NODE_MAX_FIELDS 8
 
 /* Sizes past these are refused: every buffer is sized from them, in size_t, and C*H*W must
  * stay far below 2^31 per image for the kernels' int arithmetic. */
@@ -105,8 +122,9 @@ typedef struct NodeKindDef {
     /* The output's shape into n->C, H, W, which hold the first input's on entry; in2 is the
      * second input (inputs == 2) with its shape. Returns 0, or -1 through node_err. */
     int (*shape)(struct NetNode *n, const struct NetNode *in2, const NetCheck *c);
-    /* 1 when the backend has the operations this kind needs; NULL: every backend has them */
-    int (*backend_has)(const struct Backend *be);
+    /* 1 when the backend has the operations this node needs (its fields may matter: a
+     * convolution's groups); NULL: every backend has them */
+    int (*backend_has)(const struct Backend *be, const struct NetNode *n);
     /* Its tensors into the layouts (table order = state_dict order), and any Backend state of
      * the step (a convolution's primitives). NULL: none. */
     void (*layout)(const struct Backend *be, const struct NetNode *n, struct ModelStep *st, struct Layout *params,
@@ -140,9 +158,18 @@ int node_kind_parse(const char *name);
 const char *net_field_key(NetField f);
 NetFieldType net_field_type(NetField f);
 const NetFieldSpec *node_kind_field(int k, NetField f);
-/* The member of n that field f fills. */
+/* The member of n that field f fills: an int, or a float for a NET_FIELD_REAL field. */
 int *net_field_member(struct NetNode *n, NetField f);
 const int *net_field_member_const(const struct NetNode *n, NetField f);
+float *net_field_real(struct NetNode *n, NetField f);
+float net_field_real_const(const struct NetNode *n, NetField f);
+/* The names a NET_FIELD_CHOICE field takes, in the order of their indices, and how many; the
+ * index of `name`, or -1; the list for messages ("relu6, hardswish, ..."). */
+const char *const *net_field_choices(NetField f, int *n);
+int net_field_choice_parse(NetField f, const char *name);
+const char *net_field_choice_list(NetField f);
+/* Every field kind k takes set to its default in n (netspec_node does it for a new node). */
+void node_kind_defaults(int k, struct NetNode *n);
 
 /* "conv, bn, relu, ..." and "name, kind, in, out_channels, ...": the lists messages give. */
 const char *node_kind_list(void);

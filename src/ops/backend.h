@@ -69,6 +69,23 @@ static inline int conv_shape_valid(const ConvShape *s) {
            n.dilation > 0 && n.C_in % n.groups == 0 && n.C_out % n.groups == 0;
 }
 
+/* The activation functions of an "act" node (torchvision's modules): X(ENUM, name in network
+ * files). ReLU is a kind of its own, which the executor fuses into the batch norm before it. */
+#define ACT_FNS(X)                   \
+    X(ACT_RELU6, "relu6")            \
+    X(ACT_HARDSWISH, "hardswish")    \
+    X(ACT_HARDSIGMOID, "hardsigmoid") \
+    X(ACT_SILU, "silu")              \
+    X(ACT_SIGMOID, "sigmoid")        \
+    X(ACT_GELU, "gelu")              \
+    X(ACT_GELU_TANH, "gelu_tanh")    \
+    X(ACT_TANH, "tanh")              \
+    X(ACT_LEAKY_RELU, "leaky_relu")
+
+#define ACT_FN_ENUM(e, name) e,
+typedef enum { ACT_FNS(ACT_FN_ENUM) ACT_FN_COUNT } ActFn;
+#undef ACT_FN_ENUM
+
 typedef struct Backend {
     const char *name;
     int on_device;                  /* memory is not addressable by the host */
@@ -129,6 +146,24 @@ typedef struct Backend {
     /* ops_cpu.h's blur3: forward, and backward (it is its own adjoint); NULL on a backend
      * without it */
     void (*blur)(const float *x, float *y, int N, int H, int W, int C);
+    /* y = f(x) over n activations, f one of ActFn (slope: leaky_relu's negative slope), and
+     * dx = dy * f'(x) (overwritten), as PyTorch's functions and their autograd formulas. NULL on
+     * a backend without them; so are the operations below up to linear_forward. */
+    void (*act_forward)(int fn, float slope, const float *x, float *y, size_t n);
+    void (*act_backward)(int fn, float slope, const float *x, const float *dy, float *dx, size_t n);
+    /* Squeeze-excitation's gate: y[n,p,c] = x[n,p,c] * s[n,c] over N images of HW pixels; and
+     * its backward, dx = dy * s and ds[n,c] = sum over p of dy * x (both overwritten). */
+    void (*mul_forward)(const float *x, const float *s, float *y, int N, int HW, int C);
+    void (*mul_backward)(const float *x, const float *s, const float *dy, float *dx, float *ds, int N, int HW,
+                         int C);
+    /* Dropout: keep[i] = 1 with probability 1 - p, drawn from (key, i) alone (rng.h's
+     * rng_hash_uniform), so the mask depends on no thread count; y = keep ? x * (1 / (1 - p)) : 0
+     * (zeros when p is 1). The backward is dropout_apply on dy with the same keep. */
+    void (*dropout_mask)(uint8_t *keep, size_t n, float p, uint64_t key);
+    void (*dropout_apply)(const float *x, const uint8_t *keep, float *y, size_t n, float p);
+    /* Stochastic depth ("row"): y[n, :] = x[n, :] * s[n] over N images of `per` values, s in
+     * backend memory; forward and backward alike. */
+    void (*sample_scale)(const float *x, const float *s, float *y, int N, size_t per);
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int N, int I, int O);

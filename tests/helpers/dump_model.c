@@ -117,6 +117,35 @@ static void write_pool_args(hid_t file, const Model *m, int step, int micro) {
     }
 }
 
+/* The dropout and stochastic-depth masks of the last training forward, in order, those that
+ * dropped anything: a dropout's keep flags as 0/1 [N, H, W, C], a stochastic depth's factor per
+ * image [N]; PyTorch's side replays them in the order its modules run. */
+static void write_noise(hid_t file, const Model *m, int step, int micro) {
+    const int n = model_noise_count(m);
+    int k_out = 0;
+    for (int k = 0; k < n; k++) {
+        NodeKind kind;
+        int H, W, C;
+        const void *mask = model_noise_mask(m, k, &kind, &H, &W, &C);
+        if (!mask) continue;
+        const size_t N = (size_t)m->last_N, cnt = kind == NODE_DROPOUT ? N * H * W * C : N;
+        float *h = mallocCheck(cnt * sizeof(float));
+        if (kind == NODE_DROPOUT) {
+            uint8_t *keep = mallocCheck(cnt);
+            m->be->download(keep, mask, cnt);
+            for (size_t i = 0; i < cnt; i++) h[i] = keep[i];
+            free(keep);
+        } else {
+            m->be->download(h, mask, cnt * sizeof(float));
+        }
+        hsize_t dims[4] = {(hsize_t)N, (hsize_t)H, (hsize_t)W, (hsize_t)C};
+        char name[64];
+        snprintf_check(name, sizeof name, "noise/step%d/%03d", step, micro * n + k_out++);
+        write_f32(file, name, h, kind == NODE_DROPOUT ? 4 : 1, dims);
+        free(h);
+    }
+}
+
 static void write_tensors(hid_t file, const char *group, const TensorInfo *info, int n, const float *base) {
     /* base is host memory */
     for (int i = 0; i < n; i++) {
@@ -132,13 +161,17 @@ static void write_tensors(hid_t file, const char *group, const TensorInfo *info,
  * micro-batch a training forward whose loss gradient is scaled by 1/accum and a backward that
  * adds into them. logits (host, or NULL) gets the accum forwards' logits; returns the mean
  * loss of the micro-batches, as the trainer logs it. */
+static uint64_t g_seed;   /* --seed: the noise of the training forwards, as train.c draws it */
+
 static float step_gradients(hid_t f, Model *run, int step, const float *xb, const int *yb, int N, int accum,
                             float *logits) {
     const size_t img = (size_t)run->image_size * run->image_size * 3, nl = (size_t)N * run->num_classes;
     model_zero_grad(run);
     for (int j = 0; j < accum; j++) {
+        model_set_noise(run, g_seed, (uint64_t)step, 0, j);
         model_forward_train(run, xb + (size_t)j * N * img, yb + (size_t)j * N, N, 1.0f / (float)accum);
         write_masks(f, run, step, j);
+        write_noise(f, run, step, j);
         write_pool_args(f, run, step, j);
         model_backward(run);
         if (logits) run->be->download(logits + (size_t)j * nl, run->logits, nl * sizeof(float));
@@ -198,6 +231,7 @@ int main(int argc, char **argv) {
     m.width = width;
     m.blocks = blocks;
     model_init_weights(&m, (uint64_t)seed);
+    g_seed = (uint64_t)seed;
     if (init_from) {   /* the weights of the file as they are (--init_from), BN included */
         char note[1400];
         if (init_from_file(&m, init_from, note, sizeof note, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);

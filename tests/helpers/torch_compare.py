@@ -14,7 +14,9 @@ use_buffers=True) and the EMA average (get_ema_multi_avg_fn(D) where PyTorch has
 avg_fn = D * e + (1 - D) * p), update_parameters after every ema_every-th step, and every
 tensor of the average, num_batches_tracked included, must agree to --ema_tol.
 ddptrain's ReLU masks are replayed (MaskedReLU), and so are its max pools' choices of input
-pixel where PyTorch's choice differs only by round-off (ReplayF.max_pool).
+pixel where PyTorch's choice differs only by round-off (ReplayF.max_pool). Its dropout and
+stochastic-depth masks are replayed too (ReplayDropout, ReplayStochasticDepth: torchvision's
+modules with ddptrain's draws, in the order the modules run); their rates are tested apart.
 A dump of a network of --use_blurpool (arch NAME-blurpool) runs PyTorch's NAME with
 blurpool_torch.apply_blurpool (--set blurpool=0: without, for a check that must fail).
 A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
@@ -131,14 +133,78 @@ class ReplayMaxPool(torch.nn.Module):
         return REPLAY.max_pool(x, self.pool)
 
 
+class NoiseReplay:
+    """ddptrain's dropout and stochastic-depth masks of one step, in the order they were drawn."""
+
+    def __init__(self):
+        self.masks = None
+        self.used = 0
+
+    def replay(self, group):
+        self.masks = iter([torch.from_numpy(np.array(group[n])) for n in sorted(group.keys())]) if group else iter([])
+
+    def next(self, what, shape):
+        try:
+            m = next(self.masks)
+        except StopIteration:
+            raise ShapeMismatch(f"a {what} runs here that dropped nothing in ddptrain")
+        if tuple(m.shape) != shape:
+            raise ShapeMismatch(f"a {what}'s mask is {tuple(m.shape)} in ddptrain, {shape} here")
+        self.used += 1
+        return m
+
+
+NOISE = NoiseReplay()
+
+
+class ReplayDropout(torch.nn.Module):
+    """nn.Dropout(p) with ddptrain's keep flags: x * keep / (1 - p), as F.dropout scales."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        keep = NOISE.next("dropout", (x.shape[0], *x.shape[2:], x.shape[1]) if x.dim() == 4 else
+                          (x.shape[0], 1, 1, x.shape[1]))
+        keep = keep.permute(0, 3, 1, 2).reshape(x.shape) if x.dim() == 4 else keep.reshape(x.shape)
+        if self.p == 1.0:
+            return x * 0.0
+        return x * (keep / (1.0 - self.p))
+
+
+class ReplayStochasticDepth(torch.nn.Module):
+    """torchvision.ops.StochasticDepth(p, "row") with ddptrain's factor per image."""
+
+    def __init__(self, p):
+        super().__init__()
+        self.p = p
+
+    def forward(self, x):
+        if not self.training or self.p == 0.0:
+            return x
+        s = NOISE.next("stochastic depth", (x.shape[0],))
+        return x * s.view(-1, *([1] * (x.dim() - 1)))
+
+
 def replay_choices(model):
-    """torchvision's ReLU and MaxPool2d modules replaced by the replaying ones."""
+    """torchvision's ReLU and MaxPool2d modules replaced by the replaying ones, and its Dropout
+    and StochasticDepth modules by ones that replay ddptrain's draws."""
+    from torchvision.ops import StochasticDepth
     for mod in list(model.modules()):
         for name, child in list(mod.named_children()):
             if isinstance(child, torch.nn.ReLU):
                 setattr(mod, name, ReplayReLU())
             elif isinstance(child, torch.nn.MaxPool2d):
                 setattr(mod, name, ReplayMaxPool(child))
+            elif isinstance(child, torch.nn.Dropout):
+                setattr(mod, name, ReplayDropout(child.p))
+            elif isinstance(child, StochasticDepth):
+                if child.mode != "row":
+                    raise ShapeMismatch(f"StochasticDepth mode {child.mode}")
+                setattr(mod, name, ReplayStochasticDepth(child.p))
 
 
 def rel_err(a, b):
@@ -269,7 +335,8 @@ def main():
 
     def step_gradients(step):
         """Gradient accumulation: the mean loss over the micro-batches, as a sum of loss/K."""
-        REPLAY.replay(f[f"masks/step{step}"], f.get(f"pools/step{step}"))
+        REPLAY.replay(f.get(f"masks/step{step}", {}), f.get(f"pools/step{step}"))
+        NOISE.replay(f.get(f"noise/step{step}"))
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
             out = model(xj)
@@ -277,6 +344,8 @@ def main():
             (loss / accum).backward()
             logits.append(out.detach())
             losses.append(loss.item())
+        if next(NOISE.masks, None) is not None:
+            raise ShapeMismatch("ddptrain dropped values in more places than run here")
         return torch.cat(logits), float(np.mean(losses))
 
     results = []
