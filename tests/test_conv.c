@@ -9,7 +9,7 @@
  * weight gradient accumulated onto a random start twice. Every comparison reports
  * max|got - want| / max|want| and checks that scaling the largest expected element of `got` by
  * 1.01 exceeds the tolerance, so that the tolerance can fail. Results must be the same bits on
- * 1 and 2 threads. Exit status 0 when everything passes. */
+ * 1, 2 and 3 threads. Exit status 0 when everything passes. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -117,22 +117,27 @@ static void test_case(const Case *t, int via) {
     snprintf(name, sizeof name, "dw += twice %s", tag);
     check(name, dw, want, nw, 1e-5);
 
-    /* the same bits on 1 and 2 threads, and after the weights changed */
+    /* the same bits on 1, 2 and 3 threads, and after the weights changed */
     for (size_t i = 0; i < nw; i++) w[i] = -0.5f * w[i] + 0.01f;
     conv2d_weights_changed(&c);
     float *y1 = falloc(ny), *dx1 = falloc(nx), *dw1 = falloc(nw), *y2 = falloc(ny), *dx2 = falloc(nx), *dw2 = falloc(nw);
     omp_set_num_threads(1);
     run_fwd(via, &c, N, H, W, x, w, y1, ws);
     run_bwd(via, &c, N, H, W, x, w, dy, dx1, dw1, ws);
-    omp_set_num_threads(2);
-    run_fwd(via, &c, N, H, W, x, w, y2, ws);
-    run_bwd(via, &c, N, H, W, x, w, dy, dx2, dw2, ws);
+    int same = 1;
+    for (int threads = 3; threads >= 2; threads--) {   /* 3: an uneven split */
+        omp_set_num_threads(threads);
+        memset(dw2, 0, nw * sizeof(float));
+        run_fwd(via, &c, N, H, W, x, w, y2, ws);
+        run_bwd(via, &c, N, H, W, x, w, dy, dx2, dw2, ws);
+        same &= !memcmp(y1, y2, ny * sizeof(float)) && !memcmp(dx1, dx2, nx * sizeof(float)) &&
+                !memcmp(dw1, dw2, nw * sizeof(float));
+    }
     conv2d_reference_forward(&c, N, H, W, x, w, y_ref);
     snprintf(name, sizeof name, "fwd after weights_changed %s", tag);
     check_ff(name, y2, y_ref, ny, 1e-5);
-    snprintf(name, sizeof name, "same bits on 1 and 2 threads %s", tag);
-    check_true(name, !memcmp(y1, y2, ny * sizeof(float)) && !memcmp(dx1, dx2, nx * sizeof(float)) &&
-                     !memcmp(dw1, dw2, nw * sizeof(float)));
+    snprintf(name, sizeof name, "same bits on 1, 2 and 3 threads %s", tag);
+    check_true(name, same);
 
     /* the bias after the convolution: y + b, and db += sum of dy */
     if (via == VIA_SELECTED) {
@@ -151,10 +156,10 @@ static void test_case(const Case *t, int via) {
         bias_grad(dy, db, M, t->Co);
         snprintf(name, sizeof name, "bias_grad += %s", tag);
         check(name, db, db_want, (size_t)t->Co, 1e-6);
-        omp_set_num_threads(1);
+        omp_set_num_threads(3);
         bias_grad(dy, db1, M, t->Co);
         omp_set_num_threads(2);
-        snprintf(name, sizeof name, "bias_grad same bits on 1 and 2 threads %s", tag);
+        snprintf(name, sizeof name, "bias_grad same bits on 2 and 3 threads %s", tag);
         check_true(name, !memcmp(db, db1, (size_t)t->Co * sizeof(float)));
         free(yb); free(db_want); free(db); free(db1);
     }
@@ -253,6 +258,9 @@ int main(int argc, char **argv) {
         { 8, 8, 3, 2, 3, 2, 3, 3, 13, 11 },        /* dilation 3, grouped, strided */
         { 3, 16, 3, 1, 1, 1, 1, 2, 8, 8 },         /* dense, as before */
         { 32, 32, 3, 1, 0, 32, 1, 1, 5, 5 },       /* depthwise without padding */
+        { 96, 96, 3, 1, 1, 96, 1, 8, 32, 32 },     /* depthwise at a MobileNet size: */
+        { 96, 96, 3, 2, 1, 96, 1, 8, 32, 32 },     /* oneDNN's kernels split the batch */
+        { 96, 96, 5, 1, 2, 96, 1, 8, 32, 32 },     /* among the threads here */
     };
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int via = 0; via < 3; via++) test_case(&cases[i], via);

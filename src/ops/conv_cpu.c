@@ -2,8 +2,9 @@
 /* conv_cpu.c - see conv_cpu.h.
  *
  * Convolutions go through oneDNN when it is available (HAVE_DNNL), with winograd.c's
- * F(4x4, 3x3) taking the 3x3 stride-1 convs where it measured faster, and through the direct
- * loops of the reference path otherwise. Every result depends only on the data and the
+ * F(4x4, 3x3) taking the 3x3 stride-1 convs and depthwise.c the depthwise convs where they
+ * measured faster, and through the direct loops of the reference path otherwise. A grouped
+ * convolution's weights are oneDNN's GOIHW, a dilated one's descriptors its dilated ones. Every result depends only on the data and the
  * shapes, never on the number of threads or their scheduling: a resumed run reproduces bit for
  * bit. */
 #include "build_config.h"
@@ -34,7 +35,7 @@ static inline size_t widx(const ConvShape *sh, int co, int cl, int kh, int kw) {
 
 void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
                               const float *w, float *y) {
-    const ConvShape *sh = &c->shape;
+    const ConvShape shn = conv_shape_norm(&c->shape), *sh = &shn;   /* a Conv2d not from conv2d_init too */
     const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
     const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, d = sh->dilation;
     const int Cig = Ci / sh->groups, Cog = Co / sh->groups;
@@ -65,7 +66,7 @@ void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float 
 
 void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
                                const float *w, const float *dy, float *dx, float *dw) {
-    const ConvShape *sh = &c->shape;
+    const ConvShape shn = conv_shape_norm(&c->shape), *sh = &shn;
     const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
     const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, s = sh->stride, p = sh->pad, d = sh->dilation;
     const int Cig = Ci / sh->groups, Cog = Co / sh->groups;
@@ -640,14 +641,43 @@ static void wino_free(ConvImpl *im) {
     }
 }
 
-/* ---- depthwise.c for the depthwise convs --------------------------------------------------
- * DW_RULE_PLACEHOLDER */
+/* ---- depthwise.c for the depthwise convs ---------------------------------------------------
+ * oneDNN 2.6's depthwise kernels (brdgmm_dw on AVX-512, jit_dw on AVX2) are fast at 3x3, but
+ * their backward at 5x5 is several times slower than depthwise.c's; depthwise.c also wins
+ * narrowly at 3x3 stride 2 on the larger images. Both give the same bits on any thread count.
+ * tests/test_conv --bench -t 1, N=32, ms for forward + backward (dx and dw), on the Intel Xeon
+ * (AVX-512, no bf16) of 2 cores that other jobs shared, 1 thread (2-thread timings there waited
+ * out whole time slices of the other jobs: multiples of 4 ms, whichever kernel ran):
+ *                        AVX-512: oneDNN  depthwise.c     AVX2: oneDNN  depthwise.c
+ *     96@64x64 k3 s1              41.5     54.4                 58.0     56.7
+ *     96@64x64 k3 s2              26.6     25.4                 29.9     25.8
+ *     96@64x64 k5 s1             222.7    120.6                162.2    117.9
+ *     96@64x64 k5 s2              74.1     37.4                 47.6     38.8
+ *    144@32x32 k3 s1              14.4     18.0                 18.3     19.6
+ *    144@32x32 k3 s2               6.6      6.4                  9.1      8.9
+ *    144@32x32 k5 s1              58.9     39.2                 48.3     38.1
+ *    144@32x32 k5 s2              25.1     11.6                 15.5     12.7
+ *    240@16x16 k3 s1               4.5      6.3                  4.9      6.5
+ *    240@16x16 k3 s2               2.0      2.1                  2.4      2.1
+ *    240@16x16 k5 s1              22.4     14.6                 25.4     23.1
+ *    240@16x16 k5 s2              10.9      4.6                  9.5      4.5
+ *    480@ 8x8  k3 s1               1.8      2.4                  1.5      2.5
+ *    480@ 8x8  k3 s2               0.8      1.0                  0.7      0.9
+ *    480@ 8x8  k5 s1              14.4      6.0                 15.1      6.5
+ *    480@ 8x8  k5 s2               7.4      2.1                  4.8      2.0
+ *    960@ 4x4  k3 s1               0.7      1.4                  0.7      1.3
+ *    960@ 4x4  k3 s2               0.3      0.7                  0.3      0.7
+ *    960@ 4x4  k5 s1              11.3      2.9                 32.8      3.9
+ *    960@ 4x4  k5 s2               7.9      1.6                 25.1      1.5
+ * So depthwise.c takes the kernels of 5 and more, and the 3x3 stride-2 ones on images of 32x32
+ * and more; oneDNN the rest (and every depthwise conv with a channel multiplier).
+ * conv2d_use_own_depthwise(0) turns this path off. */
 static int dw_selected(const Conv2d *c, int N, int H, int W) {
     const ConvShape *sh = &c->shape;
     const ConvImpl *im = c->impl;
-    (void)N; (void)H; (void)W;
+    (void)N;
     if (!im->own_depthwise || !depthwise_applies(sh)) return 0;
-    return 1;
+    return sh->k >= 5 || (sh->k == 3 && sh->stride >= 2 && H * W >= 32 * 32);
 }
 
 static const char *dw_name(Conv2d *c) {
