@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kind_conv.c - the "conv" node: a convolution without bias (a batch norm follows it), as
- * nn.Conv2d(bias=False), its weight OIHW in the flat parameter buffer (node_kind.h). */
+/* kind_conv.c - the "conv" node: nn.Conv2d, its weight [C_out, C_in/groups, k, k] (OIHW) in the
+ * flat parameter buffer (node_kind.h), then its bias when it has one. Grouped (depthwise when
+ * groups is the input's channel count) and dilated convolutions need a backend with
+ * conv_grouped, a bias one with bias_add and bias_grad. */
 #include <math.h>
 
 #include "base/rng.h"
@@ -10,35 +12,79 @@ static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
     (void)in2;
     if (n->out < 1 || n->out > NET_MAX_CHANNELS)
         return node_err(c, n, "out_channels", "%d is not in 1..%d", n->out, NET_MAX_CHANNELS);
-    if (n->pad < 0 || n->pad >= n->k)
-        return node_err(c, n, "padding", "%d is not in 0..%d (below the kernel size)", n->pad, n->k - 1);
-    if (node_window(n, n->H, n->W, c)) return -1;
+    if (n->groups < 1 || n->C % n->groups || n->out % n->groups)
+        return node_err(c, n, "groups", "%d does not divide both the %d input and the %d output channels", n->groups,
+                        n->C, n->out);
+    if (n->dilation < 1 || n->dilation > NET_MAX_KERNEL)
+        return node_err(c, n, "dilation", "%d is not in 1..%d", n->dilation, NET_MAX_KERNEL);
+    /* the padding stays below the window's span, as for an undilated kernel of that size */
+    const int span = n->dilation * (n->k - 1) + 1;
+    if (n->k >= 1 && n->k <= NET_MAX_KERNEL && (n->pad < 0 || n->pad >= span))
+        return node_err(c, n, "padding", "%d is not in 0..%d (below the kernel's span)", n->pad, span - 1);
+    const int H = n->H, W = n->W;
+    if (node_window(n, H, W, c)) return -1;
+    n->H = window_out_size_dilated(H, n->k, n->dilation, n->stride, n->pad);
+    n->W = window_out_size_dilated(W, n->k, n->dilation, n->stride, n->pad);
+    if (n->H < 1 || n->W < 1)
+        return node_err(c, n, "dilation", "a %dx%d window of dilation %d (%d pixels across) at stride %d with padding "
+                        "%d leaves no pixels of the %dx%d input", n->k, n->k, n->dilation, span, n->stride, n->pad, H,
+                        W);
     n->C = n->out;
     return 0;
 }
 
+static int conv_backend_has(const Backend *be, const NetNode *n) {
+    if ((n->groups > 1 || n->dilation > 1) && !be->conv_grouped) return 0;
+    return !n->bias || (be->bias_add && be->bias_grad);
+}
+
+static int conv_has_bias(const Model *m, const ModelStep *st) { return m->net.node[st->node].bias; }
+
 static void conv_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)B; (void)NB;
-    const ConvShape shape = {.C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad};
+    const ConvShape shape = {.C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad,
+                             .groups = n->groups, .dilation = n->dilation};
     be->conv2d_init(&st->conv, &shape);
-    st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in, n->k, n->k);
+    st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in / n->groups, n->k, n->k);
+    if (n->bias) st->b_off = layout_add(P, n->name, "bias", TENSOR_CONV_BIAS, -1, 1, n->C, 0, 0, 0);
 }
 
 static void conv_release(const Backend *be, ModelStep *st) { be->conv2d_free(&st->conv); }
 
+static int conv_groups(const ModelStep *st) { return st->conv.shape.groups > 1 ? st->conv.shape.groups : 1; }
+
+/* torchvision's initialisations. PyTorch's fan_out of a [C_out, C_in/groups, k, k] weight is
+ * C_out k k whatever the groups; RegNet's __init__ divides by them itself. */
 static void conv_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
     (void)buffers;
-    const size_t fan_in = (size_t)st->C_in * st->k * st->k;
+    const size_t kk = (size_t)st->k * st->k, fan_in = (size_t)st->C_in / conv_groups(st) * kk;
     const size_t n = (size_t)st->C * fan_in;
-    if (m->net.init == NET_INIT_RESNET)   /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
-        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->k * st->k)));
-    else                                  /* kaiming_uniform_(a=sqrt(5)): bound 1/sqrt(fan_in) */
-        rng_fill_uniform(r, params + st->w_off, n, 1.0f / sqrtf((float)fan_in));
+    const int bias = conv_has_bias(m, st);
+    switch (m->net.init) {
+    case NET_INIT_RESNET:        /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+    case NET_INIT_MOBILENET:     /* kaiming_normal_(mode="fan_out"): leaky_relu of slope 0, the same gain */
+    case NET_INIT_EFFICIENTNET:  /* likewise */
+    case NET_INIT_MNASNET:       /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
+        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * kk)));
+        break;
+    case NET_INIT_REGNET:        /* normal_(0, sqrt(2 / fan_out)), fan_out = k k C_out / groups */
+        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)(kk * st->C / conv_groups(st))));
+        break;
+    default: {                   /* nn.Conv2d's reset_parameters: kaiming_uniform_(a=sqrt(5)), bound 1/sqrt(fan_in) */
+        const float bound = 1.0f / sqrtf((float)fan_in);
+        rng_fill_uniform(r, params + st->w_off, n, bound);
+        if (bias) rng_fill_uniform(r, params + st->b_off, (size_t)st->C, bound);   /* the same bound */
+        return;
+    }
+    }
+    if (bias)   /* zeros in every torchvision family */
+        for (int i = 0; i < st->C; i++) params[st->b_off + i] = 0.0f;
 }
 
 static void conv_node_forward(Model *m, ModelStep *st, int N, int train) {
     (void)train;
     m->be->conv2d_forward(&st->conv, N, st->H_in, st->W_in, model_value(m, st->in), m->params + st->w_off, st->y);
+    if (conv_has_bias(m, st)) m->be->bias_add(st->y, m->params + st->b_off, (size_t)N * st->H * st->W, st->C);
 }
 
 /* The image needs no gradient: dx is NULL there, and the kernel skips backward-data. */
@@ -46,28 +92,38 @@ static void conv_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     Model *m = s->m;
     GradOut g = {-1, 0, 0};
     float *dx = st->in >= 0 ? grad_begin(s, st->in, &g) : NULL;
-    if (!s->dry)
+    if (!s->dry) {
+        if (conv_has_bias(m, st)) m->be->bias_grad(dy, m->grads + st->b_off, (size_t)N * st->H * st->W, st->C);
         m->be->conv2d_backward(&st->conv, N, st->H_in, st->W_in, model_value(m, st->in), m->params + st->w_off, dy, dx,
                                m->grads + st->w_off);
+    }
     if (g.t >= 0) grad_done(s, &g, N);
 }
 
 static void conv_params_changed(const Backend *be, ModelStep *st) { be->conv2d_weights_changed(&st->conv); }
 
-/* As a direct convolution, whichever algorithm the backend picks. */
-static double conv_macs(const ModelStep *st) { return (double)st->H * st->W * st->C * st->C_in * st->k * st->k; }
+/* As a direct convolution, whichever algorithm the backend picks: each output reads C_in/groups
+ * channels. The bias's additions are not counted. */
+static double conv_macs(const ModelStep *st) {
+    return (double)st->H * st->W * st->C * (st->C_in / conv_groups(st)) * st->k * st->k;
+}
 
 const NodeKindDef node_kind_conv = {
     .name = "conv",
-    .doc = "a convolution without bias (a batch norm follows), as `nn.Conv2d(bias=False)`",
-    .tensors = "`NAME.weight`",
+    .doc = "`nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated, with or without "
+           "bias",
+    .tensors = "`NAME.weight` [out, in/groups, k, k], `NAME.bias` with bias",
     .inputs = 1,
     .fields = {{F_OUT_CHANNELS, .need = 1, .write_always = 1},
                {F_KERNEL, .need = 1, .write_always = 1},
                {F_STRIDE, .def = 1, .write_always = 1, .def_doc = "1"},
-               {F_PADDING, .def_kernel_div = 2, .write_always = 1, .def_doc = "kernel/2"}},
-    .n_fields = 4,
+               {F_PADDING, .def_kernel_div = 2, .write_always = 1, .def_doc = "kernel/2"},
+               {F_GROUPS, .def = 1, .min = 1, .def_doc = "1"},
+               {F_DILATION, .def = 1, .min = 1, .def_doc = "1"},
+               {F_BIAS, .def_doc = "false"}},
+    .n_fields = 7,
     .shape = conv_shape,
+    .backend_has = conv_backend_has,
     .layout = conv_layout,
     .release = conv_release,
     .init = conv_init,
