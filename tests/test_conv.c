@@ -9,7 +9,9 @@
  * weight gradient accumulated onto a random start twice. Every comparison reports
  * max|got - want| / max|want| and checks that scaling the largest expected element of `got` by
  * 1.01 exceeds the tolerance, so that the tolerance can fail. Results must be the same bits on
- * 1, 2 and 3 threads. Exit status 0 when everything passes. */
+ * 1, 2 and 3 threads. Exit status 0 when everything passes. `--dump FILE` writes the same
+ * shapes' data and the backend's results (bias included) for tests/helpers/conv_torch.py to
+ * compare with PyTorch's conv2d. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -230,14 +232,54 @@ static void bench(int N, int threads, int only_C) {
     conv2d_use_own_depthwise(1);
 }
 
+/* ---- --dump FILE: the backend's results for tests/helpers/conv_torch.py ---- */
+
+/* Per case: int32 C_in, C_out, k, stride, pad, groups, dilation, N, H, W; then float32 x
+ * (NHWC), w, b, dy (NHWC), and the backend's y = conv + b, dx, dw, db (the gradients from zero). */
+static void dump(const char *path, const Case *cases, size_t n) {
+    FILE *f = fopen(path, "wb");
+    CHECK(f != NULL);
+    for (size_t i = 0; i < n; i++) {
+        const Case *t = &cases[i];
+        const ConvShape shape = { .C_in = t->Ci, .C_out = t->Co, .k = t->k, .stride = t->s, .pad = t->p,
+                                  .groups = t->g, .dilation = t->d };
+        Conv2d c;
+        conv2d_init(&c, &shape);
+        const int N = t->N, H = t->H, W = t->W, Ho = conv_out_size(&c.shape, H), Wo = conv_out_size(&c.shape, W);
+        const size_t nx = (size_t)N * H * W * t->Ci, nw = (size_t)t->Co * (t->Ci / c.shape.groups) * t->k * t->k;
+        const size_t ny = (size_t)N * Ho * Wo * t->Co, M = (size_t)N * Ho * Wo;
+        float *x = frand(nx, 1.0), *w = frand(nw, 0.3), *b = frand((size_t)t->Co, 1.0), *dy = frand(ny, 1.0);
+        float *y = falloc(ny), *dx = falloc(nx), *dw = falloc(nw), *db = falloc((size_t)t->Co);
+        conv2d_forward(&c, N, H, W, x, w, y);
+        bias_add(y, b, M, t->Co);
+        bias_grad(dy, db, M, t->Co);
+        conv2d_backward(&c, N, H, W, x, w, dy, dx, dw);
+        const int hdr[10] = { t->Ci, t->Co, t->k, t->s, t->p, c.shape.groups, c.shape.dilation, N, H, W };
+        CHECK(fwrite(hdr, sizeof hdr, 1, f) == 1);
+        const float *arr[8] = { x, w, b, dy, y, dx, dw, db };
+        const size_t len[8] = { nx, nw, (size_t)t->Co, ny, ny, nx, nw, (size_t)t->Co };
+        for (int a = 0; a < 8; a++) CHECK(fwrite(arr[a], sizeof(float), len[a], f) == len[a]);
+        printf("%d->%d k%d s%d p%d g%d d%d N%d %dx%d: %s\n", t->Ci, t->Co, t->k, t->s, t->p, c.shape.groups,
+               c.shape.dilation, N, H, W, conv2d_impl_name(&c, N, H, W));
+        conv2d_free(&c);
+        free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
+    }
+    CHECK(fclose(f) == 0);
+}
+
 int main(int argc, char **argv) {
     int N = 32, threads = 2, do_bench = 0, only_C = 0;
+    const char *dump_path = NULL;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bench")) do_bench = 1;
         else if (!strcmp(argv[i], "-N") && i + 1 < argc) N = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-C") && i + 1 < argc) only_C = atoi(argv[++i]);
-        else { fprintf(stderr, "usage: test_conv [--bench [-N batch] [-t threads] [-C channels]]\n"); return 2; }
+        else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
+        else {
+            fprintf(stderr, "usage: test_conv [--bench [-N batch] [-t threads] [-C channels] | --dump FILE]\n");
+            return 2;
+        }
     }
     if (do_bench) { bench(N > 0 ? N : 32, threads > 0 ? threads : 2, only_C); return 0; }
     omp_set_num_threads(2);
@@ -262,6 +304,10 @@ int main(int argc, char **argv) {
         { 96, 96, 3, 2, 1, 96, 1, 8, 32, 32 },     /* oneDNN's kernels split the batch */
         { 96, 96, 5, 1, 2, 96, 1, 8, 32, 32 },     /* among the threads here */
     };
+    if (dump_path) {
+        dump(dump_path, cases, sizeof cases / sizeof *cases);
+        return 0;
+    }
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)
         for (int via = 0; via < 3; via++) test_case(&cases[i], via);
     printf("%d of %d checks failed\n", g_failed, g_checks);
