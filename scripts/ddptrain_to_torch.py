@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""Load a ddptrain checkpoint into the PyTorch MiniResNet (or torchvision's resnet18/34/50 for
-a run of --model resnetN; either with FFCV's blur before its strided convolutions for a run of
---use_blurpool, blurpool_torch.py), optionally evaluate it on a dataset
+"""Load a ddptrain checkpoint into the PyTorch MiniResNet (or torchvision's module of the same
+name for a run of one of --model's torchvision builders, resnet18 to efficientnet_v2_l; either
+with FFCV's blur before its strided convolutions for a run of --use_blurpool,
+blurpool_torch.py), optionally evaluate it on a dataset
 directory of shards and/or save a plain PyTorch state_dict.
 
     ddptrain_to_torch.py CKPT.h5 [--ema] [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
@@ -32,7 +33,6 @@ from miniresnet_torch import MiniResNet  # noqa: E402
 from blurpool_torch import apply_blurpool  # noqa: E402
 
 FORMAT = "ddptrain-checkpoint"
-TORCHVISION = ("resnet18", "resnet34", "resnet50")   # --model's built-ins with torchvision's definitions
 BLURPOOL = "-blurpool"   # after the architecture of a run of --use_blurpool
 DEFAULT_MEAN, DEFAULT_STD = 0.5, 0.25
 
@@ -47,6 +47,19 @@ def base_architecture(arch):
     return arch[:-len(BLURPOOL)] if arch.endswith(BLURPOOL) else arch
 
 
+def torchvision_builder(name):
+    """torchvision.models.NAME when torchvision lists it among its models, else None: --model's
+    built-in torchvision networks carry their builder's name, and loading with strict=True
+    checks that the module is the checkpoint's, tensor by tensor."""
+    try:
+        import torchvision
+    except ImportError:
+        return None
+    listed = torchvision.models.list_models() if hasattr(torchvision.models, "list_models") else [
+        n for n in dir(torchvision.models) if n.islower() and not n.startswith("_")]
+    return getattr(torchvision.models, name) if name in listed else None
+
+
 def read_checkpoint(path, group="model"):
     """Returns (meta, state_dict): meta has the root attributes and the train state (and
     has_ema, ema_n_averaged); the state_dict is /model's, or /ema's with group="ema"."""
@@ -59,9 +72,9 @@ def read_checkpoint(path, group="model"):
             raise ValueError(f"{path}: not a ddptrain checkpoint (format attribute is not '{FORMAT}')")
         meta = {k: (_str(v) if isinstance(v, (bytes, np.bytes_, str)) else int(v)) for k, v in f.attrs.items()}
         base = base_architecture(meta.get("architecture"))
-        if base not in TORCHVISION and base != "MiniResNet":
+        if base != "MiniResNet" and not torchvision_builder(base):
             raise ValueError(f"{path}: architecture {meta.get('architecture')!r} is neither MiniResNet nor one of "
-                             f"torchvision's ({', '.join(TORCHVISION)}): a network file's, which has no PyTorch module")
+                             f"torchvision's builders: a network file's, which has no PyTorch module")
         if "train_state" in f:
             for k, v in f["train_state"].items():
                 meta[k] = v[()].tolist()
@@ -88,8 +101,7 @@ def load_model(path, ema=False):
     if base == "MiniResNet":
         model = MiniResNet(meta["width"], meta["blocks"], meta["num_classes"])
     else:
-        import torchvision
-        model = getattr(torchvision.models, base)(num_classes=meta["num_classes"])
+        model = torchvision_builder(base)(num_classes=meta["num_classes"])
     if meta["architecture"].endswith(BLURPOOL):
         apply_blurpool(model)
     model.load_state_dict(sd, strict=True)

@@ -5,7 +5,7 @@
     torch_to_ddptrain.py SOURCE OUT.h5 [--num-classes K] [--seed S]
 
 SOURCE is a file torch.save wrote (a state_dict, or a whole module), or the name of a
-torchvision model (resnet18, resnet34, resnet50) built with its own initialisation from --seed
+torchvision model (resnet18, mobilenet_v3_large, ...) built with its own initialisation from --seed
 (torchvision's pretrained weights are such a file: torch.hub's cache holds them). OUT.h5 gets a
 /model group with one float32 dataset per tensor under its state_dict name (num_batches_tracked
 as int64), the layout of a ddptrain checkpoint's /model. ddptrain loads every tensor whose

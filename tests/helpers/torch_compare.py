@@ -163,6 +163,7 @@ class ReplayDropout(torch.nn.Module):
     def __init__(self, p):
         super().__init__()
         self.p = p
+        self.scaled = True
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
@@ -172,7 +173,7 @@ class ReplayDropout(torch.nn.Module):
         keep = keep.permute(0, 3, 1, 2).reshape(x.shape) if x.dim() == 4 else keep.reshape(x.shape)
         if self.p == 1.0:
             return x * 0.0
-        return x * (keep / (1.0 - self.p))
+        return x * (keep / (1.0 - self.p)) if self.scaled else x * keep
 
 
 class ReplayStochasticDepth(torch.nn.Module):
@@ -181,11 +182,14 @@ class ReplayStochasticDepth(torch.nn.Module):
     def __init__(self, p):
         super().__init__()
         self.p = p
+        self.row = True
 
     def forward(self, x):
         if not self.training or self.p == 0.0:
             return x
         s = NOISE.next("stochastic depth", (x.shape[0],))
+        if not self.row:
+            s = s[:1].expand(x.shape[0])
         return x * s.view(-1, *([1] * (x.dim() - 1)))
 
 
@@ -205,6 +209,50 @@ def replay_choices(model):
                 if child.mode != "row":
                     raise ShapeMismatch(f"StochasticDepth mode {child.mode}")
                 setattr(mod, name, ReplayStochasticDepth(child.p))
+
+
+class SlopedHardsigmoid(torch.nn.Module):
+    """hardsigmoid with another slope: clamp(x * slope + 0.5, 0, 1)."""
+
+    def __init__(self, slope):
+        super().__init__()
+        self.slope = slope
+
+    def forward(self, x):
+        return torch.clamp(x * self.slope + 0.5, 0.0, 1.0)
+
+
+class DenseFromDepthwise(torch.nn.Module):
+    """A depthwise convolution's weights run as a dense one: each output channel's k x k kernel
+    applied to every input channel (what a kernel that ignores the groups would compute)."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.conv = conv
+
+    def forward(self, x):
+        c = self.conv
+        w = c.weight.expand(c.out_channels, c.in_channels, *c.kernel_size)
+        return torch.nn.functional.conv2d(x, w, c.bias, c.stride, c.padding, c.dilation, 1)
+
+
+def wrong_semantics(model, opts, defaults):
+    """The options that change PyTorch's side away from torchvision's definitions (--set), so
+    that a test can see the comparison fail: hardsigmoid's slope, dropout without its 1/(1-p),
+    stochastic depth drawn per batch instead of per image, batch norm's momentum."""
+    for mod in list(model.modules()):
+        for name, child in list(mod.named_children()):
+            if isinstance(child, torch.nn.Hardsigmoid) and opts["hardsigmoid_slope"] != defaults["hardsigmoid_slope"]:
+                setattr(mod, name, SlopedHardsigmoid(opts["hardsigmoid_slope"]))
+            elif isinstance(child, ReplayDropout):
+                child.scaled = bool(opts["dropout_scaled"])
+            elif isinstance(child, ReplayStochasticDepth):
+                child.row = bool(opts["sd_row"])
+            elif isinstance(child, torch.nn.BatchNorm2d) and opts["bn_momentum"] >= 0:
+                child.momentum = opts["bn_momentum"]
+            elif (isinstance(child, torch.nn.Conv2d) and opts["depthwise_dense"] and child.groups > 1 and
+                  child.groups == child.in_channels):
+                setattr(mod, name, DenseFromDepthwise(child))
 
 
 def rel_err(a, b):
@@ -286,7 +334,10 @@ def main():
     accum = int(meta[4]) if len(meta) > 4 else 1
     defaults = {"weight_decay": 1e-4, "nesterov": 0.0, "label_smoothing": 0.0, "no_decay_1d": 0.0,
                 "bn_bias_lr_mult": 1.0, "steps": 3.0, "ema_decay": 0.0, "ema_every": 1.0,
-                "tta": 0.0, "tta_pad_zero": 0.0}
+                "tta": 0.0, "tta_pad_zero": 0.0,
+                # wrong semantics on PyTorch's side, for checks that must fail
+                "hardsigmoid_slope": 1.0 / 6.0, "dropout_scaled": 1.0, "sd_row": 1.0, "bn_momentum": -1.0,
+                "depthwise_dense": 0.0}
     arch = f["arch"][()].decode() if "arch" in f else "miniresnet"
     # a network of --use_blurpool (NAME-blurpool) is PyTorch's NAME with blurpool_torch's blur
     defaults["blurpool"] = float(arch.endswith("-blurpool"))
@@ -324,6 +375,7 @@ def main():
               "only torch:", sorted(names_t - names_c)[:5])
         return 1
     model.load_state_dict(sd)
+    wrong_semantics(model, opts, defaults)   # after the load: it may wrap modules
     tta_results = []
     if "tta_logits" in f:
         tta_results = compare_tta(f, model, opts)
