@@ -18,6 +18,7 @@
 #ifdef HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 
+#include "cpu_isa.h"
 #include "depthwise.h"
 #include "winograd.h"
 #endif
@@ -365,6 +366,7 @@ typedef struct ConvImpl {
     int winograd;   /* g_dnnl.winograd when the conv was initialised */
     int own_winograd;               /* g_dnnl.own_winograd, likewise */
     int own_depthwise;              /* g_dnnl.own_depthwise, likewise */
+    int avx512;                     /* the ISA oneDNN and depthwise.c run is AVX-512 (cpu_isa.h) */
     struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
     char wino_name[32];
     char dw_name[32];
@@ -643,41 +645,44 @@ static void wino_free(ConvImpl *im) {
 
 /* ---- depthwise.c for the depthwise convs ---------------------------------------------------
  * oneDNN 2.6's depthwise kernels (brdgmm_dw on AVX-512, jit_dw on AVX2) are fast at 3x3, but
- * their backward at 5x5 is several times slower than depthwise.c's; depthwise.c also wins
- * narrowly at 3x3 stride 2 on the larger images. Both give the same bits on any thread count.
- * tests/test_conv --bench -t 1, N=32, ms for forward + backward (dx and dw), on the Intel Xeon
- * (AVX-512, no bf16) of 2 cores that other jobs shared, 1 thread (2-thread timings there waited
- * out whole time slices of the other jobs: multiples of 4 ms, whichever kernel ran):
+ * their backward at 5x5 is several times slower than depthwise.c's, and on 64x64 images
+ * depthwise.c is faster at 3x3 stride 2, and on AVX2 at stride 1 too. Both give the same bits
+ * on any thread count (tests/test_conv).
+ * tests/test_conv --bench -t 1 --cpu-time, N=32, ms of CPU time for forward + backward (dx and
+ * dw), on an Intel Xeon (AVX-512, no bf16) of 2 cores that other jobs shared, 1 thread. (Wall
+ * times of 2 threads there were whole time slices of the other jobs, whichever kernel ran:
+ * multiples of 4 ms; CPU time of 1 thread leaves those out.)
  *                        AVX-512: oneDNN  depthwise.c     AVX2: oneDNN  depthwise.c
- *     96@64x64 k3 s1              41.5     54.4                 58.0     56.7
- *     96@64x64 k3 s2              26.6     25.4                 29.9     25.8
- *     96@64x64 k5 s1             222.7    120.6                162.2    117.9
- *     96@64x64 k5 s2              74.1     37.4                 47.6     38.8
- *    144@32x32 k3 s1              14.4     18.0                 18.3     19.6
- *    144@32x32 k3 s2               6.6      6.4                  9.1      8.9
- *    144@32x32 k5 s1              58.9     39.2                 48.3     38.1
- *    144@32x32 k5 s2              25.1     11.6                 15.5     12.7
- *    240@16x16 k3 s1               4.5      6.3                  4.9      6.5
- *    240@16x16 k3 s2               2.0      2.1                  2.4      2.1
- *    240@16x16 k5 s1              22.4     14.6                 25.4     23.1
- *    240@16x16 k5 s2              10.9      4.6                  9.5      4.5
- *    480@ 8x8  k3 s1               1.8      2.4                  1.5      2.5
- *    480@ 8x8  k3 s2               0.8      1.0                  0.7      0.9
- *    480@ 8x8  k5 s1              14.4      6.0                 15.1      6.5
- *    480@ 8x8  k5 s2               7.4      2.1                  4.8      2.0
- *    960@ 4x4  k3 s1               0.7      1.4                  0.7      1.3
- *    960@ 4x4  k3 s2               0.3      0.7                  0.3      0.7
- *    960@ 4x4  k5 s1              11.3      2.9                 32.8      3.9
- *    960@ 4x4  k5 s2               7.9      1.6                 25.1      1.5
- * So depthwise.c takes the kernels of 5 and more, and the 3x3 stride-2 ones on images of 32x32
- * and more; oneDNN the rest (and every depthwise conv with a channel multiplier).
- * conv2d_use_own_depthwise(0) turns this path off. */
+ *     96@64x64 k3 s1          46.3     51.0            65.1     53.4
+ *     96@64x64 k3 s2          26.7     24.1            31.5     24.2
+ *     96@64x64 k5 s1         196.7    110.4           159.2    131.2
+ *     96@64x64 k5 s2          78.7     35.7            63.1     39.5
+ *    144@32x32 k3 s1          17.3     18.4            18.6     18.6
+ *    144@32x32 k3 s2           7.9      9.8             7.3      7.2
+ *    144@32x32 k5 s1          70.2     44.0            46.7     37.1
+ *    144@32x32 k5 s2          27.8     11.6            16.4     12.7
+ *    240@16x16 k3 s1           5.7      5.9             5.4      7.5
+ *    240@16x16 k3 s2           2.1      2.2             1.9      2.3
+ *    240@16x16 k5 s1          22.5     13.0            20.6     14.9
+ *    240@16x16 k5 s2          11.3      4.2             9.7      5.4
+ *    480@ 8x8  k3 s1           1.6      2.5             1.8      4.5
+ *    480@ 8x8  k3 s2           0.8      1.0             0.9      1.4
+ *    480@ 8x8  k5 s1          14.7      6.0            16.8      9.2
+ *    480@ 8x8  k5 s2           7.5      2.3             7.5      2.8
+ *    960@ 4x4  k3 s1           0.7      1.3             0.9      1.5
+ *    960@ 4x4  k3 s2           0.3      0.8             0.3      0.8
+ *    960@ 4x4  k5 s1          11.8      3.1            21.9      4.7
+ *    960@ 4x4  k5 s2           8.2      1.9            31.8      3.5
+ * So depthwise.c takes the kernels of 5 and more; of the 3x3 ones, those on images of 64x64
+ * and more at stride 2, and at stride 1 too below AVX-512; oneDNN the rest, and every depthwise
+ * conv with a channel multiplier. conv2d_use_own_depthwise(0) turns this path off. */
 static int dw_selected(const Conv2d *c, int N, int H, int W) {
     const ConvShape *sh = &c->shape;
     const ConvImpl *im = c->impl;
     (void)N;
     if (!im->own_depthwise || !depthwise_applies(sh)) return 0;
-    return sh->k >= 5 || (sh->k == 3 && sh->stride >= 2 && H * W >= 32 * 32);
+    if (sh->k >= 5) return 1;
+    return sh->k == 3 && H * W >= 64 * 64 && (sh->stride >= 2 || !im->avx512);
 }
 
 static const char *dw_name(Conv2d *c) {
@@ -695,6 +700,7 @@ void conv2d_init(Conv2d *c, const ConvShape *shape) {
     im->winograd = g_dnnl.winograd;
     im->own_winograd = g_dnnl.own_winograd;
     im->own_depthwise = g_dnnl.own_depthwise;
+    im->avx512 = cpu_isa() == CPU_ISA_AVX512;
     c->impl = im;
 }
 
