@@ -93,7 +93,7 @@ refused "a node of a name seen before" "$H"'{"name": "c", "kind": "conv", "out_c
 refused "a list where a value goes" "$H"'{"name": ["c"], "kind": "conv"}, '"$T" \
     'malformed JSON at line 1'
 refused "a name with a quote" "$H"'{"name": "c\"x", "kind": "relu"}, '"$T" \
-    'field "name" must be 1 to 47 letters'
+    'field "name" must be 1 to 63 letters'
 out=$("$DDP" --model nosuchnet --data_dir "$DATA" 2>&1); rc=$?
 [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "not a built-in network" && ok "unknown built-in: $out" || bad "unknown built-in: $rc $out"
 finish

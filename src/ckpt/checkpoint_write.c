@@ -18,7 +18,7 @@
 /* ---- the state written: a view of a live model, or of the writer's copy ----------------------- */
 
 typedef struct {
-    char name[80];          /* "<bn>.num_batches_tracked" */
+    char name[sizeof ((TensorInfo *)0)->name];   /* "<bn>.num_batches_tracked" */
     int64_t value;
 } BnCount;
 

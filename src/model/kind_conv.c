@@ -51,33 +51,24 @@ static void conv_layout(const Backend *be, const NetNode *n, ModelStep *st, Layo
 
 static void conv_release(const Backend *be, ModelStep *st) { be->conv2d_free(&st->conv); }
 
-static int conv_groups(const ModelStep *st) { return st->conv.shape.groups > 1 ? st->conv.shape.groups : 1; }
-
-/* torchvision's initialisations. PyTorch's fan_out of a [C_out, C_in/groups, k, k] weight is
- * C_out k k whatever the groups; RegNet's __init__ divides by them itself. */
+/* PyTorch's default: weight kaiming_uniform_(a=sqrt(5)), within 1/sqrt(fan_in), fan_in being
+ * in / groups * k * k; the bias within the same bound. torchvision's families draw the weight
+ * kaiming_normal_(mode="fan_out") with fan_out = out * k * k (RegNet writes the same normal out),
+ * and zero the bias, but for RegNet, which leaves its squeeze-excitation's biases at PyTorch's. */
 static void conv_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
     (void)buffers;
-    const size_t kk = (size_t)st->k * st->k, fan_in = (size_t)st->C_in / conv_groups(st) * kk;
+    const NetNode *node = &m->net.node[st->first];
+    const size_t fan_in = (size_t)(st->C_in / node->groups) * st->k * st->k;
     const size_t n = (size_t)st->C * fan_in;
-    const int bias = conv_has_bias(m, st);
-    switch (m->net.init) {
-    case NET_INIT_RESNET:        /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
-    case NET_INIT_MOBILENET:     /* kaiming_normal_(mode="fan_out"): leaky_relu of slope 0, the same gain */
-    case NET_INIT_EFFICIENTNET:  /* likewise */
-    case NET_INIT_MNASNET:       /* kaiming_normal_(mode="fan_out", nonlinearity="relu") */
-        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * kk)));
-        break;
-    case NET_INIT_REGNET:        /* normal_(0, sqrt(2 / fan_out)), fan_out = k k C_out / groups */
-        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)(kk * st->C / conv_groups(st))));
-        break;
-    default: {                   /* nn.Conv2d's reset_parameters: kaiming_uniform_(a=sqrt(5)), bound 1/sqrt(fan_in) */
-        const float bound = 1.0f / sqrtf((float)fan_in);
+    const float bound = 1.0f / sqrtf((float)fan_in);
+    if (m->net.init == NET_INIT_PYTORCH)
         rng_fill_uniform(r, params + st->w_off, n, bound);
-        if (bias) rng_fill_uniform(r, params + st->b_off, (size_t)st->C, bound);   /* the same bound */
-        return;
-    }
-    }
-    if (bias)   /* zeros in every torchvision family */
+    else
+        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->k * st->k)));
+    if (!node->bias) return;
+    if (m->net.init == NET_INIT_PYTORCH || m->net.init == NET_INIT_REGNET)
+        rng_fill_uniform(r, params + st->b_off, (size_t)st->C, bound);
+    else
         for (int i = 0; i < st->C; i++) params[st->b_off + i] = 0.0f;
 }
 
@@ -102,17 +93,17 @@ static void conv_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
 
 static void conv_params_changed(const Backend *be, ModelStep *st) { be->conv2d_weights_changed(&st->conv); }
 
-/* As a direct convolution, whichever algorithm the backend picks: each output reads C_in/groups
- * channels. The bias's additions are not counted. */
+/* As a direct convolution, whichever algorithm the backend picks: each output reads in / groups
+ * channels. */
 static double conv_macs(const ModelStep *st) {
-    return (double)st->H * st->W * st->C * (st->C_in / conv_groups(st)) * st->k * st->k;
+    return (double)st->H * st->W * st->C * st->C_in * st->k * st->k / st->groups;
 }
 
 const NodeKindDef node_kind_conv = {
     .name = "conv",
-    .doc = "`nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated, with or without "
-           "bias",
-    .tensors = "`NAME.weight` [out, in/groups, k, k], `NAME.bias` with bias",
+    .doc = "a convolution, as `nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated; "
+           "without bias by default (a batch norm follows)",
+    .tensors = "`NAME.weight` [out, in/groups, k, k], and `NAME.bias` with a bias",
     .inputs = 1,
     .fields = {{F_OUT_CHANNELS, .need = 1, .write_always = 1},
                {F_KERNEL, .need = 1, .write_always = 1},

@@ -171,7 +171,7 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
         const NetNode *last = &s->node[st->node];
         st->C = last->C; st->H = last->H; st->W = last->W;
         st->zero_init = n->zero_init;
-        st->k = n->k; st->stride = n->stride; st->pad = n->pad;
+        st->k = n->k; st->stride = n->stride; st->pad = n->pad; st->groups = n->groups;
         st->eps = n->eps; st->momentum = n->momentum;
         st->fn = n->fn; st->slope = n->slope; st->p = n->p;
         layout_node(be, n, st, &P, &B, &NB);

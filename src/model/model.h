@@ -38,7 +38,8 @@ typedef enum {
 } TensorRole;
 
 typedef struct {
-    char name[64];        /* PyTorch state_dict name, e.g. "layer2.0.shortcut.0.weight" */
+    char name[NET_NAME_MAX + 24]; /* PyTorch state_dict name, e.g. "layer2.0.shortcut.0.weight": a node's
+                                   * name, '.' and the longest tensor's, num_batches_tracked */
     size_t offset, numel; /* into params/grads (or buffers, or bn_tracked for a counter) */
     int ndim;
     int shape[4];

@@ -26,6 +26,7 @@ struct ModelStep {
     int bn;                   /* its counter in bn_tracked */
     int zero_init;
     int k, stride, pad;       /* maxpool */
+    int groups;               /* conv */
     float eps, momentum;      /* bn */
     int fn;                   /* act: ActFn */
     float slope;              /* act: leaky_relu's */

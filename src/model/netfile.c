@@ -20,7 +20,7 @@ enum { HAVE_NAME = NET_FIELD_COUNT, HAVE_KIND, HAVE_IN };
 
 typedef struct {
     unsigned have;
-    char name[48], kind[24], in[48], residual[48];
+    char name[NET_NAME_MAX], kind[24], in[NET_NAME_MAX], residual[NET_NAME_MAX];
     long num[NET_FIELD_COUNT];   /* numbers, booleans as 0 or 1, a choice's index */
     double real[NET_FIELD_COUNT];
     size_t line;
@@ -307,8 +307,10 @@ int netfile_read(const char *path, NetSpec *s, char *err, size_t errlen) {
 int netfile_load(const char *model, int width, int blocks, NetSpec *s, char *err, size_t errlen) {
     if (zoo_has(model)) return zoo_build(s, model, width, blocks, err, errlen);
     if (!strchr(model, '/') && !strstr(model, ".json")) {
+        char names[1024];
+        zoo_list(names, sizeof names);
         snprintf(err, errlen, "--model %s: not a built-in network (%s) nor a file (a path with '/' or ending in "
-                 ".json)", QUOTED(model), ZOO_NAMES);
+                 ".json)", QUOTED(model), names);
         return -1;
     }
     return netfile_read(model, s, err, errlen);

@@ -20,11 +20,14 @@
 
 #define NET_INPUT (-1)    /* the image, as an input of a node */
 #define NET_NONE (-2)     /* no second input */
+/* The longest name of a node, with its NUL: torchvision's module paths run to 51 characters
+ * ("trunk_output.block3.block3-10.f.se.scale_activation" in a RegNetY). */
+#define NET_NAME_MAX 64
 
 /* A node: its kind (node_kind.h) and the members its kind's file fields fill. */
 typedef struct NetNode {
     NodeKind kind;
-    char name[48];        /* state_dict prefix of its tensors ("layer1.0.conv1"); a label for the others */
+    char name[NET_NAME_MAX]; /* state_dict prefix of its tensors ("layer1.0.conv1"); a label for the others */
     int in, in2;          /* producers: node indices below this one, or NET_INPUT; in2 for a kind of two inputs */
     int out;              /* conv: output channels; linear: output features (0: the number of classes) */
     int k, stride, pad;   /* conv, maxpool */

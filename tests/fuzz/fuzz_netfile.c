@@ -18,9 +18,13 @@ static int same(const NetSpec *a, const NetSpec *b) {
         const NetNode *x = &a->node[i], *y = &b->node[i];
         if (x->kind != y->kind || strcmp(x->name, y->name) != 0 || x->in != y->in) return 0;
         const NodeKindDef *d = node_kind(x->kind);
-        for (int f = 0; f < d->n_fields; f++)
-            if (*net_field_member_const(x, d->fields[f].field) != *net_field_member_const(y, d->fields[f].field))
+        for (int f = 0; f < d->n_fields; f++) {
+            const NetField k = d->fields[f].field;
+            /* a real is written in the fewest digits that read back the same float */
+            if (net_field_type(k) == NET_FIELD_REAL ? net_field_real_const(x, k) != net_field_real_const(y, k)
+                                                     : *net_field_member_const(x, k) != *net_field_member_const(y, k))
                 return 0;
+        }
     }
     return 1;
 }

@@ -25,8 +25,14 @@ does (0.5 * f(x) + 0.5 * f(x.flip(-1)); with flip_shift that averaged with the m
 on F.pad(x, (1,) * 4, mode="reflect")[:, :, 0:H, 0:W] and [:, :, 2:H+2, 2:W+2]), and the logits
 must agree to --ema_tol, the count of correct predictions exactly and the summed cross-entropy
 to --ema_tol. (tta_pad_zero=1: zero padding instead of reflection, for a check that must fail.)
+With --ref64 K, PyTorch also runs the same steps in float64, and a tensor beyond --tol still
+passes when ddptrain's distance from that float64 result is at most K times PyTorch float32's
+own (never below one float32 ulp of the float64 result's largest element): the gradient of a
+batch-norm bias that a later batch norm cancels to about zero is float32 noise on both sides,
+and some networks amplify each step's round-off, PyTorch's as much as ddptrain's.
 Exit 0 when every tensor is within --tol, 1 otherwise (printing the worst offenders)."""
 import argparse
+import copy
 import os
 import sys
 
@@ -323,6 +329,9 @@ def main():
     ap.add_argument("dump")
     ap.add_argument("--tol", type=float, default=1e-4)
     ap.add_argument("--ema_tol", type=float, default=1e-5)
+    ap.add_argument("--ref64", type=float, default=0.0, metavar="K",
+                    help="a tensor beyond --tol passes when ddptrain is within K times PyTorch float32's distance "
+                         "from PyTorch's float64 result")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="PyTorch's side uses VALUE for option NAME instead of the dump's")
     args = ap.parse_args()
@@ -385,13 +394,15 @@ def main():
     xs, ys = x.chunk(accum), y.chunk(accum)
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=opts["label_smoothing"])
 
-    def step_gradients(step):
+    model64 = copy.deepcopy(model).double() if args.ref64 else None
+
+    def step_gradients(step, mdl=model):
         """Gradient accumulation: the mean loss over the micro-batches, as a sum of loss/K."""
         REPLAY.replay(f.get(f"masks/step{step}", {}), f.get(f"pools/step{step}"))
         NOISE.replay(f.get(f"noise/step{step}"))
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
-            out = model(xj)
+            out = mdl(xj.to(next(mdl.parameters()).dtype))
             loss = criterion(out, yj)
             (loss / accum).backward()
             logits.append(out.detach())
@@ -400,18 +411,26 @@ def main():
             raise ShapeMismatch("ddptrain dropped values in more places than run here")
         return torch.cat(logits), float(np.mean(losses))
 
+    # What each side computed, by result name: ddptrain's (from the dump) and PyTorch's
+    ours, theirs = {}, {}
+
+    def record(results, name, got, want):
+        ours[name], theirs[name] = np.asarray(got), np.asarray(want)
+        results.append((name, rel_err(got, want)))
+
+    def first_step(mdl, results, rec):
+        logits, loss = step_gradients(0, mdl)
+        rec(results, "logits", f["logits"][()], logits.numpy())
+        rec(results, "loss", f["loss"][()], [loss])
+        for name, p in mdl.named_parameters():
+            rec(results, "grad " + name, f["grads"][name][()], p.grad.numpy())
+        for name, b in mdl.named_buffers():
+            if not name.endswith("num_batches_tracked"):
+                rec(results, "running " + name, f["buffers_after"][name][()], b.numpy())
+
     results = []
-    logits, loss = step_gradients(0)
-    results.append(("logits", rel_err(f["logits"][()], logits.numpy())))
-    results.append(("loss", rel_err(f["loss"][()], [loss])))
+    first_step(model, results, record)
     params = dict(model.named_parameters())
-    for name, p in params.items():
-        results.append(("grad " + name, rel_err(f["grads"][name][()], p.grad.numpy())))
-    bufs = dict(model.named_buffers())
-    for name, b in bufs.items():
-        if name.endswith("num_batches_tracked"):
-            continue
-        results.append(("running " + name, rel_err(f["buffers_after"][name][()], b.numpy())))
 
     opt = torch.optim.SGD(param_groups(model, lr, opts), lr=lr, momentum=momentum,
                           weight_decay=opts["weight_decay"], nesterov=bool(opts["nesterov"]))
@@ -434,9 +453,37 @@ def main():
         if ema is not None and (s + 1) % every == 0:
             ema.update_parameters(model)
     for name, p in params.items():
-        results.append(("after 3 steps " + name, rel_err(f["params_after3"][name][()], p.detach().numpy())))
+        record(results, "after 3 steps " + name, f["params_after3"][name][()], p.detach().numpy())
 
     bad = [(n, e) for n, e in results if not (e <= args.tol)]
+    if model64 is not None and bad:
+        # The same steps in float64: a tensor beyond tol passes when ddptrain is within
+        # --ref64 times PyTorch's own float32 distance of it (a sum that cancels to about zero,
+        # a network whose steps amplify round-off).
+        ref = {}
+        first_step(model64, [], lambda r, name, got, want: ref.__setitem__(name, np.asarray(want, dtype=np.float64)))
+        opt64 = torch.optim.SGD(param_groups(model64, lr, opts), lr=lr, momentum=momentum,
+                                weight_decay=opts["weight_decay"], nesterov=bool(opts["nesterov"]))
+        opt64.step()
+        for st in range(1, int(opts["steps"])):
+            opt64.zero_grad()
+            step_gradients(st, model64)
+            opt64.step()
+        for name, p in model64.named_parameters():
+            ref["after 3 steps " + name] = p.detach().numpy()
+        rescued = []
+        for n, e in bad:
+            d_ours = float(np.max(np.abs(ours[n].astype(np.float64) - ref[n])))
+            d_theirs = float(np.max(np.abs(theirs[n].astype(np.float64) - ref[n])))
+            scale = float(np.max(np.abs(ref[n]))) * 2.0 ** -23
+            if d_ours <= args.ref64 * max(d_theirs, scale):
+                rescued.append((n, d_ours / max(d_theirs, scale)))
+        if rescued:
+            worst = max(rescued, key=lambda r: r[1])
+            print(f"float64 reference: {len(rescued)} of the {len(bad)} tensors beyond tol are within {args.ref64:g}x "
+                  f"PyTorch float32's own distance from it (worst {worst[1]:.2f}x, {worst[0]})")
+        names = {n for n, _ in rescued}
+        bad = [(n, e) for n, e in bad if n not in names]
     if tta_results:
         bad += [(n, e) for n, e in tta_results if not (e <= args.ema_tol)]
         results += tta_results

@@ -1,0 +1,159 @@
+# SPDX-License-Identifier: BSD-3-Clause
+"""ddptrain's networks against torchvision's builders of the same name, for
+tests/test_zoo_params.sh.
+
+    zoo_params.py TENSORS [--as FILE=BUILDER ...] [--json FILE=BUILDER ...]
+
+TENSORS is tests/helpers/zoo_tensors's output: per network a line "net MODEL PARAMETERS", then
+"NAME SHAPE" per tensor in state_dict order. Each network is compared with
+torchvision.models.BUILDER(num_classes=1000) (BUILDER is MODEL, or what --as maps a file to):
+the parameter count, and the state_dict's names and shapes in order. --json FILE=BUILDER
+compares the network --print_model wrote in FILE with the modules of the same name: each batch
+norm's eps and momentum, each dropout's and stochastic depth's p; and every leaf module that
+torchvision's forward calls is a node, in the order of the calls.
+
+The modules are made on the meta device (their __init__ gets device="meta"), and the forward
+runs there: shapes without memory or arithmetic, so that RegNetY-128GF's 644M parameters cost
+nothing. One line per
+network, "ok: ..." or "FAIL: ..."; the exit status is the number of failures (at most 100).
+"""
+import json
+import sys
+
+import torch
+import torchvision
+
+
+def on_meta(cls):
+    orig = cls.__init__
+
+    def init(self, *args, **kwargs):
+        kwargs.setdefault("device", "meta")
+        orig(self, *args, **kwargs)
+
+    cls.__init__ = init
+
+
+for c in (torch.nn.Conv2d, torch.nn.Linear, torch.nn.BatchNorm2d):
+    on_meta(c)
+
+_built = {}
+
+
+def build(name):
+    if name not in _built:
+        _built[name] = getattr(torchvision.models, name)(num_classes=1000)
+    return _built[name]
+
+
+def torch_tensors(model):
+    return [(k, "x".join(str(d) for d in v.shape) if v.dim() else "-") for k, v in model.state_dict().items()]
+
+
+def read_tensors(path):
+    nets, cur = [], None
+    for line in open(path):
+        f = line.split()
+        if f[0] == "net":
+            cur = {"model": f[1], "params": int(f[2]), "tensors": []}
+            nets.append(cur)
+        else:
+            cur["tensors"].append((f[0], f[1]))
+    return nets
+
+
+def compare(net, builder):
+    """One line: what differs between ddptrain's `net` and torchvision's `builder`, or ''."""
+    model = build(builder)
+    want = sum(p.numel() for p in model.parameters())
+    tv, dd = torch_tensors(model), net["tensors"]
+    why = []
+    if net["params"] != want:
+        why.append(f"{net['params']} parameters, torchvision {want}")
+    if tv != dd:
+        first = next((i for i, (a, b) in enumerate(zip(tv, dd)) if a != b), min(len(tv), len(dd)))
+        a = " ".join(tv[first]) if first < len(tv) else "(end)"
+        b = " ".join(dd[first]) if first < len(dd) else "(end)"
+        why.append(f"{len(dd)} tensors against {len(tv)}; tensor {first}: {b}, torchvision {a}")
+    return "; ".join(why), want, len(tv)
+
+
+# What --print_model leaves out: a field at its kind's default
+DEFAULTS = {"bn": {"eps": 1e-5, "momentum": 0.1}}
+
+
+def call_order(model):
+    """The leaf modules in the order of their last call in a training forward (a module called
+    twice, as ResNet's relu, counts where it is last called), on the meta device."""
+    calls = []
+    for name, m in model.named_modules():
+        if not list(m.children()):
+            m.register_forward_hook(lambda m, i, o, name=name: calls.append(name))
+    model.train()(torch.zeros(2, 3, 64, 64, device="meta"))
+    last = {name: i for i, name in enumerate(calls)}
+    return sorted(last, key=last.get)
+
+
+def compare_settings(path, builder):
+    """The batch norms' eps and momentum, the dropouts' and stochastic depths' p, by module name;
+    and the order of the nodes named as modules against the forward's calls of those modules."""
+    model = build(builder)
+    modules = dict(model.named_modules())
+    nodes = json.load(open(path))["nodes"]
+    seen, why = 0, []
+    for n in nodes:
+        m = modules.get(n["name"])
+        keys = {"bn": ("eps", "momentum"), "dropout": ("p",), "stochastic_depth": ("p",)}.get(n["kind"], ())
+        for key in keys:
+            seen += 1
+            got = n.get(key, DEFAULTS.get(n["kind"], {}).get(key))
+            want = getattr(m, key, None)
+            if want is None or got is None or abs(got - want) > 1e-6 * max(1.0, abs(want)):
+                why.append(f"node {n['name']} {key} {got}, torchvision {want}")
+    # every leaf module the forward calls is a node, in the order of the calls (a stochastic
+    # depth of p 0 is the identity, which a node may leave out)
+    calls = [k for k in call_order(model)
+             if not (type(modules[k]).__name__ == "StochasticDepth" and modules[k].p == 0)]
+    leaves = set(calls)
+    order = [n["name"] for n in nodes if n["name"] in leaves]
+    if order != calls:
+        first = next((i for i, (a, b) in enumerate(zip(calls, order)) if a != b), min(len(calls), len(order)))
+        why.append(f"{len(order)} nodes named as the {len(calls)} modules the forward calls; call {first}: "
+                   f"{order[first] if first < len(order) else '(none)'}, torchvision "
+                   f"{calls[first] if first < len(calls) else '(none)'}")
+    text = "; ".join(why[:3]) + (f" (and {len(why) - 3} more)" if len(why) > 3 else "")
+    return text, seen, len(calls)
+
+
+def main(argv):
+    path, alias, settings = argv[1], {}, []
+    i = 2
+    while i < len(argv):
+        key, value = argv[i + 1].split("=", 1)
+        if argv[i] == "--as":
+            alias[key] = value
+        elif argv[i] == "--json":
+            settings.append((key, value))
+        i += 2
+    fails = 0
+    for net in read_tensors(path):
+        builder = alias.get(net["model"], net["model"])
+        why, want, n = compare(net, builder)
+        if why:
+            fails += 1
+            print(f"FAIL: {net['model']} against torchvision's {builder}: {why}")
+        else:
+            print(f"ok: {net['model']}: {want} parameters, {n} state_dict tensors, as torchvision's {builder}")
+    for path, builder in settings:
+        why, seen, calls = compare_settings(path, builder)
+        if why:
+            fails += 1
+            print(f"FAIL: {path} against torchvision's {builder}: {why}")
+        else:
+            print(f"ok: {builder}: {seen} batch-norm, dropout and stochastic-depth settings and the order of "
+                  f"{calls} module calls as torchvision's")
+    return min(fails, 100)
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv))
