@@ -35,11 +35,13 @@ int depthwise_applies(const ConvShape *sh) {
     return sh->groups == sh->C_in && sh->C_out == sh->C_in && sh->k <= DEPTHWISE_MAX_KERNEL;
 }
 
-/* Rows of output per block of the weight gradient: about 64 output pixels, and at most 64
- * blocks' worth of rows merged when the batch is small. Depends on the shape alone. */
+/* Rows of output per block of the weight gradient: about 256 output pixels (each block keeps
+ * k*k*C partial sums in the workspace: tens of MB at most for a batch of 256 at 224x224), but
+ * no fewer than 64 blocks where there are rows enough, for the threads. Depends on the shape
+ * alone. */
 static long dw_rows_per_block(const Geom *g) {
     const long rows = (long)g->N * g->Ho;
-    long r = (64 + g->Wo - 1) / g->Wo;
+    long r = (256 + g->Wo - 1) / g->Wo;
     if (r > rows / 64) r = rows / 64;
     return r < 1 ? 1 : r;
 }
