@@ -3,7 +3,8 @@
 # The code paths of narrower CPUs, on whatever CPU runs the suite. oneDNN (and the kernels that
 # dispatch on its effective ISA) honour ONEDNN_MAX_CPU_ISA, so a machine with AVX-512 also runs
 # what an AVX2-only EPYC or an SSE4.1 node runs. For each of AVX2 and SSE41:
-#  - the kernel tests (every layer kind, the small-channel sweep) on 2 threads, the sweep on 1;
+#  - the kernel tests (every layer kind, the small-channel sweep) on 2 threads, the sweep on 1,
+#    and the grouped, depthwise and dilated convolutions (tests/test_conv);
 #  - the comparison with PyTorch at width 8 and width 64;
 #  - short trainings at width 4 and width 64 whose losses must match those of the machine's
 #    own path (same seed, same data) to the rounding that different kernels give.
@@ -36,6 +37,13 @@ for isa in AVX2 SSE41; do
             bad "$isa, $t thread(s): kernel tests $sweep: $(grep -m 3 -E 'FAIL|error' "$TMP/ops.out" | tr '\n' ' ')"
         fi
     done
+    # The grouped, depthwise and dilated convolutions (oneDNN's kernels differ by ISA, and so
+    # does depthwise.c's code), on 1, 2 and 3 threads within the test.
+    if ONEDNN_MAX_CPU_ISA=$isa "$top_builddir/tests/test_conv" >"$TMP/conv.out" 2>&1; then
+        ok "$isa: grouped and dilated convolutions: $(tail -n 1 "$TMP/conv.out") [$(head -n 1 "$TMP/conv.out")]"
+    else
+        bad "$isa: grouped and dilated convolutions: $(grep -m 3 -E 'FAIL|error' "$TMP/conv.out" | tr '\n' ' ')"
+    fi
 
     if [ -n "$PY" ]; then
         for w in 8 64; do

@@ -13,9 +13,11 @@
 static CudaConv2d *cc(Conv2d *c) { return (CudaConv2d *)c->impl; }
 
 static void g_conv2d_init(Conv2d *c, const ConvShape *shape) {
-    c->shape = *shape;
+    const ConvShape s = conv_shape_norm(shape);
+    CHECK(s.groups == 1 && s.dilation == 1);   /* conv_grouped is 0: the model asks for none */
+    c->shape = s;
     CudaConv2d *d = callocCheck(1, sizeof *d);
-    cuda_conv2d_init(d, shape);
+    cuda_conv2d_init(d, &s);
     c->impl = d;
 }
 
@@ -60,6 +62,11 @@ static const Backend backend_cuda = {
     .conv2d_forward = g_conv2d_forward,
     .conv2d_backward = g_conv2d_backward,
     .conv2d_weights_changed = g_conv2d_weights_changed,
+    /* no grouped or dilated convolution, no bias: none has run on a GPU here yet, and the
+     * model refuses a network that needs them (kind_conv.c's backend_has) */
+    .conv_grouped = 0,
+    .bias_add = NULL,
+    .bias_grad = NULL,
     .bn_stats = cuda_bn_stats,
     .bn_finalize_stats = cuda_bn_finalize_stats,
     .bn_eval_stats = cuda_bn_eval_stats,

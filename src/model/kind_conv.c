@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kind_conv.c - the "conv" node: nn.Conv2d with its groups, dilation and bias (without bias
- * when a batch norm follows), its weight OIHW [out, in / groups, k, k] and its bias in the flat
- * parameter buffer (node_kind.h). A backend takes a grouped or dilated convolution, or one with
- * a bias, only once its kernels do: until then such a network is refused before anything is
- * set up, but its shapes, tensors and parameter count are known. */
+/* kind_conv.c - the "conv" node: nn.Conv2d, its weight [C_out, C_in/groups, k, k] (OIHW) in the
+ * flat parameter buffer (node_kind.h), then its bias when it has one. Grouped (depthwise when
+ * groups is the input's channel count) and dilated convolutions need a backend with
+ * conv_grouped, a bias one with bias_add and bias_grad. */
 #include <math.h>
 
 #include "base/rng.h"
@@ -14,36 +13,37 @@ static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
     if (n->out < 1 || n->out > NET_MAX_CHANNELS)
         return node_err(c, n, "out_channels", "%d is not in 1..%d", n->out, NET_MAX_CHANNELS);
     if (n->groups < 1 || n->C % n->groups || n->out % n->groups)
-        return node_err(c, n, "groups", "%d does not divide the %d input and %d output channels", n->groups, n->C,
-                        n->out);
+        return node_err(c, n, "groups", "%d does not divide both the %d input and the %d output channels", n->groups,
+                        n->C, n->out);
     if (n->dilation < 1 || n->dilation > NET_MAX_KERNEL)
         return node_err(c, n, "dilation", "%d is not in 1..%d", n->dilation, NET_MAX_KERNEL);
-    /* the window a dilated kernel spans: dilation (k - 1) + 1 pixels */
+    /* the padding stays below the window's span, as for an undilated kernel of that size */
     const int span = n->dilation * (n->k - 1) + 1;
-    if (n->pad < 0 || n->pad >= span)
+    if (n->k >= 1 && n->k <= NET_MAX_KERNEL && (n->pad < 0 || n->pad >= span))
         return node_err(c, n, "padding", "%d is not in 0..%d (below the kernel's span)", n->pad, span - 1);
     const int H = n->H, W = n->W;
     if (node_window(n, H, W, c)) return -1;
-    if (n->dilation > 1) {
-        n->H = window_out_size(H, span, n->stride, n->pad);
-        n->W = window_out_size(W, span, n->stride, n->pad);
-        if (n->H < 1 || n->W < 1)
-            return node_err(c, n, "dilation", "a %dx%d window of dilation %d with padding %d leaves no pixels of the "
-                            "%dx%d input", n->k, n->k, n->dilation, n->pad, H, W);
-    }
+    n->H = window_out_size_dilated(H, n->k, n->dilation, n->stride, n->pad);
+    n->W = window_out_size_dilated(W, n->k, n->dilation, n->stride, n->pad);
+    if (n->H < 1 || n->W < 1)
+        return node_err(c, n, "dilation", "a %dx%d window of dilation %d (%d pixels across) at stride %d with padding "
+                        "%d leaves no pixels of the %dx%d input", n->k, n->k, n->dilation, span, n->stride, n->pad, H,
+                        W);
     n->C = n->out;
     return 0;
 }
 
-/* Dense, undilated and without bias: what every backend's convolution takes for now. */
 static int conv_backend_has(const Backend *be, const NetNode *n) {
-    (void)be;
-    return n->groups == 1 && n->dilation == 1 && !n->bias;
+    if ((n->groups > 1 || n->dilation > 1) && !be->conv_grouped) return 0;
+    return !n->bias || (be->bias_add && be->bias_grad);
 }
+
+static int conv_has_bias(const Model *m, const ModelStep *st) { return m->net.node[st->node].bias; }
 
 static void conv_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)B; (void)NB;
-    const ConvShape shape = {.C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad};
+    const ConvShape shape = {.C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad,
+                             .groups = n->groups, .dilation = n->dilation};
     be->conv2d_init(&st->conv, &shape);
     st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in / n->groups, n->k, n->k);
     if (n->bias) st->b_off = layout_add(P, n->name, "bias", TENSOR_CONV_BIAS, -1, 1, n->C, 0, 0, 0);
@@ -75,6 +75,7 @@ static void conv_init(const Model *m, const ModelStep *st, float *params, float 
 static void conv_node_forward(Model *m, ModelStep *st, int N, int train) {
     (void)train;
     m->be->conv2d_forward(&st->conv, N, st->H_in, st->W_in, model_value(m, st->in), m->params + st->w_off, st->y);
+    if (conv_has_bias(m, st)) m->be->bias_add(st->y, m->params + st->b_off, (size_t)N * st->H * st->W, st->C);
 }
 
 /* The image needs no gradient: dx is NULL there, and the kernel skips backward-data. */
@@ -82,9 +83,11 @@ static void conv_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     Model *m = s->m;
     GradOut g = {-1, 0, 0};
     float *dx = st->in >= 0 ? grad_begin(s, st->in, &g) : NULL;
-    if (!s->dry)
+    if (!s->dry) {
+        if (conv_has_bias(m, st)) m->be->bias_grad(dy, m->grads + st->b_off, (size_t)N * st->H * st->W, st->C);
         m->be->conv2d_backward(&st->conv, N, st->H_in, st->W_in, model_value(m, st->in), m->params + st->w_off, dy, dx,
                                m->grads + st->w_off);
+    }
     if (g.t >= 0) grad_done(s, &g, N);
 }
 
@@ -98,8 +101,9 @@ static double conv_macs(const ModelStep *st) {
 
 const NodeKindDef node_kind_conv = {
     .name = "conv",
-    .doc = "a convolution, as `nn.Conv2d` (without bias by default: a batch norm follows)",
-    .tensors = "`NAME.weight`, and `NAME.bias` with a bias",
+    .doc = "a convolution, as `nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated; "
+           "without bias by default (a batch norm follows)",
+    .tensors = "`NAME.weight` [out, in/groups, k, k], and `NAME.bias` with a bias",
     .inputs = 1,
     .fields = {{F_OUT_CHANNELS, .need = 1, .write_always = 1},
                {F_KERNEL, .need = 1, .write_always = 1},

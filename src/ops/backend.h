@@ -19,13 +19,15 @@
 extern "C" {   /* ops_cuda.cu includes it (ConvShape) */
 #endif
 
-/* A convolution's shape: everything a backend needs to set one up. The one place a new
- * parameter of the convolution (groups, dilation) goes, so that it reaches every backend's
- * conv2d_init at once; conv_out_size and conv_shape_valid below are where its rules go. */
+/* A convolution's shape: everything a backend needs to set one up, as nn.Conv2d's arguments.
+ * Callers use designated initialisers, so a member left out is 0: groups and dilation of 0
+ * mean 1 (conv_shape_norm), and a plain dense convolution names neither. */
 typedef struct ConvShape {
     int C_in, C_out;     /* input and output channels */
     int k;               /* the kernel is k x k */
     int stride, pad;     /* the same along both axes; pad pixels of zeros on every side */
+    int groups;          /* C_in and C_out split into this many independent convolutions; 0: 1 */
+    int dilation;        /* spacing of the kernel's taps (nn.Conv2d's dilation); 0: 1 */
 } ConvShape;
 
 /* A convolution on some backend: its shape and the backend's state (cached primitives or
@@ -42,11 +44,29 @@ static inline int window_out_size(int in, int k, int stride, int pad) {
     const int span = in + 2 * pad - k;
     return span < 0 ? 0 : span / stride + 1;
 }
-static inline int conv_out_size(const ConvShape *s, int in) { return window_out_size(in, s->k, s->stride, s->pad); }
+/* The same for a window whose taps are `dilation` pixels apart: it spans dilation (k - 1) + 1. */
+static inline int window_out_size_dilated(int in, int k, int dilation, int stride, int pad) {
+    return window_out_size(in, (dilation > 1 ? dilation : 1) * (k - 1) + 1, stride, pad);
+}
+static inline int conv_out_size(const ConvShape *s, int in) {
+    return window_out_size_dilated(in, s->k, s->dilation, s->stride, s->pad);
+}
 
-/* Nonzero for a shape every backend can set up (conv2d_init checks it). */
+/* The shape with groups and dilation of 0 made 1: what conv2d_init stores in Conv2d.shape, so
+ * that the kernels read the real values. */
+static inline ConvShape conv_shape_norm(const ConvShape *s) {
+    ConvShape n = *s;
+    if (n.groups == 0) n.groups = 1;
+    if (n.dilation == 0) n.dilation = 1;
+    return n;
+}
+
+/* Nonzero for a shape the reference convolution can compute (conv2d_init checks it; a backend
+ * without conv_grouped refuses groups or dilation above 1 besides). */
 static inline int conv_shape_valid(const ConvShape *s) {
-    return s->C_in > 0 && s->C_out > 0 && s->k > 0 && s->stride > 0 && s->pad >= 0;
+    const ConvShape n = conv_shape_norm(s);
+    return n.C_in > 0 && n.C_out > 0 && n.k > 0 && n.stride > 0 && n.pad >= 0 && n.groups > 0 &&
+           n.dilation > 0 && n.C_in % n.groups == 0 && n.C_out % n.groups == 0;
 }
 
 /* The activation functions of an "act" node (torchvision's modules): X(ENUM, name in network
@@ -84,6 +104,14 @@ typedef struct Backend {
     void (*conv2d_backward)(Conv2d *c, int N, int H, int W, const float *x, const float *w,
                             const float *dy, float *dx, float *dw);
     void (*conv2d_weights_changed)(Conv2d *c);
+    /* 1: conv2d_init takes groups and dilation above 1; 0: it takes only dense, undilated
+     * convolutions, and a network that has others is refused before anything is set up */
+    int conv_grouped;
+    /* A convolution's bias over NHWC activations, [M, C] with M = N*H*W: bias_add y[m,c] +=
+     * b[c]; bias_grad db[c] += sum over m of dy[m,c], summed in double in an order that depends
+     * only on M and C, then added. NULL on a backend without them (no bias there). */
+    void (*bias_add)(float *y, const float *b, size_t M, int C);
+    void (*bias_grad)(const float *dy, float *db, size_t M, int C);
 
     /* sum, sumsq per channel and *count = M, all in double */
     void (*bn_stats)(const float *x, size_t M, int C, double *sum, double *sumsq, double *count);

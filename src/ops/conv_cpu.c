@@ -2,8 +2,9 @@
 /* conv_cpu.c - see conv_cpu.h.
  *
  * Convolutions go through oneDNN when it is available (HAVE_DNNL), with winograd.c's
- * F(4x4, 3x3) taking the 3x3 stride-1 convs where it measured faster, and through the direct
- * loops of the reference path otherwise. Every result depends only on the data and the
+ * F(4x4, 3x3) taking the 3x3 stride-1 convs and depthwise.c the depthwise convs where they
+ * measured faster, and through the direct loops of the reference path otherwise. A grouped
+ * convolution's weights are oneDNN's GOIHW, a dilated one's descriptors its dilated ones. Every result depends only on the data and the
  * shapes, never on the number of threads or their scheduling: a resumed run reproduces bit for
  * bit. */
 #include "build_config.h"
@@ -17,6 +18,8 @@
 #ifdef HAVE_DNNL
 #include <oneapi/dnnl/dnnl.h>
 
+#include "cpu_isa.h"
+#include "depthwise.h"
 #include "winograd.h"
 #endif
 
@@ -25,31 +28,35 @@
  * oneDNN path is tested against it, and it is the path used when oneDNN is absent.
  * ====================================================================================== */
 
-static inline size_t widx(const ConvShape *sh, int co, int ci, int kh, int kw) {
-    return (((size_t)co * sh->C_in + ci) * sh->k + kh) * sh->k + kw;
+/* Weights [C_out, C_in/groups, k, k]: output channel co reads the C_in/groups input channels of
+ * its group, co / (C_out/groups); cl is the index within them. */
+static inline size_t widx(const ConvShape *sh, int co, int cl, int kh, int kw) {
+    return (((size_t)co * (sh->C_in / sh->groups) + cl) * sh->k + kh) * sh->k + kw;
 }
 
 void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
                               const float *w, float *y) {
-    const ConvShape *sh = &c->shape;
+    const ConvShape shn = conv_shape_norm(&c->shape), *sh = &shn;   /* a Conv2d not from conv2d_init too */
     const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
-    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k;
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, d = sh->dilation;
+    const int Cig = Ci / sh->groups, Cog = Co / sh->groups;
     #pragma omp parallel for schedule(static)
     for (long nh = 0; nh < (long)N * Ho; nh++) {
         const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
         for (int wo = 0; wo < Wo; wo++) {
             float *yp = y + (((size_t)n * Ho + ho) * Wo + wo) * Co;
             for (int co = 0; co < Co; co++) {
+                const int c0 = co / Cog * Cig;   /* the group's first input channel */
                 double acc = 0.0;
                 for (int kh = 0; kh < k; kh++) {
-                    const int h = ho * sh->stride - sh->pad + kh;
+                    const int h = ho * sh->stride - sh->pad + kh * d;
                     if (h < 0 || h >= H) continue;
                     for (int kw = 0; kw < k; kw++) {
-                        const int ww = wo * sh->stride - sh->pad + kw;
+                        const int ww = wo * sh->stride - sh->pad + kw * d;
                         if (ww < 0 || ww >= W) continue;
-                        const float *xp = x + (((size_t)n * H + h) * W + ww) * Ci;
-                        for (int ci = 0; ci < Ci; ci++)
-                            acc += (double)xp[ci] * w[widx(sh, co, ci, kh, kw)];
+                        const float *xp = x + (((size_t)n * H + h) * W + ww) * Ci + c0;
+                        for (int cl = 0; cl < Cig; cl++)
+                            acc += (double)xp[cl] * w[widx(sh, co, cl, kh, kw)];
                     }
                 }
                 yp[co] = (float)acc;
@@ -60,9 +67,10 @@ void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float 
 
 void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
                                const float *w, const float *dy, float *dx, float *dw) {
-    const ConvShape *sh = &c->shape;
+    const ConvShape shn = conv_shape_norm(&c->shape), *sh = &shn;
     const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
-    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, s = sh->stride, p = sh->pad;
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, s = sh->stride, p = sh->pad, d = sh->dilation;
+    const int Cig = Ci / sh->groups, Cog = Co / sh->groups;
     if (dx) {
         /* Gather form: each input pixel collects from the outputs whose window covers it, so
          * threads never write the same element. */
@@ -72,20 +80,21 @@ void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float
             for (int ww = 0; ww < W; ww++) {
                 float *dxp = dx + (((size_t)n * H + h) * W + ww) * Ci;
                 for (int ci = 0; ci < Ci; ci++) {
+                    const int g = ci / Cig, cl = ci % Cig;
                     double acc = 0.0;
                     for (int kh = 0; kh < k; kh++) {
-                        const int th = h + p - kh;
+                        const int th = h + p - kh * d;
                         if (th < 0 || th % s) continue;
                         const int ho = th / s;
                         if (ho >= Ho) continue;
                         for (int kw = 0; kw < k; kw++) {
-                            const int tw = ww + p - kw;
+                            const int tw = ww + p - kw * d;
                             if (tw < 0 || tw % s) continue;
                             const int wo = tw / s;
                             if (wo >= Wo) continue;
                             const float *dyp = dy + (((size_t)n * Ho + ho) * Wo + wo) * Co;
-                            for (int co = 0; co < Co; co++)
-                                acc += (double)dyp[co] * w[widx(sh, co, ci, kh, kw)];
+                            for (int co = g * Cog; co < (g + 1) * Cog; co++)
+                                acc += (double)dyp[co] * w[widx(sh, co, cl, kh, kw)];
                         }
                     }
                     dxp[ci] = (float)acc;
@@ -95,22 +104,23 @@ void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float
     }
     #pragma omp parallel for schedule(static)
     for (int co = 0; co < Co; co++) {
-        for (int ci = 0; ci < Ci; ci++)
+        const int c0 = co / Cog * Cig;
+        for (int cl = 0; cl < Cig; cl++)
             for (int kh = 0; kh < k; kh++)
                 for (int kw = 0; kw < k; kw++) {
                     double acc = 0.0;
                     for (int n = 0; n < N; n++)
                         for (int ho = 0; ho < Ho; ho++) {
-                            const int h = ho * s - p + kh;
+                            const int h = ho * s - p + kh * d;
                             if (h < 0 || h >= H) continue;
                             for (int wo = 0; wo < Wo; wo++) {
-                                const int ww = wo * s - p + kw;
+                                const int ww = wo * s - p + kw * d;
                                 if (ww < 0 || ww >= W) continue;
                                 acc += (double)dy[(((size_t)n * Ho + ho) * Wo + wo) * Co + co] *
-                                       x[(((size_t)n * H + h) * W + ww) * Ci + ci];
+                                       x[(((size_t)n * H + h) * W + ww) * Ci + c0 + cl];
                             }
                         }
-                    dw[widx(sh, co, ci, kh, kw)] += (float)acc;
+                    dw[widx(sh, co, cl, kh, kw)] += (float)acc;
                 }
     }
 }
@@ -144,7 +154,8 @@ static struct {
     size_t sp_bytes;
     int winograd;   /* 1: Winograd for 3x3 stride-1 convs where oneDNN has it */
     int own_winograd;   /* 1: winograd.c where it is selected (wino_selected) */
-} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1 };
+    int own_depthwise;  /* 1: depthwise.c where it is selected (dw_selected) */
+} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1 };
 
 /* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
  * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
@@ -319,8 +330,8 @@ static void port_flush(Port *pt) {
 typedef struct WeightCopy {
     dnnl_memory_desc_t md;
     dnnl_memory_t mem;        /* owns its buffer */
-    dnnl_memory_t user;       /* OIHW view of the master, handle set on refresh */
-    Prim reorder;             /* OIHW -> md */
+    dnnl_memory_t user;       /* OIHW (GOIHW) view of the master, handle set on refresh */
+    Prim reorder;             /* OIHW (GOIHW) -> md */
     unsigned version;         /* impl->w_version this copy was made from */
     const float *src;         /* and from which master buffer */
 } WeightCopy;
@@ -354,14 +365,30 @@ typedef struct ConvImpl {
     unsigned w_version;
     int winograd;   /* g_dnnl.winograd when the conv was initialised */
     int own_winograd;               /* g_dnnl.own_winograd, likewise */
+    int own_depthwise;              /* g_dnnl.own_depthwise, likewise */
+    int avx512;                     /* the ISA oneDNN and depthwise.c run is AVX-512 (cpu_isa.h) */
     struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
     char wino_name[32];
+    char dw_name[32];
 } ConvImpl;
 
 static dnnl_memory_desc_t md4(int a, int b, int c, int d, dnnl_format_tag_t tag) {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = { a, b, c, d };
     DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
+    return md;
+}
+
+/* The weights as oneDNN sees them: OIHW, or for a grouped conv GOIHW [G, C_out/G, C_in/G, k, k],
+ * which is the same bytes as PyTorch's [C_out, C_in/G, k, k]. `tag` dnnl_format_tag_any lets
+ * the primitive choose. */
+static dnnl_memory_desc_t w_md(const ConvShape *sh, int any) {
+    if (sh->groups == 1)
+        return md4(sh->C_out, sh->C_in, sh->k, sh->k, any ? dnnl_format_tag_any : dnnl_oihw);
+    const int G = sh->groups;
+    dnnl_memory_desc_t md;
+    dnnl_dims_t dims = { G, sh->C_out / G, sh->C_in / G, sh->k, sh->k };
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 5, dims, dnnl_f32, any ? dnnl_format_tag_any : dnnl_goihw));
     return md;
 }
 
@@ -394,20 +421,25 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     ConvPlan *pl = callocCheck(1, sizeof *pl);
     pl->N = N; pl->H = H; pl->W = W;
     const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
-    /* A strided 1x1 conv is handed to oneDNN as a unit-stride one on the subsampled input. */
+    /* A strided 1x1 conv is handed to oneDNN as a unit-stride one on the subsampled input. The
+     * same holds grouped (each output pixel still reads one input pixel, all its channels kept)
+     * and dilated (a 1x1 kernel has no taps to space). */
     pl->sub = sh->k == 1 && sh->pad == 0 && sh->stride > 1;
     const int s = pl->sub ? 1 : sh->stride;
     if (pl->sub) { H = Ho; W = Wo; }
     pl->sub_bytes = pl->sub ? ((size_t)N * H * W * sh->C_in * sizeof(float) + 63) / 64 * 64 : 0;
     const dnnl_dims_t strides = { s, s }, pad_l = { sh->pad, sh->pad };
+    /* oneDNN counts dilation from 0 (taps adjacent), PyTorch from 1 */
+    const dnnl_dims_t dilates = { sh->dilation - 1, sh->dilation - 1 };
+    const int dilated = sh->dilation > 1;
     /* Right padding that makes the window count come out exactly Ho x Wo (may be < pad). */
-    const dnnl_dims_t pad_r = { (Ho - 1) * s + sh->k - H - sh->pad,
-                                (Wo - 1) * s + sh->k - W - sh->pad };
+    const int span = sh->dilation * (sh->k - 1) + 1;
+    const dnnl_dims_t pad_r = { (Ho - 1) * s + span - H - sh->pad, (Wo - 1) * s + span - W - sh->pad };
 
     const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
     const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
-    const dnnl_memory_desc_t w_oihw = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_oihw);
-    const dnnl_memory_desc_t w_any = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_format_tag_any);
+    const dnnl_memory_desc_t w_oihw = w_md(sh, 0);   /* GOIHW when grouped */
+    const dnnl_memory_desc_t w_any = w_md(sh, 1);
     const dnnl_memory_desc_t x_any = md4(N, sh->C_in, H, W, dnnl_format_tag_any);
     const dnnl_memory_desc_t y_any = md4(N, sh->C_out, Ho, Wo, dnnl_format_tag_any);
 
@@ -419,7 +451,8 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     dnnl_primitive_desc_t fpd = NULL;
     dnnl_alg_kind_t alg = dnnl_convolution_direct;
     const dnnl_memory_desc_t *xm = &x_nhwc, *ym = &y_nhwc;
-    if (im->winograd && sh->k == 3 && sh->stride == 1 && sh->C_in % 16 == 0 && sh->C_out % 16 == 0) {
+    if (im->winograd && sh->k == 3 && sh->stride == 1 && sh->groups == 1 && sh->dilation == 1 &&
+        sh->C_in % 16 == 0 && sh->C_out % 16 == 0) {
         if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
                                                &x_any, &w_any, NULL, &y_any, strides, pad_l,
                                                pad_r) == dnnl_success &&
@@ -431,14 +464,26 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
         }
     }
     if (!fpd) {
-        DNNL_CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, xm, &w_any,
-                                                      NULL, ym, strides, pad_l, pad_r));
+        if (dilated)
+            DNNL_CHECK(dnnl_dilated_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, xm, &w_any,
+                                                                  NULL, ym, strides, dilates, pad_l, pad_r));
+        else
+            DNNL_CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, xm, &w_any,
+                                                          NULL, ym, strides, pad_l, pad_r));
         fpd = pd_new(&cd, NULL);
     }
-    DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&cd, alg, xm, &w_any, ym, strides, pad_l, pad_r));
+    if (dilated)
+        DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&cd, alg, xm, &w_any, ym, strides, dilates,
+                                                                    pad_l, pad_r));
+    else
+        DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&cd, alg, xm, &w_any, ym, strides, pad_l, pad_r));
     dnnl_primitive_desc_t dpd = pd_new(&cd, fpd);
-    DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
-                                                           pad_l, pad_r));
+    if (dilated)
+        DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
+                                                                       dilates, pad_l, pad_r));
+    else
+        DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
+                                                               pad_l, pad_r));
     dnnl_primitive_desc_t wpd = pd_new(&cd, fpd);
 
     /* Forward and backward do not overlap in time, so each lays its converted copies out from
@@ -527,7 +572,7 @@ static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const 
             im->next_evict = (im->next_evict + 1) % MAX_WEIGHT_COPIES;
             weight_copy_free(wc);
         }
-        const dnnl_memory_desc_t oihw = md4(sh->C_out, sh->C_in, sh->k, sh->k, dnnl_oihw);
+        const dnnl_memory_desc_t oihw = w_md(sh, 0);   /* the master's layout: GOIHW when grouped */
         wc->md = *md;
         wc->mem = mem_new(md, DNNL_MEMORY_ALLOCATE);
         wc->user = mem_new(&oihw, DNNL_MEMORY_NONE);
@@ -567,6 +612,7 @@ typedef struct WinoPlan {
 
 static int wino_selected(const ConvShape *sh, const ConvImpl *im, int H, int W) {
     if (!im->winograd || !im->own_winograd || sh->k != 3 || sh->stride != 1 || sh->pad != 1) return 0;
+    if (sh->groups != 1 || sh->dilation != 1) return 0;   /* winograd.c is dense and undilated */
     if (sh->C_in < 16 || sh->C_out < 16) return 0;
     const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
     const unsigned avx512 = (unsigned)dnnl_cpu_isa_avx512_core;
@@ -597,14 +643,64 @@ static void wino_free(ConvImpl *im) {
     }
 }
 
+/* ---- depthwise.c for the depthwise convs ---------------------------------------------------
+ * oneDNN 2.6's depthwise kernels (brdgmm_dw on AVX-512, jit_dw on AVX2) are fast at 3x3, but
+ * their backward at 5x5 is several times slower than depthwise.c's, and on 64x64 images
+ * depthwise.c is faster at 3x3 stride 2, and on AVX2 at stride 1 too. Both give the same bits
+ * on any thread count (tests/test_conv).
+ * tests/test_conv --bench -t 1 --cpu-time, N=32, ms of CPU time for forward + backward (dx and
+ * dw), on an Intel Xeon (AVX-512, no bf16) of 2 cores that other jobs shared, 1 thread. (Wall
+ * times of 2 threads there were whole time slices of the other jobs, whichever kernel ran:
+ * multiples of 4 ms; CPU time of 1 thread leaves those out.)
+ *                        AVX-512: oneDNN  depthwise.c     AVX2: oneDNN  depthwise.c
+ *     96@64x64 k3 s1          46.3     51.0            65.1     53.4
+ *     96@64x64 k3 s2          26.7     24.1            31.5     24.2
+ *     96@64x64 k5 s1         196.7    110.4           159.2    131.2
+ *     96@64x64 k5 s2          78.7     35.7            63.1     39.5
+ *    144@32x32 k3 s1          17.3     18.4            18.6     18.6
+ *    144@32x32 k3 s2           7.9      9.8             7.3      7.2
+ *    144@32x32 k5 s1          70.2     44.0            46.7     37.1
+ *    144@32x32 k5 s2          27.8     11.6            16.4     12.7
+ *    240@16x16 k3 s1           5.7      5.9             5.4      7.5
+ *    240@16x16 k3 s2           2.1      2.2             1.9      2.3
+ *    240@16x16 k5 s1          22.5     13.0            20.6     14.9
+ *    240@16x16 k5 s2          11.3      4.2             9.7      5.4
+ *    480@ 8x8  k3 s1           1.6      2.5             1.8      4.5
+ *    480@ 8x8  k3 s2           0.8      1.0             0.9      1.4
+ *    480@ 8x8  k5 s1          14.7      6.0            16.8      9.2
+ *    480@ 8x8  k5 s2           7.5      2.3             7.5      2.8
+ *    960@ 4x4  k3 s1           0.7      1.3             0.9      1.5
+ *    960@ 4x4  k3 s2           0.3      0.8             0.3      0.8
+ *    960@ 4x4  k5 s1          11.8      3.1            21.9      4.7
+ *    960@ 4x4  k5 s2           8.2      1.9            31.8      3.5
+ * So depthwise.c takes the kernels of 5 and more; of the 3x3 ones, those on images of 64x64
+ * and more at stride 2, and at stride 1 too below AVX-512; oneDNN the rest, and every depthwise
+ * conv with a channel multiplier. conv2d_use_own_depthwise(0) turns this path off. */
+static int dw_selected(const Conv2d *c, int N, int H, int W) {
+    const ConvShape *sh = &c->shape;
+    const ConvImpl *im = c->impl;
+    (void)N;
+    if (!im->own_depthwise || !depthwise_applies(sh)) return 0;
+    if (sh->k >= 5) return 1;
+    return sh->k == 3 && H * W >= 64 * 64 && (sh->stride >= 2 || !im->avx512);
+}
+
+static const char *dw_name(Conv2d *c) {
+    ConvImpl *im = c->impl;
+    snprintf(im->dw_name, sizeof im->dw_name, "own_dw:%s", depthwise_isa_name());
+    return im->dw_name;
+}
+
 void conv2d_init(Conv2d *c, const ConvShape *shape) {
     CHECK(conv_shape_valid(shape));
-    c->shape = *shape;
+    c->shape = conv_shape_norm(shape);
     dnnl_ctx_init();
     ConvImpl *im = callocCheck(1, sizeof *im);
     im->w_version = 1;
     im->winograd = g_dnnl.winograd;
     im->own_winograd = g_dnnl.own_winograd;
+    im->own_depthwise = g_dnnl.own_depthwise;
+    im->avx512 = cpu_isa() == CPU_ISA_AVX512;
     c->impl = im;
 }
 
@@ -656,6 +752,11 @@ static void upsample_grad(const Conv2d *c, int N, int H, int W, const float *dxs
 }
 
 void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
+    if (dw_selected(c, N, H, W)) {
+        ws_reserve(depthwise_workspace_bytes(&c->shape, N, H, W));
+        depthwise_forward(&c->shape, N, H, W, x, w, y, g_dnnl.ws);
+        return;
+    }
     WinoPlan *wp = wino_plan_get(c, N, H, W);
     if (wp) {
         ws_reserve(winograd_workspace_bytes(&wp->p));
@@ -679,6 +780,11 @@ void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float 
 
 void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
                      const float *dy, float *dx, float *dw) {
+    if (dw_selected(c, N, H, W)) {
+        ws_reserve(depthwise_workspace_bytes(&c->shape, N, H, W));
+        depthwise_backward(&c->shape, N, H, W, x, w, dy, dx, dw, g_dnnl.ws);
+        return;
+    }
     WinoPlan *wp = wino_plan_get(c, N, H, W);
     if (wp) {
         ws_reserve(winograd_workspace_bytes(&wp->p));
@@ -727,7 +833,12 @@ void conv2d_use_own_winograd(int enable) {
     g_dnnl.own_winograd = enable != 0;
 }
 
+void conv2d_use_own_depthwise(int enable) {
+    g_dnnl.own_depthwise = enable != 0;
+}
+
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
+    if (dw_selected(c, N, H, W)) return dw_name(c);
     if (wino_plan_get(c, N, H, W)) return ((ConvImpl *)c->impl)->wino_name;
     return plan_get(c, N, H, W)->fwd.impl;  /* the forward primitive's */
 }
@@ -751,7 +862,7 @@ const char *ops_cpu_describe(void) {
 
 void conv2d_init(Conv2d *c, const ConvShape *shape) {
     CHECK(conv_shape_valid(shape));
-    c->shape = *shape;
+    c->shape = conv_shape_norm(shape);
     c->impl = NULL;
 }
 void conv2d_free(Conv2d *c) { c->impl = NULL; }
@@ -765,6 +876,7 @@ void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float
 }
 void conv2d_use_winograd(int enable) { (void)enable; }
 void conv2d_use_own_winograd(int enable) { (void)enable; }
+void conv2d_use_own_depthwise(int enable) { (void)enable; }
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
     (void)c; (void)N; (void)H; (void)W;
     return "reference";

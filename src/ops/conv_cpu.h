@@ -1,25 +1,31 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* conv_cpu.h - the CPU backend's convolutions: oneDNN primitives cached per shape,
- * winograd.c's F(4x4, 3x3) where it is faster, and the reference convolution.
+ * winograd.c's F(4x4, 3x3) and depthwise.c's depthwise convolution where they are faster, and
+ * the reference convolution.
  *
- * Layouts as ops_cpu.h: activations NHWC float32, weights OIHW (PyTorch's order) inside the
- * flat parameter buffer, weight gradients ACCUMULATED (+=), input gradients overwritten. No
- * bias, as in the networks netspec.h describes: a batch norm follows every convolution. */
+ * Everything nn.Conv2d computes but the bias (ops_cpu.h's bias_add and bias_grad add it):
+ * groups (depthwise when groups == C_in, with a channel multiplier when C_out is a multiple of
+ * it) and dilation, any stride and padding. Layouts as ops_cpu.h: activations NHWC float32,
+ * weights [C_out, C_in/groups, k, k] (PyTorch's OIHW) inside the flat parameter buffer, weight
+ * gradients ACCUMULATED (+=), input gradients overwritten. Winograd takes only dense
+ * undilated 3x3 stride-1 convolutions. */
 #ifndef DDP_CONV_CPU_H
 #define DDP_CONV_CPU_H
 
 #include "backend.h"   /* Conv2d, ConvShape, conv_out_size */
 
-/* c->shape = *shape (which conv_shape_valid must accept); primitives come with the first call
- * at each input size. */
+/* c->shape = *shape with groups and dilation of 0 made 1 (conv_shape_norm; conv_shape_valid
+ * must accept it); primitives come with the first call at each input size. */
 void conv2d_init(Conv2d *c, const ConvShape *shape);
 void conv2d_free(Conv2d *c);
 
-/* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in,k,k]). The batch size N may change
+/* y[N,Ho,Wo,C_out] = conv(x[N,H,W,C_in], w[C_out,C_in/groups,k,k]). The batch size N may change
  * between calls (training vs evaluation, a short last batch); primitives are cached per shape. */
 void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y);
 
-/* Given dy[N,Ho,Wo,C_out]: dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL. */
+/* Given dy[N,Ho,Wo,C_out]: dw += dL/dw (OIHW); dx = dL/dx (overwritten) unless dx == NULL.
+ * Results depend only on the data and the shapes, not on the thread count, except winograd.c's
+ * (repeatable for one thread count; winograd.h). */
 void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
                      const float *dy, float *dx, float *dw);
 
@@ -36,7 +42,13 @@ void conv2d_use_winograd(int enable);
  * tests that compare the two. Default 1. Applies to convs initialised afterwards. */
 void conv2d_use_own_winograd(int enable);
 
-/* Name of the implementation the backend picked for the forward of this conv at this shape. */
+/* With 0, the depthwise convolutions go through oneDNN even where depthwise.c is selected: for
+ * benchmarks and tests that compare the two. Default 1. Applies to convs initialised
+ * afterwards. */
+void conv2d_use_own_depthwise(int enable);
+
+/* Name of the implementation the backend picked for the forward of this conv at this shape:
+ * oneDNN's ("brgconv:avx512_core", "jit_dw:avx2"), "winograd4x3:avx512", "own_dw:avx512". */
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W);
 
 /* The reference convolution (direct loops, double accumulation): the backend without oneDNN,
@@ -46,7 +58,7 @@ void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float 
 void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
                                const float *w, const float *dy, float *dx, float *dw);
 
-/* The CPU backend's description, which is that of its convolutions, the bulk of the work:
+/* The CPU backend's description, which is that of its dense convolutions, the bulk of a ResNet's work:
  * "oneDNN 2.6.3 (3x3 s1: winograd4x3:avx512, 3x3 s2: brgconv:avx512_core)". */
 const char *ops_cpu_describe(void);
 

@@ -233,6 +233,40 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
 }
 
 /* ======================================================================================
+ * A convolution's bias.
+ * ====================================================================================== */
+
+void bias_add(float *restrict y, const float *restrict b, size_t M, int C) {
+    #pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < M; r++) {
+        float *restrict yr = y + r * C;
+        for (int c = 0; c < C; c++) yr[c] += b[c];
+    }
+}
+
+/* The blocks of bn_stats: each summed in double into its own slot, the slots added in block
+ * order, so the sum does not depend on the threads. */
+void bias_grad(const float *dy, float *db, size_t M, int C) {
+    const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
+    double *part = callocCheck(nb * (size_t)C, sizeof(double));
+    #pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nb; b++) {
+        double *restrict s = part + b * C;
+        const size_t r1 = (b + 1) * R < M ? (b + 1) * R : M;
+        for (size_t r = b * R; r < r1; r++) {
+            const float *restrict dr = dy + r * C;
+            for (int c = 0; c < C; c++) s[c] += dr[c];
+        }
+    }
+    for (int c = 0; c < C; c++) {
+        double acc = 0.0;
+        for (size_t b = 0; b < nb; b++) acc += part[b * C + c];
+        db[c] += (float)acc;
+    }
+    free(part);
+}
+
+/* ======================================================================================
  * Max pooling.
  * ====================================================================================== */
 

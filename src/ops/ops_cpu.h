@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ops_cpu.h - the CPU kernels, forward and backward, of every operation a network
  * description (netspec.h) uses but the convolution (conv_cpu.h): batch norm, max pooling, blur,
- * the head (average pooling, linear, softmax cross-entropy).
+ * a convolution's bias, the head (average pooling, linear, softmax cross-entropy).
  *
  * Layout conventions (the whole CPU backend follows them, conv_cpu.h included):
  *  - activations and their gradients are NHWC float32, contiguous: x[((n*H + h)*W + w)*C + c].
@@ -67,6 +67,14 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
                        const double *local_sum_g, const double *local_sum_gx,
                        const double *global_sum_g, const double *global_sum_gx, double count,
                        float *dgamma, float *dbeta);
+
+/* ---- a convolution's bias over [M, C] ---- */
+
+/* y[m,c] += b[c]. */
+void bias_add(float *y, const float *b, size_t M, int C);
+/* db[c] += sum over m of dy[m,c]: per fixed block of rows in double, the blocks added in order
+ * (as bn_stats), then rounded once and added. */
+void bias_grad(const float *dy, float *db, size_t M, int C);
 
 /* ---- max pooling: nn.MaxPool2d(k, stride, pad) (torchvision's ResNets: 3x3, stride 2, padding 1) ---- */
 

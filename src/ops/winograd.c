@@ -23,6 +23,8 @@
 
 #include "winograd.h"
 
+#include "cpu_isa.h"
+
 #include <string.h>
 
 #ifdef _OPENMP
@@ -37,8 +39,6 @@
 
 #define NP 36          /* points of a transformed tile (6x6) */
 #define CB 16          /* channels per transform step */
-
-enum { ISA_SSE41, ISA_AVX2, ISA_AVX512 };
 
 #define ALWAYS_INLINE static inline __attribute__((always_inline))
 /* The blocks a step reads and writes never overlap: tell the vectoriser so. */
@@ -286,33 +286,15 @@ typedef struct Kernels {
     static const Kernels kernels_##sfx = { in_##sfx, out_##sfx, grad_##sfx };
 
 KERNELS(sse41, )
-KERNELS(avx2, __attribute__((target("avx2,fma"))))
-KERNELS(avx512, __attribute__((target("avx512f,avx512vl,avx512dq,avx2,fma,prefer-vector-width=512"))))
+KERNELS(avx2, CPU_ISA_ATTR_AVX2)
+KERNELS(avx512, CPU_ISA_ATTR_AVX512)
 
 static const Kernels *kernels_for(int isa) {
-    return isa == ISA_AVX512 ? &kernels_avx512 : isa == ISA_AVX2 ? &kernels_avx2 : &kernels_sse41;
-}
-
-static int isa_detect(void) {
-    __builtin_cpu_init();
-    const int has512 = __builtin_cpu_supports("avx512f") && __builtin_cpu_supports("avx512vl") &&
-                       __builtin_cpu_supports("avx512dq");
-    const int has2 = __builtin_cpu_supports("avx2") && __builtin_cpu_supports("fma");
-#ifdef HAVE_DNNL
-    /* Follow oneDNN's limit (ONEDNN_MAX_CPU_ISA) so that one setting selects a whole path. */
-    const unsigned lim = (unsigned)dnnl_get_effective_cpu_isa();
-    const unsigned core512 = (unsigned)dnnl_cpu_isa_avx512_core, avx2 = (unsigned)dnnl_cpu_isa_avx2;
-    if (has512 && (lim & core512) == core512) return ISA_AVX512;
-    if (has2 && (lim & avx2) == avx2) return ISA_AVX2;
-    return ISA_SSE41;
-#else
-    return has512 ? ISA_AVX512 : has2 ? ISA_AVX2 : ISA_SSE41;
-#endif
+    return isa == CPU_ISA_AVX512 ? &kernels_avx512 : isa == CPU_ISA_AVX2 ? &kernels_avx2 : &kernels_sse41;
 }
 
 const char *winograd_isa_name(void) {
-    static const char *names[] = { "sse41", "avx2", "avx512" };
-    return names[isa_detect()];
+    return cpu_isa_name(cpu_isa());
 }
 
 /* ---- GEMM: row-major C = A . B (+ C when accumulate), on the calling thread ---- */
@@ -433,7 +415,7 @@ void winograd_init(Winograd *p, int C_in, int C_out, int N, int H, int W) {
     const long per_thread = (p->tiles + p->threads - 1) / p->threads;
     if (block > per_thread) block = per_thread;
     p->block = block;
-    p->isa = isa_detect();
+    p->isa = cpu_isa();
     p->zeros = alignedAllocCheck((size_t)(C_in > C_out ? C_in : C_out) * sizeof(float));
     p->ws_thread = align64((size_t)NP * block * C_in * sizeof(float)) +
                    align64((size_t)NP * block * C_out * sizeof(float));
