@@ -16,6 +16,7 @@ weights its test_acc was measured on. With --val_crop_size the images (raw or JP
 evaluated as ddptrain evaluates a run of --train_crop_size: torchvision's Resize(R) and
 CenterCrop(V) on PIL images (needs torchvision and PIL). Needs torch, h5py and numpy."""
 import argparse
+import collections
 import glob
 import os
 import sys
@@ -104,6 +105,9 @@ def load_model(path, ema=False):
         model = torchvision_builder(base)(num_classes=meta["num_classes"])
     if meta["architecture"].endswith(BLURPOOL):
         apply_blurpool(model)
+    # the module's own versions of its state_dict (MNASNet refuses a dict without them)
+    sd = collections.OrderedDict(sd)
+    sd._metadata = getattr(model.state_dict(), "_metadata", None)
     model.load_state_dict(sd, strict=True)
     model.eval()
     return model, meta

@@ -43,7 +43,10 @@ must_fail() {   # $1 = label, $2 = dump, rest = torch_compare flags: the compari
 for m in resnext50_32x4d wide_resnet50_2 mobilenet_v2 mobilenet_v3_small mobilenet_v3_large efficientnet_b0 \
     efficientnet_v2_s regnet_x_400mf regnet_y_400mf mnasnet0_5; do
     steps=3; batch=4
-    case $m in wide_resnet50_2 | resnext50_32x4d | efficientnet_v2_s) steps=1 ;; esac
+    # one step for the largest (time), and for MNASNet, whose first step moves its weights so
+    # far (the loss starts at 9) that the next ones amplify round-off beyond the criterion on
+    # both sides: PyTorch float32's own distance from float64 grows as fast
+    case $m in wide_resnet50_2 | resnext50_32x4d | efficientnet_v2_s | mnasnet0_5) steps=1 ;; esac
     check "$m, batch $batch, $steps SGD step(s) at lr 0.01" 1e-3 --model "$m" --batch $batch --image_size 64 \
         --seed 3 --lr 0.01 --steps $steps
     case $m in mobilenet_v3_small) cp "$TMP/d.h5" "$TMP/v3.h5" ;; esac
