@@ -63,7 +63,7 @@ static const Backend backend_cuda = {
     .conv2d_backward = g_conv2d_backward,
     .conv2d_weights_changed = g_conv2d_weights_changed,
     /* no grouped or dilated convolution, no bias: none has run on a GPU here yet, and the
-     * model refuses a network that needs them (kind_conv.c's backend_has) */
+     * model refuses a network that needs them (kind_conv.c's backend_lacks) */
     .conv_grouped = 0,
     .bias_add = NULL,
     .bias_grad = NULL,

@@ -4,9 +4,9 @@
  * leaky_relu), value by value. Its backward reads the input, as PyTorch's autograd formulas do. */
 #include "model_step.h"
 
-static int act_backend_has(const Backend *be, const NetNode *n) {
-    (void)n;
-    return be->act_forward && be->act_backward;
+static const char *act_backend_lacks(const Backend *be, const NetNode *n) {
+    int count;
+    return be->act_forward && be->act_backward ? NULL : net_field_choices(F_FUNCTION, &count)[n->fn];
 }
 
 static void act_node_forward(Model *m, ModelStep *st, int N, int train) {
@@ -29,7 +29,7 @@ const NodeKindDef node_kind_act = {
     .fields = {{F_FUNCTION, .need = 1, .write_always = 1},
                {F_SLOPE, .rdef = 0.01f, .rmin = -1e6f, .rmax = 1e6f, .def_doc = "0.01, leaky_relu's"}},
     .n_fields = 2,
-    .backend_has = act_backend_has,
+    .backend_lacks = act_backend_lacks,
     .forward = act_node_forward,
     .backward = act_node_backward,
 };

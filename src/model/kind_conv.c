@@ -33,9 +33,10 @@ static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
     return 0;
 }
 
-static int conv_backend_has(const Backend *be, const NetNode *n) {
-    if ((n->groups > 1 || n->dilation > 1) && !be->conv_grouped) return 0;
-    return !n->bias || (be->bias_add && be->bias_grad);
+static const char *conv_backend_lacks(const Backend *be, const NetNode *n) {
+    if (n->groups > 1 && !be->conv_grouped) return "grouped convolution";
+    if (n->dilation > 1 && !be->conv_grouped) return "dilated convolution";
+    return !n->bias || (be->bias_add && be->bias_grad) ? NULL : "convolution bias";
 }
 
 static int conv_has_bias(const Model *m, const ModelStep *st) { return m->net.node[st->node].bias; }
@@ -114,7 +115,7 @@ const NodeKindDef node_kind_conv = {
                {F_BIAS, .def_doc = "false"}},
     .n_fields = 7,
     .shape = conv_shape,
-    .backend_has = conv_backend_has,
+    .backend_lacks = conv_backend_lacks,
     .layout = conv_layout,
     .release = conv_release,
     .init = conv_init,

@@ -30,9 +30,9 @@ static void pass_grad(const Model *m, const ModelStep *st, float *dy, float *dx,
 
 /* ---- dropout ------------------------------------------------------------------------------ */
 
-static int dropout_backend_has(const Backend *be, const NetNode *n) {
+static const char *dropout_backend_lacks(const Backend *be, const NetNode *n) {
     (void)n;
-    return be->dropout_mask && be->dropout_apply;
+    return be->dropout_mask && be->dropout_apply ? NULL : "dropout";
 }
 
 static void dropout_alloc(const Backend *be, ModelStep *st, int max_batch) {
@@ -70,7 +70,7 @@ const NodeKindDef node_kind_dropout = {
     .fields = {{F_P, .rdef = 0.5f, .rmin = 0.0f, .rmax = 1.0f, .write_always = 1, .def_doc = "0.5"}},
     .n_fields = 1,
     .shape = drop_shape,
-    .backend_has = dropout_backend_has,
+    .backend_lacks = dropout_backend_lacks,
     .alloc = dropout_alloc,
     .release = dropout_release,
     .forward = dropout_node_forward,
@@ -79,9 +79,9 @@ const NodeKindDef node_kind_dropout = {
 
 /* ---- stochastic depth --------------------------------------------------------------------- */
 
-static int sd_backend_has(const Backend *be, const NetNode *n) {
+static const char *sd_backend_lacks(const Backend *be, const NetNode *n) {
     (void)n;
-    return be->sample_scale != NULL;
+    return be->sample_scale ? NULL : "stochastic depth";
 }
 
 static void sd_alloc(const Backend *be, ModelStep *st, int max_batch) {
@@ -127,7 +127,7 @@ const NodeKindDef node_kind_stochastic_depth = {
     .fields = {{F_P, .need = 1, .rmin = 0.0f, .rmax = 1.0f, .write_always = 1}},
     .n_fields = 1,
     .shape = drop_shape,
-    .backend_has = sd_backend_has,
+    .backend_lacks = sd_backend_lacks,
     .alloc = sd_alloc,
     .release = sd_release,
     .forward = sd_node_forward,

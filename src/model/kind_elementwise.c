@@ -7,9 +7,9 @@
 
 /* ---- relu --------------------------------------------------------------------------------- */
 
-static int relu_backend_has(const Backend *be, const NetNode *n) {
+static const char *relu_backend_lacks(const Backend *be, const NetNode *n) {
     (void)n;
-    return be->relu_forward != NULL;
+    return be->relu_forward ? NULL : "ReLU outside a batch norm";
 }
 
 static void relu_node_forward(Model *m, ModelStep *st, int N, int train) {
@@ -28,7 +28,7 @@ const NodeKindDef node_kind_relu = {
     .doc = "max(x, 0)",
     .tensors = "",
     .inputs = 1,
-    .backend_has = relu_backend_has,
+    .backend_lacks = relu_backend_lacks,
     .forward = relu_node_forward,
     .backward = relu_node_backward,
 };
@@ -83,9 +83,9 @@ static int mul_shape(NetNode *n, const NetNode *b, const NetCheck *c) {
     return 0;
 }
 
-static int mul_backend_has(const Backend *be, const NetNode *n) {
+static const char *mul_backend_lacks(const Backend *be, const NetNode *n) {
     (void)n;
-    return be->mul_forward && be->mul_backward;
+    return be->mul_forward && be->mul_backward ? NULL : "squeeze-excitation multiply (mul)";
 }
 
 static void mul_node_forward(Model *m, ModelStep *st, int N, int train) {
@@ -120,7 +120,7 @@ const NodeKindDef node_kind_mul = {
     .fields = {{F_SCALE, .need = 1, .write_always = 1}},
     .n_fields = 1,
     .shape = mul_shape,
-    .backend_has = mul_backend_has,
+    .backend_lacks = mul_backend_lacks,
     .forward = mul_node_forward,
     .backward = mul_node_backward,
 };

@@ -14,9 +14,9 @@ static int maxpool_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
     return node_window(n, n->H, n->W, c);
 }
 
-static int maxpool_backend_has(const Backend *be, const NetNode *n) {
+static const char *maxpool_backend_lacks(const Backend *be, const NetNode *n) {
     (void)n;
-    return be->maxpool_forward && be->maxpool_backward;
+    return be->maxpool_forward && be->maxpool_backward ? NULL : "max pooling";
 }
 
 /* The input pixel each output took, for the backward (and for comparisons that replay it). */
@@ -48,7 +48,7 @@ const NodeKindDef node_kind_maxpool = {
                {F_PADDING, .def = 0, .write_always = 1, .def_doc = "0"}},
     .n_fields = 3,
     .shape = maxpool_shape,
-    .backend_has = maxpool_backend_has,
+    .backend_lacks = maxpool_backend_lacks,
     .alloc = maxpool_alloc,
     .release = maxpool_release,
     .forward = maxpool_node_forward,
@@ -87,9 +87,9 @@ const NodeKindDef node_kind_avgpool = {
 
 /* ---- blur --------------------------------------------------------------------------------- */
 
-static int blur_backend_has(const Backend *be, const NetNode *n) {
+static const char *blur_backend_lacks(const Backend *be, const NetNode *n) {
     (void)n;
-    return be->blur != NULL;
+    return be->blur ? NULL : "blur";
 }
 
 /* Stride 1 and padding 1 keep the input's shape: no shape rule. */
@@ -110,7 +110,7 @@ const NodeKindDef node_kind_blur = {
     .doc = "[1 2 1]^T [1 2 1] / 16 per channel, stride 1, zero padding 1 ([BlurPool](#blurpool))",
     .tensors = "",
     .inputs = 1,
-    .backend_has = blur_backend_has,
+    .backend_lacks = blur_backend_lacks,
     .forward = blur_node_forward,
     .backward = blur_node_backward,
 };

@@ -67,9 +67,10 @@ static int backend_has(const Backend *be, const NetSpec *s, const char *what, ch
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
         const NodeKindDef *d = node_kind(n->kind);
-        if (d->backend_has && !d->backend_has(be, n)) {
-            snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s operation", what, n->name, be->name,
-                     d->name);
+        const char *lacks = d->backend_lacks ? d->backend_lacks(be, n) : NULL;
+        if (lacks) {
+            snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s (the %s node)", what, n->name, be->name,
+                     lacks, d->name);
             return -1;
         }
         /* A device keeps activations in 16 bits under mixed precision but the pooled features

@@ -122,9 +122,10 @@ typedef struct NodeKindDef {
     /* The output's shape into n->C, H, W, which hold the first input's on entry; in2 is the
      * second input (inputs == 2) with its shape. Returns 0, or -1 through node_err. */
     int (*shape)(struct NetNode *n, const struct NetNode *in2, const NetCheck *c);
-    /* 1 when the backend has the operations this node needs (its fields may matter: a
-     * convolution's groups); NULL: every backend has them */
-    int (*backend_has)(const struct Backend *be, const struct NetNode *n);
+    /* NULL when the backend has the operations this node needs (its fields may matter: a
+     * convolution's groups), else what it lacks, for the one line that refuses the network
+     * ("grouped convolution"); NULL function: every backend has them */
+    const char *(*backend_lacks)(const struct Backend *be, const struct NetNode *n);
     /* Its tensors into the layouts (table order = state_dict order), and any Backend state of
      * the step (a convolution's primitives). NULL: none. */
     void (*layout)(const struct Backend *be, const struct NetNode *n, struct ModelStep *st, struct Layout *params,
