@@ -7,7 +7,8 @@
 # attribute (tests/helpers/ckpt_compare.py --all); on 1 rank (stop mid-epoch, end mid-epoch; stop at
 # an epoch boundary, end at one), on 2 ranks and on 3 (mpirun), and streamed from the shards
 # (--data_in_memory no) on 1 rank and on 2, from JPEG shards with RandomResizedCrop, and with
-# progressive resizing stopped between two crop sizes; a resume that holds the streamed share otherwise is
+# progressive resizing stopped between two crop sizes, and for a network with dropout and
+# stochastic depth on 1 rank and 2; a resume that holds the streamed share otherwise is
 # refused naming the flag, --data_in_memory auto follows the checkpoint, and its ranks stream
 # together when one must. On several ranks the checkpoint's
 # /model running statistics are the average of the ranks' own, which /train_state/rank_buffers
@@ -62,6 +63,13 @@ bitexact() {
 
 bitexact "1 rank, 12 steps = 6 + resume 6 (stop and end mid-epoch)" 1 6 12
 bitexact "1 rank, 16 steps = 8 + resume 8 (stop and end on epoch boundaries)" 1 8 16
+# Dropout and stochastic depth draw from (seed, step, rank, micro-batch): a network of them
+# (act, mul, grouped and dilated convolutions, a bias too) resumes bit for bit, on 1 rank and 2
+FLAGS_PLAIN=$FLAGS
+FLAGS="$FLAGS --model $top_srcdir/tests/fuzz/netfile/squeeze_excitation"
+bitexact "dropout and stochastic depth, 1 rank, 12 steps = 6 + resume 6" 1 6 12 -drop
+bitexact "dropout and stochastic depth, 2 ranks, 8 steps = 4 + resume 4" 2 4 8 -drop
+FLAGS=$FLAGS_PLAIN
 # A run resumed at its last step trains nothing and evaluates the checkpoint: the accuracy of the
 # run's own final evaluation, and with other evaluation options (--tta flip) their line.
 d="$TMP/eval-end"
