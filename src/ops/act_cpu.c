@@ -27,11 +27,13 @@
  *
  * The functions one value at a time are act_value.h's. The piecewise-linear ones vectorise
  * (their choices become blends, see pick there); the others call libm once or twice per value,
- * which strict IEEE flags keep scalar. */
+ * which strict IEEE flags keep scalar, except silu and sigmoid on the AVX2 and AVX-512 paths,
+ * which use act_value.h's exp_v (within an ulp of expf) and vectorise. */
 #include "act_cpu.h"
 
 #include "act_value.h"
 #include "backend.h"
+#include "cpu_isa.h"
 #include "base/util.h"
 
 /* One loop per function, the switch outside it. y may be x (dx may be dy): each value is read
@@ -47,34 +49,53 @@
         for (size_t i = 0; i < n; i++) dx[i] = F(x[i], dy[i], slope); \
     } while (0)
 
-void act_forward_span(int fn, float slope, const float *x, float *y, size_t n) {
-    switch (fn) {
-    case ACT_RELU6: FWD_LOOP(relu6_f); break;
-    case ACT_HARDSWISH: FWD_LOOP(hardswish_f); break;
-    case ACT_HARDSIGMOID: FWD_LOOP(hardsigmoid_f); break;
-    case ACT_SILU: FWD_LOOP(silu_f); break;
-    case ACT_SIGMOID: FWD_LOOP(sigmoid_f); break;
-    case ACT_GELU: FWD_LOOP(gelu_f); break;
-    case ACT_GELU_TANH: FWD_LOOP(gelu_tanh_f); break;
-    case ACT_TANH: FWD_LOOP(tanh_f); break;
-    case ACT_LEAKY_RELU: FWD_LOOP(leaky_relu_f); break;
-    default: CHECK(!"act_forward: fn is one of ActFn");
+/* Each span function three times, for the paths of cpu_isa.h: the SSE4.1 one with libm's expf
+ * (PyTorch's plain kernels' numbers), the AVX2 and AVX-512 ones with exp_v for silu and sigmoid
+ * (act_value.h: within an ulp of expf, as SLEEF's is in PyTorch's vectorised kernels). V is
+ * empty or v: the suffix of the exp_v flavours. */
+#define SPANS(sfx, attr, V)                                                                     \
+    attr static void fwd_##sfx(int fn, float slope, const float *x, float *y, size_t n) {         \
+        switch (fn) {                                                                            \
+        case ACT_RELU6: FWD_LOOP(relu6_f); break;                                                \
+        case ACT_HARDSWISH: FWD_LOOP(hardswish_f); break;                                        \
+        case ACT_HARDSIGMOID: FWD_LOOP(hardsigmoid_f); break;                                    \
+        case ACT_SILU: FWD_LOOP(silu_f##V); break;                                               \
+        case ACT_SIGMOID: FWD_LOOP(sigmoid_f##V); break;                                         \
+        case ACT_GELU: FWD_LOOP(gelu_f); break;                                                  \
+        case ACT_GELU_TANH: FWD_LOOP(gelu_tanh_f); break;                                        \
+        case ACT_TANH: FWD_LOOP(tanh_f); break;                                                  \
+        case ACT_LEAKY_RELU: FWD_LOOP(leaky_relu_f); break;                                      \
+        default: CHECK(!"act_forward: fn is one of ActFn");                                      \
+        }                                                                                        \
+    }                                                                                            \
+    attr static void bwd_##sfx(int fn, float slope, const float *x, const float *dy, float *dx,  \
+                               size_t n) {                                                       \
+        switch (fn) {                                                                            \
+        case ACT_RELU6: BWD_LOOP(relu6_b); break;                                                \
+        case ACT_HARDSWISH: BWD_LOOP(hardswish_b); break;                                        \
+        case ACT_HARDSIGMOID: BWD_LOOP(hardsigmoid_b); break;                                    \
+        case ACT_SILU: BWD_LOOP(silu_b##V); break;                                               \
+        case ACT_SIGMOID: BWD_LOOP(sigmoid_b##V); break;                                         \
+        case ACT_GELU: BWD_LOOP(gelu_b); break;                                                  \
+        case ACT_GELU_TANH: BWD_LOOP(gelu_tanh_b); break;                                        \
+        case ACT_TANH: BWD_LOOP(tanh_b); break;                                                  \
+        case ACT_LEAKY_RELU: BWD_LOOP(leaky_relu_b); break;                                      \
+        default: CHECK(!"act_backward: fn is one of ActFn");                                     \
+        }                                                                                        \
     }
+
+SPANS(sse41, , )
+SPANS(avx2, CPU_ISA_ATTR_AVX2, v)
+SPANS(avx512, CPU_ISA_ATTR_AVX512, v)
+
+void act_forward_span(int fn, float slope, const float *x, float *y, size_t n) {
+    const int isa = cpu_isa();
+    (isa == CPU_ISA_AVX512 ? fwd_avx512 : isa == CPU_ISA_AVX2 ? fwd_avx2 : fwd_sse41)(fn, slope, x, y, n);
 }
 
 void act_backward_span(int fn, float slope, const float *x, const float *dy, float *dx, size_t n) {
-    switch (fn) {
-    case ACT_RELU6: BWD_LOOP(relu6_b); break;
-    case ACT_HARDSWISH: BWD_LOOP(hardswish_b); break;
-    case ACT_HARDSIGMOID: BWD_LOOP(hardsigmoid_b); break;
-    case ACT_SILU: BWD_LOOP(silu_b); break;
-    case ACT_SIGMOID: BWD_LOOP(sigmoid_b); break;
-    case ACT_GELU: BWD_LOOP(gelu_b); break;
-    case ACT_GELU_TANH: BWD_LOOP(gelu_tanh_b); break;
-    case ACT_TANH: BWD_LOOP(tanh_b); break;
-    case ACT_LEAKY_RELU: BWD_LOOP(leaky_relu_b); break;
-    default: CHECK(!"act_backward: fn is one of ActFn");
-    }
+    const int isa = cpu_isa();
+    (isa == CPU_ISA_AVX512 ? bwd_avx512 : isa == CPU_ISA_AVX2 ? bwd_avx2 : bwd_sse41)(fn, slope, x, dy, dx, n);
 }
 
 /* Blocks of a fixed size, so the switch runs once per block, and one block (a small map: a

@@ -38,6 +38,39 @@ static inline float clamp_s(float x, float lo, float hi) {
 #define GELU_ERF_ALPHA ((float)M_SQRT1_2)                       /* forward: erf(x * alpha) */
 #define GELU_ERF_PDF ((float)(M_2_SQRTPI * M_SQRT1_2 * 0.5))   /* backward: 1 / sqrt(2 pi) */
 
+/* exp for the AVX2 and AVX-512 paths, one value in plain C that GCC vectorises there (fmaf is
+ * an instruction on both): x = n ln2 + r with n = rint(x / ln2) and ln2 in two parts, exp(r) by
+ * a degree-7 polynomial on |r| <= ln2 / 2, then 2^n applied in two factors so that a subnormal or
+ * an infinite result comes out rounded once. The reduction and the coefficients are SLEEF's
+ * (expf_u10, the one PyTorch's vectorised kernels call): within 1 ulp of exp over the float
+ * range, a NaN in gives a NaN out. glibc's expf is correctly rounded in practice, so a value may
+ * differ from it by an ulp: the scalar build (SSE4.1, ONEDNN_MAX_CPU_ISA=SSE41) keeps expf. */
+#define EXP_V_ATTR static inline __attribute__((always_inline))
+EXP_V_ATTR float exp_v(float x) {
+    const float xc = pick(x > 100.0f, 100.0f, pick(x < -104.0f, -104.0f, x));   /* NaN stays */
+    const float shifter = 12582912.0f;   /* 1.5 * 2^23: adding it rounds to an integer */
+    const float t = xc * 1.442695040888963407359924681001892137f + shifter;
+    uint32_t tb;
+    memcpy(&tb, &t, sizeof tb);
+    const int32_t n = (int32_t)(tb - 0x4B400000u);   /* |n| <= 151, in the low mantissa bits */
+    const float nf = t - shifter;
+    float r = fmaf(nf, -0.693145751953125f, xc);
+    r = fmaf(nf, -1.428606765330187045e-06f, r);
+    float u = 0.000198527617612853646278381f;
+    u = fmaf(u, r, 0.00139304355252534151077271f);
+    u = fmaf(u, r, 0.00833336077630519866943359f);
+    u = fmaf(u, r, 0.0416664853692054748535156f);
+    u = fmaf(u, r, 0.166666671633720397949219f);
+    u = fmaf(u, r, 0.5f);
+    u = 1.0f + fmaf(r * r, u, r);
+    const int32_t n1 = n / 2, n2 = n - n1;   /* each within the normal exponents */
+    const uint32_t b1 = (uint32_t)(n1 + 127) << 23, b2 = (uint32_t)(n2 + 127) << 23;
+    float s1, s2;
+    memcpy(&s1, &b1, sizeof s1);
+    memcpy(&s2, &b2, sizeof s2);
+    return u * s1 * s2;
+}
+
 /* ---- forward, one value ---- */
 
 static inline float relu6_f(float x, float s) { (void)s; return clamp_s(x, 0.0f, 6.0f); }
@@ -101,5 +134,20 @@ static inline float tanh_b(float x, float d, float s) {
     return d * (1.0f - y * y);
 }
 static inline float leaky_relu_b(float x, float d, float s) { return pick(x > 0.0f, d, d * s); }
+
+/* ---- the same with exp_v, for the vector paths (see exp_v): silu and sigmoid, whose loops
+ * then vectorise. gelu and tanh keep libm's erff and tanhf, which no vector path replaces. ---- */
+
+EXP_V_ATTR float silu_fv(float x, float s) { (void)s; return x / (1.0f + exp_v(-x)); }
+EXP_V_ATTR float sigmoid_fv(float x, float s) { (void)s; return 1.0f / (1.0f + exp_v(-x)); }
+EXP_V_ATTR float silu_bv(float x, float d, float s) {
+    (void)s;
+    const float sig = 1.0f / (1.0f + exp_v(-x));
+    return d * sig * (1.0f + x * (1.0f - sig));
+}
+EXP_V_ATTR float sigmoid_bv(float x, float d, float s) {
+    const float y = sigmoid_fv(x, s);
+    return d * (1.0f - y) * y;
+}
 
 #endif

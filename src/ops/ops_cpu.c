@@ -12,6 +12,7 @@
 
 #include "act_value.h"
 #include "backend.h"
+#include "cpu_isa.h"
 #include "rules.h"
 #include "base/util.h"
 
@@ -25,28 +26,234 @@ static size_t rows_per_block(int C) {
     return r ? r : 1;
 }
 
-void bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq) {
-    const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
-    double *part = callocCheck(nb * 2 * (size_t)C, sizeof(double));
-    #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < nb; b++) {
-        double *s = part + b * 2 * C, *q = s + C;
-        const size_t r1 = (b + 1) * R < M ? (b + 1) * R : M;
-        for (size_t r = b * R; r < r1; r++) {
-            const float *xr = x + r * C;
-            for (int c = 0; c < C; c++) {
-                const double v = xr[c];
-                s[c] += v;
-                q[c] += v * v;
-            }
+/* The per-block kernels, compiled for each path of cpu_isa.h as depthwise.c's are. A block's
+ * reductions run a tile of channels at a time down its rows, the tile's sums in registers: each
+ * channel's sum takes its rows in the same order, one double addition per value as before, so
+ * the sums are those of the scalar loops bit for bit, on every path and at every vector width
+ * (C11 mode: GCC contracts nothing into an FMA unless asked). The elementwise passes are the
+ * same operations, wider. Only silu and sigmoid differ by path: the AVX2 and AVX-512 ones use
+ * act_value.h's exp_v (within an ulp of libm's expf), which vectorises. */
+#define CB 16   /* channels per tile; the rest by tiles of 8, then of 1 */
+#define ALWAYS_INLINE static inline __attribute__((always_inline))
+/* A tile's loads and stores never overlap but where g is dy, each value read before written. */
+#define FOR_L(n) _Pragma("GCC ivdep") for (int l = 0; l < (n); l++)
+#define TILES(TILE)                                   \
+    do {                                              \
+        int c = 0;                                    \
+        for (; c + CB <= C; c += CB) TILE(CB);        \
+        for (; c + 8 <= C; c += 8) TILE(8);           \
+        for (; c < C; c++) TILE(1);                   \
+    } while (0)
+
+/* NaN passes through (as in PyTorch) so that a diverging run shows up in the loss. */
+static inline float relu1(float v) { return v < 0.0f ? 0.0f : v; }
+
+ALWAYS_INLINE void stats_rows(const float *x, size_t r0, size_t r1, int C, double *s, double *q) {
+#define STATS_TILE(w)                                                       \
+    do {                                                                    \
+        double as[CB], aq[CB];                                              \
+        FOR_L(w) { as[l] = 0.0; aq[l] = 0.0; }                              \
+        for (size_t r = r0; r < r1; r++) {                                  \
+            const float *xr = x + r * C + c;                                \
+            FOR_L(w) {                                                      \
+                const double v = xr[l];                                     \
+                as[l] += v;                                                 \
+                aq[l] += v * v;                                             \
+            }                                                               \
+        }                                                                   \
+        FOR_L(w) { s[c + l] = as[l]; q[c + l] = aq[l]; }                    \
+    } while (0)
+    TILES(STATS_TILE);
+#undef STATS_TILE
+}
+
+ALWAYS_INLINE void apply_rows(const float *x, float *y, size_t r0, size_t r1, int C, const float *scale,
+                              const float *shift, const float *residual, int relu) {
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = x + r * C;
+        float *yr = y + r * C;
+        if (residual) {
+            const float *rr = residual + r * C;
+            if (relu) for (int c = 0; c < C; c++) yr[c] = relu1(xr[c] * scale[c] + shift[c] + rr[c]);
+            else      for (int c = 0; c < C; c++) yr[c] = xr[c] * scale[c] + shift[c] + rr[c];
+        } else {
+            if (relu) for (int c = 0; c < C; c++) yr[c] = relu1(xr[c] * scale[c] + shift[c]);
+            else      for (int c = 0; c < C; c++) yr[c] = xr[c] * scale[c] + shift[c];
         }
     }
-    for (int c = 0; c < C; c++) { sum[c] = 0.0; sumsq[c] = 0.0; }
+}
+
+/* g = dy masked by y > 0 (pick: a blend), then the tile's sums. */
+ALWAYS_INLINE void reduce_rows(const float *x, const float *y, const float *dy, float *g, size_t r0, size_t r1,
+                               int C, const float *mean, int relu, double *sg, double *sx) {
+#define REDUCE_TILE(w)                                                      \
+    do {                                                                    \
+        double ag[CB], ax[CB];                                              \
+        float mu[CB];                                                       \
+        FOR_L(w) { ag[l] = 0.0; ax[l] = 0.0; mu[l] = mean[c + l]; }         \
+        for (size_t r = r0; r < r1; r++) {                                  \
+            const float *xr = x + r * C + c, *dyr = dy + r * C + c;         \
+            const float *yr = relu ? y + r * C + c : dyr;                   \
+            float *gr = g + r * C + c;                                      \
+            FOR_L(w) {                                                      \
+                const float d = dyr[l];                                     \
+                const float gv = relu ? pick(yr[l] > 0.0f, d, 0.0f) : d;    \
+                gr[l] = gv;                                                 \
+                ag[l] += gv;                                                \
+                ax[l] += (double)(gv * (xr[l] - mu[l]));                    \
+            }                                                               \
+        }                                                                   \
+        FOR_L(w) { sg[c + l] = ag[l]; sx[c + l] = ax[l]; }                  \
+    } while (0)
+    TILES(REDUCE_TILE);
+#undef REDUCE_TILE
+}
+
+ALWAYS_INLINE void bwd_apply_rows(const float *x, const float *g, float *dx, size_t r0, size_t r1, int C,
+                                  const float *a, const float *bq, const float *d) {
+    for (size_t r = r0; r < r1; r++) {
+        const float *xr = x + r * C, *gr = g + r * C;
+        float *dr = dx + r * C;
+        for (int c = 0; c < C; c++) dr[c] = a[c] * gr[c] - bq[c] * xr[c] + d[c];
+    }
+}
+
+/* One switch per call, a loop per function with the function inlined (act_value.h). V is the
+ * suffix of the exp_v flavours of silu and sigmoid, or empty. */
+#define ACT_SWITCH(fn, ROWS, V)                            \
+    switch (fn) {                                          \
+    case ACT_RELU6: ROWS(relu6, ); break;                  \
+    case ACT_HARDSWISH: ROWS(hardswish, ); break;          \
+    case ACT_HARDSIGMOID: ROWS(hardsigmoid, ); break;      \
+    case ACT_SILU: ROWS(silu, V); break;                   \
+    case ACT_SIGMOID: ROWS(sigmoid, V); break;             \
+    case ACT_GELU: ROWS(gelu, ); break;                    \
+    case ACT_GELU_TANH: ROWS(gelu_tanh, ); break;          \
+    case ACT_TANH: ROWS(tanh, ); break;                    \
+    case ACT_LEAKY_RELU: ROWS(leaky_relu, ); break;        \
+    default: CHECK(!"bn with an activation: fn is one of ActFn"); \
+    }
+
+#define APPLY_ACT_ROWS(F, V)                                                           \
+    do {                                                                               \
+        for (size_t r = r0; r < r1; r++) {                                             \
+            const float *xr = x + r * C;                                               \
+            float *yr = y + r * C;                                                     \
+            _Pragma("omp simd")                                                        \
+            for (int c = 0; c < C; c++) yr[c] = F##_f##V(xr[c] * scale[c] + shift[c], slope); \
+        }                                                                              \
+    } while (0)
+
+#define REDUCE_ACT_TILE(F, V, w)                                                        \
+    do {                                                                                \
+        double ag[CB], ax[CB];                                                          \
+        float sc[CB], sh[CB], mu[CB];                                                   \
+        FOR_L(w) {                                                                      \
+            ag[l] = 0.0; ax[l] = 0.0;                                                   \
+            sc[l] = scale[c + l]; sh[l] = shift[c + l]; mu[l] = mean[c + l];            \
+        }                                                                               \
+        for (size_t r = r0; r < r1; r++) {                                              \
+            const float *xr = x + r * C + c, *dyr = dy + r * C + c;                     \
+            float *gr = g + r * C + c;                                                  \
+            FOR_L(w) {                                                                  \
+                const float xv = xr[l];                                                 \
+                const float gv = F##_b##V(xv * sc[l] + sh[l], dyr[l], slope);           \
+                gr[l] = gv;                                                             \
+                ag[l] += gv;                                                            \
+                ax[l] += (double)(gv * (xv - mu[l]));                                   \
+            }                                                                           \
+        }                                                                               \
+        FOR_L(w) { sg[c + l] = ag[l]; sx[c + l] = ax[l]; }                              \
+    } while (0)
+
+/* bn_backward_reduce's tiles with g = dy * f'(z), z recomputed as bn_apply_act computes it. */
+#define REDUCE_ACT_ROWS(F, V)                                                     \
+    do {                                                                          \
+        int c = 0;                                                                \
+        for (; c + CB <= C; c += CB) REDUCE_ACT_TILE(F, V, CB);                   \
+        for (; c + 8 <= C; c += 8) REDUCE_ACT_TILE(F, V, 8);                      \
+        for (; c < C; c++) REDUCE_ACT_TILE(F, V, 1);                              \
+    } while (0)
+
+typedef struct {
+    void (*stats)(const float *x, size_t r0, size_t r1, int C, double *s, double *q);
+    void (*apply)(const float *x, float *y, size_t r0, size_t r1, int C, const float *scale,
+                  const float *shift, const float *residual, int relu);
+    void (*apply_act)(const float *x, float *y, size_t r0, size_t r1, int C, const float *scale,
+                      const float *shift, int fn, float slope);
+    void (*reduce)(const float *x, const float *y, const float *dy, float *g, size_t r0, size_t r1, int C,
+                   const float *mean, int relu, double *sg, double *sx);
+    void (*reduce_act)(const float *x, const float *dy, float *g, size_t r0, size_t r1, int C,
+                       const float *scale, const float *shift, const float *mean, int fn, float slope,
+                       double *sg, double *sx);
+    void (*bwd_apply)(const float *x, const float *g, float *dx, size_t r0, size_t r1, int C,
+                      const float *a, const float *bq, const float *d);
+} BnKernels;
+
+#define BN_KERNELS(sfx, attr, V)                                                                     \
+    attr static void stats_##sfx(const float *x, size_t r0, size_t r1, int C, double *s, double *q) { \
+        stats_rows(x, r0, r1, C, s, q);                                                              \
+    }                                                                                                \
+    attr static void apply_##sfx(const float *x, float *y, size_t r0, size_t r1, int C,              \
+                                 const float *scale, const float *shift, const float *residual,      \
+                                 int relu) {                                                         \
+        apply_rows(x, y, r0, r1, C, scale, shift, residual, relu);                                   \
+    }                                                                                                \
+    attr static void apply_act_##sfx(const float *x, float *y, size_t r0, size_t r1, int C,          \
+                                     const float *scale, const float *shift, int fn, float slope) {  \
+        ACT_SWITCH(fn, APPLY_ACT_ROWS, V)                                                            \
+    }                                                                                                \
+    attr static void reduce_##sfx(const float *x, const float *y, const float *dy, float *g,         \
+                                  size_t r0, size_t r1, int C, const float *mean, int relu,          \
+                                  double *sg, double *sx) {                                          \
+        reduce_rows(x, y, dy, g, r0, r1, C, mean, relu, sg, sx);                                     \
+    }                                                                                                \
+    attr static void reduce_act_##sfx(const float *x, const float *dy, float *g, size_t r0,          \
+                                      size_t r1, int C, const float *scale, const float *shift,      \
+                                      const float *mean, int fn, float slope, double *sg,            \
+                                      double *sx) {                                                  \
+        ACT_SWITCH(fn, REDUCE_ACT_ROWS, V)                                                           \
+    }                                                                                                \
+    attr static void bwd_apply_##sfx(const float *x, const float *g, float *dx, size_t r0,           \
+                                     size_t r1, int C, const float *a, const float *bq,              \
+                                     const float *d) {                                               \
+        bwd_apply_rows(x, g, dx, r0, r1, C, a, bq, d);                                               \
+    }                                                                                                \
+    static const BnKernels bn_##sfx = { stats_##sfx, apply_##sfx, apply_act_##sfx,                   \
+                                        reduce_##sfx, reduce_act_##sfx, bwd_apply_##sfx };
+
+BN_KERNELS(sse41, , )
+BN_KERNELS(avx2, CPU_ISA_ATTR_AVX2, v)
+BN_KERNELS(avx512, CPU_ISA_ATTR_AVX512, v)
+
+static const BnKernels *bn_kernels(void) {
+    const int isa = cpu_isa();
+    return isa == CPU_ISA_AVX512 ? &bn_avx512 : isa == CPU_ISA_AVX2 ? &bn_avx2 : &bn_sse41;
+}
+
+/* The elementwise passes in chunks of rows: each row is written the same way by whichever
+ * thread takes it. */
+#define APPLY_ROWS 64
+
+/* Each block's sums into its own slot [sum[C], second[C]], then the slots added in block order:
+ * the result does not depend on the threads. */
+static void combine(const double *part, size_t nb, int C, double *sum, double *second) {
+    for (int c = 0; c < C; c++) { sum[c] = 0.0; second[c] = 0.0; }
     for (size_t b = 0; b < nb; b++)
         for (int c = 0; c < C; c++) {
             sum[c] += part[b * 2 * C + c];
-            sumsq[c] += part[b * 2 * C + C + c];
+            second[c] += part[b * 2 * C + C + c];
         }
+}
+
+void bn_stats(const float *x, size_t M, int C, double *sum, double *sumsq) {
+    const BnKernels *k = bn_kernels();
+    const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
+    double *part = mallocCheck(nb * 2 * (size_t)C * sizeof(double));
+    #pragma omp parallel for schedule(static)
+    for (size_t b = 0; b < nb; b++)
+        k->stats(x, b * R, (b + 1) * R < M ? (b + 1) * R : M, C, part + b * 2 * C, part + b * 2 * C + C);
+    combine(part, nb, C, sum, sumsq);
     free(part);
 }
 
@@ -56,9 +263,6 @@ void bn_finalize_stats(const double *sum, const double *sumsq, double count, int
     for (int c = 0; c < C; c++)
         bn_finalize_channel(c, sum, sumsq, count, eps, momentum, mean, invstd, running_mean, running_var);
 }
-
-/* NaN passes through (as in PyTorch) so that a diverging run shows up in the loss. */
-static inline float relu1(float v) { return v < 0.0f ? 0.0f : v; }
 
 /* y = x*scale + shift with the per-channel constants folded once: [scale[C], shift[C]], for
  * the caller to free. bn_apply_act and bn_backward_reduce_act fold and apply them as bn_apply
@@ -74,133 +278,55 @@ static float *bn_fold(int C, const float *mean, const float *invstd, const float
 
 void bn_apply(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
               const float *gamma, const float *beta, const float *residual, int relu) {
+    const BnKernels *k = bn_kernels();
     float *scale = bn_fold(C, mean, invstd, gamma, beta), *shift = scale + C;
     #pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < M; r++) {
-        const float *xr = x + r * C;
-        float *yr = y + r * C;
-        if (residual) {
-            const float *rr = residual + r * C;
-            if (relu) for (int c = 0; c < C; c++) yr[c] = relu1(xr[c] * scale[c] + shift[c] + rr[c]);
-            else      for (int c = 0; c < C; c++) yr[c] = xr[c] * scale[c] + shift[c] + rr[c];
-        } else {
-            if (relu) for (int c = 0; c < C; c++) yr[c] = relu1(xr[c] * scale[c] + shift[c]);
-            else      for (int c = 0; c < C; c++) yr[c] = xr[c] * scale[c] + shift[c];
-        }
-    }
+    for (size_t r = 0; r < M; r += APPLY_ROWS)
+        k->apply(x, y, r, r + APPLY_ROWS < M ? r + APPLY_ROWS : M, C, scale, shift, residual, relu);
     free(scale);
 }
 
 void bn_backward_reduce(const float *x, const float *y, const float *dy, float *g, size_t M, int C,
                         const float *mean, const float *invstd, int relu, double *sum_g,
                         double *sum_gx) {
+    const BnKernels *k = bn_kernels();
     const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
-    double *part = callocCheck(nb * 2 * (size_t)C, sizeof(double));
+    double *part = mallocCheck(nb * 2 * (size_t)C * sizeof(double));
     #pragma omp parallel for schedule(static)
-    for (size_t b = 0; b < nb; b++) {
-        double *sg = part + b * 2 * C, *sx = sg + C;
-        const size_t r1 = (b + 1) * R < M ? (b + 1) * R : M;
-        for (size_t r = b * R; r < r1; r++) {
-            const float *xr = x + r * C, *dyr = dy + r * C, *yr = relu ? y + r * C : NULL;
-            float *gr = g + r * C;
-            /* Mask, then reduce the row while it is in L1. Two loops: with the compare and the
-             * double accumulation in one, GCC (trapping math) will not vectorise. g may alias
-             * dy: each element is read before it is written. */
-            if (relu) {
-                for (int c = 0; c < C; c++) {
-                    const float d = dyr[c];
-                    gr[c] = yr[c] > 0.0f ? d : 0.0f;
-                }
-            } else if (gr != dyr) {
-                memcpy(gr, dyr, (size_t)C * sizeof(float));
-            }
-            for (int c = 0; c < C; c++) {
-                const float gv = gr[c];
-                sg[c] += gv;
-                sx[c] += (double)(gv * (xr[c] - mean[c]));
-            }
-        }
-    }
-    for (int c = 0; c < C; c++) { sum_g[c] = 0.0; sum_gx[c] = 0.0; }
     for (size_t b = 0; b < nb; b++)
-        for (int c = 0; c < C; c++) {
-            sum_g[c] += part[b * 2 * C + c];
-            sum_gx[c] += part[b * 2 * C + C + c];
-        }
+        k->reduce(x, y, dy, g, b * R, (b + 1) * R < M ? (b + 1) * R : M, C, mean, relu, part + b * 2 * C,
+                  part + b * 2 * C + C);
+    combine(part, nb, C, sum_g, sum_gx);
     for (int c = 0; c < C; c++) sum_gx[c] *= invstd[c];
     free(part);
 }
 
-/* One switch per call, a loop per function with the function inlined (act_value.h). */
-#define ACT_SWITCH(fn, ROWS)                               \
-    switch (fn) {                                          \
-    case ACT_RELU6: ROWS(relu6); break;                    \
-    case ACT_HARDSWISH: ROWS(hardswish); break;            \
-    case ACT_HARDSIGMOID: ROWS(hardsigmoid); break;        \
-    case ACT_SILU: ROWS(silu); break;                      \
-    case ACT_SIGMOID: ROWS(sigmoid); break;                \
-    case ACT_GELU: ROWS(gelu); break;                      \
-    case ACT_GELU_TANH: ROWS(gelu_tanh); break;            \
-    case ACT_TANH: ROWS(tanh); break;                      \
-    case ACT_LEAKY_RELU: ROWS(leaky_relu); break;          \
-    default: CHECK(!"bn with an activation: fn is one of ActFn"); \
-    }
-
 void bn_apply_act(const float *x, float *y, size_t M, int C, const float *mean, const float *invstd,
                   const float *gamma, const float *beta, int fn, float slope) {
+    const BnKernels *k = bn_kernels();
     float *scale = bn_fold(C, mean, invstd, gamma, beta), *shift = scale + C;
-#define APPLY_ROWS(F)                                                                  \
-    do {                                                                               \
-        _Pragma("omp parallel for schedule(static)")                                   \
-        for (size_t r = 0; r < M; r++) {                                               \
-            const float *xr = x + r * C;                                               \
-            float *yr = y + r * C;                                                     \
-            _Pragma("omp simd")                                                        \
-            for (int c = 0; c < C; c++) yr[c] = F##_f(xr[c] * scale[c] + shift[c], slope); \
-        }                                                                              \
-    } while (0)
-    ACT_SWITCH(fn, APPLY_ROWS)
-#undef APPLY_ROWS
+    #pragma omp parallel for schedule(static)
+    for (size_t r = 0; r < M; r += APPLY_ROWS)
+        k->apply_act(x, y, r, r + APPLY_ROWS < M ? r + APPLY_ROWS : M, C, scale, shift, fn, slope);
     free(scale);
 }
 
 void bn_backward_reduce_act(const float *x, const float *dy, float *g, size_t M, int C, const float *mean,
                             const float *invstd, const float *gamma, const float *beta, int fn, float slope,
                             double *sum_g, double *sum_gx) {
+    const BnKernels *k = bn_kernels();
     float *scale = bn_fold(C, mean, invstd, gamma, beta), *shift = scale + C;
     /* bn_backward_reduce's blocks and order, so the sums are those of act_backward followed by
-     * bn_backward_reduce without ReLU, bit for bit: each value's pre-activation recomputed from x,
-     * its g, and its share of both sums in one pass. g may alias dy: each dy is read before its
-     * g is written. */
+     * bn_backward_reduce without ReLU, bit for bit (on the same path): each value's
+     * pre-activation recomputed from x, its g, and its share of both sums in one pass. g may
+     * alias dy: each dy is read before its g is written. */
     const size_t R = rows_per_block(C), nb = (M + R - 1) / R;
-    double *part = callocCheck(nb * 2 * (size_t)C, sizeof(double));
-#define REDUCE_ROWS(F)                                                                 \
-    do {                                                                               \
-        _Pragma("omp parallel for schedule(static)")                                   \
-        for (size_t b = 0; b < nb; b++) {                                              \
-            double *sg = part + b * 2 * C, *sx = sg + C;                               \
-            const size_t r1 = (b + 1) * R < M ? (b + 1) * R : M;                       \
-            for (size_t r = b * R; r < r1; r++) {                                      \
-                const float *xr = x + r * C, *dyr = dy + r * C;                        \
-                float *gr = g + r * C;                                                 \
-                _Pragma("omp simd")                                                    \
-                for (int c = 0; c < C; c++) {                                          \
-                    const float gv = F##_b(xr[c] * scale[c] + shift[c], dyr[c], slope); \
-                    gr[c] = gv;                                                        \
-                    sg[c] += gv;                                                       \
-                    sx[c] += (double)(gv * (xr[c] - mean[c]));                         \
-                }                                                                      \
-            }                                                                          \
-        }                                                                              \
-    } while (0)
-    ACT_SWITCH(fn, REDUCE_ROWS)
-#undef REDUCE_ROWS
-    for (int c = 0; c < C; c++) { sum_g[c] = 0.0; sum_gx[c] = 0.0; }
+    double *part = mallocCheck(nb * 2 * (size_t)C * sizeof(double));
+    #pragma omp parallel for schedule(static)
     for (size_t b = 0; b < nb; b++)
-        for (int c = 0; c < C; c++) {
-            sum_g[c] += part[b * 2 * C + c];
-            sum_gx[c] += part[b * 2 * C + C + c];
-        }
+        k->reduce_act(x, dy, g, b * R, (b + 1) * R < M ? (b + 1) * R : M, C, scale, shift, mean, fn, slope,
+                      part + b * 2 * C, part + b * 2 * C + C);
+    combine(part, nb, C, sum_g, sum_gx);
     for (int c = 0; c < C; c++) sum_gx[c] *= invstd[c];
     free(part);
     free(scale);
@@ -211,6 +337,7 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
                        const double *local_sum_g, const double *local_sum_gx,
                        const double *global_sum_g, const double *global_sum_gx, double count,
                        float *dgamma, float *dbeta) {
+    const BnKernels *k = bn_kernels();
     /* dx = a*g - b*x + d, per channel: a = gamma*invstd, b = a*invstd*sum_gx/count,
      * d = b*mean - a*sum_g/count. */
     float *a = mallocCheck(3 * (size_t)C * sizeof(float)), *bq = a + C, *d = a + 2 * C;
@@ -224,11 +351,8 @@ void bn_backward_apply(const float *x, const float *g, float *dx, size_t M, int 
         if (dbeta) dbeta[c] += (float)local_sum_g[c];
     }
     #pragma omp parallel for schedule(static)
-    for (size_t r = 0; r < M; r++) {
-        const float *xr = x + r * C, *gr = g + r * C;
-        float *dr = dx + r * C;
-        for (int c = 0; c < C; c++) dr[c] = a[c] * gr[c] - bq[c] * xr[c] + d[c];
-    }
+    for (size_t r = 0; r < M; r += APPLY_ROWS)
+        k->bwd_apply(x, g, dx, r, r + APPLY_ROWS < M ? r + APPLY_ROWS : M, C, a, bq, d);
     free(a);
 }
 
