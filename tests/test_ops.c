@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* test_ops.c - correctness of the CPU kernels (conv_cpu.h, ops_cpu.h, act_cpu.h, scale_cpu.h); `--bench` times the conv shapes of
+/* test_ops.c - correctness of the CPU kernels (conv_cpu.h, linear_cpu.h, ops_cpu.h, act_cpu.h, scale_cpu.h); `--bench` times the conv shapes of
  * MiniResNet instead, `--bench-bn-act` batch norm and hardswish fused and not in a MobileNet-like chain.
  *
  * Gradients are checked against finite differences of the loss L = sum(y * R) for a random R:
@@ -20,6 +20,7 @@
 
 #include "ops/act_cpu.h"
 #include "ops/conv_cpu.h"
+#include "ops/linear_cpu.h"
 #include "ops/ops_cpu.h"
 #include "ops/scale_cpu.h"
 #include "helpers/ops_testutil.h"
@@ -568,6 +569,56 @@ static void test_linear(void) {
     check_f("linear db += (vs D0 + fd)", db, fdb, O, 1e-5);
     free(l.x); free(l.w); free(l.b); free(l.y); free((void *)l.R); free(want);
     free(dx); free(dw); free(db); free(dw0); free(db0); free(fdx); free(fdw); free(fdb);
+}
+
+/* The fast path (oneDNN's sgemm on blocks when built with it) against the reference loops at
+ * shapes of the networks' classifiers, blocks with tails among them, and its bits on 1, 2 and 3
+ * threads: forward, dx, dw += and db +=. */
+static void test_linear_fast(int N, int I, int O) {
+    const size_t nx = (size_t)N * I, nw = (size_t)O * I, ny = (size_t)N * O;
+    float *x = frand(nx, 1.0), *w = frand(nw, 0.1), *b = frand(O, 1.0), *dy = frand(ny, 1.0);
+    float *dw0 = frand(nw, 1.0), *db0 = frand(O, 1.0);
+    float *y[4], *dx[4], *dw[4], *db[4];
+    for (int v = 0; v < 4; v++) {   /* v 0: reference; 1, 2, 3: the fast path on v threads */
+        y[v] = falloc(ny); dx[v] = falloc(nx); dw[v] = falloc(nw); db[v] = falloc(O);
+        memcpy(dw[v], dw0, nw * sizeof(float));
+        memcpy(db[v], db0, (size_t)O * sizeof(float));
+    }
+    const int threads = omp_get_max_threads();
+    linear_reference_forward(x, w, b, y[0], N, I, O);
+    linear_reference_backward(x, w, dy, dx[0], dw[0], db[0], N, I, O);
+    for (int t = 1; t <= 3; t++) {
+        omp_set_num_threads(t);
+        linear_forward(x, w, b, y[t], N, I, O);
+        linear_backward(x, w, dy, dx[t], dw[t], db[t], N, I, O);
+    }
+    omp_set_num_threads(threads);
+    char name[160];
+    double *want = to_d(y[0], ny);
+    snprintf(name, sizeof name, "linear %d->%d N%d: forward vs reference", I, O, N);
+    check_f(name, y[1], want, ny, 1e-5);
+    free(want);
+    want = to_d(dx[0], nx);
+    snprintf(name, sizeof name, "linear %d->%d N%d: dx vs reference", I, O, N);
+    check_f(name, dx[1], want, nx, 1e-5);
+    free(want);
+    /* dw0 is of the size of the sums: a wrong += (= or twice) shows */
+    want = to_d(dw[0], nw);
+    snprintf(name, sizeof name, "linear %d->%d N%d: dw += vs reference", I, O, N);
+    check_f(name, dw[1], want, nw, 1e-5);
+    free(want);
+    want = to_d(db[0], O);
+    snprintf(name, sizeof name, "linear %d->%d N%d: db += vs reference", I, O, N);
+    check_f(name, db[1], want, O, 1e-5);
+    free(want);
+    int same = 1;
+    for (int t = 2; t <= 3; t++)
+        same &= !memcmp(y[1], y[t], ny * sizeof(float)) && !memcmp(dx[1], dx[t], nx * sizeof(float)) &&
+                !memcmp(dw[1], dw[t], nw * sizeof(float)) && !memcmp(db[1], db[t], (size_t)O * sizeof(float));
+    snprintf(name, sizeof name, "linear %d->%d N%d: y, dx, dw, db bit for bit on 1, 2 and 3 threads", I, O, N);
+    check_true(name, same);
+    for (int v = 0; v < 4; v++) { free(y[v]); free(dx[v]); free(dw[v]); free(db[v]); }
+    free(x); free(w); free(b); free(dy); free(dw0); free(db0);
 }
 
 typedef struct { int N, K; float *z; const int *lab; double eps; } XentCase;
@@ -1207,6 +1258,11 @@ int main(int argc, char **argv) {
     test_avgpool();
     test_maxpool();
     test_linear();
+    test_linear_fast(32, 960, 1280);    /* MobileNetV3-Large's classifier */
+    test_linear_fast(32, 1280, 1000);
+    test_linear_fast(32, 256, 10);      /* MiniResNet's */
+    test_linear_fast(7, 2048, 1000);    /* ResNet-50's, a short batch */
+    test_linear_fast(3, 100, 65);       /* one column past a block */
     test_softmax_xent();
     test_act();
     for (int fn = 0; fn < ACT_FN_COUNT; fn++) test_bn_act(fn, 3 * 5 * 7, 24);

@@ -35,6 +35,7 @@
 #include <string.h>
 
 #include "ops/conv_cpu.h"
+#include "ops/linear_cpu.h"
 #include "ops/ops_cpu.h"
 #include "cuda/ops_cuda.h"
 #include "model/optim.h"

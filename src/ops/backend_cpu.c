@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* backend_cpu.c - the Backend over host memory: oneDNN convolutions (conv_cpu.c) and the OpenMP
- * kernels of ops_cpu.c, act_cpu.c and scale_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
+/* backend_cpu.c - the Backend over host memory: oneDNN convolutions (conv_cpu.c), the linear layer
+ * (linear_cpu.c, oneDNN's sgemm) and the OpenMP kernels of ops_cpu.c, act_cpu.c and scale_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
 #include <math.h>
 #include <string.h>
 
 #include "act_cpu.h"
 #include "backend.h"
 #include "conv_cpu.h"
+#include "linear_cpu.h"
 #include "ops_cpu.h"
 #include "rules.h"
 #include "scale_cpu.h"

@@ -508,40 +508,6 @@ void avgpool_backward(const float *dy, float *dx, int N, int HW, int C) {
         }
 }
 
-void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O) {
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        for (int o = 0; o < O; o++) {
-            const float *xn = x + (size_t)n * I, *wo = w + (size_t)o * I;
-            double acc = 0.0;
-            for (int i = 0; i < I; i++) acc += (double)xn[i] * wo[i];
-            y[(size_t)n * O + o] = (float)(acc + b[o]);
-        }
-}
-
-void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                     float *db, int N, int I, int O) {
-    #pragma omp parallel for schedule(static)
-    for (int o = 0; o < O; o++) {
-        double sb = 0.0;
-        for (int n = 0; n < N; n++) sb += dy[(size_t)n * O + o];
-        db[o] += (float)sb;
-        for (int i = 0; i < I; i++) {
-            double acc = 0.0;
-            for (int n = 0; n < N; n++) acc += (double)dy[(size_t)n * O + o] * x[(size_t)n * I + i];
-            dw[(size_t)o * I + i] += (float)acc;
-        }
-    }
-    if (!dx) return;
-    #pragma omp parallel for schedule(static)
-    for (int n = 0; n < N; n++)
-        for (int i = 0; i < I; i++) {
-            double acc = 0.0;
-            for (int o = 0; o < O; o++) acc += (double)dy[(size_t)n * O + o] * w[(size_t)o * I + i];
-            dx[(size_t)n * I + i] = (float)acc;
-        }
-}
-
 float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing,
                    float *dlogits, int *correct) {
     /* Sequential: N x K is tiny (64 x 10), and a fixed order keeps the loss bitwise stable. */

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* ops_cpu.h - the CPU kernels, forward and backward, of every operation a network
  * description (netspec.h) uses but the convolution (conv_cpu.h): batch norm, max pooling, blur,
- * a convolution's bias, the head (average pooling, linear, softmax cross-entropy).
+ * a convolution's bias, the head (average pooling, softmax cross-entropy); the linear layer is
+ * linear_cpu.h's.
  *
  * Layout conventions (the whole CPU backend follows them, conv_cpu.h included):
  *  - activations and their gradients are NHWC float32, contiguous: x[((n*H + h)*W + w)*C + c].
@@ -96,18 +97,12 @@ void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int
  * two: only the additions round. */
 void blur3(const float *x, float *y, int N, int H, int W, int C);
 
-/* ---- head: global average pool, linear, softmax cross-entropy ---- */
+/* ---- head: global average pool, softmax cross-entropy (the linear layer: linear_cpu.h) ---- */
 
 /* y[N,C] = mean over HW of x[N,HW,C]. */
 void avgpool_forward(const float *x, float *y, int N, int HW, int C);
 /* dx[N,HW,C] = dy[N,C] / HW (overwritten). */
 void avgpool_backward(const float *dy, float *dx, int N, int HW, int C);
-
-/* y[N,O] = x[N,I] w[O,I]^T + b[O]. */
-void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
-/* dw += dy^T x; db += sum_n dy; dx = dy w (overwritten). */
-void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                     float *db, int N, int I, int O);
 
 /* Mean softmax cross-entropy over N rows of K logits. Returns the loss; if dlogits != NULL it
  * receives d(loss * scale)/dlogits. `correct` (may be NULL) gets the number of rows whose argmax
