@@ -48,16 +48,9 @@ mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "# ddptrain against PyTorch: MiniResNet training step (forward, backward, SGD), float32"
 echo "# CPU: ${cpu:-unknown} (family ${fam:-?} model ${mod:-?}), $(nproc) CPUs online, $T threads used"
 echo "# ONEDNN_MAX_CPU_ISA: ${ONEDNN_MAX_CPU_ISA:-(unset: oneDNN takes the best ISA of the CPU)}"
-# PyTorch's own (ATen) kernels pick their vectors apart from oneDNN: cap them alike, so that on a
-# wider CPU both sides run what a CPU without the wider ISA runs.
-if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ] && [ -z "${ATEN_CPU_CAPABILITY:-}" ]; then
-    case $ONEDNN_MAX_CPU_ISA in
-        AVX2|avx2) ATEN_CPU_CAPABILITY=avx2 ;;
-        AVX512*|avx512*) ATEN_CPU_CAPABILITY=avx512 ;;
-        *) ATEN_CPU_CAPABILITY=default ;;
-    esac
-    export ATEN_CPU_CAPABILITY
-fi
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+aten_like_onednn
 echo "# ATEN_CPU_CAPABILITY (PyTorch): ${ATEN_CPU_CAPABILITY:-(unset: its best)}"
 # Other processes slow both sides alike, but the figures then say less about the hardware.
 [ -r /proc/loadavg ] && echo "# load average at the start: $(cut -d' ' -f1-3 /proc/loadavg)"

@@ -19,3 +19,17 @@ job_ips() {
     grep '"loss"' "$1/metrics.jsonl" | tail -n +2 |
         sed 's/.*"images_per_sec": \([0-9.]*\).*/\1/' | awk '{s += $1; n++} END {if (n) printf "%.1f", s / n; else print 0}'
 }
+
+# aten_like_onednn: PyTorch's own (ATen) kernels pick their vectors apart from oneDNN; cap them
+# as ONEDNN_MAX_CPU_ISA caps oneDNN (ATEN_CPU_CAPABILITY, unless set), so that on a wider CPU
+# both sides run what a CPU without the wider ISA runs.
+aten_like_onednn() {
+    if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ] && [ -z "${ATEN_CPU_CAPABILITY:-}" ]; then
+        case $ONEDNN_MAX_CPU_ISA in
+            AVX2|avx2) ATEN_CPU_CAPABILITY=avx2 ;;
+            AVX512*|avx512*) ATEN_CPU_CAPABILITY=avx512 ;;
+            *) ATEN_CPU_CAPABILITY=default ;;
+        esac
+        export ATEN_CPU_CAPABILITY
+    fi
+}

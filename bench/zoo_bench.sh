@@ -20,14 +20,9 @@ for py in "${PYTHON:-}" python3 /usr/bin/python3; do
     [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 && "$py" -c "import torch, torchvision" 2>/dev/null && { PY=$py; break; }
 done
 [ -n "$PY" ] || { echo "zoo_bench: no python3 with torch and torchvision" >&2; exit 1; }
-if [ -n "${ONEDNN_MAX_CPU_ISA:-}" ] && [ -z "${ATEN_CPU_CAPABILITY:-}" ]; then
-    case $ONEDNN_MAX_CPU_ISA in
-        AVX2|avx2) ATEN_CPU_CAPABILITY=avx2 ;;
-        AVX512*|avx512*) ATEN_CPU_CAPABILITY=avx512 ;;
-        *) ATEN_CPU_CAPABILITY=default ;;
-    esac
-    export ATEN_CPU_CAPABILITY
-fi
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+aten_like_onednn
 
 ips() { sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p' | tail -n 1; }
 rss() { sed -n 's/.*peak RSS \([0-9]*\) MiB.*/\1/p' | tail -n 1; }

@@ -27,15 +27,6 @@
 
 static int g_failed, g_checks;
 
-static double rel_err(const double *got, const double *want, size_t n) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs(got[i] - want[i]));
-        den = fmax(den, fabs(want[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 static void check(const char *name, const float *gotf, const double *want, size_t n, double tol) {
     double *got = dalloc(n);
     for (size_t i = 0; i < n; i++) got[i] = gotf[i];

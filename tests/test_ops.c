@@ -36,15 +36,6 @@ static double *to_d(const float *f, size_t n) {
     return d;
 }
 
-static double rel_err(const double *got, const double *want, size_t n) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        num = fmax(num, fabs(got[i] - want[i]));
-        den = fmax(den, fabs(want[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 static void check(const char *name, const double *got, const double *want, size_t n, double tol) {
     const double err = rel_err(got, want, n);
     size_t j = 0;

@@ -70,17 +70,6 @@ static double *down_d(const double *d, size_t n) {
     return h;
 }
 
-static double rel_err(const double *got, const double *want, size_t n) {
-    double num = 0.0, den = 0.0;
-    for (size_t i = 0; i < n; i++) {
-        const double e = fabs(got[i] - want[i]);
-        if (isnan(e)) return NAN;
-        num = fmax(num, e);
-        den = fmax(den, fabs(want[i]));
-    }
-    return den > 0.0 ? num / den : num;
-}
-
 static void check_d(const char *name, const double *got, const double *want, size_t n, double tol) {
     const double err = rel_err(got, want, n);
     size_t j = 0;

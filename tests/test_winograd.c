@@ -29,10 +29,10 @@
 static int g_failed, g_checks;
 
 /* ops_testutil.h helpers this test does not need. */
-static void unused_helpers(void) { (void)dalloc; }
+static void unused_helpers(void) { (void)dalloc; (void)rel_err; }
 static double g_worst_wino, g_worst_direct;
 
-static double rel_err(const float *got, const float *want, size_t n, double bump) {
+static double rel_err_bumped(const float *got, const float *want, size_t n, double bump) {
     double num = 0.0, den = 0.0;
     size_t j = 0;
     for (size_t i = 0; i < n; i++)
@@ -48,8 +48,8 @@ static double rel_err(const float *got, const float *want, size_t n, double bump
 /* got against want; direct (may be NULL) is oneDNN's result, reported for comparison. */
 static void check(const char *name, const float *got, const float *want, const float *direct,
                   size_t n) {
-    const double err = rel_err(got, want, n, 1.0), err_mut = rel_err(got, want, n, 1.01);
-    const double derr = direct ? rel_err(direct, want, n, 1.0) : NAN;
+    const double err = rel_err_bumped(got, want, n, 1.0), err_mut = rel_err_bumped(got, want, n, 1.01);
+    const double derr = direct ? rel_err_bumped(direct, want, n, 1.0) : NAN;
     const int ok = err <= TOL && !isnan(err), sensitive = err_mut > TOL;
     g_checks++;
     if (!ok || !sensitive) g_failed++;
