@@ -131,7 +131,21 @@ refused "a last node that is not the classifier" "$H"'{"name": "c", "kind": "con
 refused "a node of a name seen before" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "c", "kind": "relu"}, '"$T" \
     'node "c", field "name": a second node of this name'
 refused "a list where a value goes" "$H"'{"name": ["c"], "kind": "conv"}, '"$T" \
+    'field "name" must be a string, not a list'
+refused "an object in a list" "$H"'{"name": "c", "kind": "concat", "in": [{"a": 1}]}, '"$T" \
     'malformed JSON at line 1'
+refused "a concat of one name" "$H"'{"name": "c", "kind": "concat", "in": "input"}, '"$T" \
+    'node "c": a concat node'"'"'s "in" is a list of the names of its inputs'
+refused "a list for a one-input node" "$H"'{"name": "c", "kind": "relu", "in": ["input"]}, '"$T" \
+    'field "in" must be a string (one name) for a relu node, not a list'
+refused "a concat of a node below" "$H"'{"name": "c", "kind": "concat", "in": ["input", "d"]}, {"name": "d", "kind": "relu"}, '"$T" \
+    '"d" is not a node above this one'
+refused "a kernel of three" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": [1, 7, 3]}, '"$T" \
+    'field "kernel" must be a whole number or a list of two (height, width), not a list of 3'
+refused "concatenated maps of two sizes" "$H"'{"name": "p", "kind": "maxpool", "kernel": 2}, {"name": "c", "kind": "concat", "in": ["input", "p"]}, '"$T" \
+    'a concatenation joins maps of one size'
+refused "a split that does not divide" "$H"'{"name": "c", "kind": "split", "chunks": 2, "index": 0}, '"$T" \
+    'field "chunks": 2 does not divide the 3 channels'
 refused "a name with a quote" "$H"'{"name": "c\"x", "kind": "relu"}, '"$T" \
     'field "name" must be 1 to 63 letters'
 out=$("$DDP" --model nosuchnet --data_dir "$DATA" 2>&1); rc=$?

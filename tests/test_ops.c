@@ -486,7 +486,7 @@ static void test_maxpool_case(int N, int H, int W, int C, int k, int s, int p) {
     int32_t *a = calloc(ny, sizeof *a), *ar = calloc(ny, sizeof *ar);
     for (size_t i = 0; i < nx; i++) x[i] = (float)((int)((urand() + 1.0) * 1.5) % 3);
     for (size_t i = 0; i < nx; i += 37) x[i] = NAN;
-    maxpool_forward(x, y, a, N, H, W, C, k, s, p);
+    maxpool_forward(x, y, a, N, H, W, C, k, s, p, 0);
     maxpool_ref(x, yr, ar, N, H, W, C, k, s, p);
     int bad = 0;
     for (size_t i = 0; i < ny; i++)
@@ -494,7 +494,7 @@ static void test_maxpool_case(int N, int H, int W, int C, int k, int s, int p) {
     g_checks++;
     if (bad) { g_failed++; printf("FAIL maxpool %dx%d/%d pad %d on %dx%d: %d outputs or indices differ\n", k, k, s, p, H, W, bad); }
     else printf("ok   maxpool %dx%d/%d pad %d on %dx%d: %zu outputs and indices equal\n", k, k, s, p, H, W, ny);
-    maxpool_backward(dy, a, dx, N, H, W, C, k, s, p);
+    maxpool_backward(dy, a, dx, N, H, W, C, k, s, p, 0);
     double *want = dalloc(nx);
     for (int n = 0; n < N; n++)
         for (size_t o = 0; o < (size_t)Ho * Wo; o++)
@@ -514,8 +514,8 @@ static void test_maxpool(void) {
     const int32_t want_ones[4] = {0, 1, 3, 4}, want_nans[4] = {3, 1, 3, 4};
     float y[4];
     int32_t a[4], b[4];
-    maxpool_forward(ones, y, a, 1, 3, 3, 1, 3, 2, 1);
-    maxpool_forward(nans, y, b, 1, 3, 3, 1, 3, 2, 1);
+    maxpool_forward(ones, y, a, 1, 3, 3, 1, 3, 2, 1, 0);
+    maxpool_forward(nans, y, b, 1, 3, 3, 1, 3, 2, 1, 0);
     g_checks++;
     if (memcmp(a, want_ones, sizeof a) || memcmp(b, want_nans, sizeof b)) {
         g_failed++;

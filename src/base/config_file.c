@@ -23,6 +23,7 @@ typedef struct {
     const char *key;      /* the key whose value is being read, for messages, or NULL */
     const char *prev;     /* the last key read in full, or NULL */
     size_t at, line, col; /* the line and column of byte `at`, where the last look ended */
+    int lists;            /* a value may be a list of strings and numbers (a record's) */
 } Reader;
 
 /* The line and column (from 1) of byte `pos`, counted on from the last position asked for
@@ -177,7 +178,7 @@ static int literal(Reader *r, const char *word) {
     return 1;
 }
 
-static const char *const k_kind_name[] = { "a string", "a number", "true or false" };
+static const char *const k_kind_name[] = { "a string", "a number", "true or false", "a list" };
 
 const char *json_kind_name(JsonKind kind) {
     return (unsigned)kind < sizeof k_kind_name / sizeof k_kind_name[0] ? k_kind_name[kind] : "?";
@@ -193,6 +194,53 @@ typedef struct {
 } Records;
 
 static int read_records(Reader *r, Records *rec, char *e, size_t elen);
+
+/* [ v, v, ... ] of strings and numbers from r->i into *out (malloc'd): each element as 's' or
+ * 'n' and its text, the elements joined by '\n' (JSON_FLAT_LIST). */
+static int read_list(Reader *r, char **out) {
+    size_t len = 0, cap = 64;
+    char *buf = mallocCheck(cap);
+    buf[0] = '\0';
+    r->i++;   /* '[' */
+    skip_ws(r);
+    if (r->i < r->n && r->s[r->i] == ']') { r->i++; *out = buf; return 0; }
+    for (;;) {
+        skip_ws(r);
+        char *v = NULL;
+        char type;
+        if (r->i < r->n && r->s[r->i] == '"') {
+            if (read_string(r, &v)) { free(buf); return -1; }
+            type = 's';
+            if (strchr(v, '\n')) {
+                free(v);
+                free(buf);
+                return malformed(r, "a list's strings hold no line breaks");
+            }
+        } else if (r->i < r->n && (r->s[r->i] == '-' || (r->s[r->i] >= '0' && r->s[r->i] <= '9'))) {
+            if (read_number(r, &v)) { free(buf); return -1; }
+            type = 'n';
+        } else {
+            free(buf);
+            return malformed(r, "a list holds strings and numbers");
+        }
+        const size_t need = len + strlen(v) + 3;
+        if (need > cap) {
+            while (cap < need) cap *= 2;
+            char *grown = realloc(buf, cap);
+            CHECK(grown != NULL);
+            buf = grown;
+        }
+        len += (size_t)sprintf(buf + len, "%s%c%s", len ? "\n" : "", type, v);
+        free(v);
+        skip_ws(r);
+        if (r->i < r->n && r->s[r->i] == ',') { r->i++; continue; }
+        if (r->i < r->n && r->s[r->i] == ']') { r->i++; break; }
+        free(buf);
+        return malformed(r, "expected ',' or ']' in a list");
+    }
+    *out = buf;
+    return 0;
+}
 
 /* One object from r->i, its pairs to fn; rec (may be NULL) takes the array of records. */
 /* On success *last (may be NULL) takes the object's last key, for messages about what follows it. */
@@ -249,6 +297,9 @@ static int read_object(Reader *r, JsonPairFn fn, void *ctx, Records *rec, char *
         } else if (literal(r, "false")) {
             val = strdup("false");
             kind = JSON_FLAT_BOOL;
+        } else if (ch == '[' && r->lists) {
+            if (read_list(r, &val)) goto out;
+            kind = JSON_FLAT_LIST;
         } else if (ch == '[' && rec && !strcmp(key, rec->array_key)) {
             if (read_records(r, rec, e, elen)) goto out;
             array = 1;
@@ -318,7 +369,10 @@ static int read_records(Reader *r, Records *rec, char *e, size_t elen) {
         size_t line, col;
         line_col(r, r->i, &line, &col);
         const char *key = r->key;
-        if (read_object(r, rec->rec_fn, rec->ctx, NULL, e, elen, NULL)) return -1;
+        r->lists = 1;
+        const int rc = read_object(r, rec->rec_fn, rec->ctx, NULL, e, elen, NULL);
+        r->lists = 0;
+        if (rc) return -1;
         r->key = key;
         e[0] = '\0';
         if (rec->end_fn(rec->ctx, rec->n_records++, line, col, e, elen) != 0) {
@@ -334,7 +388,7 @@ static int read_records(Reader *r, Records *rec, char *e, size_t elen) {
 
 static int read_top(const char *text, size_t len, const char *what, JsonPairFn fn, Records *rec, void *ctx, char *err,
                     size_t errlen) {
-    Reader r = { text, len, 0, what, err, errlen, NULL, NULL, 0, 1, 1 };
+    Reader r = { text, len, 0, what, err, errlen, NULL, NULL, 0, 1, 1, 0 };
     char *e = mallocCheck(errlen ? errlen : 1);   /* fn's message, before "WHAT: " */
     char *last = NULL;
     int rc = -1;

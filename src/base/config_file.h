@@ -13,8 +13,10 @@
 #define JSON_FLAT_MAX_BYTES (1u << 20)
 
 /* The kind of a value as written: a string (decoded), a number (its text as written: a JSON
- * number, at most 64 characters), or true or false (the text "true" or "false"). */
-typedef enum { JSON_FLAT_STRING, JSON_FLAT_NUMBER, JSON_FLAT_BOOL } JsonKind;
+ * number, at most 64 characters), or true or false (the text "true" or "false"); in a record of
+ * json_records_read, also a list of strings and numbers, handed over as its elements joined by
+ * '\n', each its type ('s' or 'n') then its text ("sconv1\nsconv2"). */
+typedef enum { JSON_FLAT_STRING, JSON_FLAT_NUMBER, JSON_FLAT_BOOL, JSON_FLAT_LIST } JsonKind;
 
 /* "a string", "a number", "true or false": for messages. */
 const char *json_kind_name(JsonKind kind);

@@ -14,7 +14,7 @@ static CudaConv2d *cc(Conv2d *c) { return (CudaConv2d *)c->impl; }
 
 static void g_conv2d_init(Conv2d *c, const ConvShape *shape) {
     const ConvShape s = conv_shape_norm(shape);
-    CHECK(s.groups == 1 && s.dilation == 1);   /* conv_grouped is 0: the model asks for none */
+    CHECK(s.groups == 1 && s.dilation == 1 && s.kw == s.k && s.padw == s.pad);   /* conv_grouped is 0: the model asks for none */
     c->shape = s;
     CudaConv2d *d = callocCheck(1, sizeof *d);
     cuda_conv2d_init(d, &s);

@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kind_conv.c - the "conv" node: nn.Conv2d, its weight [C_out, C_in/groups, k, k] (OIHW) in the
+/* kind_conv.c - the "conv" node: nn.Conv2d, its weight [C_out, C_in/groups, k, kw] (OIHW) in the
  * flat parameter buffer (node_kind.h), then its bias when it has one. Grouped (depthwise when
  * groups is the input's channel count) and dilated convolutions need a backend with
  * conv_grouped, a bias one with bias_add and bias_grad. */
@@ -8,8 +8,8 @@
 #include "base/rng.h"
 #include "model_step.h"
 
-static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
-    (void)in2;
+static int conv_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
+    (void)ins;
     if (n->out < 1 || n->out > NET_MAX_CHANNELS)
         return node_err(c, n, "out_channels", "%d is not in 1..%d", n->out, NET_MAX_CHANNELS);
     if (n->groups < 1 || n->C % n->groups || n->out % n->groups)
@@ -18,13 +18,16 @@ static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
     if (n->dilation < 1 || n->dilation > NET_MAX_KERNEL)
         return node_err(c, n, "dilation", "%d is not in 1..%d", n->dilation, NET_MAX_KERNEL);
     /* the padding stays below the window's span, as for an undilated kernel of that size */
-    const int span = n->dilation * (n->k - 1) + 1;
+    const int span = n->dilation * (n->k - 1) + 1, span_w = n->dilation * (n->kw - 1) + 1;
     if (n->k >= 1 && n->k <= NET_MAX_KERNEL && (n->pad < 0 || n->pad >= span))
         return node_err(c, n, "padding", "%d is not in 0..%d (below the kernel's span)", n->pad, span - 1);
+    if (n->kw >= 1 && n->kw <= NET_MAX_KERNEL && (n->padw < 0 || n->padw >= span_w))
+        return node_err(c, n, "padding", "a width's padding of %d is not in 0..%d (below the kernel's span)", n->padw,
+                        span_w - 1);
     const int H = n->H, W = n->W;
     if (node_window(n, H, W, c)) return -1;
     n->H = window_out_size_dilated(H, n->k, n->dilation, n->stride, n->pad);
-    n->W = window_out_size_dilated(W, n->k, n->dilation, n->stride, n->pad);
+    n->W = window_out_size_dilated(W, n->kw, n->dilation, n->stride, n->padw);
     if (n->H < 1 || n->W < 1)
         return node_err(c, n, "dilation", "a %dx%d window of dilation %d (%d pixels across) at stride %d with padding "
                         "%d leaves no pixels of the %dx%d input", n->k, n->k, n->dilation, span, n->stride, n->pad, H,
@@ -36,6 +39,7 @@ static int conv_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
 static const char *conv_backend_lacks(const Backend *be, const NetNode *n) {
     if (n->groups > 1 && !be->conv_grouped) return "grouped convolution";
     if (n->dilation > 1 && !be->conv_grouped) return "dilated convolution";
+    if ((n->k != n->kw || n->pad != n->padw) && !be->conv_grouped) return "rectangular kernel";
     return !n->bias || (be->bias_add && be->bias_grad) ? NULL : "convolution bias";
 }
 
@@ -44,28 +48,47 @@ static int conv_has_bias(const Model *m, const ModelStep *st) { return m->net.no
 static void conv_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)B; (void)NB;
     const ConvShape shape = {.C_in = st->C_in, .C_out = n->C, .k = n->k, .stride = n->stride, .pad = n->pad,
-                             .groups = n->groups, .dilation = n->dilation};
+                             .groups = n->groups, .dilation = n->dilation, .kw = n->kw, .padw = n->padw};
     be->conv2d_init(&st->conv, &shape);
-    st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in / n->groups, n->k, n->k);
+    st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in / n->groups, n->k, n->kw);
     if (n->bias) st->b_off = layout_add(P, n->name, "bias", TENSOR_CONV_BIAS, -1, 1, n->C, 0, 0, 0);
 }
 
 static void conv_release(const Backend *be, ModelStep *st) { be->conv2d_free(&st->conv); }
 
 /* PyTorch's default: weight kaiming_uniform_(a=sqrt(5)), within 1/sqrt(fan_in), fan_in being
- * in / groups * k * k; the bias within the same bound. torchvision's families draw the weight
- * kaiming_normal_(mode="fan_out") with fan_out = out * k * k (RegNet writes the same normal out),
- * and zero the bias, but for RegNet, which leaves its squeeze-excitation's biases at PyTorch's. */
+ * in / groups * k * kw; the bias within the same bound. torchvision's families (each
+ * family's __init__ in torchvision/models/):
+ *   ResNet, MobileNet, EfficientNet, RegNet, MNASNet, VGG: kaiming_normal_(mode="fan_out"),
+ *     std sqrt(2 / fan_out), fan_out = out * k * kw (RegNet writes the same normal out);
+ *   DenseNet: kaiming_normal_ (fan_in), std sqrt(2 / fan_in);
+ *   SqueezeNet: kaiming_uniform_ (fan_in, gain sqrt(2)), within sqrt(6 / fan_in), but the final
+ *     convolution, normal(0, 0.01) (init_std);
+ *   GoogLeNet: trunc_normal_(std=0.01, a=-2, b=2); Inception v3: the same with std 0.1 or the
+ *     module's stddev (init_std); ConvNeXt: trunc_normal_(std=0.02). Bounds of -2 and 2 lie 20
+ *     standard deviations out or more, where a normal draw never goes: drawn as normals.
+ * The bias: PyTorch's within the same bound for PyTorch's init and RegNet (its
+ * squeeze-excitation's), else zero. */
 static void conv_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
     (void)buffers;
     const NetNode *node = &m->net.node[st->first];
-    const size_t fan_in = (size_t)(st->C_in / node->groups) * st->k * st->k;
+    const size_t taps = (size_t)node->k * node->kw;
+    const size_t fan_in = (size_t)(st->C_in / node->groups) * taps;
     const size_t n = (size_t)st->C * fan_in;
     const float bound = 1.0f / sqrtf((float)fan_in);
-    if (m->net.init == NET_INIT_PYTORCH)
-        rng_fill_uniform(r, params + st->w_off, n, bound);
-    else
-        rng_fill_normal(r, params + st->w_off, n, sqrtf(2.0f / (float)((size_t)st->C * st->k * st->k)));
+    float *w = params + st->w_off;
+    switch (m->net.init) {
+    case NET_INIT_PYTORCH: rng_fill_uniform(r, w, n, bound); break;
+    case NET_INIT_DENSENET: rng_fill_normal(r, w, n, sqrtf(2.0f / (float)fan_in)); break;
+    case NET_INIT_SQUEEZENET:
+        if (node->init_std > 0) rng_fill_normal(r, w, n, node->init_std);
+        else rng_fill_uniform(r, w, n, sqrtf(6.0f / (float)fan_in));
+        break;
+    case NET_INIT_GOOGLENET: rng_fill_normal(r, w, n, node->init_std > 0 ? node->init_std : 0.01f); break;
+    case NET_INIT_INCEPTION: rng_fill_normal(r, w, n, node->init_std > 0 ? node->init_std : 0.1f); break;
+    case NET_INIT_CONVNEXT: rng_fill_normal(r, w, n, node->init_std > 0 ? node->init_std : 0.02f); break;
+    default: rng_fill_normal(r, w, n, sqrtf(2.0f / (float)((size_t)st->C * taps))); break;
+    }
     if (!node->bias) return;
     if (m->net.init == NET_INIT_PYTORCH || m->net.init == NET_INIT_REGNET)
         rng_fill_uniform(r, params + st->b_off, (size_t)st->C, bound);
@@ -97,14 +120,14 @@ static void conv_params_changed(const Backend *be, ModelStep *st) { be->conv2d_w
 /* As a direct convolution, whichever algorithm the backend picks: each output reads in / groups
  * channels. */
 static double conv_macs(const ModelStep *st) {
-    return (double)st->H * st->W * st->C * st->C_in * st->k * st->k / st->groups;
+    return (double)st->H * st->W * st->C * st->C_in * st->k * st->conv.shape.kw / st->groups;
 }
 
 const NodeKindDef node_kind_conv = {
     .name = "conv",
-    .doc = "a convolution, as `nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated; "
-           "without bias by default (a batch norm follows)",
-    .tensors = "`NAME.weight` [out, in/groups, k, k], and `NAME.bias` with a bias",
+    .doc = "a convolution, as `nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated, "
+           "rectangular (`\"kernel\": [1, 7], \"padding\": [0, 3]`); without bias by default (a batch norm follows)",
+    .tensors = "`NAME.weight` [out, in/groups, kh, kw], and `NAME.bias` with a bias",
     .inputs = 1,
     .fields = {{F_OUT_CHANNELS, .need = 1, .write_always = 1},
                {F_KERNEL, .need = 1, .write_always = 1},
@@ -112,8 +135,9 @@ const NodeKindDef node_kind_conv = {
                {F_PADDING, .def_kernel_div = 2, .write_always = 1, .def_doc = "kernel/2"},
                {F_GROUPS, .def = 1, .min = 1, .def_doc = "1"},
                {F_DILATION, .def = 1, .min = 1, .def_doc = "1"},
-               {F_BIAS, .def_doc = "false"}},
-    .n_fields = 7,
+               {F_BIAS, .def_doc = "false"},
+               {F_INIT_STD, .rmin = 0, .rmax = 10, .def_doc = "the family's"}},
+    .n_fields = 8,
     .shape = conv_shape,
     .backend_lacks = conv_backend_lacks,
     .layout = conv_layout,

@@ -12,8 +12,8 @@
 #include "model_step.h"
 
 /* p in 0..1, as PyTorch takes it. */
-static int drop_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
-    (void)in2;
+static int drop_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
+    (void)ins;
     if (!(n->p >= 0.0f && n->p <= 1.0f)) return node_err(c, n, "p", "%g is not in 0..1", (double)n->p);
     return 0;
 }

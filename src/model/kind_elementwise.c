@@ -35,7 +35,8 @@ const NodeKindDef node_kind_relu = {
 
 /* ---- add ---------------------------------------------------------------------------------- */
 
-static int add_shape(NetNode *n, const NetNode *b, const NetCheck *c) {
+static int add_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
+    const NetNode *b = ins[1];
     if (b->C != n->C) return node_err(c, n, "residual", "%d channels added to %d", b->C, n->C);
     if (b->H != n->H || b->W != n->W)
         return node_err(c, n, "residual", "a %dx%d map added to a %dx%d one", b->H, b->W, n->H, n->W);
@@ -75,7 +76,8 @@ const NodeKindDef node_kind_add = {
 
 /* ---- mul ---------------------------------------------------------------------------------- */
 
-static int mul_shape(NetNode *n, const NetNode *b, const NetCheck *c) {
+static int mul_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
+    const NetNode *b = ins[1];
     if (b->C != n->C) return node_err(c, n, "scale", "%d channels scale %d", b->C, n->C);
     if (b->H != 1 || b->W != 1)
         return node_err(c, n, "scale", "a scale is one value per channel (a 1x1 map, after a global average pool), "

@@ -1,18 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* kind_linear.c - the "linear" node: nn.Linear on a 1x1 map (after a global average pool, or
- * another linear layer: a classifier of several), weight [out, in] and bias; out_features 0
- * means the number of classes. */
+/* kind_linear.c - the "linear" node: nn.Linear over the channels, weight [out, in] and bias;
+ * out_features 0 means the number of classes. On a 1x1 map it is a classifier's layer (after a
+ * global average pool, a flatten, or another linear layer); on a larger one it applies at
+ * every pixel, as nn.Linear on a channels-last tensor does (ConvNeXt's blocks). */
 #include <math.h>
 
 #include "base/rng.h"
 #include "base/util.h"
 #include "model_step.h"
 
-static int linear_shape(NetNode *n, const NetNode *in2, const NetCheck *c) {
-    (void)in2;
-    if (n->H != 1 || n->W != 1)
-        return node_err(c, n, "in", "a linear layer takes a 1x1 map (after a global average pool), not %dx%d", n->H,
-                        n->W);
+static int linear_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
+    (void)ins;
     if (n->out < 0 || n->out > NET_MAX_FEATURES)
         return node_err(c, n, "out_features", "%d is not in 1..%d", n->out, NET_MAX_FEATURES);
     n->C = n->out ? n->out : c->num_classes;
@@ -25,12 +23,16 @@ static void linear_layout(const Backend *be, const NetNode *n, ModelStep *st, La
     st->b_off = layout_add(P, n->name, "bias", TENSOR_LINEAR_BIAS, -1, 1, n->C, 0, 0, 0);
 }
 
-/* nn.Linear's default (PyTorch's and ResNet's init): weight and bias uniform within
- * 1/sqrt(in). The other families' __init__ draw the weight and zero the bias: MobileNet and
- * RegNet normal(0, 0.01); EfficientNet uniform within 1/sqrt(out); MNASNet
- * kaiming_uniform_(mode="fan_out", nonlinearity="sigmoid"), within sqrt(3/out). */
+/* nn.Linear's default (PyTorch's, ResNet's, AlexNet's, ShuffleNet's init): weight and bias
+ * uniform within 1/sqrt(in). The other families' __init__: MobileNet, RegNet and VGG draw the
+ * weight normal(0, 0.01) and zero the bias; EfficientNet uniform within 1/sqrt(out); MNASNet
+ * kaiming_uniform_(mode="fan_out", nonlinearity="sigmoid"), within sqrt(3/out); DenseNet keeps
+ * the default weight and zeroes the bias; GoogLeNet and Inception v3 draw the weight from
+ * trunc_normal_ (std 0.01; Inception 0.1 or the module's stddev: init_std; a normal, the bounds
+ * 20 deviations out) and keep the default bias; ConvNeXt trunc_normal_(std=0.02), zero bias. */
 static void linear_init(const Model *m, const ModelStep *st, float *params, float *buffers, Rng *r) {
     (void)buffers;
+    const NetNode *node = step_node(m, st);
     const size_t nw = (size_t)st->C * st->C_in;
     float *w = params + st->w_off, *b = params + st->b_off;
     switch (m->net.init) {
@@ -38,6 +40,14 @@ static void linear_init(const Model *m, const ModelStep *st, float *params, floa
     case NET_INIT_REGNET: rng_fill_normal(r, w, nw, 0.01f); break;
     case NET_INIT_EFFICIENTNET: rng_fill_uniform(r, w, nw, 1.0f / sqrtf((float)st->C)); break;
     case NET_INIT_MNASNET: rng_fill_uniform(r, w, nw, sqrtf(3.0f / (float)st->C)); break;
+    case NET_INIT_VGG: rng_fill_normal(r, w, nw, node->init_std > 0 ? node->init_std : 0.01f); break;
+    case NET_INIT_CONVNEXT: rng_fill_normal(r, w, nw, node->init_std > 0 ? node->init_std : 0.02f); break;
+    case NET_INIT_DENSENET: rng_fill_uniform(r, w, nw, 1.0f / sqrtf((float)st->C_in)); break;
+    case NET_INIT_GOOGLENET:
+    case NET_INIT_INCEPTION:
+        rng_fill_normal(r, w, nw, node->init_std > 0 ? node->init_std : m->net.init == NET_INIT_GOOGLENET ? 0.01f : 0.1f);
+        rng_fill_uniform(r, b, (size_t)st->C, 1.0f / sqrtf((float)st->C_in));
+        return;
     default: {
         const float bound = 1.0f / sqrtf((float)st->C_in);
         rng_fill_uniform(r, w, nw, bound);
@@ -50,8 +60,8 @@ static void linear_init(const Model *m, const ModelStep *st, float *params, floa
 
 static void linear_node_forward(Model *m, ModelStep *st, int N, int train) {
     (void)train;
-    m->be->linear_forward(model_value(m, st->in), m->params + st->w_off, m->params + st->b_off, st->y, N, st->C_in,
-                          st->C);
+    m->be->linear_forward(model_value(m, st->in), m->params + st->w_off, m->params + st->b_off, st->y,
+                          N * st->H * st->W, st->C_in, st->C);
 }
 
 static void linear_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
@@ -62,20 +72,24 @@ static void linear_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     float *dx = grad_begin(s, st->in, &g);
     if (!s->dry)
         m->be->linear_backward(model_value(m, st->in), m->params + st->w_off, dy, dx, m->grads + st->w_off,
-                               m->grads + st->b_off, N, st->C_in, st->C);
+                               m->grads + st->b_off, N * st->H * st->W, st->C_in, st->C);
     grad_done(s, &g, N);
 }
 
-static double linear_macs(const ModelStep *st) { return (double)st->C_in * st->C; }
+static double linear_macs(const ModelStep *st) { return (double)st->H * st->W * st->C_in * st->C; }
+
+static int linear_float_out(const NetNode *n) { return n->H == 1 && n->W == 1; }
 
 const NodeKindDef node_kind_linear = {
     .name = "linear",
-    .doc = "`nn.Linear` on a 1x1 map; the last node gives the logits",
+    .doc = "`nn.Linear` over the channels: a classifier's layer on a 1x1 map, at every pixel on a larger one; the last "
+           "node gives the logits",
     .tensors = "`NAME.weight`, `NAME.bias`",
     .inputs = 1,
-    .float_out = 1,
-    .fields = {{F_OUT_FEATURES, .min = 1, .def_doc = "`--num_classes`"}},
-    .n_fields = 1,
+    .float_out = linear_float_out,
+    .fields = {{F_OUT_FEATURES, .min = 1, .def_doc = "`--num_classes`"},
+               {F_INIT_STD, .rmin = 0, .rmax = 10, .def_doc = "the family's"}},
+    .n_fields = 2,
     .shape = linear_shape,
     .layout = linear_layout,
     .init = linear_init,

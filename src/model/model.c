@@ -30,7 +30,7 @@ size_t layout_add(Layout *l, const char *prefix, const char *name, TensorRole ro
     }
     TensorInfo *t = &l->info[l->n++];
     memset(t, 0, sizeof *t);
-    snprintf_check(t->name, sizeof t->name, "%s%s%s", prefix, *prefix ? "." : "", name);
+    snprintf_check(t->name, sizeof t->name, "%s%s%s", prefix, *prefix && *name ? "." : "", name);
     int dims[4] = {d0, d1, d2, d3};
     t->ndim = ndim;
     t->numel = 1;
@@ -48,11 +48,17 @@ size_t layout_add(Layout *l, const char *prefix, const char *name, TensorRole ro
 static int consumers(const NetSpec *s, int i, int *only) {
     int n = 0;
     for (int j = i + 1; j < s->n; j++) {
-        const NetNode *c = &s->node[j];
-        if (c->in == i) { n++; *only = j; }
-        if (node_kind(c->kind)->inputs == 2 && c->in2 == i) { n++; *only = j; }
+        int ins[NET_MAX_INPUTS];
+        const int n_in = node_inputs(&s->node[j], ins);
+        for (int q = 0; q < n_in; q++)
+            if (ins[q] == i) { n++; *only = j; }
     }
     return n;
+}
+
+static int float_out(const NetNode *n) {
+    const NodeKindDef *d = node_kind(n->kind);
+    return d->float_out && d->float_out(n);
 }
 
 /* The groups: owner[i] is the batch norm whose step computes node i's value (i itself when
@@ -75,7 +81,7 @@ static int backend_has(const Backend *be, const NetSpec *s, const char *what, ch
         }
         /* A device keeps activations in 16 bits under mixed precision but the pooled features
          * in float32: only linear layers there take those. */
-        if (be->on_device && n->kind != NODE_LINEAR && n->in >= 0 && node_kind(s->node[n->in].kind)->float_out) {
+        if (be->on_device && n->kind != NODE_LINEAR && n->in >= 0 && float_out(&s->node[n->in])) {
             snprintf(err, errlen, "%s: node \"%s\": the %s backend runs nothing but linear layers after a global "
                      "average pool", what, n->name, be->name);
             return -1;
@@ -131,6 +137,23 @@ static void layout_node(const Backend *be, const NetNode *n, ModelStep *st, Layo
 }
 
 static void backward_steps(Model *m, int dry);
+
+/* The steps whose outputs reach the logits (the last step) through no sink: the others, the
+ * auxiliary classifiers and their losses, run in training forwards only. */
+static void mark_train_only(Model *m) {
+    char *reach = callocCheck((size_t)m->n_step, 1);
+    reach[m->n_step - 1] = 1;
+    for (int i = m->n_step - 1; i >= 0; i--) {
+        const ModelStep *st = &m->step[i];
+        if (!reach[i]) continue;
+        if (st->in >= 0) reach[st->in] = 1;
+        if (st->in2 >= 0) reach[st->in2] = 1;
+        for (int q = 0; q < st->n_ins; q++)
+            if (st->ins[q] >= 0) reach[st->ins[q]] = 1;
+    }
+    for (int i = 0; i < m->n_step; i++) m->step[i].train_only = !reach[i];
+    free(reach);
+}
 
 void model_init(Model *m, int width, int blocks, int num_classes, int image_size, int max_batch) {
     model_init_on(m, &backend_cpu, width, blocks, num_classes, image_size, max_batch);
@@ -210,13 +233,19 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
             }
         }
         /* the pooled features and what follows them are float32 */
-        st.act = !(node_kind(n->kind)->float_out || (st.in >= 0 && !m->step[st.in].act));
+        if (node_kind(n->kind)->inputs == NODE_INPUT_LIST) {
+            st.n_ins = n->n_ins;
+            st.ins = mallocCheck((size_t)n->n_ins * sizeof *st.ins);
+            for (int q = 0; q < n->n_ins; q++) st.ins[q] = value_step(&p, n->ins[q]);
+        }
+        st.act = !(float_out(n) || (st.in >= 0 && !m->step[st.in].act));
         m->step[ns] = st;
         for (int j = h; j <= i; j++)
             if (p.owner[j] == h) p.step_of[j] = ns;
         ns++;
     }
     m->n_step = ns;
+    mark_train_only(m);
     free(proto);
     free(p.owner);
     free(p.end);
@@ -263,6 +292,7 @@ void model_free(Model *m) {
         const NodeKindDef *d = node_kind(st->kind);
         if (d->release) d->release(be, st);
         be->release(st->y);
+        free(st->ins);
     }
     free(m->step);
     for (int i = 0; i < m->n_slot; i++) be->release(m->slot[i]);
@@ -434,10 +464,18 @@ static void forward_to_loss(Model *m, const float *x, const int *labels, int N, 
     CHECK(N >= 1 && N <= m->max_batch);
     m->input = be->act_input(x, (size_t)N * m->input_size * m->input_size * 3, m->input_act);
     m->last_N = N;
-    for (int i = 0; i < m->n_step; i++) node_kind(m->step[i].kind)->forward(m, &m->step[i], N, train);
+    m->labels = labels;
+    m->loss_scale = loss_scale;
+    for (int i = 0; i < m->n_step; i++)
+        if (train || !m->step[i].train_only) node_kind(m->step[i].kind)->forward(m, &m->step[i], N, train);
     be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->label_smoothing : 0.0f,
                      train ? m->dlogits : NULL, m->loss, m->correct);
     if (train && m->grad_scale) be->scale_inplace(m->dlogits, (size_t)N * m->num_classes, m->grad_scale);
+    for (int i = 0; train && i < m->n_step; i++) {
+        const NodeKindDef *d = node_kind(m->step[i].kind);
+        if (d->add_loss) d->add_loss(m, &m->step[i], N);
+    }
+    m->labels = NULL;
 }
 
 float model_forward(Model *m, const float *x, const int *labels, int N, int train, float loss_scale,
@@ -491,14 +529,15 @@ static void backward_steps(Model *m, int dry) {
     int watermark = m->n_param_info;   /* gradients of param_info[watermark..] are final */
     for (int i = m->n_step - 1; i >= 0; i--) {
         ModelStep *st = &m->step[i];
-        float *dy;
+        const int sink = node_kind(st->kind)->sink;
+        float *dy = NULL;
         if (i == m->n_step - 1) dy = m->dlogits;
-        else {
+        else if (!sink) {
             CHECK(s.grad[i] >= 0);   /* every output reaches the loss (netspec_resolve) */
             dy = slot_ptr(&s, s.grad[i]);
         }
         node_kind(st->kind)->backward(&s, st, dy, N);
-        if (i < m->n_step - 1) slot_give(&s, s.grad[i]);
+        if (i < m->n_step - 1 && !sink) slot_give(&s, s.grad[i]);
         for (int t = st->p_lo; t < st->p_hi; t++) done[t] = 1;
         const int before = watermark;
         while (watermark > 0 && done[watermark - 1]) watermark--;

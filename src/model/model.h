@@ -35,6 +35,9 @@ typedef enum {
     TENSOR_LINEAR_WEIGHT,
     TENSOR_LINEAR_BIAS,
     TENSOR_CONV_BIAS,
+    TENSOR_NORM_WEIGHT,         /* layer norm */
+    TENSOR_NORM_BIAS,
+    TENSOR_LAYER_SCALE,
 } TensorRole;
 
 typedef struct {
@@ -99,6 +102,10 @@ typedef struct Model {
     /* Label smoothing of the training loss (nn.CrossEntropyLoss(label_smoothing=...)), 0 after
      * model_init; evaluation's loss is always the plain cross-entropy. */
     float label_smoothing;
+
+    /* The labels and loss scale of the forward under way, for the auxiliary losses' steps */
+    const int *labels;
+    float loss_scale;
 
     /* The draws of dropout and stochastic depth in the next training forward (model_set_noise) */
     uint64_t noise_key;

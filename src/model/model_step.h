@@ -17,6 +17,10 @@ struct ModelStep {
     int node;                 /* its node in m->net (the last of a fused group) */
     int first;                /* the group's first node (the batch norm), else == node */
     int in, in2;              /* producing steps, or NET_INPUT; in2: add's, or a fused residual */
+    int n_ins;                /* a list of inputs (concat): how many, and their steps */
+    int *ins;
+    int train_only;           /* its output reaches the loss only through a sink (an auxiliary
+                               * classifier): evaluation skips it */
     int relu;                 /* bn: ReLU fused */
     int fused_act;            /* bn: an act node fused (its fn and slope below) */
     int C_in, H_in, W_in, C, H, W;
@@ -39,6 +43,11 @@ struct ModelStep {
     int32_t *arg;             /* maxpool: the input pixel of each output */
     uint8_t *keep;            /* dropout: the mask of the last training forward */
     float *scale;             /* stochastic_depth: each image's factor in the last training forward */
+    float *dlogits;           /* aux_loss: the gradient of its loss, as weighted */
+    float *aux_loss;          /* aux_loss: its mean loss (backend scalar), then weighted */
+    float *aux_weight;        /* aux_loss: its weight (backend scalar) */
+    int *aux_correct;
+    int aux_ready;            /* aux_loss: its weight is in aux_weight */
     int noisy;                /* dropout, stochastic_depth: the last forward was a training one with p > 0 */
 };
 
@@ -55,6 +64,9 @@ size_t layout_add(Layout *l, const char *prefix, const char *name, TensorRole ro
                   int d2, int d3);
 
 /* ---- values ------------------------------------------------------------------------------- */
+
+/* The node of the table a step computes (the first of a fused group: the one with its fields). */
+static inline const NetNode *step_node(const Model *m, const ModelStep *st) { return &m->net.node[st->first]; }
 
 /* The output of step `step`, or the input batch for NET_INPUT. */
 static inline const float *model_value(const Model *m, int step) {

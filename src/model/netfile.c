@@ -21,7 +21,9 @@ enum { HAVE_NAME = NET_FIELD_COUNT, HAVE_KIND, HAVE_IN };
 typedef struct {
     unsigned have;
     char name[NET_NAME_MAX], kind[24], in[NET_NAME_MAX], residual[NET_NAME_MAX];
-    long num[NET_FIELD_COUNT];   /* numbers, booleans as 0 or 1, a choice's index */
+    char *in_list;               /* "in" as a list (JSON_FLAT_LIST's text, malloc'd), or NULL */
+    long num[NET_FIELD_COUNT];   /* numbers, booleans as 0 or 1, a choice's index; a pair's first */
+    long num2[NET_FIELD_COUNT];  /* a pair's second */
     double real[NET_FIELD_COUNT];
     size_t line;
 } Rec;
@@ -90,6 +92,39 @@ static int field_of(const char *key) {
     return -1;
 }
 
+/* A pair field given as a list: two whole numbers, the height's and the width's. */
+static int read_pair(Rec *c, int f, const char *key, const char *value, size_t node, size_t line, char *err,
+                     size_t errlen) {
+    long v[2];
+    int n = 0;
+    for (const char *p = value; *p && n <= 2; n++) {
+        const char *nl = strchr(p, '\n');
+        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char text[72];
+        char *end;
+        errno = 0;
+        if (n < 2) {
+            snprintf(text, sizeof text, "%.*s", (int)(len < 70 ? len : 70), p);
+            v[n] = text[0] == 'n' ? strtol(text + 1, &end, 10) : -1;
+            if (text[0] != 'n' || *end || errno || v[n] < 0 || v[n] > (1L << 24)) {
+                snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be a whole number from 0 to %ld or a list "
+                         "of two, the height's and the width's", line, node, key, 1L << 24);
+                return -1;
+            }
+        }
+        p = nl ? nl + 1 : p + len;
+    }
+    if (n != 2) {
+        snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be a whole number or a list of two (height, "
+                 "width), not a list of %d", line, node, key, n);
+        return -1;
+    }
+    c->have |= BIT(f);
+    c->num[f] = v[0];
+    c->num2[f] = v[1];
+    return 0;
+}
+
 static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *value, size_t line, size_t column,
                     char *err, size_t errlen) {
     Reader *r = vctx;
@@ -107,6 +142,14 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
     const JsonKind want = type == NET_FIELD_INPUT || type == NET_FIELD_CHOICE ? JSON_FLAT_STRING
                           : type == NET_FIELD_BOOL                          ? JSON_FLAT_BOOL
                                                                             : JSON_FLAT_NUMBER;
+    if (f == HAVE_IN && kind == JSON_FLAT_LIST) {   /* a concatenation's inputs: checked at the record's end */
+        c->have |= BIT(f);
+        free(c->in_list);
+        c->in_list = strdup(value);
+        CHECK(c->in_list != NULL);
+        return 0;
+    }
+    if (type == NET_FIELD_PAIR && kind == JSON_FLAT_LIST) return read_pair(c, f, key, value, node, line, err, errlen);
     if (kind != want) {
         snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be %s, not %s", line, node, key,
                  json_kind_name(want), json_kind_name(kind));
@@ -156,7 +199,7 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
                  node, key, 1L << 24, value);
         return -1;
     }
-    c->num[f] = v;
+    c->num[f] = c->num2[f] = v;
     return 0;
 }
 
@@ -179,6 +222,17 @@ static int rec_end(void *vctx, size_t index, size_t line, size_t column, char *e
         return -1;
     }
     const int k = node_kind_parse(c->kind);
+    const int list = node_kind(k)->inputs == NODE_INPUT_LIST;
+    if (list && !c->in_list) {
+        snprintf(err, errlen, "line %zu, node \"%s\": a %s node's \"in\" is a list of the names of its inputs", line,
+                 nm, c->kind);
+        return -1;
+    }
+    if (!list && c->in_list) {
+        snprintf(err, errlen, "line %zu, node \"%s\": field \"in\" must be a string (one name) for a %s node, not a "
+                 "list", line, nm, c->kind);
+        return -1;
+    }
     for (int f = 0; f < NET_FIELD_COUNT; f++) {
         const NetFieldSpec *spec = node_kind_field(k, f);
         if ((c->have & BIT(f)) && !spec) {
@@ -217,6 +271,38 @@ static int find_input(const Reader *r, size_t below, const char *name, const cha
     return -3;
 }
 
+/* The names of a list "in" into ins: 1 to NET_MAX_INPUTS of them, each a node above. Returns
+ * how many, or -1 with the reason in err. */
+static int input_list(const Reader *r, size_t below, const Rec *c, const char *what, int *ins, char *err,
+                      size_t errlen) {
+    int n = 0;
+    for (const char *p = c->in_list; *p;) {
+        const char *nl = strchr(p, '\n');
+        const size_t len = nl ? (size_t)(nl - p) : strlen(p);
+        char name[NET_NAME_MAX + 2];
+        snprintf(name, sizeof name, "%.*s", (int)(len < NET_NAME_MAX + 1 ? len : NET_NAME_MAX + 1), p);
+        if (name[0] != 's' || len > NET_NAME_MAX) {
+            snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"in\": element %d must be the name of a node",
+                     QUOTED(what), c->line, c->name, n + 1);
+            return -1;
+        }
+        if (n == NET_MAX_INPUTS) {
+            snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"in\": more than %d inputs", QUOTED(what), c->line,
+                     c->name, NET_MAX_INPUTS);
+            return -1;
+        }
+        ins[n] = find_input(r, below, name + 1, what, c, "in", err, errlen);
+        if (ins[n] == -3) return -1;
+        n++;
+        p = nl ? nl + 1 : p + len;
+    }
+    if (n == 0) {
+        snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"in\": an empty list", QUOTED(what), c->line, c->name);
+        return -1;
+    }
+    return n;
+}
+
 /* The field of kind k that names its second input ("residual", "scale"). */
 static NetField input_field(NodeKind k) {
     const NodeKindDef *d = node_kind(k);
@@ -241,7 +327,7 @@ static int node_from_rec(NetSpec *s, NodeKind k, int in, int in2, const Rec *c, 
                          c->line, c->name, net_field_key(spec->field), v, (double)spec->rmin, (double)spec->rmax);
                 return -1;
             }
-        } else if (c->num[spec->field] < spec->min) {
+        } else if (c->num[spec->field] < spec->min || c->num2[spec->field] < spec->min) {
             snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": must be at least %d", QUOTED(what),
                      c->line, c->name, net_field_key(spec->field), spec->min);
             return -1;
@@ -259,10 +345,15 @@ static int node_from_rec(NetSpec *s, NodeKind k, int in, int in2, const Rec *c, 
                 continue;
             }
             int *v = net_field_member(n, f);
+            int *v2 = net_field_type(f) == NET_FIELD_PAIR ? net_field_member2(n, f) : NULL;
             if (c->have & BIT(f)) {
-                if (pass == 0) *v = (int)c->num[f];
+                if (pass == 0) {
+                    *v = (int)c->num[f];
+                    if (v2) *v2 = (int)c->num2[f];
+                }
             } else if ((spec->def_kernel_div != 0) == pass) {
                 *v = spec->def_kernel_div ? n->k / spec->def_kernel_div : spec->def;
+                if (v2) *v2 = spec->def_kernel_div ? n->kw / spec->def_kernel_div : spec->def;
             }
         }
     return 0;
@@ -280,14 +371,27 @@ int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, ch
         const Rec *c = &r.recs[i];
         const NodeKind k = (NodeKind)node_kind_parse(c->kind);
         int in = i == 0 ? NET_INPUT : (int)i - 1;
-        if (c->have & BIT(HAVE_IN)) in = find_input(&r, i, c->in, what, c, "in", err, errlen);
+        int ins[NET_MAX_INPUTS], n_ins = 0;
+        if (c->in_list) {
+            n_ins = input_list(&r, i, c, what, ins, err, errlen);
+            if (n_ins < 0) { rc = -1; break; }
+            in = ins[0];
+        } else if (c->have & BIT(HAVE_IN)) {
+            in = find_input(&r, i, c->in, what, c, "in", err, errlen);
+        }
         int in2 = NET_NONE;
         if (node_kind(k)->inputs == 2)
             in2 = find_input(&r, i, c->residual, what, c, net_field_key(input_field(k)), err, errlen);
         if (in == -3 || in2 == -3) { rc = -1; break; }
         rc = node_from_rec(s, k, in, in2, c, what, err, errlen);
+        if (rc == 0 && c->in_list) {
+            s->node[s->n - 1].n_ins = n_ins;
+            memcpy(s->node[s->n - 1].ins, ins, (size_t)n_ins * sizeof *ins);
+        }
     }
+    for (size_t i = 0; i < r.n; i++) free(r.recs[i].in_list);
     free(r.recs);
+    free(r.cur.in_list);
     if (rc != 0) netspec_free(s);
     return rc;
 }
@@ -333,7 +437,13 @@ void netfile_write(FILE *f, const NetSpec *s) {
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
         const NodeKindDef *d = node_kind(n->kind);
-        fprintf(f, "    {\"name\": \"%s\", \"kind\": \"%s\", \"in\": \"%s\"", n->name, d->name, in_name(s, n->in));
+        if (d->inputs == NODE_INPUT_LIST) {
+            fprintf(f, "    {\"name\": \"%s\", \"kind\": \"%s\", \"in\": [", n->name, d->name);
+            for (int q = 0; q < n->n_ins; q++) fprintf(f, "%s\"%s\"", q ? ", " : "", in_name(s, n->ins[q]));
+            fprintf(f, "]");
+        } else {
+            fprintf(f, "    {\"name\": \"%s\", \"kind\": \"%s\", \"in\": \"%s\"", n->name, d->name, in_name(s, n->in));
+        }
         for (int j = 0; j < d->n_fields; j++) {
             const NetFieldSpec *spec = &d->fields[j];
             const char *key = net_field_key(spec->field);
@@ -345,6 +455,14 @@ void netfile_write(FILE *f, const NetSpec *s) {
             }
             const int v = *net_field_member_const(n, spec->field);
             const int def = spec->def_kernel_div ? n->k / spec->def_kernel_div : spec->def;
+            if (type == NET_FIELD_PAIR) {
+                const int v2 = *net_field_member2_const(n, spec->field);
+                const int def2 = spec->def_kernel_div ? n->kw / spec->def_kernel_div : spec->def;
+                if (!spec->write_always && v == def && v2 == def2) continue;
+                if (v == v2) fprintf(f, ", \"%s\": %d", key, v);
+                else fprintf(f, ", \"%s\": [%d, %d]", key, v, v2);
+                continue;
+            }
             if (!spec->write_always && type != NET_FIELD_INPUT && v == def) continue;
             switch (type) {
             case NET_FIELD_NUMBER: fprintf(f, ", \"%s\": %d", key, v); break;
@@ -355,7 +473,8 @@ void netfile_write(FILE *f, const NetSpec *s) {
                 fprintf(f, ", \"%s\": \"%s\"", key, net_field_choices(spec->field, &nc)[v]);
                 break;
             }
-            case NET_FIELD_REAL: break;
+            case NET_FIELD_REAL:
+            case NET_FIELD_PAIR: break;
             }
         }
         fprintf(f, "}%s\n", i + 1 < s->n ? "," : "");

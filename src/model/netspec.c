@@ -65,7 +65,8 @@ static int push(NetSpec *s, NodeKind kind, int in, int in2, const char *fmt, va_
 
 int netspec_conv(NetSpec *s, int in, int out, int k, int stride, int pad, const char *fmt, ...) {
     PUSH(NODE_CONV, in, NET_NONE);
-    s->node[i].out = out; s->node[i].k = k; s->node[i].stride = stride; s->node[i].pad = pad;
+    s->node[i].out = out; s->node[i].k = s->node[i].kw = k; s->node[i].stride = stride;
+    s->node[i].pad = s->node[i].padw = pad;
     return i;
 }
 
@@ -87,7 +88,7 @@ int netspec_add(NetSpec *s, int in, int in2, const char *fmt, ...) {
 
 int netspec_maxpool(NetSpec *s, int in, int k, int stride, int pad, const char *fmt, ...) {
     PUSH(NODE_MAXPOOL, in, NET_NONE);
-    s->node[i].k = k; s->node[i].stride = stride; s->node[i].pad = pad;
+    s->node[i].k = s->node[i].kw = k; s->node[i].stride = stride; s->node[i].pad = s->node[i].padw = pad;
     return i;
 }
 
@@ -111,6 +112,9 @@ int netspec_conv_ex(NetSpec *s, int in, ConvArgs a, const char *fmt, ...) {
     PUSH(NODE_CONV, in, NET_NONE);
     NetNode *n = &s->node[i];
     n->out = a.out; n->k = a.k; n->stride = a.stride; n->pad = a.pad;
+    n->kw = a.kw ? a.kw : a.k;
+    n->padw = a.kw ? a.padw : a.pad;
+    n->init_std = a.init_std;
     n->groups = a.groups ? a.groups : 1;
     n->dilation = a.dilation ? a.dilation : 1;
     n->bias = a.bias != 0;
@@ -149,6 +153,82 @@ int netspec_stochastic_depth(NetSpec *s, int in, float p, const char *fmt, ...) 
     return i;
 }
 
+int netspec_concat(NetSpec *s, const int *ins, int n, const char *fmt, ...) {
+    CHECK(n >= 1 && n <= NET_MAX_INPUTS);
+    PUSH(NODE_CONCAT, ins[0], NET_NONE);
+    s->node[i].n_ins = n;
+    memcpy(s->node[i].ins, ins, (size_t)n * sizeof *ins);
+    return i;
+}
+
+int netspec_split(NetSpec *s, int in, int chunks, int index, const char *fmt, ...) {
+    PUSH(NODE_SPLIT, in, NET_NONE);
+    s->node[i].chunks = chunks;
+    s->node[i].index = index;
+    return i;
+}
+
+int netspec_channel_shuffle(NetSpec *s, int in, int groups, const char *fmt, ...) {
+    PUSH(NODE_CHANNEL_SHUFFLE, in, NET_NONE);
+    s->node[i].groups = groups;
+    return i;
+}
+
+static void pool_args(NetNode *n, PoolArgs a) {
+    n->k = n->kw = a.k;
+    n->stride = a.stride ? a.stride : a.k;
+    n->pad = n->padw = a.pad;
+    n->ceil_mode = a.ceil_mode != 0;
+    n->count_pad = !a.exclude_pad;
+}
+
+int netspec_maxpool_ex(NetSpec *s, int in, PoolArgs a, const char *fmt, ...) {
+    PUSH(NODE_MAXPOOL, in, NET_NONE);
+    pool_args(&s->node[i], a);
+    return i;
+}
+
+int netspec_avgpool_ex(NetSpec *s, int in, PoolArgs a, const char *fmt, ...) {
+    CHECK(a.k >= 1);
+    PUSH(NODE_AVGPOOL, in, NET_NONE);
+    pool_args(&s->node[i], a);
+    return i;
+}
+
+int netspec_adaptive_avgpool(NetSpec *s, int in, int size, const char *fmt, ...) {
+    PUSH(NODE_ADAPTIVE_AVGPOOL, in, NET_NONE);
+    s->node[i].out_size = size;
+    return i;
+}
+
+int netspec_flatten(NetSpec *s, int in, const char *fmt, ...) {
+    PUSH(NODE_FLATTEN, in, NET_NONE);
+    return i;
+}
+
+int netspec_layernorm(NetSpec *s, int in, float eps, const char *fmt, ...) {
+    PUSH(NODE_LAYERNORM, in, NET_NONE);
+    s->node[i].eps = eps;
+    return i;
+}
+
+int netspec_layer_scale(NetSpec *s, int in, float value, const char *fmt, ...) {
+    PUSH(NODE_LAYER_SCALE, in, NET_NONE);
+    s->node[i].value = value;
+    return i;
+}
+
+int netspec_aux_loss(NetSpec *s, int in, float weight, const char *fmt, ...) {
+    PUSH(NODE_AUX_LOSS, in, NET_NONE);
+    s->node[i].value = weight;
+    return i;
+}
+
+int netspec_transform_input(NetSpec *s, int in, const char *fmt, ...) {
+    PUSH(NODE_TRANSFORM_INPUT, in, NET_NONE);
+    return i;
+}
+
 #define NET_INIT_NAME(e, name) name,
 static const char *const k_init_names[NET_INIT_COUNT] = {NET_INITS(NET_INIT_NAME)};
 #undef NET_INIT_NAME
@@ -184,6 +264,12 @@ static int *channels(const NetSpec *s) {
         const NetNode *n = &s->node[i];
         const int in = n->in == NET_INPUT ? 3 : (n->in >= 0 && n->in < i ? c[n->in] : 0);
         c[i] = sets_channels(n->kind) ? n->out : in;
+        if (n->kind == NODE_CONCAT) {   /* the sum of its inputs' */
+            c[i] = 0;
+            for (int q = 0; q < n->n_ins; q++)
+                c[i] += n->ins[q] == NET_INPUT ? 3 : n->ins[q] >= 0 && n->ins[q] < i ? c[n->ins[q]] : 0;
+        }
+        if (n->kind == NODE_SPLIT && n->chunks > 0) c[i] = in / n->chunks;
     }
     return c;
 }
@@ -200,7 +286,6 @@ int netspec_blurpool(NetSpec *s) {
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
         int in = n->in >= 0 ? map[n->in] : n->in;
-        const int in2 = n->in2 >= 0 ? map[n->in2] : n->in2;
         const int c_in = n->in == NET_INPUT ? 3 : n->in >= 0 && n->in < i ? ch[n->in] : 0;
         if (n->kind == NODE_CONV && n->stride > 1 && c_in >= MIN_CHANNELS && n->in >= NET_INPUT) {
             int *b = &blur[n->in + 1];
@@ -208,8 +293,9 @@ int netspec_blurpool(NetSpec *s) {
             in = *b;
         }
         const int j = push_copy(&d, n);
+        node_remap_inputs(&d.node[j], map);
         d.node[j].in = in;
-        d.node[j].in2 = in2;
+        if (d.node[j].n_ins) d.node[j].ins[0] = in;
         map[i] = j;
     }
     if (added) {
@@ -223,6 +309,57 @@ int netspec_blurpool(NetSpec *s) {
     netspec_free(s);
     *s = d;
     return added;
+}
+
+int netspec_drop_aux(NetSpec *s) {
+    /* keep[i]: node i reaches the last node (the logits); walked from the end, a node is kept
+     * when a kept node reads it */
+    char *keep = callocCheck((size_t)(s->n ? s->n : 1), 1);
+    int *map = mallocCheck((size_t)(s->n ? s->n : 1) * sizeof *map);
+    if (s->n) keep[s->n - 1] = 1;
+    for (int i = s->n - 1; i >= 0; i--) {
+        if (!keep[i]) continue;
+        int ins[NET_MAX_INPUTS];
+        const int n_in = node_inputs(&s->node[i], ins);
+        for (int q = 0; q < n_in; q++)
+            if (ins[q] >= 0) keep[ins[q]] = 1;
+    }
+    int j = 0;
+    for (int i = 0; i < s->n; i++) {
+        map[i] = keep[i] ? j : -3;
+        if (!keep[i]) continue;
+        s->node[j] = s->node[i];
+        node_remap_inputs(&s->node[j], map);
+        j++;
+    }
+    const int dropped = s->n - j;
+    s->n = j;
+    free(keep);
+    free(map);
+    return dropped;
+}
+
+int netspec_add_transform_input(NetSpec *s) {
+    for (int i = 0; i < s->n; i++)
+        if (s->node[i].kind == NODE_TRANSFORM_INPUT) return 0;
+    NetSpec d;
+    netspec_init(&d, s->name, s->init);
+    const int t = netspec_transform_input(&d, NET_INPUT, "transform_input");
+    int *map = mallocCheck((size_t)(s->n ? s->n : 1) * sizeof *map);
+    for (int i = 0; i < s->n; i++) {
+        const int j = push_copy(&d, &s->node[i]);
+        NetNode *n = &d.node[j];
+        node_remap_inputs(n, map);
+        if (n->in == NET_INPUT) n->in = t;
+        if (node_kind(n->kind)->inputs == 2 && n->in2 == NET_INPUT) n->in2 = t;
+        for (int q = 0; q < n->n_ins; q++)
+            if (n->ins[q] == NET_INPUT) n->ins[q] = t;
+        map[i] = j;
+    }
+    free(map);
+    netspec_free(s);
+    *s = d;
+    return 1;
 }
 
 /* The image as a node, for a second input that reads it. */
@@ -248,15 +385,22 @@ int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *wha
         for (int j = 0; j < i; j++)
             if (!strcmp(s->node[j].name, n->name))
                 return node_err(&c, n, "name", "a second node of this name (node %d is the first)", j);
-        const int ins[2] = {n->in, n->in2};
-        for (int q = 0; q < d->inputs; q++)
+        if (d->inputs == NODE_INPUT_LIST && (n->n_ins < 1 || n->n_ins > NET_MAX_INPUTS || n->ins[0] != n->in))
+            return node_err(&c, n, "in", "a list of 1 to %d inputs", NET_MAX_INPUTS);
+        int ins[NET_MAX_INPUTS];
+        const int n_in = node_inputs(n, ins);
+        const NetNode *src[NET_MAX_INPUTS];
+        for (int q = 0; q < n_in; q++) {
             if (ins[q] != NET_INPUT && (ins[q] < 0 || ins[q] >= i))
-                return node_err(&c, n, q ? "residual" : "in",
+                return node_err(&c, n, q && d->inputs == 2 ? "residual" : "in",
                                 "its input must be the image or a node above it (nodes run in order; no cycles)");
-        const NetNode *a = n->in == NET_INPUT ? &img : &s->node[n->in];
-        n->C = a->C; n->H = a->H; n->W = a->W;
-        const NetNode *b = d->inputs < 2 ? NULL : n->in2 == NET_INPUT ? &img : &s->node[n->in2];
-        if (d->shape && d->shape(n, b, &c) != 0) return -1;
+            src[q] = ins[q] == NET_INPUT ? &img : &s->node[ins[q]];
+            if (ins[q] >= 0 && node_kind(src[q]->kind)->sink)
+                return node_err(&c, n, "in", "\"%s\" is a %s: its output feeds the loss alone", src[q]->name,
+                                node_kind_name(src[q]->kind));
+        }
+        n->C = src[0]->C; n->H = src[0]->H; n->W = src[0]->W;
+        if (d->shape && d->shape(n, src, &c) != 0) return -1;
         if ((double)n->C * n->H * n->W > (double)(1 << 30))
             return node_err(&c, n, NULL, "its output of %dx%dx%d values per image is too large", n->C, n->H, n->W);
     }
@@ -264,13 +408,23 @@ int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *wha
     if (last->kind != NODE_LINEAR)
         return node_err(&c, last, "kind", "the last node gives the logits: it must be a linear layer, not %s",
                         node_kind_name(last->kind));
+    if (last->H != 1 || last->W != 1)
+        return node_err(&c, last, "in", "the last node gives the logits: a linear layer on a 1x1 map (after a global "
+                        "average pool or a flatten), not %dx%d", last->H, last->W);
     if (last->C != num_classes)
         return node_err(&c, last, "out_features", "%d outputs but --num_classes is %d", last->C, num_classes);
-    for (int i = 0; i < s->n - 1; i++) {
-        int used = 0;
-        for (int j = i + 1; j < s->n && !used; j++)
-            used = s->node[j].in == i || (node_kind(s->node[j].kind)->inputs == 2 && s->node[j].in2 == i);
-        if (!used) return node_err(&c, &s->node[i], NULL, "its output is used by no node");
+    char *used = callocCheck((size_t)s->n, 1);
+    for (int j = 0; j < s->n; j++) {
+        int ins[NET_MAX_INPUTS];
+        const int n_in = node_inputs(&s->node[j], ins);
+        for (int q = 0; q < n_in; q++)
+            if (ins[q] >= 0) used[ins[q]] = 1;
     }
+    for (int i = 0; i < s->n - 1; i++)
+        if (!used[i] && !node_kind(s->node[i].kind)->sink) {
+            free(used);
+            return node_err(&c, &s->node[i], NULL, "its output is used by no node");
+        }
+    free(used);
     return 0;
 }

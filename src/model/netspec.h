@@ -29,15 +29,25 @@ typedef struct NetNode {
     NodeKind kind;
     char name[NET_NAME_MAX]; /* state_dict prefix of its tensors ("layer1.0.conv1"); a label for the others */
     int in, in2;          /* producers: node indices below this one, or NET_INPUT; in2 for a kind of two inputs */
+    int n_ins;            /* a kind of a list of inputs (concat): how many, and which; ins[0] == in */
+    int ins[NET_MAX_INPUTS];
     int out;              /* conv: output channels; linear: output features (0: the number of classes) */
-    int k, stride, pad;   /* conv, maxpool */
-    int groups, dilation; /* conv: 1 for a dense convolution; groups == input channels: depthwise */
+    int k, stride, pad;   /* conv, maxpool, avgpool: the window's height (or side), stride, padding */
+    int kw, padw;         /* conv: the window's width and padding along it (== k, pad but for (1, 7) kernels) */
+    int groups, dilation; /* conv: 1 for a dense convolution; groups == input channels: depthwise; channel_shuffle */
     int bias;             /* conv: a bias is added */
     int zero_init;        /* bn: its weight starts at 0 under --zero_init_residual (a residual branch's end) */
-    float eps, momentum;  /* bn: nn.BatchNorm2d's */
+    float eps, momentum;  /* bn: nn.BatchNorm2d's; layernorm: eps */
     int fn;               /* act: its function (backend.h's ActFn) */
     float slope;          /* act: leaky_relu's negative slope */
     float p;              /* dropout, stochastic_depth: the probability of dropping */
+    int ceil_mode;        /* maxpool, avgpool: nn.MaxPool2d's ceil_mode */
+    int count_pad;        /* avgpool: count_include_pad */
+    int out_size;         /* adaptive_avgpool: the output's side */
+    int chunks, index;    /* split: the input's channels in `chunks` parts, and which one */
+    float value;          /* layer_scale: the initial scale; aux_loss: its weight in the training loss */
+    float init_std;       /* conv, linear: the standard deviation of its weights' draw, 0: its family's
+                           * (Inception's auxiliary classifier: 0.01 and 0.001) */
     /* worked out by netspec_resolve: the output's shape */
     int C, H, W;
 } NetNode;
@@ -51,7 +61,13 @@ typedef struct NetNode {
     X(NET_INIT_MOBILENET, "mobilenet")         \
     X(NET_INIT_EFFICIENTNET, "efficientnet")   \
     X(NET_INIT_REGNET, "regnet")               \
-    X(NET_INIT_MNASNET, "mnasnet")
+    X(NET_INIT_MNASNET, "mnasnet")             \
+    X(NET_INIT_VGG, "vgg")                     \
+    X(NET_INIT_SQUEEZENET, "squeezenet")       \
+    X(NET_INIT_DENSENET, "densenet")           \
+    X(NET_INIT_GOOGLENET, "googlenet")         \
+    X(NET_INIT_INCEPTION, "inception")         \
+    X(NET_INIT_CONVNEXT, "convnext")
 #define NET_INIT_ENUM(e, name) e,
 typedef enum { NET_INITS(NET_INIT_ENUM) NET_INIT_COUNT } NetInit;
 #undef NET_INIT_ENUM
@@ -86,8 +102,9 @@ int netspec_maxpool(NetSpec *s, int in, int k, int stride, int pad, const char *
 int netspec_avgpool(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 int netspec_linear(NetSpec *s, int in, int out, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int netspec_blur(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-/* A convolution with every field; groups and dilation 0 mean 1. */
-typedef struct { int out, k, stride, pad, groups, dilation, bias; } ConvArgs;
+/* A convolution with every field; groups and dilation 0 mean 1; kw 0 means a square kernel
+ * (kw = k, padw = pad), else the kernel is k x kw with padding pad x padw (Inception's (1, 7)). */
+typedef struct { int out, k, stride, pad, groups, dilation, bias, kw, padw; float init_std; } ConvArgs;
 int netspec_conv_ex(NetSpec *s, int in, ConvArgs a, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int netspec_bn_ex(NetSpec *s, int in, float eps, float momentum, int zero_init, const char *fmt, ...)
     __attribute__((format(printf, 6, 7)));
@@ -97,6 +114,35 @@ int netspec_act(NetSpec *s, int in, int fn, const char *fmt, ...) __attribute__(
 int netspec_mul(NetSpec *s, int in, int scale, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int netspec_dropout(NetSpec *s, int in, float p, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
 int netspec_stochastic_depth(NetSpec *s, int in, float p, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* torch.cat of n (1..NET_MAX_INPUTS) maps along the channels, in the order given. */
+int netspec_concat(NetSpec *s, const int *ins, int n, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* Part `index` of x.chunk(chunks, dim=1). */
+int netspec_split(NetSpec *s, int in, int chunks, int index, const char *fmt, ...)
+    __attribute__((format(printf, 5, 6)));
+/* ShuffleNet's channel_shuffle(x, groups). */
+int netspec_channel_shuffle(NetSpec *s, int in, int groups, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+/* A windowed pool, nn.MaxPool2d / nn.AvgPool2d(k, stride, pad, ceil_mode, count_include_pad):
+ * stride 0 means k; exclude_pad 1 is count_include_pad=False (0, PyTorch's default, counts the
+ * padding). */
+typedef struct { int k, stride, pad, ceil_mode, exclude_pad; } PoolArgs;
+int netspec_maxpool_ex(NetSpec *s, int in, PoolArgs a, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+int netspec_avgpool_ex(NetSpec *s, int in, PoolArgs a, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* nn.AdaptiveAvgPool2d(size): a size x size output. */
+int netspec_adaptive_avgpool(NetSpec *s, int in, int size, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* torch.flatten(x, 1): C x H x W values in PyTorch's (C, H, W) order, as a 1x1 map. */
+int netspec_flatten(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+/* nn.LayerNorm over the channels of every pixel (ConvNeXt's LayerNorm2d and its blocks'). */
+int netspec_layernorm(NetSpec *s, int in, float eps, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* A learned per-channel scale, the tensor named as the node ("features.1.0.layer_scale"),
+ * starting at value. */
+int netspec_layer_scale(NetSpec *s, int in, float value, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* An auxiliary classifier's loss: the cross-entropy of its input's logits, times weight, added
+ * to the training loss (GoogLeNet's 0.3, Inception v3's 0.4). */
+int netspec_aux_loss(NetSpec *s, int in, float weight, const char *fmt, ...) __attribute__((format(printf, 4, 5)));
+/* torchvision's transform_input: the ImageNet-normalised image renormalised as Google's
+ * ported weights expect ((x * std + mean - 0.5) / 0.5 per channel). */
+int netspec_transform_input(NetSpec *s, int in, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 
 /* FFCV's use_blurpool (ffcv-imagenet's BlurPoolConv2d, after Zhang's "Making convolutional
  * networks shift-invariant again", 2019): every convolution with a stride above 1 and at least
@@ -107,6 +153,13 @@ int netspec_stochastic_depth(NetSpec *s, int in, float p, const char *fmt, ...) 
  * The network is renamed "<name>-blurpool", which checkpoints record as its architecture.
  * Returns the number of blur nodes added. */
 int netspec_blurpool(NetSpec *s);
+
+/* torchvision's aux_logits=False: the nodes that only feed an auxiliary loss (a sink, aux_loss)
+ * removed, the network's name kept. Returns the number of nodes removed. */
+int netspec_drop_aux(NetSpec *s);
+/* torchvision's transform_input=True: a transform_input node between the image and the nodes
+ * that read it. Returns 1 when one was added, 0 when the network had one already. */
+int netspec_add_transform_input(NetSpec *s);
 
 /* Works out every node's output shape for a 3-channel image_size x image_size input and
  * num_classes classes, and checks what only shapes tell: an input that is not an earlier node,

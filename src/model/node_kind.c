@@ -16,15 +16,18 @@
 static const NodeKindDef *const k_kinds[NODE_KIND_COUNT] = {NODE_KINDS(NODE_KIND_PTR)};
 #undef NODE_KIND_PTR
 
-#define NET_FIELD_KEY(e, key, type, member) key,
+#define NET_FIELD_KEY(e, key, type, member, second) key,
 static const char *const k_key[NET_FIELD_COUNT] = {NET_FIELDS(NET_FIELD_KEY)};
 #undef NET_FIELD_KEY
-#define NET_FIELD_TYPE(e, key, type, member) type,
+#define NET_FIELD_TYPE(e, key, type, member, second) type,
 static const NetFieldType k_type[NET_FIELD_COUNT] = {NET_FIELDS(NET_FIELD_TYPE)};
 #undef NET_FIELD_TYPE
-#define NET_FIELD_OFFSET(e, key, type, member) offsetof(NetNode, member),
+#define NET_FIELD_OFFSET(e, key, type, member, second) offsetof(NetNode, member),
 static const size_t k_offset[NET_FIELD_COUNT] = {NET_FIELDS(NET_FIELD_OFFSET)};
 #undef NET_FIELD_OFFSET
+#define NET_FIELD_OFFSET2(e, key, type, member, second) offsetof(NetNode, second),
+static const size_t k_offset2[NET_FIELD_COUNT] = {NET_FIELDS(NET_FIELD_OFFSET2)};
+#undef NET_FIELD_OFFSET2
 
 const NodeKindDef *node_kind(int k) {
     CHECK(k >= 0 && k < NODE_KIND_COUNT);
@@ -65,6 +68,14 @@ int *net_field_member(NetNode *n, NetField f) {
 const int *net_field_member_const(const NetNode *n, NetField f) {
     CHECK(k_type[f] != NET_FIELD_REAL);
     return (const int *)((const char *)n + k_offset[f]);
+}
+int *net_field_member2(NetNode *n, NetField f) {
+    CHECK(k_type[f] == NET_FIELD_PAIR);
+    return (int *)((char *)n + k_offset2[f]);
+}
+const int *net_field_member2_const(const NetNode *n, NetField f) {
+    CHECK(k_type[f] == NET_FIELD_PAIR);
+    return (const int *)((const char *)n + k_offset2[f]);
 }
 float *net_field_real(NetNode *n, NetField f) {
     CHECK(k_type[f] == NET_FIELD_REAL);
@@ -109,6 +120,9 @@ void node_kind_defaults(int k, NetNode *n) {
         switch (k_type[s->field]) {
         case NET_FIELD_REAL: *net_field_real(n, s->field) = s->rdef; break;
         case NET_FIELD_INPUT: break;
+        case NET_FIELD_PAIR:
+            if (!s->def_kernel_div) *net_field_member(n, s->field) = *net_field_member2(n, s->field) = s->def;
+            break;
         default:
             if (!s->def_kernel_div) *net_field_member(n, s->field) = s->def;
         }
@@ -155,12 +169,37 @@ int node_err(const NetCheck *c, const NetNode *n, const char *field, const char 
 
 int node_window(NetNode *n, int H, int W, const NetCheck *c) {
     if (n->k < 1 || n->k > NET_MAX_KERNEL) return node_err(c, n, "kernel", "%d is not in 1..%d", n->k, NET_MAX_KERNEL);
+    if (n->kw < 1 || n->kw > NET_MAX_KERNEL)
+        return node_err(c, n, "kernel", "a width of %d is not in 1..%d", n->kw, NET_MAX_KERNEL);
     if (n->stride < 1 || n->stride > NET_MAX_KERNEL)
         return node_err(c, n, "stride", "%d is not in 1..%d", n->stride, NET_MAX_KERNEL);
-    n->H = window_out_size(H, n->k, n->stride, n->pad);
-    n->W = window_out_size(W, n->k, n->stride, n->pad);
-    if (n->H < 1 || n->W < 1)
-        return node_err(c, n, "stride", "a %dx%d window at stride %d with padding %d leaves no pixels of the %dx%d "
-                        "input", n->k, n->k, n->stride, n->pad, H, W);
+    n->H = pool_out_size(H, n->k, n->stride, n->pad, n->ceil_mode);
+    n->W = pool_out_size(W, n->kw, n->stride, n->padw, n->ceil_mode);
+    if (n->H < 1 || n->W < 1) {
+        if (n->k == n->kw && n->pad == n->padw)
+            return node_err(c, n, "stride", "a %dx%d window at stride %d with padding %d leaves no pixels of the "
+                            "%dx%d input", n->k, n->k, n->stride, n->pad, H, W);
+        return node_err(c, n, "stride", "a %dx%d window at stride %d with padding %dx%d leaves no pixels of the "
+                        "%dx%d input", n->k, n->kw, n->stride, n->pad, n->padw, H, W);
+    }
     return 0;
+}
+
+int node_inputs(const NetNode *n, int *ins) {
+    const int many = node_kind(n->kind)->inputs;
+    if (many == NODE_INPUT_LIST) {
+        for (int i = 0; i < n->n_ins; i++) ins[i] = n->ins[i];
+        return n->n_ins;
+    }
+    ins[0] = n->in;
+    if (many == 2) ins[1] = n->in2;
+    return many;
+}
+
+void node_remap_inputs(NetNode *n, const int *map) {
+    if (n->in >= 0) n->in = map[n->in];
+    if (node_kind(n->kind)->inputs == 2 && n->in2 >= 0) n->in2 = map[n->in2];
+    if (node_kind(n->kind)->inputs == NODE_INPUT_LIST)
+        for (int i = 0; i < n->n_ins; i++)
+            if (n->ins[i] >= 0) n->ins[i] = map[n->ins[i]];
 }

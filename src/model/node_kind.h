@@ -36,40 +36,67 @@
     X(NODE_ACT, node_kind_act)         \
     X(NODE_MUL, node_kind_mul)         \
     X(NODE_DROPOUT, node_kind_dropout) \
-    X(NODE_STOCHASTIC_DEPTH, node_kind_stochastic_depth)
+    X(NODE_STOCHASTIC_DEPTH, node_kind_stochastic_depth) \
+    X(NODE_CONCAT, node_kind_concat)   \
+    X(NODE_SPLIT, node_kind_split)     \
+    X(NODE_CHANNEL_SHUFFLE, node_kind_channel_shuffle) \
+    X(NODE_ADAPTIVE_AVGPOOL, node_kind_adaptive_avgpool) \
+    X(NODE_FLATTEN, node_kind_flatten) \
+    X(NODE_LAYERNORM, node_kind_layernorm) \
+    X(NODE_LAYER_SCALE, node_kind_layer_scale) \
+    X(NODE_AUX_LOSS, node_kind_aux_loss) \
+    X(NODE_TRANSFORM_INPUT, node_kind_transform_input)
 
 #define NODE_KIND_ENUM(e, rec) e,
 typedef enum { NODE_KINDS(NODE_KIND_ENUM) NODE_KIND_COUNT } NodeKind;
 #undef NODE_KIND_ENUM
 
-/* X(ENUM, file key, JSON type, NetNode member): the fields of a node in a network file beyond
- * "name", "kind" and "in", in the order of the "fields" list in messages. Two keys may fill one
- * member (a convolution's out_channels and a linear layer's out_features are both `out`; an
- * add's residual and a mul's scale are both `in2`). A NET_FIELD_REAL member is a float, a
- * NET_FIELD_CHOICE one an int holding the index of its name (net_field_choices). */
-#define NET_FIELDS(X)                                               \
-    X(F_OUT_CHANNELS, "out_channels", NET_FIELD_NUMBER, out)        \
-    X(F_KERNEL, "kernel", NET_FIELD_NUMBER, k)                      \
-    X(F_STRIDE, "stride", NET_FIELD_NUMBER, stride)                 \
-    X(F_PADDING, "padding", NET_FIELD_NUMBER, pad)                  \
-    X(F_GROUPS, "groups", NET_FIELD_NUMBER, groups)                 \
-    X(F_DILATION, "dilation", NET_FIELD_NUMBER, dilation)           \
-    X(F_BIAS, "bias", NET_FIELD_BOOL, bias)                         \
-    X(F_ZERO_INIT, "zero_init_residual", NET_FIELD_BOOL, zero_init) \
-    X(F_EPS, "eps", NET_FIELD_REAL, eps)                            \
-    X(F_MOMENTUM, "momentum", NET_FIELD_REAL, momentum)             \
-    X(F_RESIDUAL, "residual", NET_FIELD_INPUT, in2)                 \
-    X(F_SCALE, "scale", NET_FIELD_INPUT, in2)                       \
-    X(F_FUNCTION, "function", NET_FIELD_CHOICE, fn)                 \
-    X(F_SLOPE, "negative_slope", NET_FIELD_REAL, slope)             \
-    X(F_P, "p", NET_FIELD_REAL, p)                                  \
-    X(F_OUT_FEATURES, "out_features", NET_FIELD_NUMBER, out)
+/* X(ENUM, file key, JSON type, NetNode member, second member): the fields of a node in a
+ * network file beyond "name", "kind" and "in", in the order of the "fields" list in messages.
+ * Two keys may fill one member (a convolution's out_channels and a linear layer's out_features
+ * are both `out`; an add's residual and a mul's scale are both `in2`). A NET_FIELD_REAL member
+ * is a float, a NET_FIELD_CHOICE one an int holding the index of its name (net_field_choices).
+ * A NET_FIELD_PAIR is a number, or a list of two for the height and the width (nn.Conv2d's
+ * kernel_size=(1, 7)): the first fills `member`, the second `second` (the others name their
+ * member twice). */
+#define NET_FIELDS(X)                                                                  \
+    X(F_OUT_CHANNELS, "out_channels", NET_FIELD_NUMBER, out, out)                      \
+    X(F_KERNEL, "kernel", NET_FIELD_PAIR, k, kw)                                       \
+    X(F_STRIDE, "stride", NET_FIELD_NUMBER, stride, stride)                            \
+    X(F_PADDING, "padding", NET_FIELD_PAIR, pad, padw)                                 \
+    X(F_GROUPS, "groups", NET_FIELD_NUMBER, groups, groups)                            \
+    X(F_DILATION, "dilation", NET_FIELD_NUMBER, dilation, dilation)                    \
+    X(F_BIAS, "bias", NET_FIELD_BOOL, bias, bias)                                      \
+    X(F_ZERO_INIT, "zero_init_residual", NET_FIELD_BOOL, zero_init, zero_init)         \
+    X(F_EPS, "eps", NET_FIELD_REAL, eps, eps)                                          \
+    X(F_MOMENTUM, "momentum", NET_FIELD_REAL, momentum, momentum)                      \
+    X(F_RESIDUAL, "residual", NET_FIELD_INPUT, in2, in2)                               \
+    X(F_SCALE, "scale", NET_FIELD_INPUT, in2, in2)                                     \
+    X(F_FUNCTION, "function", NET_FIELD_CHOICE, fn, fn)                                \
+    X(F_SLOPE, "negative_slope", NET_FIELD_REAL, slope, slope)                         \
+    X(F_P, "p", NET_FIELD_REAL, p, p)                                                  \
+    X(F_OUT_FEATURES, "out_features", NET_FIELD_NUMBER, out, out)                      \
+    X(F_CEIL_MODE, "ceil_mode", NET_FIELD_BOOL, ceil_mode, ceil_mode)                  \
+    X(F_COUNT_INCLUDE_PAD, "count_include_pad", NET_FIELD_BOOL, count_pad, count_pad)  \
+    X(F_OUTPUT_SIZE, "output_size", NET_FIELD_NUMBER, out_size, out_size)              \
+    X(F_CHUNKS, "chunks", NET_FIELD_NUMBER, chunks, chunks)                            \
+    X(F_INDEX, "index", NET_FIELD_NUMBER, index, index)                                \
+    X(F_VALUE, "value", NET_FIELD_REAL, value, value)                                  \
+    X(F_WEIGHT, "weight", NET_FIELD_REAL, value, value)                                \
+    X(F_INIT_STD, "init_std", NET_FIELD_REAL, init_std, init_std)
 
-#define NET_FIELD_ENUM(e, key, type, member) e,
+#define NET_FIELD_ENUM(e, key, type, member, second) e,
 typedef enum { F_NONE = -1, NET_FIELDS(NET_FIELD_ENUM) NET_FIELD_COUNT } NetField;
 #undef NET_FIELD_ENUM
 
-typedef enum { NET_FIELD_NUMBER, NET_FIELD_BOOL, NET_FIELD_INPUT, NET_FIELD_REAL, NET_FIELD_CHOICE } NetFieldType;
+typedef enum {
+    NET_FIELD_NUMBER,
+    NET_FIELD_BOOL,
+    NET_FIELD_INPUT,
+    NET_FIELD_REAL,
+    NET_FIELD_CHOICE,
+    NET_FIELD_PAIR
+} NetFieldType;
 
 /* A field a kind takes. A number's default is `def`, or the kernel / def_kernel_div when that is
  * nonzero (a convolution's padding is kernel/2), a real's `rdef`; `min` (numbers) and
@@ -86,6 +113,11 @@ typedef struct {
 } NetFieldSpec;
 
 #define NODE_MAX_FIELDS 8
+
+/* A kind of inputs == NODE_INPUT_LIST takes "in" as a list of 1 to NET_MAX_INPUTS names (a
+ * concatenation of branches: DenseNet's longest is 49). */
+#define NODE_INPUT_LIST (-1)
+#define NET_MAX_INPUTS 64
 
 /* Sizes past these are refused: every buffer is sized from them, in size_t, and C*H*W must
  * stay far below 2^31 per image for the kernels' int arithmetic. */
@@ -113,15 +145,21 @@ typedef struct NodeKindDef {
     const char *name;                   /* the file's "kind" */
     const char *doc;                    /* docs/networks.md: what it computes */
     const char *tensors;                /* docs/networks.md: its state_dict tensors ("" for none) */
-    int inputs;                         /* 1, or 2 ("in" and the field of type NET_FIELD_INPUT) */
-    int float_out;                      /* its output is float32 even when activations are 16-bit
-                                         * (the pooled features and what follows them) */
+    int inputs;                         /* 1, 2 ("in" and the field of type NET_FIELD_INPUT), or
+                                         * NODE_INPUT_LIST ("in" a list) */
+    /* Its output is float32 even when activations are 16-bit (the pooled features and what
+     * follows them). NULL: never. */
+    int (*float_out)(const struct NetNode *n);
+    /* A sink: its output feeds no node but the training loss (an auxiliary classifier's loss,
+     * aux_loss); it and the nodes that only feed it run in training forwards only. */
+    int sink;
     NetFieldSpec fields[NODE_MAX_FIELDS];
     int n_fields;
 
     /* The output's shape into n->C, H, W, which hold the first input's on entry; in2 is the
-     * second input (inputs == 2) with its shape. Returns 0, or -1 through node_err. */
-    int (*shape)(struct NetNode *n, const struct NetNode *in2, const NetCheck *c);
+     * second input (inputs == 2) with its shape; a list's inputs are ins[0..n->n_ins) (ins[0]
+     * the first: its shape on entry). Returns 0, or -1 through node_err. */
+    int (*shape)(struct NetNode *n, const struct NetNode *const *ins, const NetCheck *c);
     /* NULL when the backend has the operations this node needs (its fields may matter: a
      * convolution's groups), else what it lacks, for the one line that refuses the network
      * ("grouped convolution"); NULL function: every backend has them */
@@ -138,8 +176,10 @@ typedef struct NodeKindDef {
     void (*init)(const struct Model *m, const struct ModelStep *st, float *params, float *buffers, struct Rng *r);
     void (*forward)(struct Model *m, struct ModelStep *st, int N, int train);
     /* From dy, the gradient of its output: its parameters' gradients (accumulated) and its
-     * inputs' (through the slots of model_slots.h). */
+     * inputs' (through the slots of model_slots.h). A sink's dy is NULL: it holds its own. */
     void (*backward)(struct Slots *s, struct ModelStep *st, float *dy, int N);
+    /* A sink's part of the training loss, once the logits' is in m->loss: added there. */
+    void (*add_loss)(struct Model *m, struct ModelStep *st, int N);
     /* The parameters changed (the kernels' weight caches). NULL: nothing cached. */
     void (*params_changed)(const struct Backend *be, struct ModelStep *st);
     /* Multiply-adds of one image's forward, as model_macs_per_image counts them. NULL: 0. */
@@ -162,6 +202,9 @@ const NetFieldSpec *node_kind_field(int k, NetField f);
 /* The member of n that field f fills: an int, or a float for a NET_FIELD_REAL field. */
 int *net_field_member(struct NetNode *n, NetField f);
 const int *net_field_member_const(const struct NetNode *n, NetField f);
+/* A NET_FIELD_PAIR's second member (the width's). */
+int *net_field_member2(struct NetNode *n, NetField f);
+const int *net_field_member2_const(const struct NetNode *n, NetField f);
 float *net_field_real(struct NetNode *n, NetField f);
 float net_field_real_const(const struct NetNode *n, NetField f);
 /* The names a NET_FIELD_CHOICE field takes, in the order of their indices, and how many; the
@@ -187,5 +230,9 @@ int node_err(const NetCheck *c, const struct NetNode *n, const char *field, cons
 /* A k x k window at a stride, with padding, over an H x W map (a convolution's or a max
  * pool's): kernel and stride in range, n->H and n->W its output, which keeps a pixel. */
 int node_window(struct NetNode *n, int H, int W, const NetCheck *c);
+/* The inputs of n, whatever its kind (1, 2, or a list), into ins (NET_MAX_INPUTS); how many. */
+int node_inputs(const struct NetNode *n, int *ins);
+/* The same with each input replaced by map[input] (inputs that are nodes; NET_INPUT stays). */
+void node_remap_inputs(struct NetNode *n, const int *map);
 
 #endif

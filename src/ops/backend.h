@@ -24,10 +24,13 @@ extern "C" {   /* ops_cuda.cu includes it (ConvShape) */
  * mean 1 (conv_shape_norm), and a plain dense convolution names neither. */
 typedef struct ConvShape {
     int C_in, C_out;     /* input and output channels */
-    int k;               /* the kernel is k x k */
-    int stride, pad;     /* the same along both axes; pad pixels of zeros on every side */
+    int k;               /* the kernel is k x k, or k x kw */
+    int stride, pad;     /* stride along both axes; pad pixels of zeros above and below (and on
+                          * the left and right for a square kernel) */
     int groups;          /* C_in and C_out split into this many independent convolutions; 0: 1 */
     int dilation;        /* spacing of the kernel's taps (nn.Conv2d's dilation); 0: 1 */
+    int kw, padw;        /* a k x kw kernel with padw pixels on the left and right (Inception's
+                          * (1, 7) and (7, 1)); kw 0: square, kw = k and padw = pad */
 } ConvShape;
 
 /* A convolution on some backend: its shape and the backend's state (cached primitives or
@@ -44,12 +47,26 @@ static inline int window_out_size(int in, int k, int stride, int pad) {
     const int span = in + 2 * pad - k;
     return span < 0 ? 0 : span / stride + 1;
 }
+/* The same with nn.MaxPool2d's ceil_mode (PyTorch's pooling_output_shape): the last window may
+ * run past the end, but must start inside the input or its left padding. */
+static inline int pool_out_size(int in, int k, int stride, int pad, int ceil_mode) {
+    if (!ceil_mode) return window_out_size(in, k, stride, pad);
+    const int span = in + 2 * pad - k;
+    if (span < 0) return 0;
+    int out = (span + stride - 1) / stride + 1;
+    if ((out - 1) * stride >= in + pad) out--;
+    return out;
+}
 /* The same for a window whose taps are `dilation` pixels apart: it spans dilation (k - 1) + 1. */
 static inline int window_out_size_dilated(int in, int k, int dilation, int stride, int pad) {
     return window_out_size(in, (dilation > 1 ? dilation : 1) * (k - 1) + 1, stride, pad);
 }
+/* Output height and width (of a normalised shape, conv_shape_norm). */
 static inline int conv_out_size(const ConvShape *s, int in) {
     return window_out_size_dilated(in, s->k, s->dilation, s->stride, s->pad);
+}
+static inline int conv_out_w(const ConvShape *s, int in) {
+    return window_out_size_dilated(in, s->kw ? s->kw : s->k, s->dilation, s->stride, s->kw ? s->padw : s->pad);
 }
 
 /* The shape with groups and dilation of 0 made 1: what conv2d_init stores in Conv2d.shape, so
@@ -58,6 +75,7 @@ static inline ConvShape conv_shape_norm(const ConvShape *s) {
     ConvShape n = *s;
     if (n.groups == 0) n.groups = 1;
     if (n.dilation == 0) n.dilation = 1;
+    if (n.kw == 0) { n.kw = n.k; n.padw = n.pad; }
     return n;
 }
 
@@ -65,7 +83,7 @@ static inline ConvShape conv_shape_norm(const ConvShape *s) {
  * without conv_grouped refuses groups or dilation above 1 besides). */
 static inline int conv_shape_valid(const ConvShape *s) {
     const ConvShape n = conv_shape_norm(s);
-    return n.C_in > 0 && n.C_out > 0 && n.k > 0 && n.stride > 0 && n.pad >= 0 && n.groups > 0 &&
+    return n.C_in > 0 && n.C_out > 0 && n.k > 0 && n.kw > 0 && n.stride > 0 && n.pad >= 0 && n.padw >= 0 && n.groups > 0 &&
            n.dilation > 0 && n.C_in % n.groups == 0 && n.C_out % n.groups == 0;
 }
 
@@ -104,8 +122,9 @@ typedef struct Backend {
     void (*conv2d_backward)(Conv2d *c, int N, int H, int W, const float *x, const float *w,
                             const float *dy, float *dx, float *dw);
     void (*conv2d_weights_changed)(Conv2d *c);
-    /* 1: conv2d_init takes groups and dilation above 1; 0: it takes only dense, undilated
-     * convolutions, and a network that has others is refused before anything is set up */
+    /* 1: conv2d_init takes groups and dilation above 1, and rectangular kernels; 0: it takes
+     * only dense, undilated, square convolutions, and a network that has others is refused
+     * before anything is set up */
     int conv_grouped;
     /* A convolution's bias over NHWC activations, [M, C] with M = N*H*W: bias_add y[m,c] +=
      * b[c]; bias_grad db[c] += sum over m of dy[m,c], summed in double in an order that depends
@@ -138,11 +157,12 @@ typedef struct Backend {
     /* y = max(x, 0) over n activations: a ReLU that follows no batch norm (one that does is
      * fused into bn_apply). NULL on a backend without it; so are the two below. */
     void (*relu_forward)(const float *x, float *y, size_t n);
-    /* ops_cpu.h's max pooling, with the index of each output's input pixel (int32) */
+    /* ops_cpu.h's max pooling, with the index of each output's input pixel (int32), and
+     * nn.MaxPool2d's ceil_mode */
     void (*maxpool_forward)(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride,
-                            int pad);
+                            int pad, int ceil_mode);
     void (*maxpool_backward)(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k,
-                             int stride, int pad);
+                             int stride, int pad, int ceil_mode);
     /* ops_cpu.h's blur3: forward, and backward (it is its own adjoint); NULL on a backend
      * without it */
     void (*blur)(const float *x, float *y, int N, int H, int W, int C);
@@ -174,6 +194,26 @@ typedef struct Backend {
     void (*bn_backward_reduce_act)(const float *x, const float *dy, float *g, size_t M, int C, const float *mean,
                                    const float *invstd, const float *gamma, const float *beta, int fn, float slope,
                                    double *sum_g, double *sum_gx);
+    /* The operations of the joins, pools and norms of torchvision's other families, as
+     * channels_cpu.h, pool_cpu.h and layernorm_cpu.h define them; NULL on a backend without
+     * them (its kinds' records refuse the network). */
+    void (*channel_copy)(const float *x, int Cx, int x_off, float *y, int Cy, int y_off, int C, size_t M);
+    void (*channel_shuffle)(const float *x, float *y, size_t M, int C, int groups);
+    void (*transpose)(const float *x, float *y, int N, int P, int C);
+    void (*channel_scale_forward)(const float *x, const float *g, float *y, size_t M, int C);
+    void (*channel_scale_backward)(const float *x, const float *g, const float *dy, float *dx, float *dg, size_t M,
+                                   int C);
+    void (*channel_affine)(const float *x, float *y, size_t M, int C, const float *a, const float *b);
+    void (*avgpool2d_forward)(const float *x, float *y, int N, int H, int W, int C, int Ho, int Wo, int k,
+                              int stride, int pad, int count_pad);
+    void (*avgpool2d_backward)(const float *dy, float *dx, int N, int H, int W, int C, int Ho, int Wo, int k,
+                               int stride, int pad, int count_pad);
+    void (*adaptive_avgpool_forward)(const float *x, float *y, int N, int H, int W, int C, int Ho, int Wo);
+    void (*adaptive_avgpool_backward)(const float *dy, float *dx, int N, int H, int W, int C, int Ho, int Wo);
+    void (*layernorm_forward)(const float *x, float *y, float *mean, float *rstd, const float *gamma,
+                              const float *beta, size_t M, int C, float eps);
+    void (*layernorm_backward)(const float *x, const float *dy, const float *mean, const float *rstd,
+                               const float *gamma, float *dx, float *dgamma, float *dbeta, size_t M, int C);
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int N, int I, int O);

@@ -11,6 +11,9 @@
 #include "ops_cpu.h"
 #include "rules.h"
 #include "scale_cpu.h"
+#include "channels_cpu.h"
+#include "layernorm_cpu.h"
+#include "pool_cpu.h"
 #include "base/util.h"
 
 static void *cpu_alloc(size_t bytes) { return alignedAllocCheck(bytes); }
@@ -153,6 +156,18 @@ const Backend backend_cpu = {
     .relu_forward = cpu_relu_forward,
     .maxpool_forward = maxpool_forward,
     .maxpool_backward = maxpool_backward,
+    .channel_copy = channel_copy,
+    .channel_shuffle = channel_shuffle,
+    .transpose = transpose,
+    .channel_scale_forward = channel_scale_forward,
+    .channel_scale_backward = channel_scale_backward,
+    .channel_affine = channel_affine,
+    .avgpool2d_forward = avgpool2d_forward,
+    .avgpool2d_backward = avgpool2d_backward,
+    .adaptive_avgpool_forward = adaptive_avgpool_forward,
+    .adaptive_avgpool_backward = adaptive_avgpool_backward,
+    .layernorm_forward = layernorm_forward,
+    .layernorm_backward = layernorm_backward,
     .blur = blur3,
     .act_forward = act_forward,
     .act_backward = act_backward,

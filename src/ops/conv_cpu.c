@@ -31,14 +31,14 @@
 /* Weights [C_out, C_in/groups, k, k]: output channel co reads the C_in/groups input channels of
  * its group, co / (C_out/groups); cl is the index within them. */
 static inline size_t widx(const ConvShape *sh, int co, int cl, int kh, int kw) {
-    return (((size_t)co * (sh->C_in / sh->groups) + cl) * sh->k + kh) * sh->k + kw;
+    return (((size_t)co * (sh->C_in / sh->groups) + cl) * sh->k + kh) * sh->kw + kw;
 }
 
 void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float *x,
                               const float *w, float *y) {
     const ConvShape shn = conv_shape_norm(&c->shape), *sh = &shn;   /* a Conv2d not from conv2d_init too */
-    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
-    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, d = sh->dilation;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_w(sh, W);
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, kwid = sh->kw, d = sh->dilation;
     const int Cig = Ci / sh->groups, Cog = Co / sh->groups;
     #pragma omp parallel for schedule(static)
     for (long nh = 0; nh < (long)N * Ho; nh++) {
@@ -51,8 +51,8 @@ void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float 
                 for (int kh = 0; kh < k; kh++) {
                     const int h = ho * sh->stride - sh->pad + kh * d;
                     if (h < 0 || h >= H) continue;
-                    for (int kw = 0; kw < k; kw++) {
-                        const int ww = wo * sh->stride - sh->pad + kw * d;
+                    for (int kw = 0; kw < kwid; kw++) {
+                        const int ww = wo * sh->stride - sh->padw + kw * d;
                         if (ww < 0 || ww >= W) continue;
                         const float *xp = x + (((size_t)n * H + h) * W + ww) * Ci + c0;
                         for (int cl = 0; cl < Cig; cl++)
@@ -68,8 +68,9 @@ void conv2d_reference_forward(const Conv2d *c, int N, int H, int W, const float 
 void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float *x,
                                const float *w, const float *dy, float *dx, float *dw) {
     const ConvShape shn = conv_shape_norm(&c->shape), *sh = &shn;
-    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
-    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, s = sh->stride, p = sh->pad, d = sh->dilation;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_w(sh, W);
+    const int Ci = sh->C_in, Co = sh->C_out, k = sh->k, kwid = sh->kw, s = sh->stride, p = sh->pad, pw = sh->padw,
+              d = sh->dilation;
     const int Cig = Ci / sh->groups, Cog = Co / sh->groups;
     if (dx) {
         /* Gather form: each input pixel collects from the outputs whose window covers it, so
@@ -87,8 +88,8 @@ void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float
                         if (th < 0 || th % s) continue;
                         const int ho = th / s;
                         if (ho >= Ho) continue;
-                        for (int kw = 0; kw < k; kw++) {
-                            const int tw = ww + p - kw * d;
+                        for (int kw = 0; kw < kwid; kw++) {
+                            const int tw = ww + pw - kw * d;
                             if (tw < 0 || tw % s) continue;
                             const int wo = tw / s;
                             if (wo >= Wo) continue;
@@ -107,14 +108,14 @@ void conv2d_reference_backward(const Conv2d *c, int N, int H, int W, const float
         const int c0 = co / Cog * Cig;
         for (int cl = 0; cl < Cig; cl++)
             for (int kh = 0; kh < k; kh++)
-                for (int kw = 0; kw < k; kw++) {
+                for (int kw = 0; kw < kwid; kw++) {
                     double acc = 0.0;
                     for (int n = 0; n < N; n++)
                         for (int ho = 0; ho < Ho; ho++) {
                             const int h = ho * s - p + kh * d;
                             if (h < 0 || h >= H) continue;
                             for (int wo = 0; wo < Wo; wo++) {
-                                const int ww = wo * s - p + kw * d;
+                                const int ww = wo * s - pw + kw * d;
                                 if (ww < 0 || ww >= W) continue;
                                 acc += (double)dy[(((size_t)n * Ho + ho) * Wo + wo) * Co + co] *
                                        x[(((size_t)n * H + h) * W + ww) * Ci + c0 + cl];
@@ -384,10 +385,10 @@ static dnnl_memory_desc_t md4(int a, int b, int c, int d, dnnl_format_tag_t tag)
  * the primitive choose. */
 static dnnl_memory_desc_t w_md(const ConvShape *sh, int any) {
     if (sh->groups == 1)
-        return md4(sh->C_out, sh->C_in, sh->k, sh->k, any ? dnnl_format_tag_any : dnnl_oihw);
+        return md4(sh->C_out, sh->C_in, sh->k, sh->kw, any ? dnnl_format_tag_any : dnnl_oihw);
     const int G = sh->groups;
     dnnl_memory_desc_t md;
-    dnnl_dims_t dims = { G, sh->C_out / G, sh->C_in / G, sh->k, sh->k };
+    dnnl_dims_t dims = { G, sh->C_out / G, sh->C_in / G, sh->k, sh->kw };
     DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 5, dims, dnnl_f32, any ? dnnl_format_tag_any : dnnl_goihw));
     return md;
 }
@@ -420,21 +421,21 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     const ConvImpl *im = c->impl;
     ConvPlan *pl = callocCheck(1, sizeof *pl);
     pl->N = N; pl->H = H; pl->W = W;
-    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W);
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_w(sh, W);
     /* A strided 1x1 conv is handed to oneDNN as a unit-stride one on the subsampled input. The
      * same holds grouped (each output pixel still reads one input pixel, all its channels kept)
      * and dilated (a 1x1 kernel has no taps to space). */
-    pl->sub = sh->k == 1 && sh->pad == 0 && sh->stride > 1;
+    pl->sub = sh->k == 1 && sh->kw == 1 && sh->pad == 0 && sh->padw == 0 && sh->stride > 1;
     const int s = pl->sub ? 1 : sh->stride;
     if (pl->sub) { H = Ho; W = Wo; }
     pl->sub_bytes = pl->sub ? ((size_t)N * H * W * sh->C_in * sizeof(float) + 63) / 64 * 64 : 0;
-    const dnnl_dims_t strides = { s, s }, pad_l = { sh->pad, sh->pad };
+    const dnnl_dims_t strides = { s, s }, pad_l = { sh->pad, sh->padw };
     /* oneDNN counts dilation from 0 (taps adjacent), PyTorch from 1 */
     const dnnl_dims_t dilates = { sh->dilation - 1, sh->dilation - 1 };
     const int dilated = sh->dilation > 1;
     /* Right padding that makes the window count come out exactly Ho x Wo (may be < pad). */
-    const int span = sh->dilation * (sh->k - 1) + 1;
-    const dnnl_dims_t pad_r = { (Ho - 1) * s + span - H - sh->pad, (Wo - 1) * s + span - W - sh->pad };
+    const int span = sh->dilation * (sh->k - 1) + 1, span_w = sh->dilation * (sh->kw - 1) + 1;
+    const dnnl_dims_t pad_r = { (Ho - 1) * s + span - H - sh->pad, (Wo - 1) * s + span_w - W - sh->padw };
 
     const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
     const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
@@ -451,7 +452,7 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     dnnl_primitive_desc_t fpd = NULL;
     dnnl_alg_kind_t alg = dnnl_convolution_direct;
     const dnnl_memory_desc_t *xm = &x_nhwc, *ym = &y_nhwc;
-    if (im->winograd && sh->k == 3 && sh->stride == 1 && sh->groups == 1 && sh->dilation == 1 &&
+    if (im->winograd && sh->k == 3 && sh->kw == 3 && sh->pad == sh->padw && sh->stride == 1 && sh->groups == 1 && sh->dilation == 1 &&
         sh->C_in % 16 == 0 && sh->C_out % 16 == 0) {
         if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
                                                &x_any, &w_any, NULL, &y_any, strides, pad_l,
@@ -611,7 +612,9 @@ typedef struct WinoPlan {
 } WinoPlan;
 
 static int wino_selected(const ConvShape *sh, const ConvImpl *im, int H, int W) {
-    if (!im->winograd || !im->own_winograd || sh->k != 3 || sh->stride != 1 || sh->pad != 1) return 0;
+    if (!im->winograd || !im->own_winograd || sh->k != 3 || sh->kw != 3 || sh->stride != 1 || sh->pad != 1 ||
+        sh->padw != 1)
+        return 0;
     if (sh->groups != 1 || sh->dilation != 1) return 0;   /* winograd.c is dense and undilated */
     if (sh->C_in < 16 || sh->C_out < 16) return 0;
     const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();

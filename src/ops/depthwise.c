@@ -32,7 +32,8 @@ static Geom geom(const ConvShape *sh, int N, int H, int W) {
 }
 
 int depthwise_applies(const ConvShape *sh) {
-    return sh->groups == sh->C_in && sh->C_out == sh->C_in && sh->k <= DEPTHWISE_MAX_KERNEL;
+    return sh->groups == sh->C_in && sh->C_out == sh->C_in && sh->k <= DEPTHWISE_MAX_KERNEL && sh->kw == sh->k &&
+           sh->padw == sh->pad;
 }
 
 /* Rows of output per block of the weight gradient: about 256 output pixels (each block keeps

@@ -394,8 +394,9 @@ void bias_grad(const float *dy, float *db, size_t M, int C) {
  * Max pooling.
  * ====================================================================================== */
 
-void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad) {
-    const int Ho = window_out_size(H, k, stride, pad), Wo = window_out_size(W, k, stride, pad);
+void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad,
+                     int ceil_mode) {
+    const int Ho = pool_out_size(H, k, stride, pad, ceil_mode), Wo = pool_out_size(W, k, stride, pad, ceil_mode);
     #pragma omp parallel for schedule(static)
     for (int n = 0; n < N; n++)
         for (int oh = 0; oh < Ho; oh++)
@@ -427,8 +428,8 @@ void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W
 }
 
 void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k, int stride,
-                      int pad) {
-    const int Ho = window_out_size(H, k, stride, pad), Wo = window_out_size(W, k, stride, pad);
+                      int pad, int ceil_mode) {
+    const int Ho = pool_out_size(H, k, stride, pad, ceil_mode), Wo = pool_out_size(W, k, stride, pad, ceil_mode);
     /* an image per thread, its outputs in order: overlapping windows add into one pixel in a
      * fixed order, so the result does not depend on the thread count */
     #pragma omp parallel for schedule(static)

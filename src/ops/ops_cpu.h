@@ -81,13 +81,14 @@ void bias_grad(const float *dy, float *db, size_t M, int C);
 
 /* y[N,Ho,Wo,C] = the maximum of each window of x[N,H,W,C] (NHWC), padding never chosen, and
  * arg[N,Ho,Wo,C] the index (h * W + w) of the input pixel it came from; Ho and Wo as
- * window_out_size (backend.h). Among equal values the first in the window's row-major order
+ * pool_out_size (backend.h) for ceil_mode. Among equal values the first in the window's row-major order
  * wins and a NaN wins over any number (the later of two NaNs), as PyTorch's CPU kernel chooses,
  * so the gradient goes where PyTorch sends it. */
-void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad);
+void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W, int C, int k, int stride, int pad,
+                     int ceil_mode);
 /* dx[N,H,W,C] = the sum of dy over the outputs whose arg is that pixel (overwritten). */
 void maxpool_backward(const float *dy, const int32_t *arg, float *dx, int N, int H, int W, int C, int k, int stride,
-                      int pad);
+                      int pad, int ceil_mode);
 
 /* ---- blur ---- */
 

@@ -11,18 +11,23 @@
 #include "model/netfile.h"
 #include "model/netspec.h"
 
-/* The same nodes: kind, name, input, and every field their kind takes (node_kind.h). */
+/* The same nodes: kind, name, inputs, and every field their kind takes (node_kind.h). */
 static int same(const NetSpec *a, const NetSpec *b) {
     if (a->n != b->n || a->init != b->init || strcmp(a->name, b->name) != 0) return 0;
     for (int i = 0; i < a->n; i++) {
         const NetNode *x = &a->node[i], *y = &b->node[i];
         if (x->kind != y->kind || strcmp(x->name, y->name) != 0 || x->in != y->in) return 0;
+        int xi[NET_MAX_INPUTS], yi[NET_MAX_INPUTS];
+        const int nx = node_inputs(x, xi);
+        if (node_inputs(y, yi) != nx || memcmp(xi, yi, (size_t)nx * sizeof *xi) != 0) return 0;
         const NodeKindDef *d = node_kind(x->kind);
         for (int f = 0; f < d->n_fields; f++) {
             const NetField k = d->fields[f].field;
             /* a real is written in the fewest digits that read back the same float */
             if (net_field_type(k) == NET_FIELD_REAL ? net_field_real_const(x, k) != net_field_real_const(y, k)
                                                      : *net_field_member_const(x, k) != *net_field_member_const(y, k))
+                return 0;
+            if (net_field_type(k) == NET_FIELD_PAIR && *net_field_member2_const(x, k) != *net_field_member2_const(y, k))
                 return 0;
         }
     }
