@@ -250,7 +250,7 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     free(p.owner);
     free(p.end);
     free(p.step_of);
-    CHECK(m->step[ns - 1].kind == NODE_LINEAR);
+    CHECK(m->step[ns - 1].kind == NODE_LINEAR || m->step[ns - 1].kind == NODE_AVGPOOL);
 
     m->param_info = P.info; m->n_param_info = P.n; m->num_params = P.size;
     m->buffer_info = B.info; m->n_buffer_info = B.n; m->num_buffers = B.size;

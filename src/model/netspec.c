@@ -404,15 +404,18 @@ int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *wha
         if ((double)n->C * n->H * n->W > (double)(1 << 30))
             return node_err(&c, n, NULL, "its output of %dx%dx%d values per image is too large", n->C, n->H, n->W);
     }
+    /* The logits: a linear layer's on a 1x1 map, or SqueezeNet's, a global average pool of a
+     * convolution's class maps */
     const NetNode *last = &s->node[s->n - 1];
-    if (last->kind != NODE_LINEAR)
-        return node_err(&c, last, "kind", "the last node gives the logits: it must be a linear layer, not %s",
-                        node_kind_name(last->kind));
+    if (last->kind != NODE_LINEAR && !(last->kind == NODE_AVGPOOL && last->k == 0))
+        return node_err(&c, last, "kind", "the last node gives the logits: it must be a linear layer or a global "
+                        "average pool, not %s", node_kind_name(last->kind));
     if (last->H != 1 || last->W != 1)
         return node_err(&c, last, "in", "the last node gives the logits: a linear layer on a 1x1 map (after a global "
                         "average pool or a flatten), not %dx%d", last->H, last->W);
     if (last->C != num_classes)
-        return node_err(&c, last, "out_features", "%d outputs but --num_classes is %d", last->C, num_classes);
+        return node_err(&c, last, last->kind == NODE_LINEAR ? "out_features" : "in",
+                        "%d outputs but --num_classes is %d", last->C, num_classes);
     char *used = callocCheck((size_t)s->n, 1);
     for (int j = 0; j < s->n; j++) {
         int ins[NET_MAX_INPUTS];
