@@ -126,8 +126,10 @@ refused "channels that differ at an add" "$H"'{"name": "c", "kind": "conv", "out
     'node "a", field "residual": 3 channels added to 8'
 refused "a stride that leaves no pixels" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3, "stride": 2}, {"name": "m", "kind": "maxpool", "kernel": 64, "stride": 64, "padding": 0}, '"$T" \
     'node "m", field "stride": a 64x64 window at stride 64 with padding 0 leaves no pixels'
-refused "a last node that is not the classifier" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "pool", "kind": "avgpool"}]}' \
-    'node "pool", field "kind": the last node gives the logits'
+refused "a last node that is not the classifier" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "r", "kind": "relu"}]}' \
+    'node "r", field "kind": the last node gives the logits'
+refused "class maps of another class count" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "pool", "kind": "avgpool"}]}' \
+    'node "pool", field "in": the last node gives the logits: 8 outputs but --num_classes is 10'
 refused "a node of a name seen before" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "c", "kind": "relu"}, '"$T" \
     'node "c", field "name": a second node of this name'
 refused "a list where a value goes" "$H"'{"name": ["c"], "kind": "conv"}, '"$T" \

@@ -415,7 +415,7 @@ int netspec_resolve(NetSpec *s, int image_size, int num_classes, const char *wha
                         "average pool or a flatten), not %dx%d", last->H, last->W);
     if (last->C != num_classes)
         return node_err(&c, last, last->kind == NODE_LINEAR ? "out_features" : "in",
-                        "%d outputs but --num_classes is %d", last->C, num_classes);
+                        "the last node gives the logits: %d outputs but --num_classes is %d", last->C, num_classes);
     char *used = callocCheck((size_t)s->n, 1);
     for (int j = 0; j < s->n; j++) {
         int ins[NET_MAX_INPUTS];
