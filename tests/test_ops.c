@@ -192,6 +192,51 @@ static void test_conv_vs_ref(int Ci, int Co, int k, int s, int p, int N, int H, 
     free(dw); free(dw_ref); free(dw2); free(dx2); free(y2);
 }
 
+/* A rectangular kernel (Inception's 1x7 and 7x1, with their own paddings), through oneDNN against
+ * the reference, which reads kh x kw taps with padding pad x padw. */
+static void test_conv_rect(int Ci, int Co, int kh, int kw, int ph, int pw, int s, int N, int H, int W) {
+    Conv2d c;
+    conv2d_init(&c, &(ConvShape){ .C_in = Ci, .C_out = Co, .k = kh, .kw = kw, .stride = s, .pad = ph, .padw = pw });
+    const int Ho = conv_out_size(&c.shape, H), Wo = conv_out_w(&c.shape, W);
+    const size_t nx = (size_t)N * H * W * Ci, nw = (size_t)Co * Ci * kh * kw, ny = (size_t)N * Ho * Wo * Co;
+    float *x = frand(nx, 1.0), *w = frand(nw, 0.1), *dy = frand(ny, 1.0);
+    float *y = falloc(ny), *y_ref = falloc(ny), *dx = falloc(nx), *dx_ref = falloc(nx);
+    float *dw = falloc(nw), *dw_ref = falloc(nw);
+    char name[160];
+    conv2d_forward(&c, N, H, W, x, w, y);
+    conv2d_reference_forward(&c, N, H, W, x, w, y_ref);
+    conv2d_backward(&c, N, H, W, x, w, dy, dx, dw);
+    conv2d_reference_backward(&c, N, H, W, x, w, dy, dx_ref, dw_ref);
+    snprintf(name, sizeof name, "conv %dx%d pad %dx%d s%d %d->%d on %dx%d: fwd", kh, kw, ph, pw, s, Ci, Co, H, W);
+    check_ff(name, y, y_ref, ny, 1e-4);
+    snprintf(name, sizeof name, "conv %dx%d pad %dx%d s%d %d->%d on %dx%d: dx", kh, kw, ph, pw, s, Ci, Co, H, W);
+    check_ff(name, dx, dx_ref, nx, 1e-4);
+    snprintf(name, sizeof name, "conv %dx%d pad %dx%d s%d %d->%d on %dx%d: dw", kh, kw, ph, pw, s, Ci, Co, H, W);
+    check_ff(name, dw, dw_ref, nw, 1e-4);
+    /* independent of both: a 1xk kernel (padding 0 x k/2) is the kxk kernel whose rows but the
+     * middle one are zero, padded k/2 on both axes, and the same for kx1; the square path is
+     * the long-tested one */
+    if (s == 1 && (kh == 1 || kw == 1) && ph == kh / 2 && pw == kw / 2) {
+        const int k = kh > kw ? kh : kw;
+        Conv2d sq;
+        conv2d_init(&sq, &(ConvShape){ .C_in = Ci, .C_out = Co, .k = k, .stride = 1, .pad = k / 2 });
+        float *ws = falloc((size_t)Co * Ci * k * k), *ys = falloc(ny);
+        for (int o = 0; o < Co; o++)
+            for (int i = 0; i < Ci; i++)
+                for (int t = 0; t < k; t++) {
+                    const int r = kh == 1 ? k / 2 : t, q = kh == 1 ? t : k / 2;
+                    ws[(((size_t)o * Ci + i) * k + r) * k + q] = w[((size_t)o * Ci + i) * k + t];
+                }
+        conv2d_forward(&sq, N, H, W, x, ws, ys);
+        snprintf(name, sizeof name, "conv %dx%d as the %dx%d of zero rows: fwd", kh, kw, k, k);
+        check_ff(name, y, ys, ny, 1e-5);
+        conv2d_free(&sq);
+        free(ws); free(ys);
+    }
+    conv2d_free(&c);
+    free(x); free(w); free(dy); free(y); free(y_ref); free(dx); free(dx_ref); free(dw); free(dw_ref);
+}
+
 /* Every kind of layer of the model at channel counts below, at and just above the vector
  * widths (8 floats for AVX2, 16 for AVX-512), where oneDNN pads channels inside its blocked
  * layouts. oneDNN 2.6's jit_1x1:avx2 backward-weights kernel wrote past its scratchpad for a
@@ -1238,6 +1283,9 @@ int main(int argc, char **argv) {
         test_conv_vs_ref(16, 32, 3, 1, 1, 2, 7, 5);   /* odd, non-square */
     }
     conv2d_use_winograd(1);
+    test_conv_rect(16, 24, 1, 7, 0, 3, 1, 2, 9, 11);
+    test_conv_rect(16, 24, 7, 1, 3, 0, 1, 2, 9, 11);
+    test_conv_rect(8, 16, 3, 1, 0, 0, 2, 3, 9, 8);
     test_conv_small_channels(1);
     test_conv_many_batches();
 

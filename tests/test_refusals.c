@@ -29,7 +29,8 @@ static int resnet_kinds_only(const NetSpec *s) {
         if (n->kind != NODE_CONV && n->kind != NODE_BN && n->kind != NODE_RELU && n->kind != NODE_ADD &&
             n->kind != NODE_MAXPOOL && n->kind != NODE_AVGPOOL && n->kind != NODE_LINEAR)
             return 0;
-        if (n->kind == NODE_CONV && (n->groups > 1 || n->dilation > 1 || n->bias)) return 0;
+        if (n->kind == NODE_CONV && (n->groups > 1 || n->dilation > 1 || n->bias || n->k != n->kw)) return 0;
+        if (n->kind == NODE_AVGPOOL && n->k > 0) return 0;   /* windowed */
     }
     return 1;
 }
@@ -49,6 +50,18 @@ int main(void) {
     lacking.conv_grouped = 0;
     lacking.bn_apply_act = NULL;
     lacking.bn_backward_reduce_act = NULL;
+    lacking.channel_copy = NULL;
+    lacking.channel_shuffle = NULL;
+    lacking.transpose = NULL;
+    lacking.channel_scale_forward = NULL;
+    lacking.channel_scale_backward = NULL;
+    lacking.channel_affine = NULL;
+    lacking.avgpool2d_forward = NULL;
+    lacking.avgpool2d_backward = NULL;
+    lacking.adaptive_avgpool_forward = NULL;
+    lacking.adaptive_avgpool_backward = NULL;
+    lacking.layernorm_forward = NULL;
+    lacking.layernorm_backward = NULL;
     int refused = 0, taken = 0;
     for (int i = 0; i < zoo_count(); i++) {
         const char *name = zoo_name(i);
@@ -61,9 +74,10 @@ int main(void) {
         const int expect_ok = resnet_kinds_only(&net);
         Model m;
         err[0] = 0;
-        /* 8 classes at 32 px, one image: the largest networks resolve, and a refusal must come
-         * before any allocation, so that it costs nothing */
-        const int rc = model_init_net(&m, &lacking, &net, name, 8, 32, 1, err, sizeof err);
+        /* 8 classes at 80 px (Inception v3 takes no less than 75), one image: the largest
+         * networks resolve, and a refusal must come before any allocation, so that it costs
+         * nothing */
+        const int rc = model_init_net(&m, &lacking, &net, name, 8, 80, 1, err, sizeof err);
         if (expect_ok) {
             check(rc == 0, name, rc == 0 ? "taken (only ResNet's kinds)" : err);
             if (rc == 0) { model_free(&m); taken++; }
@@ -78,15 +92,33 @@ int main(void) {
         }
         netspec_free(&net);
     }
-    /* a bias alone, and a dilated convolution alone, in network files */
-    const char *files[2][2] = {
+    /* a bias alone, a dilated convolution alone, and each new kind alone, in network files */
+    const char *files[][2] = {
         {"{\"nodes\": [{\"name\": \"c\", \"kind\": \"conv\", \"out_channels\": 4, \"kernel\": 3, \"bias\": true},"
          "{\"name\": \"p\", \"kind\": \"avgpool\"}, {\"name\": \"fc\", \"kind\": \"linear\"}]}",
          "convolution bias"},
         {"{\"nodes\": [{\"name\": \"c\", \"kind\": \"conv\", \"out_channels\": 4, \"kernel\": 3, \"dilation\": 2},"
          "{\"name\": \"p\", \"kind\": \"avgpool\"}, {\"name\": \"fc\", \"kind\": \"linear\"}]}",
-         "dilated convolution"}};
-    for (int f = 0; f < 2; f++) {
+         "dilated convolution"},
+        {"{\"nodes\": [{\"name\": \"c\", \"kind\": \"conv\", \"out_channels\": 4, \"kernel\": [1, 3]},"
+         "{\"name\": \"p\", \"kind\": \"avgpool\"}, {\"name\": \"fc\", \"kind\": \"linear\"}]}",
+         "rectangular kernel"},
+        {"{\"nodes\": [{\"name\": \"c\", \"kind\": \"concat\", \"in\": [\"input\", \"input\"]},"
+         "{\"name\": \"p\", \"kind\": \"avgpool\"}, {\"name\": \"fc\", \"kind\": \"linear\"}]}",
+         "channel copies"},
+        {"{\"nodes\": [{\"name\": \"c\", \"kind\": \"avgpool\", \"kernel\": 2},"
+         "{\"name\": \"p\", \"kind\": \"avgpool\"}, {\"name\": \"fc\", \"kind\": \"linear\"}]}",
+         "windowed average pooling"},
+        {"{\"nodes\": [{\"name\": \"c\", \"kind\": \"layernorm\"},"
+         "{\"name\": \"p\", \"kind\": \"avgpool\"}, {\"name\": \"fc\", \"kind\": \"linear\"}]}",
+         "layer norm"},
+        {"{\"nodes\": [{\"name\": \"c\", \"kind\": \"adaptive_avgpool\", \"output_size\": 1},"
+         "{\"name\": \"fc\", \"kind\": \"linear\"}]}",
+         "adaptive average pooling"},
+        {"{\"nodes\": [{\"name\": \"p\", \"kind\": \"avgpool\"}, {\"name\": \"f\", \"kind\": \"flatten\"},"
+         "{\"name\": \"fc\", \"kind\": \"linear\"}]}",
+         "flatten"}};
+    for (size_t f = 0; f < sizeof files / sizeof files[0]; f++) {
         NetSpec net;
         char err[512];
         if (netfile_parse(files[f][0], strlen(files[f][0]), "net.json", &net, err, sizeof err) != 0) {
