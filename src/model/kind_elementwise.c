@@ -104,7 +104,7 @@ static void mul_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     GradOut gx = {-1, 0, 0}, gs = {-1, 0, 0};
     float *dx = st->in >= 0 ? grad_begin(s, st->in, &gx) : NULL;
     float *ds = st->in2 >= 0 ? grad_begin(s, st->in2, &gs) : NULL;
-    const int t = st->in < 0 || st->in2 < 0 ? slot_take(s) : -1;
+    const int t = st->in < 0 || st->in2 < 0 ? slot_take(s, st->grad_bytes) : -1;
     if (!s->dry)
         m->be->mul_backward(model_value(m, st->in), model_value(m, st->in2), dy, st->in >= 0 ? dx : slot_ptr(s, t),
                             st->in2 >= 0 ? ds : slot_ptr(s, t), N, st->H * st->W, st->C);

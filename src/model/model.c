@@ -260,13 +260,11 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     m->grads = be->alloc(m->num_params * sizeof(float));
     m->buffers = be->alloc((m->num_buffers ? m->num_buffers : 1) * sizeof(float));
 
-    size_t max_grad = 0;
     int max_c = 1;
     for (int i = 0; i < ns; i++) {
         ModelStep *st = &m->step[i];
         alloc_step(be, st, max_batch);
-        const size_t bytes = (size_t)st->H * st->W * st->C * (st->act ? be->act_bytes() : sizeof(float));
-        if (bytes > max_grad) max_grad = bytes;
+        st->grad_bytes = (size_t)max_batch * st->H * st->W * st->C * (st->act ? be->act_bytes() : sizeof(float));
         if (st->kind == NODE_BN && st->C > max_c) max_c = st->C;
     }
     m->logits = m->step[ns - 1].y;
@@ -278,9 +276,9 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     m->loss = be->alloc(sizeof(float));
     m->loss_sum = be->alloc(sizeof(float));
     m->correct = be->alloc(sizeof(int));
-    backward_steps(m, 1);   /* counts the slots */
+    backward_steps(m, 1);   /* makes the slots: m->n_slot, and their sizes in m->slot_bytes */
     m->slot = callocCheck((size_t)(m->n_slot ? m->n_slot : 1), sizeof *m->slot);
-    for (int i = 0; i < m->n_slot; i++) m->slot[i] = be->alloc((size_t)max_batch * max_grad);
+    for (int i = 0; i < m->n_slot; i++) m->slot[i] = be->alloc(m->slot_bytes[i]);
     return 0;
 }
 
@@ -297,6 +295,7 @@ void model_free(Model *m) {
     free(m->step);
     for (int i = 0; i < m->n_slot; i++) be->release(m->slot[i]);
     free(m->slot);
+    free(m->slot_bytes);
     if (m->input_act) be->release(m->input_act);
     be->release(m->dlogits);
     be->release(m->stat_scratch); be->release(m->loss); be->release(m->loss_sum); be->release(m->correct);
@@ -522,8 +521,13 @@ double model_take_loss_sum(Model *m) {
 /* dry: count the slots (model_init); else backward of the last training forward. */
 static void backward_steps(Model *m, int dry) {
     const int N = dry ? 1 : m->last_N;
-    Slots s = {m, dry, mallocCheck((size_t)m->n_step * sizeof(int)), NULL, dry ? 4 * m->n_step + 4 : m->n_slot, 0, 0};
-    s.busy = callocCheck((size_t)(s.cap ? s.cap : 1), sizeof(int));
+    Slots s = {m, dry, mallocCheck((size_t)m->n_step * sizeof(int)), NULL, NULL, 0, 0};
+    if (!dry) {   /* the slots the dry run made */
+        s.n = s.cap = m->n_slot;
+        s.busy = callocCheck((size_t)(s.cap ? s.cap : 1), sizeof(int));
+        s.bytes = mallocCheck((size_t)(s.cap ? s.cap : 1) * sizeof(size_t));
+        if (s.n) memcpy(s.bytes, m->slot_bytes, (size_t)s.n * sizeof(size_t));
+    }
     for (int i = 0; i < m->n_step; i++) s.grad[i] = -1;
     char *done = callocCheck((size_t)(m->n_param_info ? m->n_param_info : 1), 1);
     int watermark = m->n_param_info;   /* gradients of param_info[watermark..] are final */
@@ -544,7 +548,12 @@ static void backward_steps(Model *m, int dry) {
         if (!dry && watermark < before && m->grad_ready)
             m->grad_ready(m->grad_ready_ctx, m->param_info[watermark].offset);
     }
-    if (dry) m->n_slot = s.peak;
+    if (dry) {
+        m->n_slot = s.n;
+        m->slot_bytes = s.bytes;
+    } else {
+        free(s.bytes);
+    }
     free(done);
     free(s.grad);
     free(s.busy);

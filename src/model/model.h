@@ -91,8 +91,9 @@ typedef struct Model {
     float *loss;            /* backend scalar: mean loss of the last forward */
     float *loss_sum;        /* backend scalar: sum of training losses since model_take_loss_sum */
     int *correct;           /* backend scalar: correct predictions of the last forward */
-    float **slot;           /* activation-gradient scratch for backward, each of the largest
-                             * gradient, as many as backward holds at once (worked out at init) */
+    float **slot;           /* activation-gradient scratch for backward: the slots one dry run of it
+                             * made, each of the size of the gradients it holds (model_step.h) */
+    size_t *slot_bytes;
     int n_slot;
     double *stat_scratch;   /* batch-norm sums: 4 C + 1 doubles for the widest batch norm */
 

@@ -3,27 +3,35 @@
  *
  * The gradient of a step's output lives in a slot from a pool: taken by the first consumer that
  * writes it (the last in forward order), added to by the others, given back once its producer
- * has used it. model.c sizes the pool by one dry run of backward, in which these functions keep
+ * has used it. model.c makes the pool by one dry run of backward, in which these functions keep
  * the books and hand out no memory. */
 #include "model_step.h"
 
 #include "base/util.h"
 
-int slot_take(Slots *s) {
-    for (int i = 0; i < s->cap; i++)
-        if (!s->busy[i]) {
-            s->busy[i] = 1;
-            if (++s->held > s->peak) s->peak = s->held;
-            return i;
-        }
-    CHECK(!"backward needs more gradient slots than the dry run counted");
-    return -1;
+int slot_take(Slots *s, size_t bytes) {
+    int best = -1;   /* the smallest free slot that holds it */
+    for (int i = 0; i < s->n; i++)
+        if (!s->busy[i] && s->bytes[i] >= bytes && (best < 0 || s->bytes[i] < s->bytes[best])) best = i;
+    if (best >= 0) {
+        s->busy[best] = 1;
+        return best;
+    }
+    CHECK(s->dry || !"backward needs a gradient slot the dry run did not make");
+    if (s->n == s->cap) {
+        s->cap = s->cap ? 2 * s->cap : 16;
+        s->busy = realloc(s->busy, (size_t)s->cap * sizeof *s->busy);
+        s->bytes = realloc(s->bytes, (size_t)s->cap * sizeof *s->bytes);
+        CHECK(s->busy != NULL && s->bytes != NULL);
+    }
+    s->busy[s->n] = 1;
+    s->bytes[s->n] = bytes;
+    return s->n++;
 }
 
 void slot_give(Slots *s, int i) {
     CHECK(i >= 0 && s->busy[i]);
     s->busy[i] = 0;
-    s->held--;
 }
 
 float *slot_ptr(const Slots *s, int i) { return s->dry ? NULL : s->m->slot[i]; }
@@ -31,8 +39,8 @@ float *slot_ptr(const Slots *s, int i) { return s->dry ? NULL : s->m->slot[i]; }
 float *grad_begin(Slots *s, int t, GradOut *g) {
     g->t = t;
     g->tmp = s->grad[t] >= 0;
-    if (!g->tmp) s->grad[t] = slot_take(s);
-    g->slot = g->tmp ? slot_take(s) : s->grad[t];
+    if (!g->tmp) s->grad[t] = slot_take(s, s->m->step[t].grad_bytes);
+    g->slot = g->tmp ? slot_take(s, s->m->step[t].grad_bytes) : s->grad[t];
     return slot_ptr(s, g->slot);
 }
 

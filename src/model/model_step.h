@@ -38,6 +38,8 @@ struct ModelStep {
     float p;                  /* dropout, stochastic_depth */
     int p_lo, p_hi;           /* its tensors in param_info */
     float *y;                 /* output [max_batch, H, W, C] */
+    size_t grad_bytes;        /* its output's gradient for max_batch images at the allocated image size:
+                               * the size of the slot that holds it */
     float *mean, *invstd;     /* bn: statistics used by the last forward */
     double *count;            /* bn: values behind those statistics (all ranks' with sync BN) */
     int32_t *arg;             /* maxpool: the input pixel of each output */
@@ -84,17 +86,24 @@ uint64_t step_noise_key(const Model *m, const ModelStep *st);
 
 /* ---- the slots of one backward (model_slots.c) -------------------------------------------- */
 
-/* Which slot holds each step's output gradient, which are free. In a dry run nothing is
- * computed (every pointer is NULL) and the most slots held at once is recorded. */
+/* Which slot holds each step's output gradient, which are free. A slot has the size of the
+ * gradient it was made for: a gradient takes the smallest free slot that holds it, or, in the
+ * dry run, a new one of its size. The dry run computes nothing (every pointer is NULL) and records the slots it made, which
+ * model_init_net allocates; a real backward makes the same choices in the same order, so they
+ * suffice. Slots of one size serve every gradient of that size: a DenseNet's many small
+ * feature maps, whose gradients all wait in a block's backward, hold their own size each, not
+ * the largest map's. */
 typedef struct Slots {
     Model *m;
     int dry;
     int *grad;        /* step -> its slot, or -1 */
     int *busy;        /* slot -> in use */
-    int cap, held, peak;
+    size_t *bytes;    /* slot -> its size */
+    int n, cap;       /* slots made, and room for */
 } Slots;
 
-int slot_take(Slots *s);
+/* The smallest free slot of at least `bytes` (a step's grad_bytes). */
+int slot_take(Slots *s, size_t bytes);
 void slot_give(Slots *s, int i);
 float *slot_ptr(const Slots *s, int i);
 
