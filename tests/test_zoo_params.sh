@@ -104,4 +104,16 @@ variant one_group resnext50_32x4d && fails_as one_group resnext50_32x4d "paramet
 variant proj_last regnet_x_400mf && fails_as proj_last regnet_x_400mf "tensor [0-9]*: trunk_output"
 variant default_bn efficientnet_b5 && fails_as default_bn efficientnet_b5 "eps 1e-05, torchvision 0.001"
 variant dropout_first mobilenet_v3_large && fails_as dropout_first mobilenet_v3_large "call [0-9]*: classifier.2"
+
+# Every convolutional builder of torchvision is a built-in: its classification builders less
+# the transformers (vit_*, swin_*, maxvit_*), which docs/networks.md says what they would need
+"$PY" -c 'import re, torchvision.models as m
+print("\n".join(n for n in m.list_models(m) if not re.match("(vit|swin|maxvit)_", n)))' | sort >"$TMP/tv.txt"
+"$ZT" --list | grep -v '^miniresnet$' | sort >"$TMP/ours.txt"
+if cmp -s "$TMP/tv.txt" "$TMP/ours.txt"; then
+    ok "all $(wc -l <"$TMP/tv.txt") convolutional builders of torchvision.models.list_models() are built-ins"
+else
+    bad "torchvision's convolutional builders and the built-ins differ (< torchvision, > ddptrain):"
+    diff "$TMP/tv.txt" "$TMP/ours.txt" | grep '^[<>]' | paste -sd' ' - | cut -c1-400
+fi
 finish
