@@ -130,6 +130,13 @@ refused "a last node that is not the classifier" "$H"'{"name": "c", "kind": "con
     'node "r", field "kind": the last node gives the logits'
 refused "class maps of another class count" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "pool", "kind": "avgpool"}]}' \
     'node "pool", field "in": the last node gives the logits: 8 outputs but --num_classes is 10'
+# out_channels 0: one map per class, whatever --num_classes (SqueezeNet's classifier)
+printf '%s' "$H"'{"name": "c", "kind": "conv", "out_channels": 0, "kernel": 1, "bias": true}, {"name": "pool", "kind": "avgpool"}]}' \
+    >"$TMP/maps.json"
+out=$("$DDP" --model "$TMP/maps.json" --threads 1 --data_dir "$DATA" --max_steps 1 --job_dir "$TMP/maps" 2>&1 |
+    grep -o 'model: [^,]*parameters')
+[ "$out" = "model: t: 40 parameters" ] && ok "class maps of out_channels 0, 10 classes: $out (3 x 10 + 10)" ||
+    bad "class maps of out_channels 0, 10 classes: $out"
 refused "a node of a name seen before" "$H"'{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, {"name": "c", "kind": "relu"}, '"$T" \
     'node "c", field "name": a second node of this name'
 refused "a list where a value goes" "$H"'{"name": ["c"], "kind": "conv"}, '"$T" \

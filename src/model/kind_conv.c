@@ -10,11 +10,13 @@
 
 static int conv_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
     (void)ins;
-    if (n->out < 1 || n->out > NET_MAX_CHANNELS)
-        return node_err(c, n, "out_channels", "%d is not in 1..%d", n->out, NET_MAX_CHANNELS);
-    if (n->groups < 1 || n->C % n->groups || n->out % n->groups)
+    /* out 0: one channel per class (SqueezeNet's final convolution, whose maps are the classes') */
+    const int out = n->out ? n->out : c->num_classes;
+    if (n->out < 0 || out < 1 || out > NET_MAX_CHANNELS)
+        return node_err(c, n, "out_channels", "%d is not in 1..%d (or 0: --num_classes)", n->out, NET_MAX_CHANNELS);
+    if (n->groups < 1 || n->C % n->groups || out % n->groups)
         return node_err(c, n, "groups", "%d does not divide both the %d input and the %d output channels", n->groups,
-                        n->C, n->out);
+                        n->C, out);
     if (n->dilation < 1 || n->dilation > NET_MAX_KERNEL)
         return node_err(c, n, "dilation", "%d is not in 1..%d", n->dilation, NET_MAX_KERNEL);
     /* the padding stays below the window's span, as for an undilated kernel of that size */
@@ -32,7 +34,7 @@ static int conv_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) 
         return node_err(c, n, "dilation", "a %dx%d window of dilation %d (%d pixels across) at stride %d with padding "
                         "%d leaves no pixels of the %dx%d input", n->k, n->k, n->dilation, span, n->stride, n->pad, H,
                         W);
-    n->C = n->out;
+    n->C = out;
     return 0;
 }
 
@@ -126,7 +128,8 @@ static double conv_macs(const ModelStep *st) {
 const NodeKindDef node_kind_conv = {
     .name = "conv",
     .doc = "a convolution, as `nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated, "
-           "rectangular (`\"kernel\": [1, 7], \"padding\": [0, 3]`); without bias by default (a batch norm follows)",
+           "rectangular (`\"kernel\": [1, 7], \"padding\": [0, 3]`); without bias by default (a batch norm follows); "
+           "`out_channels` 0: one per class (SqueezeNet's classifier)",
     .tensors = "`NAME.weight` [out, in/groups, kh, kw], and `NAME.bias` with a bias",
     .inputs = 1,
     .fields = {{F_OUT_CHANNELS, .need = 1, .write_always = 1},

@@ -17,6 +17,9 @@
     {n, "efficientnet_", zoo_build_efficientnet, .p.efficientnet = {v2, wm, dm, drop, eps, mom}}
 #define REGNET(n, fam, d, w0, wa, wm, gw, se) \
     {n, fam, zoo_build_regnet, .p.regnet = {d, w0, wa, wm, gw, se}}
+#define DENSENET(n, growth, l0, l1, l2, l3, init) \
+    {n, "densenet", zoo_build_densenet, .p.densenet = {growth, {l0, l1, l2, l3}, init}}
+#define VGG(n, cfg, bn) {n, "vgg", zoo_build_vgg, .p.vgg = {cfg, bn}}
 
 static const ZooNet zoo[] = {
     {"miniresnet", "miniresnet", zoo_build_miniresnet, .p.resnet = {0}},
@@ -64,6 +67,21 @@ static const ZooNet zoo[] = {
     {"mnasnet0_75", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {0.75}},
     {"mnasnet1_0", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.0}},
     {"mnasnet1_3", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.3}},
+    DENSENET("densenet121", 32, 6, 12, 24, 16, 64),
+    DENSENET("densenet161", 48, 6, 12, 36, 24, 96),
+    DENSENET("densenet169", 32, 6, 12, 32, 32, 64),
+    DENSENET("densenet201", 32, 6, 12, 48, 32, 64),
+    VGG("vgg11", 'A', 0),
+    VGG("vgg11_bn", 'A', 1),
+    VGG("vgg13", 'B', 0),
+    VGG("vgg13_bn", 'B', 1),
+    VGG("vgg16", 'D', 0),
+    VGG("vgg16_bn", 'D', 1),
+    VGG("vgg19", 'E', 0),
+    VGG("vgg19_bn", 'E', 1),
+    {"alexnet", "alexnet", zoo_build_alexnet, .p.vgg = {0}},
+    {"squeezenet1_0", "squeezenet1_", zoo_build_squeezenet, .p.squeezenet = {10}},
+    {"squeezenet1_1", "squeezenet1_", zoo_build_squeezenet, .p.squeezenet = {11}},
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 

@@ -49,6 +49,24 @@ typedef struct {
     double alpha;
 } ZooMnasNet;
 
+/* DenseNet-BC: growth rate, layers per dense block, the stem's channels (bn_size 4). */
+typedef struct {
+    int growth;
+    int layers[4];
+    int init_features;
+} ZooDenseNet;
+
+/* VGG's configuration ('A', 'B', 'D', 'E': 11, 13, 16, 19 layers), with batch norms or not. */
+typedef struct {
+    char cfg;
+    int bn;
+} ZooVgg;
+
+/* SqueezeNet 1.0 (10) or 1.1 (11). */
+typedef struct {
+    int version;
+} ZooSqueezeNet;
+
 typedef struct ZooNet ZooNet;
 /* Builds z into s (netspec_init'd here); width and blocks shape MiniResNet only. */
 typedef void (*ZooBuildFn)(NetSpec *s, const ZooNet *z, int width, int blocks);
@@ -63,6 +81,9 @@ struct ZooNet {
         ZooEfficientNet efficientnet;
         ZooRegNet regnet;
         ZooMnasNet mnasnet;
+        ZooDenseNet densenet;
+        ZooVgg vgg;
+        ZooSqueezeNet squeezenet;
     } p;
 };
 
@@ -73,6 +94,10 @@ void zoo_build_mobilenet(NetSpec *s, const ZooNet *z, int width, int blocks);   
 void zoo_build_efficientnet(NetSpec *s, const ZooNet *z, int width, int blocks); /* zoo_efficientnet.c */
 void zoo_build_regnet(NetSpec *s, const ZooNet *z, int width, int blocks);       /* zoo_regnet.c */
 void zoo_build_mnasnet(NetSpec *s, const ZooNet *z, int width, int blocks);      /* zoo_mnasnet.c */
+void zoo_build_densenet(NetSpec *s, const ZooNet *z, int width, int blocks);     /* zoo_densenet.c */
+void zoo_build_vgg(NetSpec *s, const ZooNet *z, int width, int blocks);          /* zoo_vgg.c */
+void zoo_build_alexnet(NetSpec *s, const ZooNet *z, int width, int blocks);      /* zoo_vgg.c */
+void zoo_build_squeezenet(NetSpec *s, const ZooNet *z, int width, int blocks);   /* zoo_squeezenet.c */
 
 /* ---- the blocks (zoo.c) ----------------------------------------------------------------------- */
 
