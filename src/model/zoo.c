@@ -64,6 +64,8 @@ static const ZooNet zoo[] = {
     {"mnasnet0_75", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {0.75}},
     {"mnasnet1_0", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.0}},
     {"mnasnet1_3", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.3}},
+    {"googlenet", "googlenet", zoo_build_googlenet, .p.resnet = {0}},
+    {"inception_v3", "inception_v3", zoo_build_inception, .p.resnet = {0}},
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 

@@ -73,6 +73,8 @@ void zoo_build_mobilenet(NetSpec *s, const ZooNet *z, int width, int blocks);   
 void zoo_build_efficientnet(NetSpec *s, const ZooNet *z, int width, int blocks); /* zoo_efficientnet.c */
 void zoo_build_regnet(NetSpec *s, const ZooNet *z, int width, int blocks);       /* zoo_regnet.c */
 void zoo_build_mnasnet(NetSpec *s, const ZooNet *z, int width, int blocks);      /* zoo_mnasnet.c */
+void zoo_build_googlenet(NetSpec *s, const ZooNet *z, int width, int blocks);    /* zoo_inception.c */
+void zoo_build_inception(NetSpec *s, const ZooNet *z, int width, int blocks);    /* zoo_inception.c */
 
 /* ---- the blocks (zoo.c) ----------------------------------------------------------------------- */
 
