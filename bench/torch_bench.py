@@ -34,11 +34,29 @@ ap.add_argument("--cudnn_benchmark", action="store_true", help="let cuDNN time i
 a = ap.parse_args()
 
 
+# GoogLeNet's and Inception v3's auxiliary classifiers, which train with the network as in
+# ddptrain: their losses' weights (the papers')
+AUX_WEIGHT = {"googlenet": 0.3, "inception_v3": 0.4}
+
+
 def make_model():
     if a.model == "miniresnet":
         return MiniResNet(a.width, a.blocks, a.classes)
     import torchvision
-    return getattr(torchvision.models, a.model)(num_classes=a.classes)
+    kwargs = {"init_weights": True} if a.model in AUX_WEIGHT else {}   # their default, without its warning
+    return getattr(torchvision.models, a.model)(num_classes=a.classes, **kwargs)
+
+
+def train_loss(out, y):
+    """The cross-entropy of the logits, plus the auxiliary classifiers' times their weight where
+    the model returns them (GoogLeNetOutputs, InceptionOutputs in training)."""
+    if not isinstance(out, tuple):
+        return torch.nn.functional.cross_entropy(out, y)
+    loss = torch.nn.functional.cross_entropy(out[0], y)
+    for aux in out[1:]:
+        if aux is not None:
+            loss = loss + AUX_WEIGHT.get(a.model, 0.0) * torch.nn.functional.cross_entropy(aux, y)
+    return loss
 
 
 def train_flops_per_image(width, blocks):
@@ -56,9 +74,9 @@ def train_flops_per_image(width, blocks):
     for mod in probe.modules():
         if isinstance(mod, (torch.nn.Conv2d, torch.nn.Linear)):
             mod.register_forward_hook(hook)
-    with torch.no_grad():
-        probe(torch.zeros(1, 3, a.size, a.size))
-    return 2 * 3 * sum(macs)
+    with torch.no_grad():   # two images: a training forward (auxiliary heads included) needs more than one
+        probe(torch.zeros(2, 3, a.size, a.size))
+    return 2 * 3 * sum(macs) // 2
 
 
 flops = train_flops_per_image(a.width, a.blocks)
@@ -86,7 +104,7 @@ for s in range(a.warmup + a.steps):
         t0 = time.perf_counter()
     opt.zero_grad(set_to_none=True)
     with torch.autocast(dev.type, dtype=amp_dtype, enabled=amp_dtype is not None):
-        loss = torch.nn.functional.cross_entropy(m(x), y)
+        loss = train_loss(m(x), y)
     if scaler:
         scaler.scale(loss).backward()
         scaler.step(opt)

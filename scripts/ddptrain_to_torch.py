@@ -1,10 +1,11 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
 """Load a ddptrain checkpoint into the PyTorch MiniResNet (or torchvision's module of the same
-name for a run of one of --model's torchvision builders, resnet18 to efficientnet_v2_l; either
+name for a run of one of --model's torchvision builders, resnet18 to inception_v3; either
 with FFCV's blur before its strided convolutions for a run of --use_blurpool,
-blurpool_torch.py), optionally evaluate it on a dataset
-directory of shards and/or save a plain PyTorch state_dict.
+blurpool_torch.py; GoogLeNet and Inception v3 with their auxiliary classifiers when the
+checkpoint holds them, and with the run's --transform_input), optionally evaluate it on a
+dataset directory of shards and/or save a plain PyTorch state_dict.
 
     ddptrain_to_torch.py CKPT.h5 [--ema] [--data DIR] [--split test] [--batch-size 256] [--save OUT.pt]
                          [--val_resize_size R --val_crop_size V]
@@ -18,6 +19,7 @@ CenterCrop(V) on PIL images (needs torchvision and PIL). Needs torch, h5py and n
 import argparse
 import collections
 import glob
+import json
 import os
 import sys
 
@@ -61,6 +63,21 @@ def torchvision_builder(name):
     return getattr(torchvision.models, name) if name in listed else None
 
 
+# GoogLeNet's and Inception v3's auxiliary classifiers (the checkpoint holds their tensors unless
+# the run had --aux_logits false)
+AUX_PREFIX = {"googlenet": "aux1.", "inception_v3": "AuxLogits."}
+
+
+def inception_kwargs(base, sd, meta):
+    """torchvision's GoogLeNet and Inception3 as the run built them: aux_logits when the checkpoint
+    holds the auxiliary classifiers, the run's transform_input, and no initialisation of their
+    own (init_weights=False: the weights are loaded)."""
+    if base not in AUX_PREFIX:
+        return {}
+    return {"aux_logits": any(k.startswith(AUX_PREFIX[base]) for k in sd),
+            "transform_input": bool(meta.get("config", {}).get("transform_input", False)), "init_weights": False}
+
+
 def read_checkpoint(path, group="model"):
     """Returns (meta, state_dict): meta has the root attributes and the train state (and
     has_ema, ema_n_averaged); the state_dict is /model's, or /ema's with group="ema"."""
@@ -80,6 +97,10 @@ def read_checkpoint(path, group="model"):
             for k, v in f["train_state"].items():
                 meta[k] = v[()].tolist()
         meta["has_ema"] = "ema" in f
+        try:   # the run's options (/config, JSON): GoogLeNet's and Inception v3's transform_input
+            meta["config"] = json.loads(_str(f["config"][()])) if "config" in f else {}
+        except (ValueError, TypeError):
+            meta["config"] = {}
         if meta["has_ema"]:
             meta["ema_n_averaged"] = int(f["ema/n_averaged"][()])
         if group not in f:
@@ -102,7 +123,7 @@ def load_model(path, ema=False):
     if base == "MiniResNet":
         model = MiniResNet(meta["width"], meta["blocks"], meta["num_classes"])
     else:
-        model = torchvision_builder(base)(num_classes=meta["num_classes"])
+        model = torchvision_builder(base)(num_classes=meta["num_classes"], **inception_kwargs(base, sd, meta))
     if meta["architecture"].endswith(BLURPOOL):
         apply_blurpool(model)
     # the module's own versions of its state_dict (MNASNet refuses a dict without them)
@@ -201,6 +222,10 @@ def main():
             else f"torchvision.models.{base}")
     if meta["architecture"].endswith(BLURPOOL):
         arch += " with blurpool"
+    if getattr(model, "transform_input", False):
+        arch += " with transform_input"
+    if base in AUX_PREFIX and not getattr(model, "aux_logits", True):
+        arch += " without its auxiliary classifiers"
     print(f"{args.checkpoint}: {arch} "
           f"classes {meta['num_classes']}: {nparams:,} parameters "
           f"(epoch {meta.get('epoch', '?')}, global step {meta.get('global_step', '?')})"

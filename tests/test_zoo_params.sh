@@ -9,7 +9,8 @@
 # Then the check is made to fail on networks a plausible slip away from torchvision's: a
 # MobileNetV3 whose squeeze-excitation is not made a multiple of 8, a ResNeXt of one group, a
 # RegNet with its projection after the residual branch, an EfficientNet-B5 of the default batch
-# norm, a MobileNetV3 classifier with its dropout before the hardswish.
+# norm, a MobileNetV3 classifier with its dropout before the hardswish, a GoogLeNet with the
+# paper's 5x5 convolution in its modules' third branch (torchvision's is 3x3).
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, torchvision") || { echo "SKIP: no python3 with torch and torchvision"; exit $SKIP; }
 ZT="$top_builddir/tests/helpers/zoo_tensors"
@@ -24,29 +25,35 @@ regnet_x_400mf regnet_x_800mf regnet_x_1_6gf regnet_x_3_2gf regnet_x_8gf regnet_
 regnet_y_400mf regnet_y_800mf regnet_y_1_6gf regnet_y_3_2gf regnet_y_8gf regnet_y_16gf regnet_y_32gf regnet_y_128gf
 mnasnet0_5 mnasnet0_75 mnasnet1_0 mnasnet1_3
 densenet121 densenet161 densenet169 densenet201 vgg11 vgg11_bn vgg13 vgg13_bn vgg16 vgg16_bn vgg19 vgg19_bn alexnet
-squeezenet1_0 squeezenet1_1"
+squeezenet1_0 squeezenet1_1 googlenet inception_v3"
 names=$("$ZT" --list | tr '\n' ' ' | sed 's/ $//')
 [ "$names" = "$(echo $want)" ] && ok "$(echo $names | wc -w) built-in networks, torchvision's names" ||
     bad "the built-in networks: $names"
 
-# Printed, read back and printed again: the same file, and the same tensors; at torchvision's
-# 224x224 (AlexNet's windows need 63x63 or more)
+# The image size the shapes are worked out at: torchvision's 224 (AlexNet's windows need 63x63 or
+# more), but 299 for Inception v3, whose auxiliary classifier needs a 17x17 map after Mixed_6e
+size_of() { case $1 in inception_v3) echo 299 ;; *) echo 224 ;; esac; }
+
+# Printed, read back and printed again: the same file, and the same tensors
 tv=""
+zt=""
 jsons=""
 for m in $names; do
-    "$DDP" --model "$m" --num_classes 1000 --image_size 224 --print_model >"$TMP/$m.json" 2>"$TMP/err" || { bad "$m --print_model: $(cat "$TMP/err")"; continue; }
-    "$DDP" --model "$TMP/$m.json" --num_classes 1000 --image_size 224 --print_model >"$TMP/$m.back.json" 2>"$TMP/err" &&
+    s=$(size_of "$m")
+    "$DDP" --model "$m" --num_classes 1000 --image_size "$s" --print_model >"$TMP/$m.json" 2>"$TMP/err" || { bad "$m --print_model: $(cat "$TMP/err")"; continue; }
+    "$DDP" --model "$TMP/$m.json" --num_classes 1000 --image_size "$s" --print_model >"$TMP/$m.back.json" 2>"$TMP/err" &&
         cmp -s "$TMP/$m.json" "$TMP/$m.back.json" || bad "$m: its printed file reads back as another network"
-    "$ZT" --image_size 224 "$m" | sed 1d >"$TMP/a.txt" && "$ZT" --image_size 224 "$TMP/$m.json" | sed 1d >"$TMP/b.txt" && cmp -s "$TMP/a.txt" "$TMP/b.txt" ||
-        bad "$m: its printed file lays out other tensors"
+    "$ZT" --image_size "$s" "$m" | sed 1d >"$TMP/a.txt" && "$ZT" --image_size "$s" "$TMP/$m.json" | sed 1d >"$TMP/b.txt" &&
+        cmp -s "$TMP/a.txt" "$TMP/b.txt" || bad "$m: its printed file lays out other tensors"
     [ "$m" = miniresnet ] && continue
     tv="$tv $m"
+    zt="$zt --image_size $s $m"
     jsons="$jsons --json $TMP/$m.json=$m"
 done
 [ "$FAILS" -eq 0 ] && ok "every built-in printed with --print_model reads back as the same network and tensors"
 
 # Against torchvision
-"$ZT" --image_size 224 $tv >"$TMP/ddp.txt" || bad "zoo_tensors"
+"$ZT" $zt >"$TMP/ddp.txt" || bad "zoo_tensors"
 "$PY" "$CMP" "$TMP/ddp.txt" $jsons >"$TMP/cmp.out" 2>&1
 while IFS= read -r line; do
     case $line in
@@ -89,6 +96,10 @@ elif mode == "dropout_first":     # classifier: linear, dropout, hardswish, line
     act, drop = nodes[i], nodes[i + 1]
     drop["in"], act["in"], nodes[i + 2]["in"] = act["in"], drop["name"], act["name"]
     nodes[i], nodes[i + 1] = drop, act
+elif mode == "branch3_5x5":       # GoogLeNet's branch3 with the paper's 5x5, not torchvision's 3x3
+    for n in nodes:
+        if n["name"].endswith(".branch3.1.conv"):
+            n["kernel"], n["padding"] = 5, 2
 json.dump(d, open(dst, "w"), indent=1)
 PYEOF
 }
@@ -119,4 +130,5 @@ else
     bad "torchvision's convolutional builders and the built-ins differ (< torchvision, > ddptrain):"
     diff "$TMP/tv.txt" "$TMP/ours.txt" | grep '^[<>]' | paste -sd' ' - | cut -c1-400
 fi
+variant branch3_5x5 googlenet && fails_as branch3_5x5 googlenet "parameters, torchvision"
 finish

@@ -403,6 +403,15 @@ const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C) {
     return NULL;
 }
 
+const char *model_relu_name(const Model *m, int k) {
+    CHECK(k >= 0 && k < model_relu_count(m));
+    for (int i = 0; i < m->n_step; i++) {
+        const ModelStep *st = &m->step[i];
+        if (has_relu(st) && !k--) return m->net.node[st->node].name;
+    }
+    return NULL;
+}
+
 int model_maxpool_count(const Model *m) {
     int n = 0;
     for (int i = 0; i < m->n_step; i++) n += m->step[i].kind == NODE_MAXPOOL;

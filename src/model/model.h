@@ -199,6 +199,10 @@ int model_bn_count(const Model *m);
  * (for comparisons with it): how many, and the k-th with its [last_N, *H, *W, *C] shape. */
 int model_relu_count(const Model *m);
 const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C);
+/* The name of the k-th's ReLU node (the last of a fused batch norm's group), for comparisons
+ * that replay the masks by name where the table's order is not the forward's (GoogLeNet's
+ * auxiliary heads). */
+const char *model_relu_name(const Model *m, int k);
 /* The max pools of the last training forward, in order: the input pixel (h * W_in + w) each
  * output took, per (image, pixel, channel), in backend memory; for comparisons that replay them */
 int model_maxpool_count(const Model *m);

@@ -47,7 +47,7 @@ typedef struct NetNode {
     int chunks, index;    /* split: the input's channels in `chunks` parts, and which one */
     float value;          /* layer_scale: the initial scale; aux_loss: its weight in the training loss */
     float init_std;       /* conv, linear: the standard deviation of its weights' draw, 0: its family's
-                           * (Inception's auxiliary classifier: 0.01 and 0.001) */
+                           * (Inception v3's auxiliary fc: 0.001) */
     /* worked out by netspec_resolve: the output's shape */
     int C, H, W;
 } NetNode;

@@ -82,6 +82,8 @@ static const ZooNet zoo[] = {
     {"alexnet", "alexnet", zoo_build_alexnet, .p.vgg = {0}},
     {"squeezenet1_0", "squeezenet1_", zoo_build_squeezenet, .p.squeezenet = {10}},
     {"squeezenet1_1", "squeezenet1_", zoo_build_squeezenet, .p.squeezenet = {11}},
+    {"googlenet", "googlenet", zoo_build_googlenet, .p.resnet = {0}},
+    {"inception_v3", "inception_v3", zoo_build_inception, .p.resnet = {0}},
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 

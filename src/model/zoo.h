@@ -1,12 +1,12 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* zoo.h - the built-in networks as node tables (netspec.h): the article's MiniResNet and
  * torchvision 0.14's classification builders of the ResNet, ResNeXt, wide ResNet, MobileNetV2/V3,
- * EfficientNet v1/v2, RegNet, MNASNet, DenseNet, VGG, AlexNet and SqueezeNet families, by
- * torchvision's names, with its definitions, state_dict names, default dropout and stochastic
- * depth, batch-norm settings and initialisation (NetInit). One table in zoo.c lists them; the
- * families live one per file (zoo_resnet.c, zoo_mobilenet.c, zoo_efficientnet.c, zoo_regnet.c,
- * zoo_mnasnet.c, zoo_densenet.c, zoo_vgg.c with AlexNet, zoo_squeezenet.c), over the blocks of
- * zoo_family.h. */
+ * EfficientNet v1/v2, RegNet, MNASNet, DenseNet, VGG, AlexNet and SqueezeNet families,
+ * GoogLeNet and Inception v3, by torchvision's names, with its definitions, state_dict names,
+ * default dropout and stochastic depth, batch-norm settings and initialisation (NetInit). One
+ * table in zoo.c lists them; the families live one per file (zoo_resnet.c, zoo_mobilenet.c,
+ * zoo_efficientnet.c, zoo_regnet.c, zoo_mnasnet.c, zoo_densenet.c, zoo_vgg.c with AlexNet,
+ * zoo_squeezenet.c, zoo_inception.c), over the blocks of zoo_family.h. */
 #ifndef DDP_ZOO_H
 #define DDP_ZOO_H
 

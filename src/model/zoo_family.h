@@ -98,6 +98,8 @@ void zoo_build_densenet(NetSpec *s, const ZooNet *z, int width, int blocks);    
 void zoo_build_vgg(NetSpec *s, const ZooNet *z, int width, int blocks);          /* zoo_vgg.c */
 void zoo_build_alexnet(NetSpec *s, const ZooNet *z, int width, int blocks);      /* zoo_vgg.c */
 void zoo_build_squeezenet(NetSpec *s, const ZooNet *z, int width, int blocks);   /* zoo_squeezenet.c */
+void zoo_build_googlenet(NetSpec *s, const ZooNet *z, int width, int blocks);    /* zoo_inception.c */
+void zoo_build_inception(NetSpec *s, const ZooNet *z, int width, int blocks);    /* zoo_inception.c */
 
 /* ---- the blocks (zoo.c) ----------------------------------------------------------------------- */
 

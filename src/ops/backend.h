@@ -48,12 +48,14 @@ static inline int window_out_size(int in, int k, int stride, int pad) {
     return span < 0 ? 0 : span / stride + 1;
 }
 /* The same with nn.MaxPool2d's ceil_mode (PyTorch's pooling_output_shape): the last window may
- * run past the end, but must start inside the input or its left padding. */
+ * run past the end, but must start inside the input or its left padding; so may the first,
+ * wider than the padded input by less than the stride (a 3x3 window at stride 2 on a 2x2 map
+ * gives one pixel, as GoogLeNet's pools at torchvision's smallest size of 15). */
 static inline int pool_out_size(int in, int k, int stride, int pad, int ceil_mode) {
     if (!ceil_mode) return window_out_size(in, k, stride, pad);
-    const int span = in + 2 * pad - k;
+    const int span = in + 2 * pad - k + stride - 1;   /* ceil((in + 2 pad - k) / stride) * stride */
     if (span < 0) return 0;
-    int out = (span + stride - 1) / stride + 1;
+    int out = span / stride + 1;
     if ((out - 1) * stride >= in + pad) out--;
     return out;
 }

@@ -13,6 +13,16 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen) {
     if (netfile_load(c->model, (int)c->width, (int)c->blocks, net, err, errlen) != 0) return -1;
     char what[4200];
     snprintf(what, sizeof what, "%s%s", zoo_has(c->model) ? "--model " : "", c->model);
+    if (!c->aux_logits && netspec_drop_aux(net) == 0) {
+        snprintf(err, errlen, "--aux_logits false: %s has no auxiliary classifier (an aux_loss node) to leave out", what);
+        netspec_free(net);
+        return -1;
+    }
+    if (c->transform_input && netspec_add_transform_input(net) == 0) {
+        snprintf(err, errlen, "--transform_input: %s has a transform_input node already", what);
+        netspec_free(net);
+        return -1;
+    }
     if (c->use_blurpool && netspec_blurpool(net) == 0) {
         snprintf(err, errlen, "--use_blurpool: %s has no convolution with a stride above 1 and 16 or more input "
                  "channels to blur", what);

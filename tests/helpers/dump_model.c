@@ -26,6 +26,12 @@
  *                                             side)
  *                         [--blurpool 0|1]  (--use_blurpool: the network with its blur nodes,
  *                                             named NAME-blurpool, which tells torch_compare.py)
+ *                         [--aux_logits 0|1] [--transform_input 0|1]
+ *                                            (ddptrain's options of those names: the auxiliary
+ *                                             classifiers left out, a transform_input node
+ *                                             added; written under /options for
+ *                                             torch_compare.py's builder of GoogLeNet and
+ *                                             Inception v3)
  *                         [--steps S] [--ema_decay D] [--ema_every K]
  *                                            (S SGD steps instead of 3, params_after3 then holding
  *                                             the parameters after S; the moving average of
@@ -79,7 +85,22 @@ static float *host_copy(const Model *m, const float *p, size_t n) {
     return h;
 }
 
-/* Masks of micro-step `micro` go after those of the earlier micro-steps of the same step. */
+/* The attribute "node" of dataset `name`: the node whose output it holds, for a replay that
+ * goes by name where the table's order is not the order of PyTorch's calls. */
+static void write_node_name(hid_t file, const char *name, const char *node) {
+    hid_t ds = H5Dopen2(file, name, H5P_DEFAULT);
+    CHECK(ds >= 0);
+    hid_t t = H5Tcopy(H5T_C_S1);
+    H5Tset_size(t, strlen(node) + 1);
+    hid_t space = H5Screate(H5S_SCALAR);
+    hid_t a = H5Acreate2(ds, "node", t, space, H5P_DEFAULT, H5P_DEFAULT);
+    CHECK(a >= 0);
+    CHECK(H5Awrite(a, t, node) >= 0);
+    H5Aclose(a); H5Sclose(space); H5Tclose(t); H5Dclose(ds);
+}
+
+/* Masks of micro-step `micro` go after those of the earlier micro-steps of the same step.
+ * Each names its ReLU node (the attribute "node"). */
 static void write_masks(hid_t file, const Model *m, int step, int micro) {
     const int n = model_relu_count(m);
     for (int k = 0; k < n; k++) {
@@ -94,6 +115,7 @@ static void write_masks(hid_t file, const Model *m, int step, int micro) {
         char name[64];
         snprintf_check(name, sizeof name, "masks/step%d/%03d", step, micro * n + k);
         write_data(file, name, H5T_NATIVE_UCHAR, mask, 4, dims);
+        write_node_name(file, name, model_relu_name(m, k));
         free(mask);
     }
 }
@@ -186,7 +208,7 @@ int main(int argc, char **argv) {
     int width = 8, blocks = 1, N = 8, seed = 1, S = 16, K = 10, accum = 1;
     const char *perturb = NULL, *device = "cpu", *model = "miniresnet", *init_from = NULL;
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
-    int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1, blurpool = 0;
+    int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1, blurpool = 0, aux_logits = 1, transform_input = 0;
     double ema_decay = 0.0;
     int tta = TTA_NONE;
     float lr = 0.05f;
@@ -206,6 +228,8 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--wd")) wd = (float)atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--nesterov")) nesterov = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--blurpool")) blurpool = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--aux_logits")) aux_logits = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--transform_input")) transform_input = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--label_smoothing")) smoothing = (float)atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--no_decay_1d")) no_decay_1d = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--bn_bias_lr_mult")) bn_bias_lr_mult = (float)atof(argv[i + 1]);
@@ -226,6 +250,9 @@ int main(int argc, char **argv) {
     NetSpec net;
     char nerr[1200];
     if (netfile_load(model, width, blocks, &net, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
+    if (!aux_logits && netspec_drop_aux(&net) == 0) die_code(2, "--aux_logits 0: %s has no auxiliary classifier", model);
+    if (transform_input && netspec_add_transform_input(&net) == 0)
+        die_code(2, "--transform_input 1: %s has a transform_input node already", model);
     if (blurpool && netspec_blurpool(&net) == 0) die_code(2, "--blurpool: %s has no strided convolution to blur", model);
     if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
     m.width = width;
@@ -399,6 +426,9 @@ int main(int argc, char **argv) {
         CHECK(H5Dwrite(ds, t, H5S_ALL, H5S_ALL, H5P_DEFAULT, m.net.name) >= 0);
         H5Dclose(ds); H5Sclose(space); H5Tclose(t);
     }
+    const float faux = (float)aux_logits, ftransform = (float)transform_input;
+    write_f32(f, "options/aux_logits", &faux, 1, one);
+    write_f32(f, "options/transform_input", &ftransform, 1, one);
     const float ftta = (float)tta;
     write_f32(f, "options/tta", &ftta, 1, one);
     H5Fclose(f);

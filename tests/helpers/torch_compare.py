@@ -18,6 +18,12 @@ of DenseNet's forward, in the order they run), and so are its max pools' choices
 pixel where PyTorch's choice differs only by round-off (ReplayF.max_pool). Its dropout and
 stochastic-depth masks are replayed too (ReplayDropout, ReplayStochasticDepth: torchvision's
 modules with ddptrain's draws, in the order the modules run); their rates are tested apart.
+GoogLeNet's and Inception v3's ReLU masks are replayed by module (each mask names its node,
+ReplayF), since ddptrain runs GoogLeNet's auxiliary heads later than torchvision's forward does;
+in training their loss is the main logits' cross-entropy plus each auxiliary classifier's times
+the paper's weight (0.3 for GoogLeNet's, 0.4 for Inception v3's; --set aux_weight=W for
+another), and the dump's options/aux_logits and options/transform_input build torchvision's
+module with aux_logits and transform_input; the compared logits are the main ones.
 A dump of a network of --use_blurpool (arch NAME-blurpool) runs PyTorch's NAME with
 blurpool_torch.apply_blurpool (--set blurpool=0: without, for a check that must fail).
 A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
@@ -36,8 +42,10 @@ of other shapes (a wrong variant that changes them, as --set ceil_mode=0) is a F
 exit 1 too, "FAIL: the networks differ: ..."."""
 import argparse
 import copy
+import importlib
 import os
 import sys
+import types
 
 import h5py
 import numpy as np
@@ -71,13 +79,23 @@ class ShapeMismatch(Exception):
 
 
 class ReplayF:
-    """Stands in for torch.nn.functional inside miniresnet_torch: relu() takes the next mask."""
+    """Stands in for torch.nn.functional inside miniresnet_torch and torchvision's googlenet and
+    inception modules: relu() takes the next mask, max_pool2d() the next pool's choices.
+
+    The masks go in the order of ddptrain's steps, or, for a model whose modules track_modules
+    follows (keyed), by name: each mask names its ReLU node, "MODULE.relu" for the F.relu that
+    MODULE's forward calls, and F.relu takes the next mask of the module running it. GoogLeNet's
+    table runs its auxiliary heads after inception5b, where its state_dict has them, but
+    torchvision's forward runs aux1 right after inception4a: the order of the calls is not the
+    order of the steps."""
 
     def __init__(self):
         self.masks = None
         self.flips = 0
         self.pools = None       # ddptrain's max-pool choices, where the dump has them
         self.pool_flips = 0
+        self.keyed = None       # module -> its masks, in order, for a keyed replay
+        self.stack = None       # the modules running, innermost last (track_modules), or None
 
     def __getattr__(self, name):
         return getattr(torch.nn.functional, name)
@@ -85,9 +103,17 @@ class ReplayF:
     def relu(self, x, inplace=False):
         if self.masks is None:
             return torch.nn.functional.relu(x)
-        mask = next(self.masks)
+        if self.keyed is not None:
+            where = self.stack[-1] if self.stack else ""
+            queue = self.keyed.get(where)
+            if not queue:
+                raise ShapeMismatch(f"a ReLU runs in {where or 'the model'} here that has no ReLU node "
+                                    f"{where}.relu left in ddptrain")
+            mask = queue.pop(0)
+        else:
+            mask = next(self.masks)
         if x.dim() == 2 and mask.dim() == 4 and mask.shape[2:] == (1, 1):
-            mask = mask.reshape(mask.shape[0], mask.shape[1])   # a classifier's ReLU: ddptrain's 1x1 map
+            mask = mask.flatten(1)   # after a linear layer: ddptrain's 1x1 map
         if mask.shape != x.shape:
             raise ShapeMismatch(f"a ReLU's input is {tuple(x.shape)} here but {tuple(mask.shape)} in ddptrain")
         self.flips += int(((x > 0) != (mask > 0)).sum())
@@ -95,10 +121,33 @@ class ReplayF:
 
     def replay(self, group, pools=None):
         names = sorted(group.keys())
-        self.masks = iter([torch.from_numpy(np.array(group[n])).permute(0, 3, 1, 2).float() for n in names])
+        masks = [torch.from_numpy(np.array(group[n])).permute(0, 3, 1, 2).float() for n in names]
+        self.masks = iter(masks)
+        self.keyed = None
+        if self.stack is not None and names:
+            nodes = [group[n].attrs.get("node") for n in names]
+            if any(v is None for v in nodes):
+                raise ShapeMismatch("the dump's ReLU masks do not name their nodes: no replay by module")
+            self.keyed = {}
+            for node, mask in zip(nodes, masks):
+                node = node.decode() if isinstance(node, bytes) else str(node)
+                self.keyed.setdefault(node.rsplit(".", 1)[0] if "." in node else "", []).append(mask)
         if pools is not None:
             self.pools = iter([torch.from_numpy(np.array(pools[n]).astype(np.int64)).permute(0, 3, 1, 2).contiguous()
                                for n in sorted(pools.keys())])
+
+    def left(self):
+        """Masks of the last replay that no ReLU took (keyed replay)."""
+        return sum(len(q) for q in self.keyed.values()) if self.keyed is not None else 0
+
+    def max_pool2d(self, x, kernel_size, stride=None, padding=0, dilation=1, ceil_mode=False, return_indices=False):
+        """F.max_pool2d (Inception v3's modules call it) through max_pool's replay."""
+        if return_indices or self.pools is None:
+            return torch.nn.functional.max_pool2d(x, kernel_size, stride, padding, dilation, ceil_mode=ceil_mode,
+                                                  return_indices=return_indices)
+        mod = types.SimpleNamespace(kernel_size=kernel_size, stride=kernel_size if stride is None else stride,
+                                    padding=padding, dilation=dilation, ceil_mode=ceil_mode)
+        return self.max_pool(x, mod)
 
     def max_pool(self, x, mod):
         """nn.MaxPool2d that takes ddptrain's choice of input pixel where it differs from
@@ -124,6 +173,29 @@ class ReplayF:
 
 REPLAY = ReplayF()
 miniresnet_torch.F = REPLAY
+# torchvision's BasicConv2d and GoogLeNet's InceptionAux call F.relu, Inception v3's modules
+# F.max_pool2d
+for _name in ("torchvision.models.googlenet", "torchvision.models.inception"):
+    importlib.import_module(_name).F = REPLAY
+
+# The networks whose ReLU masks are replayed by module (ReplayF), and the weight of their
+# auxiliary classifiers' losses: the papers' (GoogLeNet's 0.3 for each of its two, Inception v3's
+# 0.4), which torchvision's forward leaves to the training script.
+KEYED = ("googlenet", "inception_v3")
+AUX_WEIGHT = {"googlenet": 0.3, "inception_v3": 0.4}
+
+
+def track_modules(model):
+    """REPLAY.stack holds the names of the modules whose forward is running, for the keyed
+    replay of F.relu."""
+    REPLAY.stack = []
+
+    def leave(mod, inputs, output):
+        REPLAY.stack.pop()   # returns None: the output stays the module's
+
+    for name, mod in model.named_modules():
+        mod.register_forward_pre_hook(lambda m, i, name=name: REPLAY.stack.append(name))
+        mod.register_forward_hook(leave)
 
 
 def replay_functional(arch):
@@ -241,6 +313,19 @@ class SlopedHardsigmoid(torch.nn.Module):
         return torch.clamp(x * self.slope + 0.5, 0.0, 1.0)
 
 
+class TransposedKernel(torch.nn.Module):
+    """A rectangular convolution run with its kernel and padding transposed (a 1x7 as 7x1 and the
+    reverse): the same shapes, the other axis. It holds the convolution's own parameters."""
+
+    def __init__(self, conv):
+        super().__init__()
+        self.weight, self.bias = conv.weight, conv.bias
+        self.args = (conv.stride, tuple(conv.padding[::-1]), conv.dilation, conv.groups)
+
+    def forward(self, x):
+        return torch.nn.functional.conv2d(x, self.weight.transpose(2, 3), self.bias, *self.args)
+
+
 class DenseFromDepthwise(torch.nn.Module):
     """A depthwise convolution's weights run as a dense one: each output channel's k x k kernel
     applied to every input channel (what a kernel that ignores the groups would compute). It
@@ -266,7 +351,8 @@ def wrong_semantics(model, opts, defaults):
     that a test can see the comparison fail: hardsigmoid's slope, dropout without its 1/(1-p),
     stochastic depth drawn per batch instead of per image, batch norm's momentum, max pools
     without ceil_mode (SqueezeNet's: other output sizes), DenseNet's concatenation of a block's
-    maps in the reverse order."""
+    maps in the reverse order, rectangular kernels transposed (Inception v3's 1x7 run as 7x1).
+    (aux_weight, the auxiliary losses' weight, is the loss's.)"""
     if opts["concat_reversed"]:
         import torchvision.models.densenet as densenet
         densenet._DenseLayer.bn_function = cat_reversed
@@ -285,6 +371,9 @@ def wrong_semantics(model, opts, defaults):
             elif (isinstance(child, torch.nn.Conv2d) and opts["depthwise_dense"] and child.groups > 1 and
                   child.groups == child.in_channels):
                 setattr(mod, name, DenseFromDepthwise(child))
+            elif (isinstance(child, torch.nn.Conv2d) and opts["rect_transposed"] and
+                  child.kernel_size[0] != child.kernel_size[1]):
+                setattr(mod, name, TransposedKernel(child))
 
 
 def rel_err(a, b):
@@ -383,7 +472,10 @@ def main():
                 "tta": 0.0, "tta_pad_zero": 0.0,
                 # wrong semantics on PyTorch's side, for checks that must fail
                 "hardsigmoid_slope": 1.0 / 6.0, "dropout_scaled": 1.0, "sd_row": 1.0, "bn_momentum": -1.0,
-                "depthwise_dense": 0.0, "ceil_mode": 1.0, "concat_reversed": 0.0}
+                "depthwise_dense": 0.0, "ceil_mode": 1.0, "concat_reversed": 0.0, "rect_transposed": 0.0,
+                # GoogLeNet's and Inception v3's settings (dump_model's --aux_logits,
+                # --transform_input), and the weight of their auxiliary losses (-1: the paper's)
+                "aux_logits": 1.0, "transform_input": 0.0, "aux_weight": -1.0}
     arch = f["arch"][()].decode() if "arch" in f else "miniresnet"
     # a network of --use_blurpool (NAME-blurpool) is PyTorch's NAME with blurpool_torch's blur
     defaults["blurpool"] = float(arch.endswith("-blurpool"))
@@ -401,9 +493,14 @@ def main():
         model = MiniResNet(int(width), int(blocks), 10)
     else:
         import torchvision
-        model = getattr(torchvision.models, arch)(num_classes=10)
+        kwargs = {}
+        if arch in AUX_WEIGHT:   # torchvision's defaults without weights: aux_logits=True, transform_input=False
+            kwargs = {"aux_logits": bool(opts["aux_logits"]), "transform_input": bool(opts["transform_input"]),
+                      "init_weights": True}
+        model = getattr(torchvision.models, arch)(num_classes=10, **kwargs)
         replay_choices(model)
         replay_functional(arch)
+    aux_weight = opts["aux_weight"] if opts["aux_weight"] >= 0 else AUX_WEIGHT.get(arch, 0.0)
     if opts["blurpool"]:
         apply_blurpool(model)
     sd = model.state_dict()
@@ -424,6 +521,8 @@ def main():
         return 1
     model.load_state_dict(sd)
     wrong_semantics(model, opts, defaults)   # after the load: it may wrap modules
+    if arch in KEYED:
+        track_modules(model)
     tta_results = []
     if "tta_logits" in f:
         tta_results = compare_tta(f, model, opts)
@@ -434,6 +533,7 @@ def main():
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=opts["label_smoothing"])
 
     model64 = copy.deepcopy(model).double() if args.ref64 else None
+    aux_seen = [0]   # auxiliary classifiers in the last training forward
 
     def step_gradients(step, mdl=model):
         """Gradient accumulation: the mean loss over the micro-batches, as a sum of loss/K."""
@@ -442,12 +542,24 @@ def main():
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
             out = mdl(xj.to(next(mdl.parameters()).dtype))
-            loss = criterion(out, yj)
+            if isinstance(out, tuple):
+                # GoogLeNetOutputs(logits, aux_logits2, aux_logits1), InceptionOutputs(logits,
+                # aux_logits) in training: the main logits' loss plus each auxiliary classifier's
+                # times its weight
+                out, aux = out[0], [a for a in out[1:] if a is not None]
+                loss = criterion(out, yj)
+                for a in aux:
+                    loss = loss + aux_weight * criterion(a, yj)
+                aux_seen[0] = len(aux)
+            else:
+                loss = criterion(out, yj)
             (loss / accum).backward()
             logits.append(out.detach())
             losses.append(loss.item())
         if next(NOISE.masks, None) is not None:
             raise ShapeMismatch("ddptrain dropped values in more places than run here")
+        if REPLAY.left():
+            raise ShapeMismatch(f"{REPLAY.left()} of ddptrain's ReLU masks were taken by no ReLU here")
         return torch.cat(logits), float(np.mean(losses))
 
     # What each side computed, by result name: ddptrain's (from the dump) and PyTorch's
@@ -519,6 +631,9 @@ def main():
             scale = float(np.max(np.abs(ref[n]))) * 2.0 ** -23
             if d_ours <= args.ref64 * max(d_theirs, scale):
                 rescued.append((n, d_ours / max(d_theirs, scale)))
+            else:
+                print(f"float64 reference: {n}: ddptrain {d_ours / max(d_theirs, scale):.2f}x PyTorch float32's "
+                      f"distance from it ({d_ours:.3e} against {d_theirs:.3e})")
         if rescued:
             worst = max(rescued, key=lambda r: r[1])
             print(f"float64 reference: {len(rescued)} of the {len(bad)} tensors beyond tol are within {args.ref64:g}x "
@@ -548,6 +663,9 @@ def main():
         results += ema_results
     worst = max(results, key=lambda r: r[1])
     nondefault = {k: v for k, v in opts.items() if abs(v - defaults[k]) > 1e-6 * abs(defaults[k])}
+    if aux_seen[0]:
+        print(f"loss: cross-entropy of the logits + {aux_weight:g} x that of each of the {aux_seen[0]} auxiliary "
+              f"classifiers")
     if nondefault:
         print("options: " + ", ".join(f"{k}={v:g}" for k, v in sorted(nondefault.items())))
     print(f"compared {len(results)} tensors ({len(params)} parameters, {accum} micro-batch(es) per step): worst {worst[0]} rel err {worst[1]:.3e}, tol {args.tol:g}"

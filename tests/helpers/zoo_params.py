@@ -10,7 +10,8 @@ torchvision.models.BUILDER(num_classes=1000) (BUILDER is MODEL, or what --as map
 the parameter count, and the state_dict's names and shapes in order. --json FILE=BUILDER
 compares the network --print_model wrote in FILE with the modules of the same name: each batch
 norm's eps and momentum, each dropout's and stochastic depth's p; and every leaf module that
-torchvision's forward calls is a node, in the order of the calls.
+torchvision's forward calls is a node, in the order of the calls (within each auxiliary
+classifier, and within the rest of the network).
 
 The modules are made on the meta device (their __init__ gets device="meta"), and the forward
 runs there: shapes without memory or arithmetic, so that RegNetY-128GF's 644M parameters cost
@@ -38,11 +39,15 @@ for c in (torch.nn.Conv2d, torch.nn.Linear, torch.nn.BatchNorm2d):
     on_meta(c)
 
 _built = {}
+# Builders that warn unless given their init_weights (GoogLeNet's and Inception v3's default,
+# True without weights)
+INIT_WEIGHTS = ("googlenet", "inception_v3")
 
 
 def build(name):
     if name not in _built:
-        _built[name] = getattr(torchvision.models, name)(num_classes=1000)
+        kwargs = {"init_weights": True} if name in INIT_WEIGHTS else {}
+        _built[name] = getattr(torchvision.models, name)(num_classes=1000, **kwargs)
     return _built[name]
 
 
@@ -82,14 +87,19 @@ def compare(net, builder):
 DEFAULTS = {"bn": {"eps": 1e-5, "momentum": 0.1}}
 
 
-def call_order(model):
+# The image size of the meta forward: 64, but for a network whose training forward needs more
+# (Inception v3's auxiliary classifier: a 17x17 map after Mixed_6e)
+IMAGE_SIZE = {"inception_v3": 299}
+
+
+def call_order(model, size=64):
     """The leaf modules in the order of their last call in a training forward (a module called
     twice, as ResNet's relu, counts where it is last called), on the meta device."""
     calls = []
     for name, m in model.named_modules():
         if not list(m.children()):
             m.register_forward_hook(lambda m, i, o, name=name: calls.append(name))
-    model.train()(torch.zeros(2, 3, 64, 64, device="meta"))
+    model.train()(torch.zeros(2, 3, size, size, device="meta"))
     last = {name: i for i, name in enumerate(calls)}
     return sorted(last, key=last.get)
 
@@ -112,15 +122,26 @@ def compare_settings(path, builder):
                 why.append(f"node {n['name']} {key} {got}, torchvision {want}")
     # every leaf module the forward calls is a node, in the order of the calls (a stochastic
     # depth of p 0 is the identity, which a node may leave out)
-    calls = [k for k in call_order(model)
+    calls = [k for k in call_order(model, IMAGE_SIZE.get(builder, 64))
              if not (type(modules[k]).__name__ == "StochasticDepth" and modules[k].p == 0)]
     leaves = set(calls)
     order = [n["name"] for n in nodes if n["name"] in leaves]
-    if order != calls:
-        first = next((i for i, (a, b) in enumerate(zip(calls, order)) if a != b), min(len(calls), len(order)))
-        why.append(f"{len(order)} nodes named as the {len(calls)} modules the forward calls; call {first}: "
-                   f"{order[first] if first < len(order) else '(none)'}, torchvision "
-                   f"{calls[first] if first < len(calls) else '(none)'}")
+    # An auxiliary classifier (GoogLeNet's and Inception v3's InceptionAux) runs where its
+    # tensors are in the state_dict, which the comparison of tensors checks, not where
+    # torchvision's forward calls it (GoogLeNet's aux1 right after inception4a): the order of
+    # the calls is compared within each head and within the rest.
+    heads = [k for k, m in modules.items() if type(m).__name__ == "InceptionAux"]
+
+    def head(name):
+        return next((h for h in heads if name.startswith(h + ".")), "")
+
+    for h in sorted({head(c) for c in calls} | {head(n) for n in order}):
+        c_h, o_h = [c for c in calls if head(c) == h], [n for n in order if head(n) == h]
+        if o_h != c_h:
+            first = next((i for i, (a, b) in enumerate(zip(c_h, o_h)) if a != b), min(len(c_h), len(o_h)))
+            why.append(f"{len(o_h)} nodes named as the {len(c_h)} modules the forward calls"
+                       f"{' in ' + h if h else ''}; call {first}: {o_h[first] if first < len(o_h) else '(none)'}, "
+                       f"torchvision {c_h[first] if first < len(c_h) else '(none)'}")
     text = "; ".join(why[:3]) + (f" (and {len(why) - 3} more)" if len(why) > 3 else "")
     return text, seen, len(calls)
 
