@@ -22,7 +22,9 @@ efficientnet_b0 efficientnet_b1 efficientnet_b2 efficientnet_b3 efficientnet_b4 
 efficientnet_b7 efficientnet_v2_s efficientnet_v2_m efficientnet_v2_l
 regnet_x_400mf regnet_x_800mf regnet_x_1_6gf regnet_x_3_2gf regnet_x_8gf regnet_x_16gf regnet_x_32gf
 regnet_y_400mf regnet_y_800mf regnet_y_1_6gf regnet_y_3_2gf regnet_y_8gf regnet_y_16gf regnet_y_32gf regnet_y_128gf
-mnasnet0_5 mnasnet0_75 mnasnet1_0 mnasnet1_3"
+mnasnet0_5 mnasnet0_75 mnasnet1_0 mnasnet1_3
+shufflenet_v2_x0_5 shufflenet_v2_x1_0 shufflenet_v2_x1_5 shufflenet_v2_x2_0
+convnext_tiny convnext_small convnext_base convnext_large"
 names=$("$ZT" --list | tr '\n' ' ' | sed 's/ $//')
 [ "$names" = "$(echo $want)" ] && ok "$(echo $names | wc -w) built-in networks, torchvision's names" ||
     bad "the built-in networks: $names"

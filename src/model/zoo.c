@@ -17,6 +17,12 @@
     {n, "efficientnet_", zoo_build_efficientnet, .p.efficientnet = {v2, wm, dm, drop, eps, mom}}
 #define REGNET(n, fam, d, w0, wa, wm, gw, se) \
     {n, fam, zoo_build_regnet, .p.regnet = {d, w0, wa, wm, gw, se}}
+/* ShuffleNet V2: stages of 4, 8, 4 blocks after a 24-channel conv1 */
+#define SHUFFLENET(n, c2, c3, c4, c5) \
+    {n, "shufflenet_v2_", zoo_build_shufflenet, .p.shufflenet = {{4, 8, 4}, {24, c2, c3, c4, c5}}}
+/* ConvNeXt: widths w, 2w, 4w, 8w */
+#define CONVNEXT(n, w, d0, d1, d2, d3, sd) \
+    {n, "convnext_", zoo_build_convnext, .p.convnext = {{w, 2 * w, 4 * w, 8 * w}, {d0, d1, d2, d3}, sd}}
 
 static const ZooNet zoo[] = {
     {"miniresnet", "miniresnet", zoo_build_miniresnet, .p.resnet = {0}},
@@ -64,6 +70,14 @@ static const ZooNet zoo[] = {
     {"mnasnet0_75", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {0.75}},
     {"mnasnet1_0", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.0}},
     {"mnasnet1_3", "mnasnet", zoo_build_mnasnet, .p.mnasnet = {1.3}},
+    SHUFFLENET("shufflenet_v2_x0_5", 48, 96, 192, 1024),
+    SHUFFLENET("shufflenet_v2_x1_0", 116, 232, 464, 1024),
+    SHUFFLENET("shufflenet_v2_x1_5", 176, 352, 704, 1024),
+    SHUFFLENET("shufflenet_v2_x2_0", 244, 488, 976, 2048),
+    CONVNEXT("convnext_tiny", 96, 3, 3, 9, 3, 0.1),
+    CONVNEXT("convnext_small", 96, 3, 3, 27, 3, 0.4),
+    CONVNEXT("convnext_base", 128, 3, 3, 27, 3, 0.5),
+    CONVNEXT("convnext_large", 192, 3, 3, 27, 3, 0.5),
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 

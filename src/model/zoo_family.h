@@ -49,6 +49,18 @@ typedef struct {
     double alpha;
 } ZooMnasNet;
 
+/* ShuffleNetV2(stages_repeats, stages_out_channels) */
+typedef struct {
+    int repeats[3];
+    int out[5];
+} ZooShuffleNet;
+
+/* ConvNeXt's block_setting (the stages' widths and depths) and stochastic_depth_prob */
+typedef struct {
+    int dims[4], depths[4];
+    double stochastic_depth_prob;
+} ZooConvNeXt;
+
 typedef struct ZooNet ZooNet;
 /* Builds z into s (netspec_init'd here); width and blocks shape MiniResNet only. */
 typedef void (*ZooBuildFn)(NetSpec *s, const ZooNet *z, int width, int blocks);
@@ -63,6 +75,8 @@ struct ZooNet {
         ZooEfficientNet efficientnet;
         ZooRegNet regnet;
         ZooMnasNet mnasnet;
+        ZooShuffleNet shufflenet;
+        ZooConvNeXt convnext;
     } p;
 };
 
@@ -73,6 +87,8 @@ void zoo_build_mobilenet(NetSpec *s, const ZooNet *z, int width, int blocks);   
 void zoo_build_efficientnet(NetSpec *s, const ZooNet *z, int width, int blocks); /* zoo_efficientnet.c */
 void zoo_build_regnet(NetSpec *s, const ZooNet *z, int width, int blocks);       /* zoo_regnet.c */
 void zoo_build_mnasnet(NetSpec *s, const ZooNet *z, int width, int blocks);      /* zoo_mnasnet.c */
+void zoo_build_shufflenet(NetSpec *s, const ZooNet *z, int width, int blocks);   /* zoo_shufflenet.c */
+void zoo_build_convnext(NetSpec *s, const ZooNet *z, int width, int blocks);     /* zoo_convnext.c */
 
 /* ---- the blocks (zoo.c) ----------------------------------------------------------------------- */
 
