@@ -25,7 +25,9 @@ regnet_x_400mf regnet_x_800mf regnet_x_1_6gf regnet_x_3_2gf regnet_x_8gf regnet_
 regnet_y_400mf regnet_y_800mf regnet_y_1_6gf regnet_y_3_2gf regnet_y_8gf regnet_y_16gf regnet_y_32gf regnet_y_128gf
 mnasnet0_5 mnasnet0_75 mnasnet1_0 mnasnet1_3
 densenet121 densenet161 densenet169 densenet201 vgg11 vgg11_bn vgg13 vgg13_bn vgg16 vgg16_bn vgg19 vgg19_bn alexnet
-squeezenet1_0 squeezenet1_1 googlenet inception_v3"
+squeezenet1_0 squeezenet1_1 googlenet inception_v3
+shufflenet_v2_x0_5 shufflenet_v2_x1_0 shufflenet_v2_x1_5 shufflenet_v2_x2_0
+convnext_tiny convnext_small convnext_base convnext_large"
 names=$("$ZT" --list | tr '\n' ' ' | sed 's/ $//')
 [ "$names" = "$(echo $want)" ] && ok "$(echo $names | wc -w) built-in networks, torchvision's names" ||
     bad "the built-in networks: $names"

@@ -189,10 +189,14 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     Plan p = {callocCheck((size_t)s->n, sizeof(int)), callocCheck((size_t)s->n, sizeof(int)),
               callocCheck((size_t)s->n, sizeof(int))};
     plan_groups(be, s, &p);
-    /* Tensors in table order (= state_dict order), one provisional step per group's first node. */
+    /* Tensors in state_dict order (table order but for layer scales: netspec_layout_order), one
+     * provisional step per group's first node. */
     ModelStep *proto = callocCheck((size_t)s->n, sizeof *proto);
     Layout P = {0}, B = {0}, NB = {0};
-    for (int i = 0; i < s->n; i++) {
+    int *order = callocCheck((size_t)s->n, sizeof(int));
+    netspec_layout_order(s, order);
+    for (int k = 0; k < s->n; k++) {
+        const int i = order[k];
         if (p.owner[i] != i) continue;
         const NetNode *n = &s->node[i];
         ModelStep *st = &proto[i];
@@ -211,6 +215,7 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
         st->fn = n->fn; st->slope = n->slope; st->p = n->p;
         layout_node(be, n, st, &P, &B, &NB);
     }
+    free(order);
     /* Steps in run order: a group runs where its last node stands, when its residual is ready. */
     m->step = callocCheck((size_t)s->n, sizeof *m->step);
     int ns = 0;

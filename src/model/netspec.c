@@ -311,6 +311,20 @@ int netspec_blurpool(NetSpec *s) {
     return added;
 }
 
+void netspec_layout_order(const NetSpec *s, int *order) {
+    for (int i = 0; i < s->n; i++) order[i] = i;
+    for (int i = 0; i < s->n; i++) {
+        const char *name = s->node[i].name, *dot = strrchr(name, '.');
+        if (s->node[i].kind != NODE_LAYER_SCALE || !dot) continue;
+        const size_t len = (size_t)(dot - name) + 1;   /* "PRE." */
+        int k = 0;
+        while (k < i && strncmp(s->node[order[k]].name, name, len)) k++;
+        /* nodes above i are still in their places: i is at order[i] */
+        memmove(order + k + 1, order + k, (size_t)(i - k) * sizeof *order);
+        order[k] = i;
+    }
+}
+
 int netspec_drop_aux(NetSpec *s) {
     /* keep[i]: node i reaches the last node (the logits); walked from the end, a node is kept
      * when a kept node reads it */

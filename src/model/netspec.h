@@ -7,6 +7,9 @@
  * The order of the table is also the order of the parameters in the flat buffers (a
  * convolution's weight, a batch norm's weight and bias, a linear layer's weight and bias), so
  * a table written in the order of a PyTorch module's __init__ gives its state_dict order.
+ * One exception follows PyTorch's rule that a module's own tensors come before its submodules'
+ * (netspec_layout_order): a layer_scale, a parameter of the block that holds the branch it
+ * scales, is laid out before that branch's tensors although it runs after them.
  *
  * The zoo (zoo.h) builds tables in C; netfile.h reads and writes them as JSON files. Shapes
  * depend on the image size and the number of classes, so they are worked out (and checked)
@@ -153,6 +156,12 @@ int netspec_transform_input(NetSpec *s, int in, const char *fmt, ...) __attribut
  * The network is renamed "<name>-blurpool", which checkpoints record as its architecture.
  * Returns the number of blur nodes added. */
 int netspec_blurpool(NetSpec *s);
+
+/* The order in which the nodes' tensors are laid out (order[0..s->n-1], a permutation of the
+ * nodes): table order, but each layer_scale named PRE.NAME moved before the first node named
+ * PRE.something, as PyTorch's state_dict lists the block PRE's own parameter ("features.1.0.
+ * layer_scale", ConvNeXt's) before those of its submodules ("features.1.0.block.0.weight"). */
+void netspec_layout_order(const NetSpec *s, int *order);
 
 /* torchvision's aux_logits=False: the nodes that only feed an auxiliary loss (a sink, aux_loss)
  * removed, the network's name kept. Returns the number of nodes removed. */

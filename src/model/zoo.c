@@ -20,6 +20,12 @@
 #define DENSENET(n, growth, l0, l1, l2, l3, init) \
     {n, "densenet", zoo_build_densenet, .p.densenet = {growth, {l0, l1, l2, l3}, init}}
 #define VGG(n, cfg, bn) {n, "vgg", zoo_build_vgg, .p.vgg = {cfg, bn}}
+/* ShuffleNet V2: stages of 4, 8, 4 blocks after a 24-channel conv1 */
+#define SHUFFLENET(n, c2, c3, c4, c5) \
+    {n, "shufflenet_v2_", zoo_build_shufflenet, .p.shufflenet = {{4, 8, 4}, {24, c2, c3, c4, c5}}}
+/* ConvNeXt: widths w, 2w, 4w, 8w */
+#define CONVNEXT(n, w, d0, d1, d2, d3, sd) \
+    {n, "convnext_", zoo_build_convnext, .p.convnext = {{w, 2 * w, 4 * w, 8 * w}, {d0, d1, d2, d3}, sd}}
 
 static const ZooNet zoo[] = {
     {"miniresnet", "miniresnet", zoo_build_miniresnet, .p.resnet = {0}},
@@ -84,6 +90,14 @@ static const ZooNet zoo[] = {
     {"squeezenet1_1", "squeezenet1_", zoo_build_squeezenet, .p.squeezenet = {11}},
     {"googlenet", "googlenet", zoo_build_googlenet, .p.resnet = {0}},
     {"inception_v3", "inception_v3", zoo_build_inception, .p.resnet = {0}},
+    SHUFFLENET("shufflenet_v2_x0_5", 48, 96, 192, 1024),
+    SHUFFLENET("shufflenet_v2_x1_0", 116, 232, 464, 1024),
+    SHUFFLENET("shufflenet_v2_x1_5", 176, 352, 704, 1024),
+    SHUFFLENET("shufflenet_v2_x2_0", 244, 488, 976, 2048),
+    CONVNEXT("convnext_tiny", 96, 3, 3, 9, 3, 0.1),
+    CONVNEXT("convnext_small", 96, 3, 3, 27, 3, 0.4),
+    CONVNEXT("convnext_base", 128, 3, 3, 27, 3, 0.5),
+    CONVNEXT("convnext_large", 192, 3, 3, 27, 3, 0.5),
 };
 #define ZOO_N ((int)(sizeof zoo / sizeof zoo[0]))
 

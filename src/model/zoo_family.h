@@ -66,6 +66,17 @@ typedef struct {
 typedef struct {
     int version;
 } ZooSqueezeNet;
+/* ShuffleNetV2(stages_repeats, stages_out_channels) */
+typedef struct {
+    int repeats[3];
+    int out[5];
+} ZooShuffleNet;
+
+/* ConvNeXt's block_setting (the stages' widths and depths) and stochastic_depth_prob */
+typedef struct {
+    int dims[4], depths[4];
+    double stochastic_depth_prob;
+} ZooConvNeXt;
 
 typedef struct ZooNet ZooNet;
 /* Builds z into s (netspec_init'd here); width and blocks shape MiniResNet only. */
@@ -84,6 +95,8 @@ struct ZooNet {
         ZooDenseNet densenet;
         ZooVgg vgg;
         ZooSqueezeNet squeezenet;
+        ZooShuffleNet shufflenet;
+        ZooConvNeXt convnext;
     } p;
 };
 
@@ -100,6 +113,8 @@ void zoo_build_alexnet(NetSpec *s, const ZooNet *z, int width, int blocks);     
 void zoo_build_squeezenet(NetSpec *s, const ZooNet *z, int width, int blocks);   /* zoo_squeezenet.c */
 void zoo_build_googlenet(NetSpec *s, const ZooNet *z, int width, int blocks);    /* zoo_inception.c */
 void zoo_build_inception(NetSpec *s, const ZooNet *z, int width, int blocks);    /* zoo_inception.c */
+void zoo_build_shufflenet(NetSpec *s, const ZooNet *z, int width, int blocks);   /* zoo_shufflenet.c */
+void zoo_build_convnext(NetSpec *s, const ZooNet *z, int width, int blocks);     /* zoo_convnext.c */
 
 /* ---- the blocks (zoo.c) ----------------------------------------------------------------------- */
 

@@ -344,18 +344,56 @@ class DenseFromDepthwise(torch.nn.Module):
 def cat_reversed(self, inputs):
     """DenseNet's _DenseLayer.bn_function with torch.cat's inputs in the reverse order."""
     return self.conv1(self.relu1(self.norm1(torch.cat(list(inputs)[::-1], 1))))
+class WrongLayerNorm2d(torch.nn.Module):
+    """ConvNeXt's LayerNorm2d normalising over other axes than the channels of each pixel:
+    (1, 2, 3), each image's C x H x W values, or (2, 3), each channel's map; the same weight and
+    bias per channel, under their names."""
+
+    def __init__(self, ln, dims):
+        super().__init__()
+        self.weight, self.bias, self.eps, self.dims = ln.weight, ln.bias, ln.eps, dims
+
+    def forward(self, x):
+        mean = x.mean(self.dims, keepdim=True)
+        var = (x - mean).pow(2).mean(self.dims, keepdim=True)
+        y = (x - mean) / torch.sqrt(var + self.eps)
+        return y * self.weight.view(1, -1, 1, 1) + self.bias.view(1, -1, 1, 1)
+
+
+def wrong_shufflenet(opts, defaults):
+    """ShuffleNet V2's module functions replaced (torchvision.models.shufflenetv2): its
+    channel_shuffle of another group count, or an InvertedResidual of stride 1 that joins its
+    halves the other way round, torch.cat((branch2(x2), x1))."""
+    import torchvision.models.shufflenetv2 as sn
+    if opts["shuffle_groups"] != defaults["shuffle_groups"]:
+        groups, shuffle = int(opts["shuffle_groups"]), sn.channel_shuffle
+        sn.channel_shuffle = lambda x, g: shuffle(x, groups)
+    if opts["shuffle_cat_swapped"]:
+        forward = sn.InvertedResidual.forward
+
+        def swapped(self, x):
+            if self.stride != 1:
+                return forward(self, x)
+            x1, x2 = x.chunk(2, dim=1)
+            return sn.channel_shuffle(torch.cat((self.branch2(x2), x1), dim=1), 2)
+        sn.InvertedResidual.forward = swapped
 
 
 def wrong_semantics(model, opts, defaults):
     """The options that change PyTorch's side away from torchvision's definitions (--set), so
     that a test can see the comparison fail: hardsigmoid's slope, dropout without its 1/(1-p),
-    stochastic depth drawn per batch instead of per image, batch norm's momentum, max pools
-    without ceil_mode (SqueezeNet's: other output sizes), DenseNet's concatenation of a block's
-    maps in the reverse order, rectangular kernels transposed (Inception v3's 1x7 run as 7x1).
-    (aux_weight, the auxiliary losses' weight, is the loss's.)"""
+    stochastic depth drawn per batch instead of per image, batch norm's momentum, a depthwise
+    convolution run dense, max pools without ceil_mode (SqueezeNet's: other output sizes),
+    DenseNet's concatenation of a block's maps in the reverse order, rectangular kernels
+    transposed (Inception v3's 1x7 run as 7x1), ShuffleNet's channel shuffle of another group
+    count (shuffle_groups) or its halves joined the other way round (shuffle_cat_swapped),
+    ConvNeXt's LayerNorm2d over each image's (C, H, W) (ln2d_axes=1) or each channel's (H, W)
+    (ln2d_axes=2) instead of each pixel's channels. (aux_weight, the auxiliary losses' weight,
+    is the loss's.)"""
     if opts["concat_reversed"]:
         import torchvision.models.densenet as densenet
         densenet._DenseLayer.bn_function = cat_reversed
+    wrong_shufflenet(opts, defaults)
     for mod in list(model.modules()):
         if isinstance(mod, ReplayMaxPool) and not opts["ceil_mode"]:
             mod.pool.ceil_mode = False
@@ -374,6 +412,8 @@ def wrong_semantics(model, opts, defaults):
             elif (isinstance(child, torch.nn.Conv2d) and opts["rect_transposed"] and
                   child.kernel_size[0] != child.kernel_size[1]):
                 setattr(mod, name, TransposedKernel(child))
+            elif type(child).__name__ == "LayerNorm2d" and opts["ln2d_axes"]:
+                setattr(mod, name, WrongLayerNorm2d(child, (1, 2, 3) if opts["ln2d_axes"] == 1 else (2, 3)))
 
 
 def rel_err(a, b):
@@ -473,6 +513,7 @@ def main():
                 # wrong semantics on PyTorch's side, for checks that must fail
                 "hardsigmoid_slope": 1.0 / 6.0, "dropout_scaled": 1.0, "sd_row": 1.0, "bn_momentum": -1.0,
                 "depthwise_dense": 0.0, "ceil_mode": 1.0, "concat_reversed": 0.0, "rect_transposed": 0.0,
+                "shuffle_groups": 2.0, "shuffle_cat_swapped": 0.0, "ln2d_axes": 0.0,
                 # GoogLeNet's and Inception v3's settings (dump_model's --aux_logits,
                 # --transform_input), and the weight of their auxiliary losses (-1: the paper's)
                 "aux_logits": 1.0, "transform_input": 0.0, "aux_weight": -1.0}
@@ -512,7 +553,7 @@ def main():
     # every ddptrain tensor must exist in the module and vice versa
     names_c = set()
     f["params"].visititems(lambda n, o: names_c.add(n) if isinstance(o, h5py.Dataset) else None)
-    if "buffers" in f:   # none in a network without batch norms (SqueezeNet, AlexNet, VGG without _bn)
+    if "buffers" in f:   # none in a network without batch norms (SqueezeNet, AlexNet, VGG, ConvNeXt)
         f["buffers"].visititems(lambda n, o: names_c.add(n) if isinstance(o, h5py.Dataset) else None)
     names_t = {n for n in sd.keys() if not n.endswith("num_batches_tracked")}
     if names_c != names_t:

@@ -9,9 +9,9 @@ TENSORS is tests/helpers/zoo_tensors's output: per network a line "net MODEL PAR
 torchvision.models.BUILDER(num_classes=1000) (BUILDER is MODEL, or what --as maps a file to):
 the parameter count, and the state_dict's names and shapes in order. --json FILE=BUILDER
 compares the network --print_model wrote in FILE with the modules of the same name: each batch
-norm's eps and momentum, each dropout's and stochastic depth's p; and every leaf module that
-torchvision's forward calls is a node, in the order of the calls (within each auxiliary
-classifier, and within the rest of the network).
+norm's eps and momentum, each layer norm's eps, each dropout's and stochastic depth's p; and
+every leaf module that torchvision's forward calls is a node, in the order of the calls (within
+each auxiliary classifier, and within the rest of the network).
 
 The modules are made on the meta device (their __init__ gets device="meta"), and the forward
 runs there: shapes without memory or arithmetic, so that RegNetY-128GF's 644M parameters cost
@@ -35,7 +35,7 @@ def on_meta(cls):
     cls.__init__ = init
 
 
-for c in (torch.nn.Conv2d, torch.nn.Linear, torch.nn.BatchNorm2d):
+for c in (torch.nn.Conv2d, torch.nn.Linear, torch.nn.BatchNorm2d, torch.nn.LayerNorm):
     on_meta(c)
 
 _built = {}
@@ -47,7 +47,8 @@ INIT_WEIGHTS = ("googlenet", "inception_v3")
 def build(name):
     if name not in _built:
         kwargs = {"init_weights": True} if name in INIT_WEIGHTS else {}
-        _built[name] = getattr(torchvision.models, name)(num_classes=1000, **kwargs)
+        # the parameters a module makes itself (ConvNeXt's layer_scale) moved there too
+        _built[name] = getattr(torchvision.models, name)(num_classes=1000, **kwargs).to("meta")
     return _built[name]
 
 
@@ -84,7 +85,7 @@ def compare(net, builder):
 
 
 # What --print_model leaves out: a field at its kind's default
-DEFAULTS = {"bn": {"eps": 1e-5, "momentum": 0.1}}
+DEFAULTS = {"bn": {"eps": 1e-5, "momentum": 0.1}, "layernorm": {"eps": 1e-5}}
 
 
 # The image size of the meta forward: 64, but for a network whose training forward needs more
@@ -105,7 +106,8 @@ def call_order(model, size=64):
 
 
 def compare_settings(path, builder):
-    """The batch norms' eps and momentum, the dropouts' and stochastic depths' p, by module name;
+    """The batch norms' eps and momentum, the layer norms' eps, the dropouts' and stochastic depths' p,
+    by module name;
     and the order of the nodes named as modules against the forward's calls of those modules."""
     model = build(builder)
     modules = dict(model.named_modules())
@@ -113,7 +115,8 @@ def compare_settings(path, builder):
     seen, why = 0, []
     for n in nodes:
         m = modules.get(n["name"])
-        keys = {"bn": ("eps", "momentum"), "dropout": ("p",), "stochastic_depth": ("p",)}.get(n["kind"], ())
+        keys = {"bn": ("eps", "momentum"), "layernorm": ("eps",), "dropout": ("p",),
+                "stochastic_depth": ("p",)}.get(n["kind"], ())
         for key in keys:
             seen += 1
             got = n.get(key, DEFAULTS.get(n["kind"], {}).get(key))
@@ -121,9 +124,11 @@ def compare_settings(path, builder):
             if want is None or got is None or abs(got - want) > 1e-6 * max(1.0, abs(want)):
                 why.append(f"node {n['name']} {key} {got}, torchvision {want}")
     # every leaf module the forward calls is a node, in the order of the calls (a stochastic
-    # depth of p 0 is the identity, which a node may leave out)
+    # depth of p 0 is the identity, which a node may leave out; ConvNeXt's Permute to channels
+    # last and back is what ddptrain's NHWC maps are already)
     calls = [k for k in call_order(model, IMAGE_SIZE.get(builder, 64))
-             if not (type(modules[k]).__name__ == "StochasticDepth" and modules[k].p == 0)]
+             if not (type(modules[k]).__name__ == "StochasticDepth" and modules[k].p == 0)
+             and type(modules[k]).__name__ != "Permute"]
     leaves = set(calls)
     order = [n["name"] for n in nodes if n["name"] in leaves]
     # An auxiliary classifier (GoogLeNet's and Inception v3's InceptionAux) runs where its
@@ -171,7 +176,7 @@ def main(argv):
             fails += 1
             print(f"FAIL: {path} against torchvision's {builder}: {why}")
         else:
-            print(f"ok: {builder}: {seen} batch-norm, dropout and stochastic-depth settings and the order of "
+            print(f"ok: {builder}: {seen} batch-norm, layer-norm, dropout and stochastic-depth settings and the order of "
                   f"{calls} module calls as torchvision's")
     return min(fails, 100)
 

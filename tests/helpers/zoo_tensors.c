@@ -8,7 +8,8 @@
  *
  * Only the layout is made (no buffer, no initialisation), so even a RegNetY-128GF costs nothing.
  * PyTorch's state_dict gives a module's parameters, then its buffers; ddptrain keeps three tables
- * (parameters, buffers, batch-norm counters), each in node order, interleaved here node by node.
+ * (parameters, buffers, batch-norm counters), each in node order (netspec_layout_order's),
+ * interleaved here node by node.
  * `zoo_tensors --list` prints the built-in names instead. */
 #include <stdio.h>
 #include <stdlib.h>
@@ -27,7 +28,7 @@ static void print_tensor(FILE *f, const TensorInfo *t) {
     fprintf(f, "\n");
 }
 
-/* The tensors of every node in table order, as model_init_net lays them out (each node's record
+/* The tensors of every node in layout order, as model_init_net lays them out (each node's record
  * appends its own to the three layouts), without the check that the backend runs every kind:
  * the kernels of a kind may come after its record. */
 static int dump(const char *model, int classes, int size) {
@@ -43,8 +44,10 @@ static int dump(const char *model, int classes, int size) {
     size_t at = 0;
     char *text = NULL;
     FILE *out = open_memstream(&text, &at);
-    for (int i = 0; i < net.n; i++) {
-        const NetNode *n = &net.node[i];
+    int *order = callocCheck((size_t)net.n, sizeof(int));
+    netspec_layout_order(&net, order);
+    for (int k = 0; k < net.n; k++) {
+        const NetNode *n = &net.node[order[k]];
         const NodeKindDef *d = node_kind(n->kind);
         if (!d->layout) continue;
         ModelStep st;
@@ -61,6 +64,7 @@ static int dump(const char *model, int classes, int size) {
         for (int j = c0; j < NB.n; j++) print_tensor(out, &NB.info[j]);
         if (d->release) d->release(&backend_cpu, &st);
     }
+    free(order);
     fclose(out);
     printf("%zu\n%s", P.size, text);
     free(text);
