@@ -607,8 +607,8 @@ static void test_linear(void) {
     free(dx); free(dw); free(db); free(dw0); free(db0); free(fdx); free(fdw); free(fdb);
 }
 
-/* The fast path (oneDNN's sgemm on blocks when built with it) against the reference loops at
- * shapes of the networks' classifiers, blocks with tails among them, and its bits on 1, 2 and 3
+/* The fast path (oneDNN's sgemm on tiles when built with it) against the reference loops at
+ * shapes of the networks' classifiers and per-pixel layers, tiles with tails among them, and its bits on 1, 2 and 3
  * threads: forward, dx, dw += and db +=. */
 static void test_linear_fast(int N, int I, int O) {
     const size_t nx = (size_t)N * I, nw = (size_t)O * I, ny = (size_t)N * O;
@@ -1302,6 +1302,8 @@ int main(int argc, char **argv) {
     test_linear_fast(32, 256, 10);      /* MiniResNet's */
     test_linear_fast(7, 2048, 1000);    /* ResNet-50's, a short batch */
     test_linear_fast(3, 100, 65);       /* one column past a block */
+    test_linear_fast(600, 96, 384);     /* ConvNeXt's per-pixel layers: rows past two tiles */
+    test_linear_fast(300, 1030, 70);    /* columns of dx and dw past two tiles */
     test_softmax_xent();
     test_act();
     for (int fn = 0; fn < ACT_FN_COUNT; fn++) test_bn_act(fn, 3 * 5 * 7, 24);

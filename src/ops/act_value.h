@@ -71,6 +71,47 @@ EXP_V_ATTR float exp_v(float x) {
     return u * s1 * s2;
 }
 
+/* erf for the AVX2 and AVX-512 paths, branch-free so that GCC vectorises it: below 1,
+ * x + x r(x^2) with r a degree-6 polynomial; from 1 on, 1 - exp(q(|x| - 1)) with q a degree-11
+ * polynomial for log(erfc), exp by exp_v, |x| taken as 4 beyond 4 (erf is 1 in float from 3.92),
+ * the sign of x put back. The coefficients are least-squares fits refined toward minimax (in
+ * erfc's weight for q) on Chebyshev nodes. Against erf in double, over every float in [0, 5]:
+ * within 1.22 ulp (at 0.9989; glibc's erff, 0.97 ulp); -0, +-inf and NaN as erff gives them.
+ * PyTorch's own vectorised erf (ATen's Vectorized<float>::erf, Abramowitz and Stegun 7.1.26)
+ * and oneDNN's GELU are within 1.5e-7 of erf, about 2.5 ulp below 1. */
+EXP_V_ATTR float erf_v(float x) {
+    uint32_t xb;
+    memcpy(&xb, &x, sizeof xb);
+    const float t = fabsf(x), s = x * x;
+    float r = 7.889119297e-05f;
+    r = fmaf(r, s, -8.020841051e-04f);
+    r = fmaf(r, s, 5.189535208e-03f);
+    r = fmaf(r, s, -2.685444430e-02f);
+    r = fmaf(r, s, 1.128360033e-01f);
+    r = fmaf(r, s, -3.761262596e-01f);
+    r = fmaf(r, s, 1.283791661e-01f);
+    const float small = fmaf(x, r, x);
+    const float u = pick(t > 4.0f, 4.0f, t) - 1.0f;   /* NaN stays */
+    float q = 7.232105759e-08f;
+    q = fmaf(q, u, -1.029708301e-06f);
+    q = fmaf(q, u, 6.468876109e-06f);
+    q = fmaf(q, u, -2.178538671e-05f);
+    q = fmaf(q, u, 2.047873568e-05f);
+    q = fmaf(q, u, 2.413632465e-04f);
+    q = fmaf(q, u, -1.979699126e-03f);
+    q = fmaf(q, u, 1.003431529e-02f);
+    q = fmaf(q, u, -4.156117514e-02f);
+    q = fmaf(q, u, -8.431072235e-01f);
+    q = fmaf(q, u, -2.638967514e+00f);
+    q = fmaf(q, u, -1.849605560e+00f);
+    float large = 1.0f - exp_v(q);
+    uint32_t lb;
+    memcpy(&lb, &large, sizeof lb);
+    lb |= xb & 0x80000000u;
+    memcpy(&large, &lb, sizeof large);
+    return pick(t < 1.0f, small, large);
+}
+
 /* ---- forward, one value ---- */
 
 static inline float relu6_f(float x, float s) { (void)s; return clamp_s(x, 0.0f, 6.0f); }
@@ -135,8 +176,9 @@ static inline float tanh_b(float x, float d, float s) {
 }
 static inline float leaky_relu_b(float x, float d, float s) { return pick(x > 0.0f, d, d * s); }
 
-/* ---- the same with exp_v, for the vector paths (see exp_v): silu and sigmoid, whose loops
- * then vectorise. gelu and tanh keep libm's erff and tanhf, which no vector path replaces. ---- */
+/* ---- the same with exp_v and erf_v, for the vector paths (see exp_v, erf_v): silu, sigmoid
+ * and gelu, whose loops then vectorise. gelu_tanh and tanh keep libm's tanhf, which no vector
+ * path replaces. ---- */
 
 EXP_V_ATTR float silu_fv(float x, float s) { (void)s; return x / (1.0f + exp_v(-x)); }
 EXP_V_ATTR float sigmoid_fv(float x, float s) { (void)s; return 1.0f / (1.0f + exp_v(-x)); }
@@ -148,6 +190,13 @@ EXP_V_ATTR float silu_bv(float x, float d, float s) {
 EXP_V_ATTR float sigmoid_bv(float x, float d, float s) {
     const float y = sigmoid_fv(x, s);
     return d * (1.0f - y) * y;
+}
+EXP_V_ATTR float gelu_fv(float x, float s) { (void)s; return x * 0.5f * (1.0f + erf_v(x * GELU_ERF_ALPHA)); }
+EXP_V_ATTR float gelu_bv(float x, float d, float s) {
+    (void)s;
+    const float cdf = 0.5f * (1.0f + erf_v(x * GELU_ERF_ALPHA));
+    const float pdf = GELU_ERF_PDF * exp_v(x * x * -0.5f);
+    return d * (cdf + x * pdf);
 }
 
 #endif

@@ -119,7 +119,7 @@ ALWAYS_INLINE void bwd_apply_rows(const float *x, const float *g, float *dx, siz
 }
 
 /* One switch per call, a loop per function with the function inlined (act_value.h). V is the
- * suffix of the exp_v flavours of silu and sigmoid, or empty. */
+ * suffix of the exp_v and erf_v flavours of silu, sigmoid and gelu, or empty. */
 #define ACT_SWITCH(fn, ROWS, V)                            \
     switch (fn) {                                          \
     case ACT_RELU6: ROWS(relu6, ); break;                  \
@@ -127,7 +127,7 @@ ALWAYS_INLINE void bwd_apply_rows(const float *x, const float *g, float *dx, siz
     case ACT_HARDSIGMOID: ROWS(hardsigmoid, ); break;      \
     case ACT_SILU: ROWS(silu, V); break;                   \
     case ACT_SIGMOID: ROWS(sigmoid, V); break;             \
-    case ACT_GELU: ROWS(gelu, ); break;                    \
+    case ACT_GELU: ROWS(gelu, V); break;                   \
     case ACT_GELU_TANH: ROWS(gelu_tanh, ); break;          \
     case ACT_TANH: ROWS(tanh, ); break;                    \
     case ACT_LEAKY_RELU: ROWS(leaky_relu, ); break;        \
