@@ -6,7 +6,8 @@
 # alternately ROUNDS times in one run, the best of each kept (the machines are shared and
 # noisy). One row per model, with the ratio of images/s and of peak resident memory.
 #   bench/zoo_bench.sh [BUILD_DIR]
-#   env: MODELS ("mobilenet_v3_large efficientnet_b0 regnet_y_400mf resnext50_32x4d")
+#   env: MODELS ("mobilenet_v3_large efficientnet_b0 regnet_y_400mf resnext50_32x4d"; googlenet and
+#        inception_v3 train with their auxiliary classifiers on both sides)
 #        BATCH (32) SIZE (128) CLASSES (1000) THREADS (2) STEPS (10) WARMUP (3) ROUNDS (2)
 #        ONEDNN_MAX_CPU_ISA (caps oneDNN; ATEN_CPU_CAPABILITY is capped alike for PyTorch)
 set -eu
@@ -24,7 +25,12 @@ done
 . "$here/lib.sh"
 aten_like_onednn
 
-ips() { sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p' | tail -n 1; }
+# images/s to 3 digits or more: the GFLOP/s over the GFLOP per image both sides print (their
+# images/s has one decimal, coarse for the larger networks), else the images/s as printed
+ips() {
+    sed -n 's/.* \([0-9.]*\) GFLOP\/s (\([0-9.]*\) GFLOP per image).*/\1 \2/p; s/.*: \([0-9.]*\) images\/s.*/\1/p' |
+        awk 'NF == 2 && $2 > 0 { g = sprintf("%.2f", $1 / $2) } NF == 1 { i = $1 } END { print (g != "") ? g : i }'
+}
 rss() { sed -n 's/.*peak RSS \([0-9]*\) MiB.*/\1/p' | tail -n 1; }
 max() { awk -v a="$1" -v b="$2" 'BEGIN{print ((a + 0) > (b + 0)) ? a : b}'; }
 min() { awk -v a="$1" -v b="$2" 'BEGIN{print ((b + 0) > 0 && ((a + 0) == 0 || (b + 0) < (a + 0))) ? b : a}'; }
