@@ -4,7 +4,8 @@
  * and takes every network that does not. The backend here is the CPU's with the operations the
  * CUDA backend leaves NULL (src/cuda/backend_cuda.c: the activation functions, the
  * squeeze-excitation multiply, dropout, stochastic depth, a convolution's bias, grouped and
- * dilated convolutions, the batch norm fused with an activation), which tests/test_refusals.sh
+ * dilated convolutions, the batch norm fused with an activation, and the operations of the
+ * joins, pools and norms of torchvision's other families), which tests/test_refusals.sh
  * checks against that file; so every built-in network is tried as the GPU would try it.
  * Exit status 0 when everything holds. */
 #include <stdio.h>
@@ -49,6 +50,20 @@ int main(void) {
     lacking.conv_grouped = 0;
     lacking.bn_apply_act = NULL;
     lacking.bn_backward_reduce_act = NULL;
+    /* the joins, pools and norms of the other families (concat, split, channel_shuffle,
+     * flatten, windowed and adaptive average pools, layernorm, layer_scale, transform_input) */
+    lacking.channel_copy = NULL;
+    lacking.channel_shuffle = NULL;
+    lacking.transpose = NULL;
+    lacking.channel_scale_forward = NULL;
+    lacking.channel_scale_backward = NULL;
+    lacking.channel_affine = NULL;
+    lacking.avgpool2d_forward = NULL;
+    lacking.avgpool2d_backward = NULL;
+    lacking.adaptive_avgpool_forward = NULL;
+    lacking.adaptive_avgpool_backward = NULL;
+    lacking.layernorm_forward = NULL;
+    lacking.layernorm_backward = NULL;
     int refused = 0, taken = 0;
     for (int i = 0; i < zoo_count(); i++) {
         const char *name = zoo_name(i);
@@ -61,9 +76,9 @@ int main(void) {
         const int expect_ok = resnet_kinds_only(&net);
         Model m;
         err[0] = 0;
-        /* 8 classes at 32 px, one image: the largest networks resolve, and a refusal must come
-         * before any allocation, so that it costs nothing */
-        const int rc = model_init_net(&m, &lacking, &net, name, 8, 32, 1, err, sizeof err);
+        /* 8 classes at 64 px (AlexNet's windows need 63), one image: the largest networks
+         * resolve, and a refusal must come before any allocation, so that it costs nothing */
+        const int rc = model_init_net(&m, &lacking, &net, name, 8, 64, 1, err, sizeof err);
         if (expect_ok) {
             check(rc == 0, name, rc == 0 ? "taken (only ResNet's kinds)" : err);
             if (rc == 0) { model_free(&m); taken++; }
