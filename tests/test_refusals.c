@@ -4,7 +4,8 @@
  * and takes every network that does not. The backend here is the CPU's with the operations the
  * CUDA backend leaves NULL (src/cuda/backend_cuda.c: the activation functions, the
  * squeeze-excitation multiply, dropout, stochastic depth, a convolution's bias, grouped and
- * dilated convolutions, the batch norm fused with an activation), which tests/test_refusals.sh
+ * dilated convolutions, the batch norm fused with an activation, and the operations of the
+ * joins, pools and norms of torchvision's other families), which tests/test_refusals.sh
  * checks against that file; so every built-in network is tried as the GPU would try it.
  * Exit status 0 when everything holds. */
 #include <stdio.h>
@@ -50,6 +51,8 @@ int main(void) {
     lacking.conv_grouped = 0;
     lacking.bn_apply_act = NULL;
     lacking.bn_backward_reduce_act = NULL;
+    /* the joins, pools and norms of the other families (concat, split, channel_shuffle,
+     * flatten, windowed and adaptive average pools, layernorm, layer_scale, transform_input) */
     lacking.channel_copy = NULL;
     lacking.channel_shuffle = NULL;
     lacking.transpose = NULL;

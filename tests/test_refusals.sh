@@ -2,14 +2,18 @@
 # SPDX-License-Identifier: BSD-3-Clause
 # The CUDA backend leaves NULL the operations that have not run on a GPU (the activation
 # functions, the squeeze-excitation multiply, dropout, stochastic depth, a convolution's bias,
-# the batch norm fused with an activation) and takes no grouped or dilated convolution: read
+# the batch norm fused with an activation, the joins, pools and norms of torchvision's other
+# families: concat, split, channel shuffle, flatten, windowed and adaptive average pools, layer
+# norm, layer scale, transform_input) and takes no grouped or dilated convolution: read
 # from src/cuda/backend_cuda.c's table, they are the ones tests/test_refusals removes from the
 # CPU backend to try every built-in network as the GPU would (one line each, before anything
 # is allocated; the networks of ResNet's kinds taken). Made to fail on a table that sets one.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 SRC="$top_srcdir/src/cuda/backend_cuda.c"
 MEMBERS="act_forward act_backward mul_forward mul_backward dropout_mask dropout_apply sample_scale bias_add bias_grad
-bn_apply_act bn_backward_reduce_act"
+bn_apply_act bn_backward_reduce_act channel_copy channel_shuffle transpose channel_scale_forward channel_scale_backward
+channel_affine avgpool2d_forward avgpool2d_backward adaptive_avgpool_forward adaptive_avgpool_backward layernorm_forward
+layernorm_backward"
 
 # cuda_sets FILE MEMBER: the file's table gives MEMBER a value other than NULL
 cuda_sets() { grep -Eq "^[[:space:]]*\.$2[[:space:]]*=[[:space:]]*[A-Za-z_]" "$1" && ! grep -Eq "^[[:space:]]*\.$2[[:space:]]*=[[:space:]]*NULL" "$1"; }
