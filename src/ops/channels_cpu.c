@@ -44,6 +44,7 @@ void channel_scale_forward(const float *x, const float *g, float *y, size_t M, i
     for (long m = 0; m < (long)M; m++) {
         const float *xm = x + (size_t)m * C;
         float *ym = y + (size_t)m * C;
+        #pragma omp simd
         for (int c = 0; c < C; c++) ym[c] = xm[c] * g[c];
     }
 }
@@ -60,6 +61,7 @@ void channel_scale_backward(const float *x, const float *g, const float *dy, flo
         for (size_t m = (size_t)b * SCALE_BLOCK; m < m1; m++) {
             const float *xm = x + m * C, *dym = dy + m * C;
             float *dxm = dx + m * C;
+            #pragma omp simd
             for (int c = 0; c < C; c++) {
                 const float d = dym[c];
                 pb[c] += (double)(d * xm[c]);

@@ -49,6 +49,7 @@ void layernorm_backward(const float *x, const float *dy, const float *mean, cons
                 sg += g;
                 sgx += g * xh;
             }
+            #pragma omp simd
             for (int c = 0; c < C; c++) {
                 const float xh = (xm[c] - mu) * r;
                 pg[c] += (double)(dym[c] * xh);

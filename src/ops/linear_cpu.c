@@ -97,6 +97,7 @@ static void bias_grad_blocks(const float *dy, float *db, int N, int O) {
         const int n1 = (b + 1) * LIN_ROWS < N ? (b + 1) * LIN_ROWS : N;
         for (int n = b * LIN_ROWS; n < n1; n++) {
             const float *restrict d = dy + (size_t)n * O;
+            #pragma omp simd
             for (int o = 0; o < O; o++) s[o] += d[o];
         }
     }
@@ -118,8 +119,11 @@ void linear_forward(const float *x, const float *w, const float *b, float *y, in
         const int nb = N - n0 < LIN_ROWS ? N - n0 : LIN_ROWS, ob = O - o0 < LIN_COLS ? O - o0 : LIN_COLS;
         float *yt = y + (size_t)n0 * O + o0;
         gemm('N', 'T', nb, ob, I, x + (size_t)n0 * I, I, w + (size_t)o0 * I, I, 0.0f, yt, O);
-        for (int n = 0; n < nb; n++)
-            for (int o = 0; o < ob; o++) yt[(size_t)n * O + o] += b[o0 + o];
+        for (int n = 0; n < nb; n++) {
+            float *restrict yr = yt + (size_t)n * O;
+            #pragma omp simd
+            for (int o = 0; o < ob; o++) yr[o] += b[o0 + o];
+        }
     }
 }
 

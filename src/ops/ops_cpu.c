@@ -413,16 +413,21 @@ void maxpool_forward(const float *x, float *y, int32_t *arg, int N, int H, int W
                     yo[c] = x0[c];
                     ao[c] = ha * W + wa;
                 }
+                /* the choice made on the bits (act_value.h's pick) and the index blended, so that
+                 * the channels' loop vectorises (omp simd: -O2's cost model would not), where a
+                 * branch per value kept it scalar */
                 for (int h = ha; h < hb; h++)
                     for (int w = wa; w < wb; w++) {
                         if (h == ha && w == wa) continue;
                         const float *xp = x + (((size_t)n * H + h) * W + w) * C;
                         const int32_t idx = h * W + w;
-                        for (int c = 0; c < C; c++)
-                            if (xp[c] > yo[c] || xp[c] != xp[c]) {
-                                yo[c] = xp[c];
-                                ao[c] = idx;
-                            }
+                        #pragma omp simd
+                        for (int c = 0; c < C; c++) {
+                            const float v = xp[c], cur = yo[c];
+                            const int take = (v > cur) | (v != v);
+                            yo[c] = pick(take, v, cur);
+                            ao[c] = take ? idx : ao[c];
+                        }
                     }
             }
 }
