@@ -37,7 +37,7 @@
     X(data_window_chunks, INT,  "8",     1, 1000000,    "chunks of --data_chunk_images images a streaming rank holds and shuffles together (--data_in_memory no)") \
     X(data_chunk_images, INT,   "1024",  1, 1000000,    "images per chunk a streaming rank reads at once (--data_in_memory no)") \
     /* model */ \
-    X(model,            STR,    "miniresnet", 0, 0,     "the network: miniresnet, a torchvision classification builder by its name (resnet50, resnext50_32x4d, mobilenet_v3_large, efficientnet_b0, regnet_y_400mf, mnasnet1_0, ...: torchvision's definitions and state_dict names; docs/networks.md lists them), or a JSON network file; CPU backend only but for miniresnet") \
+    X(model,            STR,    "miniresnet", 0, 0,     "the network: miniresnet, any of torchvision's 68 convolutional classification builders by its name (resnet50, mobilenet_v3_large, efficientnet_b0, densenet121, vgg16_bn, inception_v3, convnext_tiny, ...: torchvision's definitions and state_dict names; docs/networks.md lists them), or a JSON network file; CPU backend only but for miniresnet") \
     X(width,            INT,    "64",    1, 4096,       "MiniResNet: channels of the first stage (stages use width, 2*width, 4*width)") \
     X(blocks,           INT,    "2",     1, 64,         "MiniResNet: basic blocks per stage") \
     X(zero_init_residual, BOOL, "false", 0, 0,          "start at 0 the weight of the last batch norm of every residual branch (torchvision's zero_init_residual; the nodes a network file marks zero_init_residual)") \
