@@ -157,6 +157,32 @@ refused "a split that does not divide" "$H"'{"name": "c", "kind": "split", "chun
     'field "chunks": 2 does not divide the 3 channels'
 refused "a name with a quote" "$H"'{"name": "c\"x", "kind": "relu"}, '"$T" \
     'field "name" must be 1 to 63 letters'
+# The network's name reaches the log, --print_model's JSON and the checkpoint unescaped: a
+# quote once made --print_model write JSON that did not read back, and an escape or a newline
+# reached the log raw (a forged line).
+N='{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, '"$T"
+refused "a network name with a quote" '{"network": "t\"x", "nodes": ['"$N" \
+    '"network" must be 1 to 47 letters, digits'
+refused "a network name with a newline" '{"network": "t\nmodel: forged", "nodes": ['"$N" \
+    '"network" must be 1 to 47 letters, digits'
+refused "a network name with an escape" '{"network": "t\u001b[31m", "nodes": ['"$N" \
+    '"network" must be 1 to 47 letters, digits'
+refused "a node name of 64 characters" "$H"'{"name": "'"$(printf '%064d' 0)"'", "kind": "relu"}, '"$T" \
+    'field "name" must be 1 to 63 letters'
+
+# A batch norm's name of 63 characters, the longest a file may give, trains, checkpoints and
+# resumes: its tensors' names run to 83 characters (".num_batches_tracked"), and a name of
+# 44 to 47 characters once overflowed the 64 bytes those had ("internal error ... string too
+# long" after the job directory was made).
+long=$(printf 'b%.0s' $(seq 63))
+printf '%s' '{"network": "longbn", "nodes": [{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3},
+  {"name": "'"$long"'", "kind": "bn"}, {"name": "r", "kind": "relu"}, '"$T" >"$TMP/longbn.json"
+"$DDP" --model "$TMP/longbn.json" --data_dir "$DATA" --max_steps 2 --batch_size 32 --job_dir "$TMP/job-longbn" \
+    >"$TMP/longbn.out" 2>&1 &&
+    "$DDP" --model "$TMP/longbn.json" --data_dir "$DATA" --max_steps 4 --batch_size 32 --job_dir "$TMP/job-longbn" \
+        --resume auto >>"$TMP/longbn.out" 2>&1 && grep -q "^resume: .*global step 2 " "$TMP/longbn.out" &&
+    ok "a 63-character batch-norm name trains and resumes" ||
+    bad "a 63-character batch-norm name: $(grep -v '^ *$' "$TMP/longbn.out" | tail -3)"
 out=$("$DDP" --model nosuchnet --data_dir "$DATA" 2>&1); rc=$?
 [ $rc -eq 2 ] && printf '%s' "$out" | grep -q "not a built-in network" && ok "unknown built-in: $out" || bad "unknown built-in: $rc $out"
 finish

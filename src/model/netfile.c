@@ -36,6 +36,19 @@ typedef struct {
     int have_network, have_init;
 } Reader;
 
+/* 1 when v is 1 to cap - 1 letters, digits, '_', '.' or '-': the characters of torchvision's
+ * module paths, and none that needs escaping in JSON, a log line or an HDF5 path. */
+static int name_ok(const char *v, size_t cap) {
+    const size_t n = strlen(v);
+    int ok = n > 0 && n < cap;
+    for (size_t i = 0; ok && i < n; i++) {
+        const char ch = v[i];
+        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
+             ch == '.' || ch == '-';
+    }
+    return ok;
+}
+
 static int head_pair(void *vctx, const char *key, JsonKind kind, const char *value, size_t line, size_t column,
                      char *err, size_t errlen) {
     Reader *r = vctx;
@@ -46,8 +59,11 @@ static int head_pair(void *vctx, const char *key, JsonKind kind, const char *val
             return -1;
         }
         if (key[0] == 'n') {
-            if (!*value || strlen(value) >= sizeof r->s->name) {
-                snprintf(err, errlen, "line %zu: \"network\" must be a name of 1 to %zu characters", line,
+            /* The name reaches the log, --print_model's JSON and the checkpoint's architecture
+             * unescaped: a quote, backslash or control character would forge a log line or
+             * write JSON that does not read back. Node names keep to the same characters. */
+            if (!name_ok(value, sizeof r->s->name)) {
+                snprintf(err, errlen, "line %zu: \"network\" must be 1 to %zu letters, digits, '_', '.' or '-'", line,
                          sizeof r->s->name - 1);
                 return -1;
             }
@@ -67,13 +83,7 @@ static int head_pair(void *vctx, const char *key, JsonKind kind, const char *val
 static int copy_name(char *dst, size_t cap, const char *v, const char *field, size_t node, size_t line, char *err,
                      size_t errlen) {
     const size_t n = strlen(v);
-    int ok = n > 0 && n < cap;
-    for (size_t i = 0; ok && i < n; i++) {
-        const char ch = v[i];
-        ok = (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') || (ch >= '0' && ch <= '9') || ch == '_' ||
-             ch == '.' || ch == '-';
-    }
-    if (!ok) {
+    if (!name_ok(v, cap)) {
         snprintf(err, errlen, "line %zu, node %zu: field \"%s\" must be 1 to %zu letters, digits, '_', '.' or '-'",
                  line, node, field, cap - 1);
         return -1;
