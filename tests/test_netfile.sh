@@ -157,10 +157,14 @@ refused "a split that does not divide" "$H"'{"name": "c", "kind": "split", "chun
     'field "chunks": 2 does not divide the 3 channels'
 refused "a name with a quote" "$H"'{"name": "c\"x", "kind": "relu"}, '"$T" \
     'field "name" must be 1 to 63 letters'
+N='{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, '"$T"
+# An unknown "init" names the twelve known ones (their list once outgrew its buffer: an
+# internal error, found by fuzzing)
+refused "an unknown init" '{"network": "t", "init": "xavier", "nodes": ['"$N" \
+    '"init" is one of "pytorch", "resnet",'
 # The network's name reaches the log, --print_model's JSON and the checkpoint unescaped: a
 # quote once made --print_model write JSON that did not read back, and an escape or a newline
 # reached the log raw (a forged line).
-N='{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, '"$T"
 refused "a network name with a quote" '{"network": "t\"x", "nodes": ['"$N" \
     '"network" must be 1 to 47 letters, digits'
 refused "a network name with a newline" '{"network": "t\nmodel: forged", "nodes": ['"$N" \

@@ -242,12 +242,16 @@ int net_init_parse(const char *name) {
 }
 
 const char *net_init_list(void) {
-    static char buf[128];
+    /* Twelve names once outgrew 128 bytes, and the first unknown "init" of a network file
+     * stopped the run with an internal error: the check stays inside the loop, so a list
+     * that grows again fails here, before a write past the end. */
+    static char buf[320];
     if (!buf[0]) {
         size_t at = 0;
-        for (int i = 0; i < NET_INIT_COUNT; i++)
+        for (int i = 0; i < NET_INIT_COUNT; i++) {
             at += (size_t)snprintf(buf + at, sizeof buf - at, "%s\"%s\"", i ? ", " : "", k_init_names[i]);
-        CHECK(at < sizeof buf);
+            CHECK(at < sizeof buf);
+        }
     }
     return buf;
 }
