@@ -162,6 +162,14 @@ N='{"name": "c", "kind": "conv", "out_channels": 8, "kernel": 3}, '"$T"
 # internal error, found by fuzzing)
 refused "an unknown init" '{"network": "t", "init": "xavier", "nodes": ['"$N" \
     '"init" is one of "pytorch", "resnet",'
+# What the file says is escaped in the message: an unknown "init", key, field, kind or input
+# holding a newline or an escape once printed it raw (two lines, a live escape; found by fuzzing)
+refused "an unknown init holding a newline" '{"network": "t", "init": "x\nforged: line", "nodes": ['"$N" \
+    'not "x\nforged: line"'
+refused "an unknown kind holding an escape" "$H"'{"name": "c", "kind": "x\u001b[31m"}, '"$T" \
+    'unknown kind "x\033[31m"'
+refused "an unknown key holding a newline" '{"network": "t", "x\ny": 1, "nodes": ['"$N" \
+    'a key holding a control character or a byte that is not UTF-8: "x\ny"'
 # The network's name reaches the log, --print_model's JSON and the checkpoint unescaped: a
 # quote once made --print_model write JSON that did not read back, and an escape or a newline
 # reached the log raw (a forged line).

@@ -36,6 +36,18 @@ typedef struct {
     int have_network, have_init;
 } Reader;
 
+/* A string of the file (a key, a value, a name) for a one-line message: in double quotes, cut
+ * near 40 characters, and escaped as quote_name escapes it when it holds a control character or
+ * bytes that are not UTF-8, so that a "\n" or "\u001b" in the file cannot break the message's
+ * line or reach the terminal. */
+static const char *shown(char *buf, size_t n, const char *v) {
+    char q[48];
+    quote_name(q, sizeof q, v);
+    snprintf(buf, n, name_needs_quoting(v) ? "%s" : "\"%s\"", q);
+    return buf;
+}
+#define SHOWN(v) shown((char[64]){0}, 64, (v))
+
 /* 1 when v is 1 to cap - 1 letters, digits, '_', '.' or '-': the characters of torchvision's
  * module paths, and none that needs escaping in JSON, a log line or an HDF5 path. */
 static int name_ok(const char *v, size_t cap) {
@@ -71,12 +83,12 @@ static int head_pair(void *vctx, const char *key, JsonKind kind, const char *val
         } else if (net_init_parse(value) >= 0) {
             r->s->init = (NetInit)net_init_parse(value);
         } else {
-            snprintf(err, errlen, "line %zu: \"init\" is one of %s, not \"%.40s\"", line, net_init_list(), value);
+            snprintf(err, errlen, "line %zu: \"init\" is one of %s, not %s", line, net_init_list(), SHOWN(value));
             return -1;
         }
         return 0;
     }
-    snprintf(err, errlen, "line %zu: unknown key \"%.60s\" (keys: network, init, nodes)", line, key);
+    snprintf(err, errlen, "line %zu: unknown key %s (keys: network, init, nodes)", line, SHOWN(key));
     return -1;
 }
 
@@ -144,7 +156,7 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
     const int f = field_of(key);
     const size_t node = r->n;
     if (f < 0) {
-        snprintf(err, errlen, "line %zu, node %zu: unknown field \"%.60s\" (fields: %s)", line, node, key,
+        snprintf(err, errlen, "line %zu, node %zu: unknown field %s (fields: %s)", line, node, SHOWN(key),
                  net_field_list());
         return -1;
     }
@@ -171,7 +183,7 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
     if (f == HAVE_KIND) {
         snprintf(c->kind, sizeof c->kind, "%.23s", value);
         if (node_kind_parse(value) < 0) {
-            snprintf(err, errlen, "line %zu, node %zu: field \"kind\": unknown kind \"%.40s\" (%s)", line, node, value,
+            snprintf(err, errlen, "line %zu, node %zu: field \"kind\": unknown kind %s (%s)", line, node, SHOWN(value),
                      node_kind_list());
             return -1;
         }
@@ -185,8 +197,8 @@ static int rec_pair(void *vctx, const char *key, JsonKind kind, const char *valu
     if (type == NET_FIELD_CHOICE) {
         c->num[f] = net_field_choice_parse(f, value);
         if (c->num[f] < 0) {
-            snprintf(err, errlen, "line %zu, node %zu: field \"%s\" is one of %s, not \"%.40s\"", line, node, key,
-                     net_field_choice_list(f), value);
+            snprintf(err, errlen, "line %zu, node %zu: field \"%s\" is one of %s, not %s", line, node, key,
+                     net_field_choice_list(f), SHOWN(value));
             return -1;
         }
         return 0;
@@ -275,7 +287,7 @@ static int find_input(const Reader *r, size_t below, const char *name, const cha
         if (!strcmp(r->recs[j].name, name)) return (int)j;
     int later = 0;
     for (size_t j = below; j < r->n; j++) later |= !strcmp(r->recs[j].name, name);
-    snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": \"%s\" %s", QUOTED(what), c->line, c->name, field, name,
+    snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"%s\": %s %s", QUOTED(what), c->line, c->name, field, SHOWN(name),
              later ? "is not a node above this one (nodes run in the order of the file: no cycles)"
                    : "names no node");
     return -3;
