@@ -27,6 +27,7 @@
 #include "dist/flight.h"
 #include "run/jobdir.h"
 #include "run/learner.h"
+#include "run/memory_check.h"
 #include "base/logger.h"
 #include "model/netfile.h"
 #include "base/preempt.h"
@@ -60,6 +61,7 @@ typedef struct {
     Splits data;             /* this rank's shares of the training and test splits */
     Ranks ranks;             /* every rank's host and device (preflight.h) */
     NetSpec net;             /* the network --model names, checked with the flags */
+    RunMemory mem;           /* its estimated peak memory (memory_check.h) */
     Learner learner;         /* model, optimizer, EMA, loss scaler */
     Replica replica;         /* what is kept equal across the ranks' replicas */
     Reducer reducer;
@@ -175,6 +177,11 @@ static void setup(Run *r, int argc, char **argv) {
 
     /* Data first: a bad dataset fails before anything is written. */
     if (splits_open(&r->data, &r->cfg, &r->world.boot, r->dev.be->on_device, err, sizeof err) != 0) startup_fail(r, err);
+    /* Then the memory: a run that cannot fit on its node fails before anything is allocated
+     * for the model or written (memory_check.h). */
+    if (memory_check(&r->mem, &r->cfg, &r->net, r->dev.be, r->world.boot.rank, r->world.boot.local_size, err,
+                     sizeof err) != 0)
+        startup_fail(r, err);
     /* Rank 0 checks that it will be able to create the job directory, but creates it only
      * once every rank has passed start-up, so a failure anywhere leaves nothing behind. */
     if (r->world.boot.rank == 0 && jobdir_creatable(r->job.path, err, sizeof err) != 0) startup_fail(r, err);
@@ -243,7 +250,10 @@ static void build_reducer(Run *r) {
 /* The learner and the reducer on the chosen backend, with rank 0's weights on every rank, and
  * the checkpoint policy. */
 static void build(Run *r) {
-    learner_init(&r->learner, &r->cfg, &r->net, r->dev.be, r->world.boot.world_size, &r->log);
+    learner_init(&r->learner, &r->cfg, &r->net, r->dev.be, r->world.boot.world_size, r->mem.total, &r->log);
+    char mem[600];
+    memory_describe(&r->mem, mem, sizeof mem);
+    log_info(&r->log, "memory: %s", mem);
     if (r->cfg.trace) {
         char path[4300];
         snprintf_check(path, sizeof path, "%s/trace-rank-%05d.json", r->job.path, r->world.boot.rank);

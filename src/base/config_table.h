@@ -46,6 +46,7 @@
     X(transform_input,  BOOL,   "false", 0, 0,          "torchvision's transform_input of GoogLeNet and Inception v3: a transform_input node before the network renormalises the ImageNet-normalised image to the [-1, 1] of Google's ported weights, per channel (x * std / 0.5 + (mean - 0.5) / 0.5)") \
     X(init_from,        STR,    "",      0, 0,          "start from the weights of this HDF5 file's /model group: a ddptrain checkpoint, or a PyTorch state_dict written by torch_to_ddptrain.py (torchvision's pretrained weights); tensors of another shape (the classifier of another class count) keep their initialisation and are named in the log; a resumed checkpoint takes precedence") \
     X(print_model,      BOOL,   "false", 0, 0,          "write the network of --model (with --width, --blocks) as a network file on standard output and exit: a start for one's own") \
+    X(memory_check,     BOOL,   "true",  0, 0,          "refuse at start-up, before the job directory is made, a run whose estimated peak memory (the model at --batch_size, its optimizer state and batches, and what the process holds already) exceeds what the node's MemAvailable or memory cgroup leaves each of its ranks, naming the largest --batch_size that fits; false: run it anyway") \
     /* optimisation */ \
     X(batch_size,       INT,    "64",    1, 65536,      "images per rank per micro-step") \
     X(epochs,           INT,    "10",    1, 100000,     "passes over the training set") \

@@ -5,7 +5,9 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 /* A limit this large is "none" (v1 writes 2^63 rounded down to a page). */
 #define NO_LIMIT 4.0e18
@@ -122,10 +124,11 @@ void memavail_describe(const MemAvail *m, char *buf, size_t n) {
         snprintf(buf, n, "%s", node);
 }
 
-size_t memavail_budget(int rank, int local_size, char *how, size_t n) {
+/* What this process may still take, with the tests' override: "RANK:KB" gives rank RANK a
+ * node of KB kilobytes. `what` gets its account. */
+static double rank_avail(int rank, char *what, size_t n) {
     MemAvail m;
     memavail_read(&m, "");
-    /* Tests give one rank a small node: "RANK:KB" (tests/test_resume.sh). */
     const char *t = getenv("DDPTRAIN_TEST_MEMAVAILABLE_KB");
     int t_rank;
     unsigned long long t_kb;
@@ -133,11 +136,52 @@ size_t memavail_budget(int rank, int local_size, char *how, size_t n) {
         m.node_bytes = (double)t_kb * 1024.0;
         m.cgroup_bytes = -1.0;
     }
+    memavail_describe(&m, what, n);
+    return memavail_bytes(&m);
+}
+
+size_t memavail_budget(int rank, int local_size, char *how, size_t n) {
     const int local = local_size > 0 ? local_size : 1;
     char what[400];
-    memavail_describe(&m, what, sizeof what);
-    const size_t budget = (size_t)(memavail_bytes(&m) / 2.0 / local);
+    const size_t budget = (size_t)(rank_avail(rank, what, sizeof what) / 2.0 / local);
     snprintf(how, n, "budget %.1f MiB = half of %s / %d rank%s on this node", (double)budget / 1048576.0, what, local,
              local == 1 ? "" : "s");
     return budget;
+}
+
+/* The first two numbers of /proc/self/statm, in bytes: the address space and the resident set. */
+static int statm(double *size, double *resident) {
+    FILE *f = fopen("/proc/self/statm", "r");
+    if (!f) return -1;
+    unsigned long long a = 0, b = 0;
+    const int got = fscanf(f, "%llu %llu", &a, &b);
+    fclose(f);
+    const long page = sysconf(_SC_PAGESIZE);
+    if (got != 2 || page <= 0) return -1;
+    *size = (double)a * (double)page;
+    *resident = (double)b * (double)page;
+    return 0;
+}
+
+size_t memavail_rank_share(int rank, int local_size, char *how, size_t n) {
+    const int local = local_size > 0 ? local_size : 1;
+    double share = rank_avail(rank, how, n) / local;
+    /* An address-space limit (ulimit -v) is this process's alone: an allocation past it fails
+     * whatever the node has free. */
+    struct rlimit rl;
+    double size, resident;
+    if (getrlimit(RLIMIT_AS, &rl) == 0 && rl.rlim_cur != RLIM_INFINITY && statm(&size, &resident) == 0) {
+        const double left = (double)rl.rlim_cur > size ? (double)rl.rlim_cur - size : 0.0;
+        if (left < share) {
+            share = left;
+            snprintf(how, n, "address-space limit (ulimit -v) %.1f MiB, %.1f MiB of it free", (double)rl.rlim_cur / 1048576.0,
+                     left / 1048576.0);
+        }
+    }
+    return (size_t)share;
+}
+
+size_t memavail_rss_bytes(void) {
+    double size, resident;
+    return statm(&size, &resident) == 0 ? (size_t)resident : 0;
 }

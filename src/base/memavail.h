@@ -40,4 +40,13 @@ void memavail_describe(const MemAvail *m, char *buf, size_t n);
  * DDPTRAIN_TEST_MEMAVAILABLE_KB="RANK:KB" gives rank RANK a node of KB kilobytes (tests). */
 size_t memavail_budget(int rank, int local_size, char *how, size_t n);
 
+/* All of what this process may still take (the same reading and override), shared among the
+ * node's `local_size` ranks, or what an address-space limit (ulimit -v) leaves it when that is
+ * less: what the memory check (run/memory_check.h) lets a rank add to what it holds. `how`
+ * gets the reading's account (memavail_describe's, or the limit's). */
+size_t memavail_rank_share(int rank, int local_size, char *how, size_t n);
+
+/* This process's resident memory now (/proc/self/statm), 0 where it cannot be read. */
+size_t memavail_rss_bytes(void);
+
 #endif

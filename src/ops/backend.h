@@ -40,6 +40,14 @@ typedef struct Conv2d {
     void *impl;
 } Conv2d;
 
+/* What a convolution takes from a backend besides the model's tensors (model_memory.h): the
+ * workspace and the scratchpad its calls need at one shape, which every convolution of the
+ * process shares (each grows to the largest need), and what it holds for its lifetime (its
+ * weights copied into the layouts its kernels want). */
+typedef struct ConvMemory {
+    size_t workspace, scratchpad, held;
+} ConvMemory;
+
 /* Output size along one axis of a k x k window at `stride` over `in` pixels with `pad` pixels
  * of padding on each side, for convolutions and pooling alike (nn.Conv2d, nn.MaxPool2d with
  * ceil_mode=False): (in + 2 pad - k) / stride + 1; 0 when the window does not fit. */
@@ -124,6 +132,9 @@ typedef struct Backend {
     void (*conv2d_backward)(Conv2d *c, int N, int H, int W, const float *x, const float *w,
                             const float *dy, float *dx, float *dw);
     void (*conv2d_weights_changed)(Conv2d *c);
+    /* The memory of c's forward and backward on N images of H x W (ConvMemory), from the plan
+     * the backend would make for them; NULL on a backend that counts none. */
+    void (*conv2d_memory)(Conv2d *c, int N, int H, int W, ConvMemory *m);
     /* 1: conv2d_init takes groups and dilation above 1, and rectangular kernels; 0: it takes
      * only dense, undilated, square convolutions, and a network that has others is refused
      * before anything is set up */

@@ -142,6 +142,7 @@ const Backend backend_cpu = {
     .conv2d_forward = conv2d_forward,
     .conv2d_backward = conv2d_backward,
     .conv2d_weights_changed = conv2d_weights_changed,
+    .conv2d_memory = conv2d_memory,
     .conv_grouped = 1,
     .bias_add = bias_add,
     .bias_grad = bias_grad,

@@ -846,6 +846,31 @@ const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
     return plan_get(c, N, H, W)->fwd.impl;  /* the forward primitive's */
 }
 
+void conv2d_memory(Conv2d *c, int N, int H, int W, ConvMemory *m) {
+    memset(m, 0, sizeof *m);
+    if (dw_selected(c, N, H, W)) {
+        m->workspace = depthwise_workspace_bytes(&c->shape, N, H, W);
+        return;
+    }
+    if (wino_selected(&c->shape, c->impl, H, W)) {
+        /* a plan of its own, not kept: its size is all that is wanted here */
+        Winograd p;
+        winograd_init(&p, c->shape.C_in, c->shape.C_out, N, H, W);
+        m->workspace = winograd_workspace_bytes(&p);
+        winograd_free(&p);
+        return;
+    }
+    const ConvPlan *pl = plan_get(c, N, H, W);
+    m->workspace = pl->ws_fwd > pl->ws_bwd ? pl->ws_fwd : pl->ws_bwd;
+    const Prim *prims[] = { &pl->fwd, &pl->bwd_data, &pl->bwd_w, &pl->dw_reorder };
+    for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
+        if (prims[i]->sp_bytes > m->scratchpad) m->scratchpad = prims[i]->sp_bytes;
+    m->scratchpad += SP_GUARD;
+    /* weights_get's copies: one per layout the forward and the backward-data primitives take */
+    m->held = dnnl_memory_desc_get_size(&pl->w_fwd_md);
+    if (!dnnl_memory_desc_equal(&pl->w_fwd_md, &pl->w_bwd_md)) m->held += dnnl_memory_desc_get_size(&pl->w_bwd_md);
+}
+
 const char *ops_cpu_describe(void) {
     static char buf[512];
     if (buf[0]) return buf;
@@ -870,6 +895,10 @@ void conv2d_init(Conv2d *c, const ConvShape *shape) {
 }
 void conv2d_free(Conv2d *c) { c->impl = NULL; }
 void conv2d_weights_changed(Conv2d *c) { (void)c; }
+void conv2d_memory(Conv2d *c, int N, int H, int W, ConvMemory *m) {
+    (void)c; (void)N; (void)H; (void)W;
+    memset(m, 0, sizeof *m);   /* the reference loops need nothing beside their tensors */
+}
 void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
     conv2d_reference_forward(c, N, H, W, x, w, y);
 }

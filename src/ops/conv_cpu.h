@@ -33,6 +33,11 @@ void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float
  * than on every call; the model calls this after every change of the parameters. */
 void conv2d_weights_changed(Conv2d *c);
 
+/* Backend.conv2d_memory: the memory the kernel this shape selects needs. For oneDNN's, the
+ * plan is made (and kept, as the first call would make it): its workspace, its primitives'
+ * scratchpads with the guard after them, and its copies of the weights. */
+void conv2d_memory(Conv2d *c, int N, int H, int W, ConvMemory *m);
+
 /* Winograd for the 3x3 stride-1 convs (default on; faster, within ~1e-5 of direct): winograd.c's
  * F(4x4, 3x3) or oneDNN's, whichever conv_cpu.c selects for the ISA and the shape. Applies to
  * convs initialised afterwards. No effect without oneDNN. */

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "ckpt/init_from.h"
+#include "memory_check.h"
 #include "model/netfile.h"
 #include "base/util.h"
 #include "model/zoo.h"
@@ -63,7 +64,8 @@ int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size
     return rc;
 }
 
-void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, Logger *log) {
+void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, size_t peak_bytes,
+                  Logger *log) {
     memset(l, 0, sizeof *l);
     Model *m = &l->model;
     char err[4800];
@@ -82,9 +84,15 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
     m->label_smoothing = (float)c->label_smoothing;
     char shape[64] = "";
     if (mini) snprintf(shape, sizeof shape, " width %ld blocks %ld", c->width, c->blocks);
-    log_info(log, "model: %s%s: %zu parameters, %.3f GMACs per %ldx%ld image, %d batch norms%s", m->net.name, shape,
+    char peak[64] = "";
+    if (peak_bytes) {
+        char b[32];
+        memory_format(peak_bytes, b, sizeof b);
+        snprintf(peak, sizeof peak, ", estimated peak %s", b);
+    }
+    log_info(log, "model: %s%s: %zu parameters, %.3f GMACs per %ldx%ld image, %d batch norms%s%s", m->net.name, shape,
              m->num_params, model_macs_per_image(m) / 1e9, config_input_size(c), config_input_size(c), m->n_bn,
-             c->zero_init_residual ? ", residual branches' last batch norms start at 0" : "");
+             c->zero_init_residual ? ", residual branches' last batch norms start at 0" : "", peak);
 
     sgd_init_on(&l->opt, be, m->num_params, (float)c->momentum, (float)c->weight_decay);
     l->opt.nesterov = c->nesterov;

@@ -35,8 +35,10 @@ int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size
 
 /* The model of `net` with its initial weights from --seed (or --init_from), the optimizer with its parameter groups, the
  * EMA and the scaler; logs what was built. The model's activations are sized for the training
- * batch only (model_evaluate chunks a larger evaluation batch). */
-void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, Logger *log);
+ * batch only (model_evaluate chunks a larger evaluation batch). peak_bytes, the run's estimated
+ * peak memory (memory_check.h), goes on the model's log line when it is not 0. */
+void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, size_t peak_bytes,
+                  Logger *log);
 
 /* The optimizer step on the averaged gradients at learning rate lr: unscaled, skipped by the
  * fp16 scaler when a gradient overflowed. */
