@@ -392,6 +392,16 @@ int netfile_parse(const char *text, size_t len, const char *what, NetSpec *s, ch
     for (size_t i = 0; rc == 0 && i < r.n; i++) {
         const Rec *c = &r.recs[i];
         const NodeKind k = (NodeKind)node_kind_parse(c->kind);
+        /* Refused here, not only when the table is resolved: the node before a node without
+         * "in" is its input by position, and a file written back names it, which would then
+         * find the first node of that name (found by fuzz_netfile: found_duplicate_name). */
+        for (size_t j = 0; j < i; j++)
+            if (!strcmp(r.recs[j].name, c->name)) {
+                snprintf(err, errlen, "%s: line %zu, node \"%s\", field \"name\": a second node of this name (node %zu, "
+                         "line %zu, is the first)", QUOTED(what), c->line, c->name, j, r.recs[j].line);
+                rc = -1;
+            }
+        if (rc != 0) break;
         int in = i == 0 ? NET_INPUT : (int)i - 1;
         int ins[NET_MAX_INPUTS], n_ins = 0;
         if (c->in_list) {
