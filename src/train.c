@@ -82,8 +82,10 @@ typedef struct {
  * lowest healthy rank repeats the reason for the job's output. */
 static void startup_fail(Run *r, const char *msg) {
     fflush(stdout);
-    if (r->world.boot.world_size > 1) fprintf(stderr, "%s: error: rank %d: %s\n", g_progname, r->world.boot.rank, msg);
-    else fprintf(stderr, "%s: error: %s\n", g_progname, msg);
+    char line[4 * 4800];   /* a control character left in a name shown as die() shows it: one line */
+    one_line(line, sizeof line, msg);
+    if (r->world.boot.world_size > 1) fprintf(stderr, "%s: error: rank %d: %s\n", g_progname, r->world.boot.rank, line);
+    else fprintf(stderr, "%s: error: %s\n", g_progname, line);
     fflush(stderr);
     world_startup_fail(&r->world, 1, msg);
 }
@@ -187,7 +189,7 @@ static void setup(Run *r, int argc, char **argv) {
     open_job_dir(r);
 
     char line[1600];
-    log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", r->job.path);
+    log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", QUOTED(r->job.path));
     log_info(&r->log, "%s", bootstrap_describe(&r->world.boot));
     log_info(&r->log, "%s", comm_describe(r->comm));
 #ifdef _OPENMP

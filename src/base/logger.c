@@ -93,8 +93,11 @@ static void bar_redraw(Logger *l) {
 }
 
 static void vlog(Logger *l, const char *level, int warn, const char *fmt, va_list ap) {
-    char msg[4096];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char raw[4096], msg[4 * sizeof raw];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    /* A control character from a name (a --job_dir with a newline or an escape, in every
+     * checkpoint's path) would forge a line or reach the terminal: shown as die() shows it. */
+    one_line(msg, sizeof msg, raw);
     file_line(l, level, msg);
     if (warn) {
         bar_erase(l);

@@ -19,6 +19,11 @@
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 #define die(...) die_code(1, __VA_ARGS__)
 
+/* msg with every control character (C0, DEL) written \ooo, as die() prints it: one line that
+ * sends nothing to the terminal, for messages printed without die(). Into buf (n bytes; 4 per
+ * input byte always fit); returns buf. */
+const char *one_line(char *buf, size_t n, const char *msg);
+
 /* Internal failures (allocation, I/O syscalls): report the call and file:line. */
 void fail_at(const char *file, int line, const char *what, const char *detail) __attribute__((noreturn));
 

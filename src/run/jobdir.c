@@ -46,14 +46,14 @@ int jobdir_creatable(const char *dir, char *err, size_t n) {
     snprintf_check(p, sizeof p, "%s", dir);
     struct stat st;
     while (stat(p, &st) != 0) {
-        if (errno != ENOENT) return errf(err, n, "--job_dir %s: cannot create directory: %s", dir, strerror(errno));
+        if (errno != ENOENT) return errf(err, n, "--job_dir %s: cannot create directory: %s", QUOTED(dir), strerror(errno));
         char *slash = strrchr(p, '/');
         if (!slash) { snprintf_check(p, sizeof p, "."); continue; }
         if (slash == p) slash[1] = '\0'; else *slash = '\0';
     }
-    if (!S_ISDIR(st.st_mode)) return errf(err, n, "--job_dir %s: cannot create directory: %s", dir, strerror(ENOTDIR));
+    if (!S_ISDIR(st.st_mode)) return errf(err, n, "--job_dir %s: cannot create directory: %s", QUOTED(dir), strerror(ENOTDIR));
     if (access(p, W_OK | X_OK) != 0)
-        return errf(err, n, "--job_dir %s: %s: %s", dir, strcmp(p, dir) ? "cannot create directory" : "not writable",
+        return errf(err, n, "--job_dir %s: %s: %s", QUOTED(dir), strcmp(p, dir) ? "cannot create directory" : "not writable",
                     strerror(errno));
     return 0;
 }
@@ -122,7 +122,7 @@ void jobdir_create(JobDir *j, Comm *c, const char *const *hosts) {
     int64_t token = (int64_t)(((uint64_t)getpid() << 32) ^ (uint64_t)(now_sec() * 1e6) ^ (uint64_t)time(NULL));
     comm_broadcast(c, &token, sizeof token, 0);
     if (c->rank == 0 && mkdir_p(j->path) != 0)
-        die("--job_dir %s: cannot create directory: %s", j->path, strerror(errno));
+        die("--job_dir %s: cannot create directory: %s", QUOTED(j->path), strerror(errno));
     if (c->rank == 0 && c->world_size > 1 && write_check(j, (uint64_t)token) != 0)
         die("%s/" CHECK_FILE ": cannot write: %s", j->path, strerror(errno));
     comm_set_context(c, "waiting for rank 0 to create the job directory");
