@@ -180,6 +180,8 @@ static void setup(Run *r, int argc, char **argv) {
     /* Rank 0 checks that it will be able to create the job directory, but creates it only
      * once every rank has passed start-up, so a failure anywhere leaves nothing behind. */
     if (r->world.boot.rank == 0 && jobdir_creatable(r->job.path, err, sizeof err) != 0) startup_fail(r, err);
+    /* ... and that no other run uses it, nor a link in it leads elsewhere (jobdir.h). */
+    if (r->world.boot.rank == 0 && jobdir_check_existing(r->job.path, err, sizeof err) != 0) startup_fail(r, err);
     if (world_startup_check(&r->world) != 0) world_startup_fail(&r->world, 1, NULL);
     /* From here on every rank is inside collectives: an error on one rank must end them all. */
     g_die_world = &r->world;
@@ -190,6 +192,7 @@ static void setup(Run *r, int argc, char **argv) {
 
     char line[1600];
     log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", QUOTED(r->job.path));
+    if (r->job.lock_note[0]) log_info(&r->log, "%s", r->job.lock_note);
     log_info(&r->log, "%s", bootstrap_describe(&r->world.boot));
     log_info(&r->log, "%s", comm_describe(r->comm));
 #ifdef _OPENMP

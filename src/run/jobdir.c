@@ -3,6 +3,7 @@
 #include "jobdir.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,6 +15,7 @@
 #include "dist/agree.h"
 #include "dist/bootstrap.h"
 #include "base/util.h"
+#include "jobdir_lock.h"
 
 #define PREEMPTED_MARKER "preempted"
 /* A file rank 0 writes into the job directory and every rank reads back. */
@@ -57,6 +59,16 @@ int jobdir_creatable(const char *dir, char *err, size_t n) {
                     strerror(errno));
     return 0;
 }
+
+/* ---- what the job directory holds ----------------------------------------------------------- */
+
+int jobdir_check_existing(const char *dir, char *err, size_t n) {
+    struct stat st;
+    if (stat(dir, &st) != 0 || !S_ISDIR(st.st_mode)) return 0;   /* jobdir_creatable's to judge */
+    return jobdir_lock_probe(dir, err, n);
+}
+
+/* ---- creation ------------------------------------------------------------------------------ */
 
 /* Rank 0, once the directory exists: the file every rank reads back, with a token of this
  * start's own. 0, or -1 with errno. */
@@ -123,6 +135,16 @@ void jobdir_create(JobDir *j, Comm *c, const char *const *hosts) {
     comm_broadcast(c, &token, sizeof token, 0);
     if (c->rank == 0 && mkdir_p(j->path) != 0)
         die("--job_dir %s: cannot create directory: %s", QUOTED(j->path), strerror(errno));
+    /* Before anything is written there: the lock (one run at a time). Start-up checked it
+     * already; this settles a race with a run that started since. */
+    char err[4800] = "";
+    int64_t refused = 0;
+    if (c->rank == 0) {
+        if (jobdir_lock_take(j->path, j->lock_note, sizeof j->lock_note, err, sizeof err) != 0) refused = 1;
+    }
+    comm_set_context(c, "sharing whether the job directory is free for this run");
+    comm_broadcast(c, &refused, sizeof refused, 0);
+    if (refused) agree_refuse(c, 0, err);
     if (c->rank == 0 && c->world_size > 1 && write_check(j, (uint64_t)token) != 0)
         die("%s/" CHECK_FILE ": cannot write: %s", j->path, strerror(errno));
     comm_set_context(c, "waiting for rank 0 to create the job directory");
