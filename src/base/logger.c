@@ -38,14 +38,14 @@ int logger_open(Logger *l, const char *job_dir, char *err, size_t errlen) {
         return -1;
     }
     snprintf(path, sizeof path, "%s/logs/rank-%05d.log", job_dir, l->rank);
-    l->file = fopen(path, "a");
+    l->file = fopen_append_nofollow(path);   /* a planted symlink is never written through */
     if (!l->file) {
         snprintf(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
         return -1;
     }
     if (l->rank == 0) {
         snprintf(path, sizeof path, "%s/metrics.jsonl", job_dir);
-        l->metrics = fopen(path, "a");
+        l->metrics = fopen_append_nofollow(path);
         if (!l->metrics) {
             snprintf(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
             fclose(l->file);

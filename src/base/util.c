@@ -260,6 +260,19 @@ int write_file_atomic_mode(const char *path, const void *data, size_t len, unsig
     return fsync_dir_of(path);
 }
 
+FILE *fopen_append_nofollow(const char *path) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0) { int e = errno; close(fd); errno = e; return NULL; }
+    if (!S_ISREG(st.st_mode)) { close(fd); errno = EINVAL; return NULL; }
+    /* O_NONBLOCK only kept a FIFO from blocking the open */
+    if (fcntl(fd, F_SETFL, O_APPEND) != 0) { int e = errno; close(fd); errno = e; return NULL; }
+    FILE *f = fdopen(fd, "a");
+    if (!f) { int e = errno; close(fd); errno = e; }
+    return f;
+}
+
 int write_file_atomic(const char *path, const void *data, size_t len) {
     return write_file_atomic_mode(path, data, len, 0666);
 }

@@ -89,6 +89,11 @@ void snprintf_check(char *buf, size_t n, const char *fmt, ...) __attribute__((fo
 /* mkdir -p with mode 0777 & ~umask; returns 0 or -1 with errno set. */
 int mkdir_p(const char *path);
 
+/* fopen(path, "a") that never writes through a symbolic link planted under path (O_NOFOLLOW:
+ * ELOOP) and takes only a regular file (a FIFO: EINVAL, without blocking in open). The job
+ * directory's logs are opened so. NULL with errno on failure. */
+FILE *fopen_append_nofollow(const char *path);
+
 /* Write `len` bytes to `path` atomically: temp file in the same directory, fsync, rename,
  * fsync of the directory (the rename is durable only then). The temp file is created with
  * O_EXCL|O_NOFOLLOW, so a file or symlink planted under its name is never written through.
