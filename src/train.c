@@ -26,6 +26,7 @@
 #include "run/eval.h"
 #include "dist/flight.h"
 #include "run/jobdir.h"
+#include "run/jobdir_lock.h"
 #include "run/learner.h"
 #include "base/logger.h"
 #include "model/netfile.h"
@@ -94,6 +95,7 @@ static World *g_die_world;
 
 /* die() after start-up: every rank is inside collectives, so one rank's error ends them all. */
 static void die_ends_job(int code) {
+    jobdir_lock_release();   /* MPI_Abort may end this process without running atexit */
     if (g_die_world && g_die_world->boot.world_size > 1) world_abort_job(g_die_world, code);
 }
 

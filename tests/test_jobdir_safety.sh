@@ -7,7 +7,8 @@
 #      (mpirun) the same, every rank ending without a hang
 #  (b) a stale lock is taken over, the run's log saying whose: a run killed with SIGKILL, a lock
 #      naming a pid gone on this host, the lock of an earlier restart of the same Slurm job on
-#      another host; another job's lock on another host is refused and the directory untouched
+#      another host; another job's lock on another host is refused and the directory untouched;
+#      2 ranks ended by an error after start-up (MPI_Abort) leave no lock
 #  (c) a symbolic link under a name ddptrain writes (checkpoints, checkpoints/latest, logs,
 #      logs/rank-00000.log, metrics.jsonl), or a FIFO as metrics.jsonl, is refused in one line
 #      (1 rank, and 2 for checkpoints), without a hang, and nothing is written through it
@@ -116,6 +117,16 @@ if wait_for "$J/logs/rank-00000.log" "training: "; then
     [ ! -e "$J/.lock" ] && ok "(b) lock removed at exit" || bad "(b) $J/.lock left after the run"
 else
     bad "(b) the run to kill never started training: $(tail -3 "$TMP/k.out")"
+fi
+
+# an error after start-up on 2 ranks ends the job through MPI_Abort, which runs no atexit handler
+if [ $HAVE_MPI = 1 ]; then
+    J=$TMP/jb-err
+    timeout -k 5 60 $MPIRUN -np 2 "$DDPTRAIN" "${FLAGS[@]}" --job_dir "$J" --epochs 1 --resume "$TMP/none.h5" >"$TMP/e.out" 2>&1
+    rc=$?
+    [ $rc != 0 ] && [ $rc != 124 ] && [ -d "$J/logs" ] && [ ! -e "$J/.lock" ] &&
+        ok "(b) 2 ranks ended by an error after start-up (exit $rc): no lock left" ||
+        bad "(b) 2 ranks ended by an error after start-up: exit $rc, lock: $(cat "$J/.lock" 2>&1)"
 fi
 
 # plant LOCK_TEXT into a fresh job directory
