@@ -17,6 +17,7 @@
 #      named are one line each with no escape byte; a run from such a --data_dir into such a
 #      --job_dir logs both quoted.
 # Exit 0 pass, 1 fail.
+# shellcheck disable=SC2015,SC2016,SC2086  # A && ok || bad: ok never fails; link_case's snippets expand when run; $MPIRUN is a word list
 # Run by `sh` (make check uses $(SHELL)): continue under bash.
 if [ -z "${BASH_VERSION:-}" ]; then exec bash "$0" "$@"; fi
 # shellcheck source=tests/helpers/lib.sh disable=SC1091
