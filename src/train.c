@@ -26,6 +26,7 @@
 #include "run/eval.h"
 #include "dist/flight.h"
 #include "run/jobdir.h"
+#include "run/jobdir_lock.h"
 #include "run/learner.h"
 #include "run/memory_check.h"
 #include "base/logger.h"
@@ -84,8 +85,10 @@ typedef struct {
  * lowest healthy rank repeats the reason for the job's output. */
 static void startup_fail(Run *r, const char *msg) {
     fflush(stdout);
-    if (r->world.boot.world_size > 1) fprintf(stderr, "%s: error: rank %d: %s\n", g_progname, r->world.boot.rank, msg);
-    else fprintf(stderr, "%s: error: %s\n", g_progname, msg);
+    char line[4 * 4800];   /* a control character left in a name shown as die() shows it: one line */
+    one_line(line, sizeof line, msg);
+    if (r->world.boot.world_size > 1) fprintf(stderr, "%s: error: rank %d: %s\n", g_progname, r->world.boot.rank, line);
+    else fprintf(stderr, "%s: error: %s\n", g_progname, line);
     fflush(stderr);
     world_startup_fail(&r->world, 1, msg);
 }
@@ -94,6 +97,7 @@ static World *g_die_world;
 
 /* die() after start-up: every rank is inside collectives, so one rank's error ends them all. */
 static void die_ends_job(int code) {
+    jobdir_lock_release();   /* MPI_Abort may end this process without running atexit */
     if (g_die_world && g_die_world->boot.world_size > 1) world_abort_job(g_die_world, code);
 }
 
@@ -185,6 +189,8 @@ static void setup(Run *r, int argc, char **argv) {
     /* Rank 0 checks that it will be able to create the job directory, but creates it only
      * once every rank has passed start-up, so a failure anywhere leaves nothing behind. */
     if (r->world.boot.rank == 0 && jobdir_creatable(r->job.path, err, sizeof err) != 0) startup_fail(r, err);
+    /* ... and that no other run uses it, nor a link in it leads elsewhere (jobdir.h). */
+    if (r->world.boot.rank == 0 && jobdir_check_existing(r->job.path, err, sizeof err) != 0) startup_fail(r, err);
     if (world_startup_check(&r->world) != 0) world_startup_fail(&r->world, 1, NULL);
     /* From here on every rank is inside collectives: an error on one rank must end them all. */
     g_die_world = &r->world;
@@ -194,7 +200,8 @@ static void setup(Run *r, int argc, char **argv) {
     open_job_dir(r);
 
     char line[1600];
-    log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", r->job.path);
+    log_info(&r->log, "ddptrain " PACKAGE_VERSION ": job dir %s", QUOTED(r->job.path));
+    if (r->job.lock_note[0]) log_info(&r->log, "%s", r->job.lock_note);
     log_info(&r->log, "%s", bootstrap_describe(&r->world.boot));
     log_info(&r->log, "%s", comm_describe(r->comm));
 #ifdef _OPENMP

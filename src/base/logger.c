@@ -38,14 +38,14 @@ int logger_open(Logger *l, const char *job_dir, char *err, size_t errlen) {
         return -1;
     }
     snprintf(path, sizeof path, "%s/logs/rank-%05d.log", job_dir, l->rank);
-    l->file = fopen(path, "a");
+    l->file = fopen_append_nofollow(path);   /* a planted symlink is never written through */
     if (!l->file) {
         snprintf(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
         return -1;
     }
     if (l->rank == 0) {
         snprintf(path, sizeof path, "%s/metrics.jsonl", job_dir);
-        l->metrics = fopen(path, "a");
+        l->metrics = fopen_append_nofollow(path);
         if (!l->metrics) {
             snprintf(err, errlen, "%s: cannot open for writing: %s", path, strerror(errno));
             fclose(l->file);
@@ -93,8 +93,11 @@ static void bar_redraw(Logger *l) {
 }
 
 static void vlog(Logger *l, const char *level, int warn, const char *fmt, va_list ap) {
-    char msg[4096];
-    vsnprintf(msg, sizeof msg, fmt, ap);
+    char raw[4096], msg[4 * sizeof raw];
+    vsnprintf(raw, sizeof raw, fmt, ap);
+    /* A control character from a name (a --job_dir with a newline or an escape, in every
+     * checkpoint's path) would forge a line or reach the terminal: shown as die() shows it. */
+    one_line(msg, sizeof msg, raw);
     file_line(l, level, msg);
     if (warn) {
         bar_erase(l);

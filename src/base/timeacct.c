@@ -214,7 +214,7 @@ int timeacct_open(TimeAcct *t, const char *job_dir, int *skipped, char *err, siz
         return errf(err, errlen, "%s: cannot write: %s", t->path, strerror(errno));
     }
     free(text);
-    t->f = fopen(t->path, "a");
+    t->f = fopen_append_nofollow(t->path);
     if (!t->f) return errf(err, errlen, "%s: cannot open for appending: %s", t->path, strerror(errno));
     t->on = 1;
     if (timeacct_write(t, 0, TIMEACCT_NOW) != 0) return errf(err, errlen, "%s: cannot write: %s", t->path, strerror(errno));

@@ -15,6 +15,17 @@ int g_die_quiet = 0;
 void (*g_die_hook)(int code) = NULL;
 int g_console_line_open = 0;
 
+const char *one_line(char *buf, size_t n, const char *msg) {
+    CHECK(n >= 5);
+    size_t o = 0;
+    for (const unsigned char *p = (const unsigned char *)msg; *p && o + 5 <= n; p++) {
+        if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(buf + o, n - o, "\\%03o", *p);
+        else buf[o++] = (char)*p;
+    }
+    buf[o] = '\0';
+    return buf;
+}
+
 void die_code(int code, const char *fmt, ...) {
     va_list ap;
     char msg[2048];
@@ -22,12 +33,7 @@ void die_code(int code, const char *fmt, ...) {
     vsnprintf(msg, sizeof msg, fmt, ap);
     va_end(ap);
     char safe[4 * sizeof msg];
-    size_t o = 0;
-    for (const unsigned char *p = (const unsigned char *)msg; *p; p++) {
-        if (*p < 0x20 || *p == 0x7f) o += (size_t)snprintf(safe + o, sizeof safe - o, "\\%03o", *p);
-        else safe[o++] = (char)*p;
-    }
-    safe[o] = '\0';
+    one_line(safe, sizeof safe, msg);
     if (g_console_line_open) fputc('\n', stdout);
     fflush(stdout);
     if (!g_die_quiet) fprintf(stderr, "%s: error: %s\n", g_progname, safe);
@@ -252,6 +258,19 @@ int write_file_atomic_mode(const char *path, const void *data, size_t len, unsig
     if (fsync(fd) != 0 || close(fd) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
     if (rename(tmp, path) != 0) { int e = errno; unlink(tmp); errno = e; return -1; }
     return fsync_dir_of(path);
+}
+
+FILE *fopen_append_nofollow(const char *path) {
+    int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC, 0666);
+    if (fd < 0) return NULL;
+    struct stat st;
+    if (fstat(fd, &st) != 0) { int e = errno; close(fd); errno = e; return NULL; }
+    if (!S_ISREG(st.st_mode)) { close(fd); errno = EINVAL; return NULL; }
+    /* O_NONBLOCK only kept a FIFO from blocking the open */
+    if (fcntl(fd, F_SETFL, O_APPEND) != 0) { int e = errno; close(fd); errno = e; return NULL; }
+    FILE *f = fdopen(fd, "a");
+    if (!f) { int e = errno; close(fd); errno = e; }
+    return f;
 }
 
 int write_file_atomic(const char *path, const void *data, size_t len) {

@@ -19,6 +19,11 @@
 void die_code(int code, const char *fmt, ...) __attribute__((format(printf, 2, 3), noreturn));
 #define die(...) die_code(1, __VA_ARGS__)
 
+/* msg with every control character (C0, DEL) written \ooo, as die() prints it: one line that
+ * sends nothing to the terminal, for messages printed without die(). Into buf (n bytes; 4 per
+ * input byte always fit); returns buf. */
+const char *one_line(char *buf, size_t n, const char *msg);
+
 /* Internal failures (allocation, I/O syscalls): report the call and file:line. */
 void fail_at(const char *file, int line, const char *what, const char *detail) __attribute__((noreturn));
 
@@ -83,6 +88,11 @@ void snprintf_check(char *buf, size_t n, const char *fmt, ...) __attribute__((fo
 
 /* mkdir -p with mode 0777 & ~umask; returns 0 or -1 with errno set. */
 int mkdir_p(const char *path);
+
+/* fopen(path, "a") that never writes through a symbolic link planted under path (O_NOFOLLOW:
+ * ELOOP) and takes only a regular file (a FIFO: EINVAL, without blocking in open). The job
+ * directory's logs are opened so. NULL with errno on failure. */
+FILE *fopen_append_nofollow(const char *path);
 
 /* Write `len` bytes to `path` atomically: temp file in the same directory, fsync, rename,
  * fsync of the directory (the rename is durable only then). The temp file is created with

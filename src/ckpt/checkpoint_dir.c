@@ -6,7 +6,9 @@
 
 #include <dirent.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "base/util.h"
@@ -48,9 +50,12 @@ static Entry *list_checkpoints(const char *dir, int *n) {
     int cap = 16;
     Entry *e = mallocCheck((size_t)cap * sizeof *e);
     struct dirent *de;
+    struct stat st;
     while ((de = readdir(d)) != NULL) {
         long step;
         if (!checkpoint_parse_name(de->d_name, &step) || strlen(de->d_name) >= sizeof e->name) continue;
+        /* a symbolic link or a FIFO under a checkpoint's name is none of ours: never read */
+        if (fstatat(dirfd(d), de->d_name, &st, AT_SYMLINK_NOFOLLOW) != 0 || !S_ISREG(st.st_mode)) continue;
         if (*n == cap) {
             cap *= 2;
             e = realloc(e, (size_t)cap * sizeof *e);
@@ -70,8 +75,13 @@ static void read_latest(const char *dir, char *name, size_t len) {
     name[0] = '\0';
     char p[CKPT_PATH_MAX + 16];
     snprintf_check(p, sizeof p, "%s/%s", dir, CKPT_LATEST_NAME);
-    FILE *f = fopen(p, "r");
-    if (!f) return;
+    /* never through a symbolic link, never blocked on a FIFO: such a `latest` names nothing */
+    const int fd = open(p, O_RDONLY | O_NOFOLLOW | O_NONBLOCK | O_CLOEXEC);
+    struct stat st;
+    if (fd < 0) return;
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) { close(fd); return; }
+    FILE *f = fdopen(fd, "r");
+    if (!f) { close(fd); return; }
     char line[512];
     if (fgets(line, sizeof line, f)) {
         line[strcspn(line, "\r\n")] = '\0';

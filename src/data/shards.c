@@ -73,22 +73,22 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
                   int expected_num_classes, char *err, size_t errlen) {
     memset(set, 0, sizeof *set);
     shards_quiet_hdf5();
-    if (strlen(dir) >= sizeof set->dir - 80) return errf(err, errlen, "%s: path too long", dir);
-    if (strlen(split) >= sizeof set->split) return errf(err, errlen, "%s: split name '%s' too long", dir, split);
+    if (strlen(dir) >= sizeof set->dir - 80) return errf(err, errlen, "%s: path too long", QUOTED(dir));
+    if (strlen(split) >= sizeof set->split) return errf(err, errlen, "%s: split name '%s' too long", QUOTED(dir), QUOTED(split));
     strcpy(set->dir, dir);
     strcpy(set->split, split);
 
     struct stat st;
-    if (stat(dir, &st) != 0) return errf(err, errlen, "%s: cannot open data directory: %s", dir, strerror(errno));
-    if (!S_ISDIR(st.st_mode)) return errf(err, errlen, "%s: not a directory (a directory of %s-NNNNN-of-MMMMM.h5 shards is expected)", dir, split);
+    if (stat(dir, &st) != 0) return errf(err, errlen, "%s: cannot open data directory: %s", QUOTED(dir), strerror(errno));
+    if (!S_ISDIR(st.st_mode)) return errf(err, errlen, "%s: not a directory (a directory of %s-NNNNN-of-MMMMM.h5 shards is expected)", QUOTED(dir), split);
     Found *f;
     int n = list_split(dir, split, &f);
-    if (n < 0) return errf(err, errlen, "%s: cannot read data directory: %s", dir, strerror(errno));
+    if (n < 0) return errf(err, errlen, "%s: cannot read data directory: %s", QUOTED(dir), strerror(errno));
     char p1[SHARD_PATH_MAX], p2[SHARD_PATH_MAX];
     if (n == 0) {
         free(f);
         return errf(err, errlen, "%s: no %s shards found (files named %s-NNNNN-of-MMMMM.h5 are expected; see ddptrain-data --help)",
-                    dir, split, split);
+                    QUOTED(dir), split, split);
     }
     /* One shard count for the whole split: a mix means a stale set was left behind. */
     for (int i = 1; i < n; i++)
@@ -96,7 +96,7 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
             join_path(p1, sizeof p1, dir, f[i].name);
             join_path(p2, sizeof p2, dir, f[0].name);
             errf(err, errlen, "%s: shard count %d in the name differs from %d in %s (all %s shards must be -of-<same count>)",
-                 p1, f[i].count, f[0].count, p2, split);
+                 QUOTED(p1), f[i].count, f[0].count, QUOTED(p2), split);
             free(f);
             return -1;
         }
@@ -104,7 +104,7 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
     for (int i = 0; i < n; i++)
         if (f[i].index >= M || M < 1) {
             join_path(p1, sizeof p1, dir, f[i].name);
-            errf(err, errlen, "%s: shard index %d is not below the shard count %d in its name", p1, f[i].index, M);
+            errf(err, errlen, "%s: shard index %d is not below the shard count %d in its name", QUOTED(p1), f[i].index, M);
             free(f);
             return -1;
         }
@@ -113,7 +113,7 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
             char nm[64];
             shard_name(nm, sizeof nm, split, i, M);
             join_path(p1, sizeof p1, dir, nm);
-            errf(err, errlen, "%s: missing (the %s shard set is incomplete: %d of %d shards present)", p1, split, n, M);
+            errf(err, errlen, "%s: missing (the %s shard set is incomplete: %d of %d shards present)", QUOTED(p1), split, n, M);
             free(f);
             return -1;
         }
@@ -128,20 +128,20 @@ int shardset_open(ShardSet *set, const char *dir, const char *split, int expecte
         static const char *const enc_name[2] = {"raw", "jpeg"};
         if (s->encoding != s0->encoding)
             rc = errf(err, errlen, "%s: encoding %s but %s has encoding %s (all shards of a split must have one encoding)",
-                      p1, enc_name[s->encoding], s0->path, enc_name[s0->encoding]);
+                      QUOTED(p1), enc_name[s->encoding], QUOTED(s0->path), enc_name[s0->encoding]);
         else if (s->encoding == SHARD_ENC_JPEG && s->image_size != s0->image_size)
             rc = errf(err, errlen, "%s: attribute 'image_size' is %d but %s says %d (all shards of a split must have one image size)",
-                      p1, s->image_size, s0->path, s0->image_size);
+                      QUOTED(p1), s->image_size, QUOTED(s0->path), s0->image_size);
         else if (s->image_size != s0->image_size)
             rc = errf(err, errlen, "%s: images are %dx%d but %s has %dx%d (all shards must have one image size)",
-                      p1, s->image_size, s->image_size, s0->path, s0->image_size, s0->image_size);
+                      QUOTED(p1), s->image_size, s->image_size, QUOTED(s0->path), s0->image_size, s0->image_size);
         else if (s->attrs.num_classes != s0->attrs.num_classes)
             rc = errf(err, errlen, "%s: attribute 'num_classes' is %d but %s says %d (all shards must agree)",
-                      p1, s->attrs.num_classes, s0->path, s0->attrs.num_classes);
+                      QUOTED(p1), s->attrs.num_classes, QUOTED(s0->path), s0->attrs.num_classes);
         /* The loader numbers a split's samples in 32 bits. */
         if (rc == 0 && s->n > (size_t)SHARDSET_MAX_SAMPLES - set->total)
             rc = errf(err, errlen, "%s: the %s shards hold more than %lu samples, the most one split may have",
-                      p1, split, (unsigned long)SHARDSET_MAX_SAMPLES);
+                      QUOTED(p1), split, (unsigned long)SHARDSET_MAX_SAMPLES);
         set->total += s->n;
     }
     free(f);

@@ -257,7 +257,8 @@ static int startup_exchange(World *w, const char *reason) {
             if (!row[0]) continue;
             char *why = (char *)(row + 1);
             why[WORLD_REASON_MAX - 1] = '\0';
-            fprintf(stderr, "%s: error: rank %d failed at start-up %s\n", g_progname, r, why);
+            char line[4 * WORLD_REASON_MAX];   /* a control character in a name: one line all the same */
+            fprintf(stderr, "%s: error: rank %d failed at start-up %s\n", g_progname, r, one_line(line, sizeof line, why));
             shown++;
         }
         if (nfailed > shown)

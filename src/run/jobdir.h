@@ -1,12 +1,13 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* jobdir.h - the job directory: its name, its creation, the check that every rank sees it,
- * config.json, and the preemption marker.
+/* jobdir.h - the job directory: its name, its creation, its lock and the check of its
+ * entries, the check that every rank sees it, config.json, and the preemption marker.
  *
  * Rank 0 decides the name (--job_dir, else Slurm's runs/<job id> so that a requeued job finds
  * its checkpoints again, else runs/<time>-<pid>) and checks at start-up that it could create
- * it, but creates it only once every rank has passed start-up, so that a failure anywhere
- * leaves nothing behind. Every rank then reads back a file rank 0 wrote there: a node that
- * does not share it (a node-local /scratch, a missing mount) would otherwise log into a
+ * it, that no other run holds it (jobdir_lock.h) and that nothing ddptrain writes there is a
+ * symbolic link, but creates it only once every rank has passed start-up, so that a failure
+ * anywhere leaves nothing behind. Every rank then reads back a file rank 0 wrote there: a node
+ * that does not share it (a node-local /scratch, a missing mount) would otherwise log into a
  * directory of its own and fail hours later, when a resume reads a checkpoint only rank 0's
  * node has. */
 #ifndef DDP_JOBDIR_H
@@ -20,6 +21,7 @@
 typedef struct {
     char path[4096];
     char ckpt_dir[4200];   /* <path>/checkpoints */
+    char lock_note[800];   /* rank 0: a stale lock taken over (jobdir_lock.h), for the log; "" */
 } JobDir;
 
 /* Rank 0's choice of the name (it may contain a pid); "" on the other ranks until
@@ -29,9 +31,17 @@ void jobdir_propose(JobDir *j, const Config *c, int rank);
 /* Whether mkdir -p of `dir` would succeed: 0, or -1 with one line in err. */
 int jobdir_creatable(const char *dir, char *err, size_t n);
 
+/* Rank 0 at start-up, when `dir` exists: refused (-1, one line in err) when another live run
+ * holds its lock (jobdir_lock.h), or when one of the names ddptrain opens there (checkpoints/,
+ * latest, logs/, metrics.jsonl...) is a symbolic link or not what ddptrain makes (a FIFO for a
+ * log). Writes nothing. */
+int jobdir_check_existing(const char *dir, char *err, size_t n);
+
 /* Collective, after the start-up check: every rank learns the name, rank 0 creates the
- * directory, and every rank reads back a file of this start's own from it (the job is refused
- * naming the first rank and host that cannot). hosts[q] names rank q's host. */
+ * directory, takes its lock and checks its entries again (a run that started since the
+ * start-up check is refused on every rank, before anything is written), and every rank reads
+ * back a file of this start's own from it (the job is refused naming the first rank and host
+ * that cannot). hosts[q] names rank q's host. */
 void jobdir_create(JobDir *j, Comm *c, const char *const *hosts);
 
 /* Rank 0: config.json (the run's options) and the checkpoints' directory. Dies on failure. */

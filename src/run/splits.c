@@ -50,7 +50,7 @@ int splits_open(Splits *s, const Config *c, const Bootstrap *b, int on_device, c
     if (dataloader_num_batches(s->train) < (size_t)c->grad_accum_steps)
         return errf(err, errlen,
                     "--data_dir %s: this rank's %zu training images are fewer than one optimizer step (batch_size %ld x "
-                    "grad_accum_steps %ld)", c->data_dir, dataloader_num_samples(s->train), c->batch_size,
+                    "grad_accum_steps %ld)", QUOTED(c->data_dir), dataloader_num_samples(s->train), c->batch_size,
                     c->grad_accum_steps);
     return 0;
 }
@@ -75,7 +75,7 @@ void splits_agree_on_storage(Splits *s, Comm *comm, Logger *log) {
 void splits_log(const Splits *s, Logger *log) {
     const Config *c = s->cfg;
     /* Every rank logs what it reads into its own file; rank 0's line also reaches stdout. */
-    log_info(log, "data: %s: train %zu images on this rank of %zu (%s); test %zu of %zu", c->data_dir,
+    log_info(log, "data: %s: train %zu images on this rank of %zu (%s); test %zu of %zu", QUOTED(c->data_dir),
              dataloader_num_samples(s->train), dataloader_global_samples(s->train), dataloader_describe(s->train),
              dataloader_num_samples(s->test), dataloader_global_samples(s->test));
     char why[600];
