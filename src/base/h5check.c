@@ -774,3 +774,38 @@ out:
     H5Pclose(dcpl);
     return rc;
 }
+
+int h5check_allocated(hid_t ds, char *why, size_t whylen) {
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (dcpl < 0) return 0;
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    const int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
+    const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    hsize_t dims[MAX_DIMS], cdim[MAX_DIMS];
+    int rc = 0;
+    if (np <= 0 || width == 0 || rank < 0 || rank > MAX_DIMS) goto out;
+    if (layout == H5D_CONTIGUOUS) {
+        const double want = (double)np * (double)width, stored = (double)H5Dget_storage_size(ds);
+        if (stored < want) {
+            snprintf(why, whylen, "%.0f bytes stored for %.0f bytes of elements (never written?)", stored, want);
+            rc = -1;
+        }
+    } else if (layout == H5D_CHUNKED && rank >= 1 && H5Pget_chunk(dcpl, rank, cdim) == rank) {
+        H5Sget_simple_extent_dims(sp, dims, NULL);
+        double want = 1.0;
+        for (int d = 0; d < rank; d++) want *= cdim[d] ? (double)((dims[d] + cdim[d] - 1) / cdim[d]) : 0.0;
+        hsize_t have = 0;
+        /* a dataspace, not H5S_ALL, which HDF5 1.10 answers with 0 */
+        if (H5Dget_num_chunks(ds, sp, &have) < 0 || (double)have < want) {
+            snprintf(why, whylen, "%llu of its %.0f chunks stored (the others never written)", (unsigned long long)have, want);
+            rc = -1;
+        }
+    }
+out:
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    H5Pclose(dcpl);
+    return rc;
+}

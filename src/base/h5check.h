@@ -53,4 +53,11 @@ int h5check_compact_storage(hid_t ds, char *why, size_t whylen);
  * knows, and pass unchecked. */
 int h5check_chunks(hid_t ds, const hsize_t *start, const hsize_t *count, char *why, size_t whylen);
 
+/* 0 unless dataset `ds` lacks storage for some of its elements: contiguous storage smaller
+ * than its elements take (never written: HDF5 allocates it on the first write), or fewer
+ * chunks stored than cover its extent; else -1 with the two counts in why. HDF5 reads what
+ * was never written as the fill value (zeros), silently. Compact storage is checked by
+ * h5check_compact_storage; any other layout passes. */
+int h5check_allocated(hid_t ds, char *why, size_t whylen);
+
 #endif
