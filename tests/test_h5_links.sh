@@ -8,6 +8,7 @@
 # rewritten without its Fletcher-32 checksum. Each must be refused: a non-zero exit, one line
 # on stderr naming the file, within 20 s (a FIFO once hung every reader), and the secret bytes
 # nowhere in the job directory (they once went on into its checkpoints).
+# shellcheck disable=SC2086  # $FLAGS is a list of flags
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy to craft the files"; exit "$SKIP"; }
 MK="$top_srcdir/tests/helpers/make_h5_links.py"
@@ -49,7 +50,7 @@ refused() {
         grep -qF -- "$why" "$TMP/err" && [ -z "$leak" ]; then
         ok "$case_: exit $rc: $(cat "$TMP/err")"
     else
-        bad "$case_: rc=$rc$( { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && echo ' (hung)'), $lines stderr line(s): $(head -n 3 "$TMP/err")$([ -n "$leak" ] && echo "; secret bytes in $leak") (wanted '$why')"
+        bad "$case_: rc=$rc$( { [ $rc -eq 124 ] || [ $rc -eq 137 ]; } && echo ' (hung)'), $lines stderr line(s): $(head -n 3 "$TMP/err" | tr '\n' ' ')$([ -n "$leak" ] && echo "; secret bytes in $leak") (wanted '$why')"
     fi
 }
 nojob() {   # CASE JOB: the refusal came before the job directory was made
