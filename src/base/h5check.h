@@ -50,7 +50,15 @@ int h5check_compact_storage(hid_t ds, char *why, size_t whylen);
  * count have the dataset's rank (at most 32); NULL for the whole dataset. HDF5 1.10 copies a
  * whole chunk out of a buffer sized from the chunk index (a fuzzed shard read past a heap
  * buffer). Chunks through other filters (deflate, shuffle) decode to sizes only the filter
- * knows, and pass unchecked. */
+ * knows, and pass unchecked. A selection of more than 4096 chunks that spans more chunks than
+ * the file stores is refused too ("chunks never written?"). */
 int h5check_chunks(hid_t ds, const hsize_t *start, const hsize_t *count, char *why, size_t whylen);
+
+/* 0 unless dataset `ds` lacks storage for some of its elements: contiguous storage smaller
+ * than its elements take (never written: HDF5 allocates it on the first write), or fewer
+ * chunks stored than cover its extent; else -1 with the two counts in why. HDF5 reads what
+ * was never written as the fill value (zeros), silently. Compact storage is checked by
+ * h5check_compact_storage; any other layout passes. */
+int h5check_allocated(hid_t ds, char *why, size_t whylen);
 
 #endif

@@ -5,12 +5,11 @@
 #include "checkpoint.h"
 #include "checkpoint_format.h"
 
-#include <errno.h>
 #include <hdf5.h>
 #include <string.h>
-#include <sys/stat.h>
 
 #include "base/h5check.h"
+#include "base/h5open.h"
 #include "base/hdf5_lock.h"
 #include "base/util.h"
 
@@ -48,13 +47,8 @@ static int r_fail(Reader *r, const char *what) {
 /* Opens `path` read-only with its one-line failure reasons; under hdf5_lock(). */
 static int r_open(Reader *r, const char *path, char *err, size_t errlen) {
     r->file = -1; r->path = path; r->err = err; r->errlen = errlen;
-    struct stat st;
-    if (stat(path, &st) != 0) return errf(err, errlen, "%s: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return errf(err, errlen, "%s: not a regular file", path);
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    if (H5Fis_hdf5(path) <= 0)
-        return errf(err, errlen, "%s: not an HDF5 file (a ddptrain checkpoint was expected)", path);
-    if (h5check_file(path, err, errlen) != 0) return -1;   /* before HDF5 reads its metadata */
+    /* regular file, HDF5 signature, metadata pre-walk: before HDF5 reads anything */
+    if (h5open_check_file(path, "a ddptrain checkpoint was expected", err, errlen) != 0) return -1;
     hid_t fapl = checkpoint_file_access_plist();
     r->file = H5Fopen(path, H5F_ACC_RDONLY, fapl);
     if (r->file < 0) {
@@ -120,18 +114,46 @@ static int r_attr_i64(Reader *r, const char *name, long *out) {
     return rc;
 }
 
+/* Whether object `name` exists, through hard links only: 1 or 0; -1 (with the one line in
+ * r->err) when a component of its path is a soft or external link (h5open.h). */
+static int r_has(Reader *r, const char *name) {
+    char why[512];
+    const int e = h5open_exists(r->file, name, why, sizeof why);
+    if (e < 0) return errf(r->err, r->errlen, "%s: %s", r->path, why);
+    return e;
+}
+
+/* The checkpoint checksum is not optional: every float tensor ddptrain writes is stored with
+ * HDF5's Fletcher-32 filter (w_dataset in checkpoint_write.c), which HDF5 verifies on each
+ * read. A tensor rewritten without it would load whatever its bytes became unchecked. */
+static int r_checksummed(Reader *r, hid_t ds, const char *name) {
+    hid_t dcpl = H5Dget_create_plist(ds);
+    int found = 0;
+    const int nf = dcpl >= 0 ? H5Pget_nfilters(dcpl) : 0;
+    for (int k = 0; k < nf && !found; k++) {
+        unsigned flags = 0;
+        size_t nelem = 0;
+        found = H5Pget_filter2(dcpl, (unsigned)k, &flags, &nelem, NULL, 0, NULL, NULL) == H5Z_FILTER_FLETCHER32;
+    }
+    if (dcpl >= 0) H5Pclose(dcpl);
+    if (found) return 0;
+    return errf(r->err, r->errlen, "%s: %s is stored without its Fletcher-32 checksum, which ddptrain's checkpoints "
+                "require (rewritten or not written by ddptrain)", r->path, name);
+}
+
 /* Opens dataset `name`, checking it exists and (when want_class >= 0) its type class, and
  * returns its dims (rank in *rank; scalar = 0). */
 static hid_t r_dataset(Reader *r, const char *name, H5T_class_t want_class, const char *want_desc,
                        hsize_t *dims, int *rank) {
-    if (H5Lexists(r->file, name, H5P_DEFAULT) <= 0) {
-        errf(r->err, r->errlen, "%s: %s is missing (not a complete ddptrain checkpoint)", r->path, name);
+    char why[512];
+    int missing = 0;
+    hid_t ds = h5open_dataset(r->file, name, &missing, why, sizeof why);
+    if (ds < 0) {
+        if (missing) errf(r->err, r->errlen, "%s: %s is missing (not a complete ddptrain checkpoint)", r->path, name);
+        else errf(r->err, r->errlen, "%s: %s", r->path, why);
         return -1;
     }
-    hid_t ds = H5Dopen2(r->file, name, H5P_DEFAULT);
-    if (ds < 0) { r_fail(r, name); return -1; }
-    char why[160];
-    if (h5check_compact_storage(ds, why, sizeof why) != 0 || h5check_chunks(ds, NULL, NULL, why, sizeof why) != 0) {
+    if (h5check_chunks(ds, NULL, NULL, why, sizeof why) != 0) {
         H5Dclose(ds);
         errf(r->err, r->errlen, "%s: %s has %s (damaged or not written by ddptrain)", r->path, name, why);
         return -1;
@@ -163,6 +185,10 @@ static int r_tensor(Reader *r, const char *group, const TensorInfo *t, float *ds
     int rank = 0;
     hid_t ds = r_dataset(r, name, H5T_FLOAT, "a float tensor", dims, &rank);
     if (ds < 0) return -1;
+    if (r_checksummed(r, ds, name) != 0) {
+        H5Dclose(ds);
+        return -1;
+    }
     int same = rank == t->ndim;
     for (int d = 0; d < t->ndim; d++) {
         want[d] = (hsize_t)t->shape[d];
@@ -222,7 +248,9 @@ static int r_header(Reader *r) {
 }
 
 static int r_check_group_size(Reader *r, const char *group, long expected) {
-    if (H5Lexists(r->file, group, H5P_DEFAULT) <= 0)
+    const int has = r_has(r, group);
+    if (has < 0) return -1;
+    if (has == 0)
         return errf(r->err, r->errlen, "%s: group %s is missing (not a complete ddptrain checkpoint)", r->path, group);
     H5G_info_t gi;
     if (H5Gget_info_by_name(r->file, group, &gi, H5P_DEFAULT) < 0) return r_fail(r, group);
@@ -241,6 +269,10 @@ static int r_rank_buffers(Reader *r, const Model *m, Scratch *s) {
     int rank = 0;
     hid_t ds = r_dataset(r, name, H5T_FLOAT, "a float array", d, &rank);
     if (ds < 0) return -1;
+    if (r_checksummed(r, ds, name) != 0) {
+        H5Dclose(ds);
+        return -1;
+    }
     const long ws = s->ts.world_size;
     int rc = 0;
     if (rank != 2 || ws < 1 || d[0] != (hsize_t)ws || d[1] != (hsize_t)m->num_buffers) {
@@ -358,7 +390,9 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
         return errf(r->err, r->errlen, "%s: %s holds a value out of range (damaged or not written by ddptrain)", r->path, bad);
     ts->world_size = (int)ws;
     ts->seed = (uint64_t)seed;
-    if (H5Lexists(r->file, "/train_state/batch_size", H5P_DEFAULT) > 0) {
+    int has;
+    if ((has = r_has(r, "/train_state/batch_size")) < 0) return -1;
+    if (has) {
         int64_t id;
         if (r_long(r, "/train_state/batch_size", &ts->batch_size) ||
             r_long(r, "/train_state/grad_accum_steps", &ts->grad_accum_steps) ||
@@ -370,7 +404,8 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
             return errf(r->err, r->errlen, "%s: /train_state/batch_size etc. hold a value out of range (damaged or not "
                         "written by ddptrain)", r->path);
     }
-    if (H5Lexists(r->file, "/train_state/data_chunk_images", H5P_DEFAULT) > 0) {
+    if ((has = r_has(r, "/train_state/data_chunk_images")) < 0) return -1;
+    if (has) {
         if (r_long(r, "/train_state/data_chunk_images", &ts->data_chunk_images) ||
             r_long(r, "/train_state/data_window_chunks", &ts->data_window_chunks))
             return -1;
@@ -381,7 +416,8 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
                         "range (damaged or not written by ddptrain)", r->path);
         ts->has_data_order = 1;
     }
-    if (H5Lexists(r->file, "/train_state/amp", H5P_DEFAULT) > 0) {
+    if ((has = r_has(r, "/train_state/amp")) < 0) return -1;
+    if (has) {
         hsize_t d[4];
         int rank = 0;
         hid_t ds = r_dataset(r, "/train_state/amp", H5T_FLOAT, "a float array", d, &rank);
@@ -400,8 +436,8 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
                         r->path, ts->amp[AMP_LOSS_SCALE], ts->amp[AMP_GROWTH_TRACKER]);
         ts->has_amp = 1;
     }
-    if (H5Lexists(r->file, "/train_state/rank_buffers", H5P_DEFAULT) > 0 && r_rank_buffers(r, m, s)) return -1;
-    if (H5Lexists(r->file, "/ema", H5P_DEFAULT) > 0 && r_ema(r, m, s)) return -1;
+    if ((has = r_has(r, "/train_state/rank_buffers")) < 0 || (has && r_rank_buffers(r, m, s))) return -1;
+    if ((has = r_has(r, "/ema")) < 0 || (has && r_ema(r, m, s))) return -1;
     return 0;
 }
 
@@ -531,9 +567,16 @@ typedef H5O_info_t ObjInfo;
 static herr_t deep_probe_visit(hid_t obj, const char *name, const ObjInfo *info, void *data) {
     DeepProbe *p = data;
     if (info->type != H5O_TYPE_DATASET) return 0;
+    /* reached through hard links only (H5Ovisit follows no other), but its storage may still
+     * be another file's */
     hid_t ds = H5Dopen2(obj, name, H5P_DEFAULT);
     if (ds < 0) { p->rc = r_fail(p->r, name); return 1; }
-    char why[160];
+    char why[512];
+    if (h5open_check_storage(ds, why, sizeof why) != 0) {
+        H5Dclose(ds);
+        p->rc = errf(p->r->err, p->r->errlen, "%s: dataset '/%s' %s (not written by ddptrain)", p->r->path, name, why);
+        return 1;
+    }
     if (h5check_compact_storage(ds, why, sizeof why) != 0 || h5check_chunks(ds, NULL, NULL, why, sizeof why) != 0) {
         H5Dclose(ds);
         p->rc = errf(p->r->err, p->r->errlen, "%s: /%s has %s (damaged or not written by ddptrain)", p->r->path, name, why);

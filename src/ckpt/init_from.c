@@ -3,10 +3,13 @@
 #include "init_from.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/h5check.h"
+#include "base/h5open.h"
 #include "base/hdf5_lock.h"
 #include "base/util.h"
 
@@ -34,30 +37,64 @@ static herr_t visit(hid_t g, const char *name, const H5L_info_t *info, void *ctx
     return 0;
 }
 
+/* The values of tensor t, read into v (floats) or c (its counter): what no training could
+ * have left is refused here, naming the tensor, rather than met later as a divergence that
+ * blames the learning rate or as a NaN test loss. 0, or -1 with why. */
+static int check_values(const TensorInfo *t, const float *v, const int64_t *c, char *why, size_t whylen) {
+    if (c) {
+        if (*c >= 0) return 0;
+        snprintf(why, whylen, "tensor \"%s\" holds a negative count %lld", t->name, (long long)*c);
+        return -1;
+    }
+    for (size_t i = 0; i < t->numel; i++) {
+        if (!isfinite(v[i])) {
+            snprintf(why, whylen, "tensor \"%s\" holds %s at element %zu (damaged weights, or saved from a diverged run)",
+                     t->name, isnan(v[i]) ? "NaN" : "an infinity", i);
+            return -1;
+        }
+        if (t->role == TENSOR_BN_RUNNING_VAR && v[i] < 0.0f) {
+            snprintf(why, whylen, "tensor \"%s\" holds a negative variance %g at element %zu", t->name, (double)v[i], i);
+            return -1;
+        }
+    }
+    return 0;
+}
+
 /* Reads /model/NAME into dst (n floats) when its shape is t's: 1; another shape: 0 (shape
- * into got); missing or unreadable: -1. */
-static int read_tensor(hid_t g, const TensorInfo *t, float *dst, int64_t *counter, char *got, size_t gotlen) {
-    if (H5Lexists(g, t->name, H5P_DEFAULT) <= 0) return -1;
-    hid_t ds = H5Dopen2(g, t->name, H5P_DEFAULT);
-    if (ds < 0) return -1;
+ * into got); missing: -1; refused or unreadable: -2 with why. Its storage is checked before
+ * anything is read (h5open_dataset: no link to another object or file, no data kept outside
+ * the file; then every chunk present and of its size), and its values after. */
+static int read_tensor(hid_t g, const TensorInfo *t, float *dst, int64_t *counter, char *got, size_t gotlen,
+                       char *why, size_t whylen) {
+    int missing = 0;
+    hid_t ds = h5open_dataset(g, t->name, &missing, why, whylen);
+    if (ds < 0) return missing ? -1 : -2;
     hid_t sp = H5Dget_space(ds);
     hsize_t dims[8] = {0};
     const int nd = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
     int same = nd == t->ndim && nd <= 4;
     if (nd >= 0 && nd <= 8) H5Sget_simple_extent_dims(sp, dims, NULL);
     for (int d = 0; same && d < nd; d++) same = dims[d] == (hsize_t)t->shape[d];
+    char what[256];
     int rc = 0;
     if (nd < 0) {
-        rc = -1;
+        snprintf(why, whylen, "tensor \"%s\" has no readable shape", t->name);
+        rc = -2;
     } else if (!same) {
         size_t o = 0;
         got[0] = '\0';
         for (int d = 0; d < nd && d < 8 && o + 16 < gotlen; d++)
             o += (size_t)snprintf(got + o, gotlen - o, "%s%llu", d ? "x" : "", (unsigned long long)dims[d]);
-    } else if (counter) {
-        rc = H5Dread(ds, H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, counter) >= 0 ? 1 : -1;
+    } else if (h5check_allocated(ds, what, sizeof what) != 0 || h5check_chunks(ds, NULL, NULL, what, sizeof what) != 0) {
+        snprintf(why, whylen, "tensor \"%s\" has %s", t->name, what);
+        rc = -2;
+    } else if (H5Dread(ds, counter ? H5T_NATIVE_INT64 : H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT,
+                       counter ? (void *)counter : (void *)dst) < 0) {
+        /* a chunk whose Fletcher-32 checksum (a checkpoint's) does not match, among others */
+        snprintf(why, whylen, "tensor \"%s\" cannot be read (damaged file?)", t->name);
+        rc = -2;
     } else {
-        rc = H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, dst) >= 0 ? 1 : -1;
+        rc = check_values(t, dst, counter, why, whylen) == 0 ? 1 : -2;
     }
     if (sp >= 0) H5Sclose(sp);
     H5Dclose(ds);
@@ -75,17 +112,31 @@ int init_from_file(Model *m, const char *path, char *note, size_t notelen, char 
     char kept[1024] = "";
     size_t ko = 0;
     int n_loaded = 0, n_kept = 0, rc = -1;
+    char why[1024];
+    hid_t f = -1, g = -1;
     hdf5_lock();
-    H5Eset_auto2(H5E_DEFAULT, NULL, NULL);
-    hid_t f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
-    hid_t g = f >= 0 && H5Lexists(f, "model", H5P_DEFAULT) > 0 ? H5Gopen2(f, "model", H5P_DEFAULT) : -1;
+    /* the checks every HDF5 file ddptrain reads gets (h5open.h): a regular file (a FIFO
+     * would hang the open), HDF5's signature, the metadata pre-walk (a damaged B-tree crashed
+     * HDF5's own walk), before HDF5 opens it */
+    if (h5open_check_file(path, "a ddptrain checkpoint or a torch_to_ddptrain.py weights file is expected", why,
+                          sizeof why) != 0) {
+        snprintf(err, errlen, "--init_from %s", why);
+        goto out;
+    }
+    f = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (f < 0) {
         snprintf(err, errlen, "--init_from %s: cannot be opened as HDF5", QUOTED(path));
         goto out;
     }
-    if (g < 0) {
+    int missing = 0;
+    g = h5open_group(f, "model", &missing, why, sizeof why);
+    if (g < 0 && missing) {
         snprintf(err, errlen, "--init_from %s: no /model group (a ddptrain checkpoint, or a state_dict written by "
                  "torch_to_ddptrain.py)", QUOTED(path));
+        goto out;
+    }
+    if (g < 0) {
+        snprintf(err, errlen, "--init_from %s: %s", QUOTED(path), why);
         goto out;
     }
     Scan scan = {m, ""};
@@ -101,7 +152,11 @@ int init_from_file(Model *m, const char *path, char *note, size_t notelen, char 
             const TensorInfo *t = &info[i];
             char got[96];
             const int r = read_tensor(g, t, pass == 0 ? p + t->offset : pass == 1 ? b + t->offset : NULL,
-                                      pass == 2 ? nbt + t->offset : NULL, got, sizeof got);
+                                      pass == 2 ? nbt + t->offset : NULL, got, sizeof got, why, sizeof why);
+            if (r == -2) {
+                snprintf(err, errlen, "--init_from %s: %s", QUOTED(path), why);
+                goto out;
+            }
             if (r < 0) {
                 snprintf(err, errlen, "--init_from %s: no readable tensor \"%s\" in /model: weights of another network "
                          "than %s?", QUOTED(path), t->name, m->net.name);

@@ -4,7 +4,15 @@
  * scripts/torch_to_ddptrain.py writes a PyTorch state_dict (torchvision's pretrained weights,
  * say). A tensor of another shape (the classifier of another class count: fine-tuning) keeps
  * its initialisation and is named; a tensor the network has and the file lacks, or one the file
- * has and the network lacks, is an error. */
+ * has and the network lacks, is an error.
+ *
+ * The file gets the checks of every HDF5 file ddptrain reads (base/h5open.h: a regular file,
+ * the metadata pre-walk, hard links only, no data in another file), each tensor's storage
+ * those of a checkpoint's (every chunk present and of its size), and its values: NaN, an
+ * infinity, a negative running_var or num_batches_tracked are refused, naming the tensor. The
+ * Fletcher-32 checksum a checkpoint's tensors must carry is not asked of this file: users
+ * convert weights with h5py (torch_to_ddptrain.py), which writes unfiltered datasets; where a
+ * tensor has the filter (a checkpoint given as --init_from), HDF5 verifies it on the read. */
 #ifndef DDP_INIT_FROM_H
 #define DDP_INIT_FROM_H
 

@@ -4,13 +4,11 @@
 #include "shard_read.h"
 #include "shard_attrs.h"
 
-#include <errno.h>
 #include <math.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/h5check.h"
+#include "base/h5open.h"
 #include "base/hdf5_lock.h"
 #include "base/util.h"
 
@@ -54,42 +52,24 @@ static void describe_dims(const hsize_t *dims, int rank, char *buf, size_t len) 
 
 static int open_file(const char *path, hid_t *file, char *err, size_t errlen) {
     shards_quiet_hdf5();
-    struct stat st;
-    if (stat(path, &st) != 0) return errf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
-    if (!S_ISREG(st.st_mode)) return errf(err, errlen, "%s: not a regular file (an HDF5 shard is expected)", path);
-    if (access(path, R_OK) != 0) return errf(err, errlen, "%s: cannot read: %s", path, strerror(errno));
-#if H5_VERSION_GE(1, 12, 0)
-    htri_t is_hdf5 = H5Fis_accessible(path, H5P_DEFAULT);
-#else
-    htri_t is_hdf5 = H5Fis_hdf5(path);
-#endif
-    if (is_hdf5 <= 0)
-        return errf(err, errlen, "%s: not an HDF5 file (corrupt or another format; an HDF5 shard is expected)", path);
-    if (h5check_file(path, err, errlen) != 0) return -1;   /* before HDF5 reads its metadata */
+    /* regular file, HDF5 signature, metadata pre-walk: before HDF5 reads anything */
+    if (h5open_check_file(path, "an HDF5 shard is expected", err, errlen) != 0) return -1;
     *file = H5Fopen(path, H5F_ACC_RDONLY, H5P_DEFAULT);
     if (*file < 0) return errf(err, errlen, "%s: cannot open as HDF5 (truncated or corrupt file)", path);
     return 0;
 }
 
-/* Opens dataset `name`, or explains that it is missing. */
+/* Opens dataset `name`, or explains that it is missing or why it is refused: a link to
+ * another object or file, data kept outside the file, a damaged compact layout (h5open.h). */
 static hid_t open_dataset(hid_t file, const char *path, const char *name, const char *what,
                           char *err, size_t errlen) {
-    if (H5Lexists(file, name, H5P_DEFAULT) <= 0) {
-        errf(err, errlen, "%s: dataset '%s' is missing (%s is required)", path, name, what);
-        return -1;
-    }
-    hid_t d = H5Dopen2(file, name, H5P_DEFAULT);
-    if (d < 0) {
-        errf(err, errlen, "%s: '%s' is not a readable dataset (%s is required)", path, name, what);
-        return -1;
-    }
-    char why[128];
-    if (h5check_compact_storage(d, why, sizeof why) != 0) {
-        H5Dclose(d);
-        errf(err, errlen, "%s: dataset '%s' has %s (damaged file?)", path, name, why);
-        return -1;
-    }
-    return d;
+    char why[512];
+    int missing = 0;
+    hid_t d = h5open_dataset(file, name, &missing, why, sizeof why);
+    if (d >= 0) return d;
+    if (missing) errf(err, errlen, "%s: dataset '%s' is missing (%s is required)", path, name, what);
+    else errf(err, errlen, "%s: %s", path, why);
+    return -1;
 }
 
 void shard_info_free(ShardInfo *info) { shard_attrs_free(&info->attrs); }

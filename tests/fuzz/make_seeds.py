@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: BSD-3-Clause
-"""make_seeds.py BUILDDIR - writes the seed corpora of the fuzz targets into tests/fuzz/<target>/.
+"""make_seeds.py BUILDDIR [TARGET] - writes the seed corpora of the fuzz targets into tests/fuzz/<target>/.
 
 Run once (the outputs are committed); needs numpy and h5py, and ddptrain and ddptrain-data
 built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
@@ -10,8 +10,16 @@ built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
                of shorter side 8, PIL's JPEGs at quality 50; needs PIL) good, with offsets out
                of order, and with one sample's bytes garbled
   checkpoint/  a checkpoint of the model fuzz_checkpoint.c loads (width 4, 1 block, 10 classes,
-               16x16), from a 2-step run on 2 ranks' worth of data, rewritten without
-               checksums or filters; plus variants (amp state, per-rank rows, /config shapes)
+               16x16), from a 2-step run on 2 ranks' worth of data, rewritten in that format:
+               the float tensors keep the Fletcher-32 checksum the loader requires (one chunk
+               each), nothing else is filtered; plus variants (amp state, per-rank rows,
+               /config shapes)
+  init_from/   weights files of that model, as --init_from reads them: /model of checkpoint/good
+               as torch_to_ddptrain.py writes it (contiguous, no filter) and as a checkpoint holds
+               it (chunked, Fletcher-32); a tensor whose data is in an external file, /model an
+               external link, a virtual dataset, a soft link, a group B-tree child at the
+               undefined address, NaN, an infinity, a negative running_var, chunks never written
+               (what --init_from refuses; the names they point to exist nowhere)
   cli/         argument lists, NUL-separated
   env/         launcher environments, NAME=VALUE lines
   rendezvous/  rendezvous files of key fuzz.0, 4 ranks, 128 bytes, and broken ones
@@ -137,6 +145,9 @@ def checkpoint_seeds(build):
                             cfg = json.loads(obj[()].decode())
                             cfg["data_dir"], cfg["job_dir"] = "data", "job"
                             f.create_dataset(name, data=json.dumps(cfg).encode())
+                        elif isinstance(obj, h5py.Dataset) and obj.fletcher32:
+                            # the float tensors keep their checksum, which the loader requires
+                            f.create_dataset(name, data=obj[()], chunks=obj.shape, fletcher32=True)
                         elif isinstance(obj, h5py.Dataset):
                             f.create_dataset(name, data=obj[()])
                     s.visititems(copy)
@@ -154,7 +165,7 @@ def checkpoint_seeds(build):
             nb = sum(f["/model/" + k].size for k in f["/model"] if k.endswith("running_mean") or k.endswith("running_var"))
             del f["/train_state/world_size"]
             f.create_dataset("/train_state/world_size", data=np.int64(2))
-            f.create_dataset("/train_state/rank_buffers", data=np.ones((2, nb), np.float32))
+            f.create_dataset("/train_state/rank_buffers", data=np.ones((2, nb), np.float32), chunks=(2, nb), fletcher32=True)
         out("checkpoint", "rank_rows", plain(rows))
 
         def config_array(f):
@@ -168,6 +179,79 @@ def checkpoint_seeds(build):
         out("checkpoint", "negative_step", plain(negative_step))
     finally:
         shutil.rmtree(tmp)
+
+
+def init_from_seeds():
+    with open(os.path.join(HERE, "checkpoint", "good"), "rb") as f:
+        good = f.read()
+    fd, src = tempfile.mkstemp(suffix=".h5")
+    with os.fdopen(fd, "wb") as f:
+        f.write(good)
+    try:
+        def weights(variant=None, chunked=False):
+            def build_file(f):
+                f.attrs["format"] = "ddptrain-weights"
+                g = f.create_group("model")
+                with h5py.File(src, "r") as s:
+                    for k, v in s["model"].items():
+                        a = v[()]
+                        if chunked and a.ndim > 0:
+                            g.create_dataset(k, data=a, chunks=a.shape, fletcher32=True)
+                        else:
+                            g[k] = a
+                if variant:
+                    variant(f)
+            return h5_bytes(build_file)
+
+        def replace(name, **kw):
+            def v(f):
+                d = f[name]
+                shape, dtype = d.shape, d.dtype
+                del f[name]
+                if "layout" in kw:
+                    layout = h5py.VirtualLayout(shape=shape, dtype=dtype)
+                    layout[...] = h5py.VirtualSource("other.h5", name, shape=shape)
+                    f.create_virtual_dataset(name, layout)
+                else:
+                    f.create_dataset(name, shape=shape, dtype=dtype, **kw)
+            return v
+
+        def set0(name, value):
+            def v(f):
+                a = f[name][()]
+                a.flat[0] = value
+                f[name][...] = a
+            return v
+
+        def elink(f):
+            del f["model"]
+            f["model"] = h5py.ExternalLink("other.h5", "/model")
+
+        def soft(f):
+            f.copy("model/fc.weight", "/hidden")
+            del f["model/fc.weight"]
+            f["model/fc.weight"] = h5py.SoftLink("/hidden")
+
+        out("init_from", "good", weights())
+        out("init_from", "good_checksummed", weights(chunked=True))
+        out("init_from", "external_storage", weights(replace("model/conv1.weight", external=[("secret.bin", 0, 432)])))
+        out("init_from", "external_link", weights(elink))
+        out("init_from", "virtual", weights(replace("model/conv1.weight", layout=True)))
+        out("init_from", "soft_link", weights(soft))
+        out("init_from", "nan", weights(set0("model/conv1.weight", np.nan)))
+        out("init_from", "inf", weights(set0("model/fc.weight", np.inf)))
+        out("init_from", "negative_running_var", weights(set0("model/bn1.running_var", -1.0)))
+        out("init_from", "unwritten", weights(replace("model/conv1.weight", chunks=(4, 3, 3, 3))))
+        # a group B-tree node ("TREE", type 0): its first child, after the 24-byte header
+        # and the first key, at the undefined address (as make_bad_shards.py's btree_undef)
+        b = bytearray(weights())
+        at = b.find(b"TREE\x00")
+        while at >= 0:
+            b[at + 32:at + 40] = b"\xff" * 8
+            at = b.find(b"TREE\x00", at + 1)
+        out("init_from", "btree_undef", bytes(b))
+    finally:
+        os.remove(src)
 
 
 def cli_seeds():
@@ -262,7 +346,7 @@ def main():
     if len(sys.argv) == 2 and sys.argv[1] in ("-h", "--help"):
         sys.stdout.write(__doc__)
         return 0
-    if len(sys.argv) != 2:
+    if len(sys.argv) not in (2, 3):
         sys.stderr.write(__doc__)
         return 2
     # Nothing is removed before BUILDDIR is known to hold the programs the seeds need.
@@ -273,13 +357,17 @@ def main():
             return 2
     # Seeds are written over their old files; nothing else in the corpora is removed, since the
     # inputs a fuzzer found (crashes once) are kept there too. config_file/ is written by hand.
-    shard_seeds()
-    jpeg_shard_seeds()
-    checkpoint_seeds(build)
-    cli_seeds()
-    env_seeds()
-    rendezvous_seeds()
-    image_seeds()
+    # TARGET: that corpus only (init_from/ is made from checkpoint/good as it stands)
+    seeds = [("shard", shard_seeds), ("shard", jpeg_shard_seeds), ("checkpoint", lambda: checkpoint_seeds(build)),
+             ("init_from", init_from_seeds), ("cli", cli_seeds), ("env", env_seeds), ("rendezvous", rendezvous_seeds),
+             ("image", image_seeds)]
+    target = sys.argv[2] if len(sys.argv) == 3 else None
+    if target and target not in [t for t, _ in seeds]:
+        sys.stderr.write("make_seeds.py: no target %s\n" % target)
+        return 2
+    for t, make in seeds:
+        if target in (None, t):
+            make()
     return 0
 
 
