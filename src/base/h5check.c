@@ -55,7 +55,12 @@ typedef struct {
     uint64_t cache_at[CACHE_BLOCKS];
     size_t cache_len[CACHE_BLOCKS];   /* 0: empty */
     int cache_next;
+    uint64_t gcol_addr;     /* the global heap collection walked last (undef: none), and */
+    uint64_t *gcol_size;    /* the size of its object of each index (GCOL_NONE: no such object) */
+    size_t gcol_n;
 } Check;
+
+#define GCOL_NONE UINT64_MAX
 
 static int fail(Check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static int fail(Check *c, const char *fmt, ...) {
@@ -243,6 +248,91 @@ static int check_dataspace(Check *c, const char *name, const unsigned char *p, s
     return 0;
 }
 
+/* The global heap collection at `addr` into c->gcol_size: each object's size by its index.
+ * A collection is "GCOL", version 1, three reserved bytes and its size, then objects of an
+ * index (2 bytes), a reference count (2), 4 reserved bytes, a size, and the data padded to 8,
+ * until an object of index 0 (the free space) or the end. HDF5 1.10 trusts every size here:
+ * an object larger than its collection, or than the sequence read into, was copied over the
+ * end of a heap buffer (found by fuzz_shard in a variable-length "encoding" attribute). */
+static int walk_gcol(Check *c, const char *name, uint64_t addr) {
+    const size_t L = (size_t)c->sizeof_len;
+    unsigned char head[16];
+    if (!within(c, addr, 8 + L) || read_rel(c, addr, head, 8 + L) != 0)
+        return fail(c, "attribute '%s': a global heap at %llu beyond the end of the file", name, (unsigned long long)addr);
+    const uint64_t size = le(head + 8, (int)L);
+    if (memcmp(head, "GCOL", 4) != 0 || head[4] != 1)
+        return fail(c, "attribute '%s': no global heap collection at %llu", name, (unsigned long long)addr);
+    if (size < 8 + L || size > MAX_CHUNK || !within(c, addr, size))
+        return fail(c, "attribute '%s': a global heap collection of %llu bytes at %llu", name,
+                    (unsigned long long)size, (unsigned long long)addr);
+    if (spend(c, size) != 0) return -1;
+    unsigned char *buf = malloc((size_t)size);
+    if (!buf || read_rel(c, addr, buf, (size_t)size) != 0) {
+        free(buf);
+        return fail(c, "attribute '%s': a global heap collection cut short", name);
+    }
+    c->gcol_addr = c->undef;
+    c->gcol_n = 0;
+    int rc = 0;
+    for (size_t off = 8 + L; off + 8 + L <= size;) {
+        const size_t idx = (size_t)le(buf + off, 2);
+        const uint64_t osize = le(buf + off + 8, (int)L);
+        if (idx == 0) {   /* the free space: the rest of the collection */
+            if (osize > size - off) rc = fail(c, "attribute '%s': global heap free space past its collection", name);
+            break;
+        }
+        if (osize > size - off - 8 - L || align8((size_t)osize) > size - off - 8 - L) {
+            rc = fail(c, "attribute '%s': a global heap object of %llu bytes past its collection", name,
+                      (unsigned long long)osize);
+            break;
+        }
+        if (idx >= c->gcol_n) {
+            const size_t n = idx + 1 > 2 * c->gcol_n ? idx + 1 : 2 * c->gcol_n;
+            uint64_t *t = realloc(c->gcol_size, n * sizeof *t);
+            if (!t) { rc = fail(c, "attribute '%s': out of memory", name); break; }
+            for (size_t k = c->gcol_n; k < n; k++) t[k] = GCOL_NONE;
+            c->gcol_size = t;
+            c->gcol_n = n;
+        }
+        if (c->gcol_size[idx] != GCOL_NONE) {
+            rc = fail(c, "attribute '%s': two global heap objects of index %zu", name, idx);
+            break;
+        }
+        c->gcol_size[idx] = osize;
+        off += 8 + L + align8((size_t)osize);
+    }
+    free(buf);
+    if (rc == 0) c->gcol_addr = addr;
+    return rc;
+}
+
+/* The elements of a variable-length attribute (h5py's str): each a sequence length (4 bytes)
+ * and the global heap object holding it (a collection's address and an index), which must
+ * exist and hold exactly the sequence's bytes. `dt` is the attribute's datatype. The root's
+ * attributes only: ddptrain reads no others, and h5py writes a collection per few thousand
+ * strings, so remembering the last one walked keeps this to one read of each. */
+static int check_vlen_data(Check *c, const char *name, const unsigned char *dt, const unsigned char *data,
+                           uint64_t nelem, uint64_t elem) {
+    const size_t O = (size_t)c->sizeof_addr;
+    const uint64_t base = le(dt + 8 + 4, 4);   /* the base type's element size */
+    if (elem < 4 + O + 4) return fail(c, "attribute '%s': variable-length elements of %llu bytes", name,
+                                      (unsigned long long)elem);
+    for (uint64_t k = 0; k < nelem; k++) {
+        const unsigned char *e = data + k * elem;
+        const uint64_t len = le(e, 4), addr = le(e + 4, (int)O), idx = le(e + 4 + O, 4);
+        if (len == 0) continue;   /* HDF5 reads nothing for an empty sequence */
+        if (addr != c->gcol_addr && walk_gcol(c, name, addr) != 0) return -1;
+        if (idx == 0 || idx >= c->gcol_n || c->gcol_size[idx] == GCOL_NONE)
+            return fail(c, "attribute '%s': element %llu names global heap object %llu, which does not exist", name,
+                        (unsigned long long)k, (unsigned long long)idx);
+        if (c->gcol_size[idx] != len * base)
+            return fail(c, "attribute '%s': element %llu of %llu bytes in a global heap object of %llu", name,
+                        (unsigned long long)k, (unsigned long long)(len * base),
+                        (unsigned long long)c->gcol_size[idx]);
+    }
+    return 0;
+}
+
 /* One attribute message of n bytes. */
 static int check_attribute(Check *c, const unsigned char *p, size_t n, int msg_flags) {
     /* a shared message lives elsewhere; ddptrain reads none but the root's attributes */
@@ -278,6 +368,8 @@ static int check_attribute(Check *c, const unsigned char *p, size_t n, int msg_f
     if (nelem > (n - pos) / elem)
         return fail(c, "attribute '%s': %llu elements of %llu bytes overrun its %zu-byte message", name,
                     (unsigned long long)nelem, (unsigned long long)elem, n);
+    const unsigned char *dt = p + pos - ds_sp - dt_sp;
+    if (c->root && (dt[0] & 0x0f) == 9 && dt_len >= 16) return check_vlen_data(c, name, dt, p + pos, nelem, elem);
     return 0;
 }
 
@@ -618,7 +710,7 @@ static int check_object(Check *c, uint64_t addr, const char *parent, const char 
 }
 
 int h5check_file(const char *path, char *err, size_t errlen) {
-    Check c = {.path = path, .err = err, .errlen = errlen, .fd = -1};
+    Check c = {.path = path, .err = err, .errlen = errlen, .fd = -1, .gcol_addr = UINT64_MAX};
     c.fd = open(path, O_RDONLY | O_CLOEXEC);
     if (c.fd < 0) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
@@ -697,6 +789,7 @@ int h5check_file(const char *path, char *err, size_t errlen) {
 out:
     free(c.cache);
     free(c.groups);
+    free(c.gcol_size);
     close(c.fd);
     return rc;
 }
