@@ -45,8 +45,8 @@ typedef struct { dev_t dev; ino_t ino; } DirId;
  * class of its own shards, or its shards as images of a class, on every later import. */
 typedef struct {
     DirId out;
-    const char *out_path;   /* NULL: no --out folder yet, nothing to leave out */
-    int noted;
+    int has_out;            /* 0: no --out folder yet, nothing to leave out */
+    int noted;              /* the line saying so is printed once */
 } Walk;
 
 /* A growing list of strings the list owns (names, paths). */
@@ -83,10 +83,10 @@ static char **list_entries(Walk *w, const char *dir, int want_dirs, int *count) 
         else if ((errno == ENOENT || errno == ELOOP) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) is_dir = 0;
         else die("%s: cannot stat: %s", QUOTED(path), strerror(errno));
         if (is_dir != want_dirs) continue;
-        if (is_dir && w->out_path && st.st_dev == w->out.dev && st.st_ino == w->out.ino) {
+        if (is_dir && w->has_out && st.st_dev == w->out.dev && st.st_ino == w->out.ino) {
             if (!w->noted) {
-                fflush(stdout);
                 printf("note: %s is the --out folder: left out of the image tree\n", QUOTED(path));
+                fflush(stdout);   /* before any line on stderr */
             }
             w->noted = 1;
             continue;
@@ -210,7 +210,7 @@ void image_tree_list(ImageTree *t, const char *in, long long ppm, const char *ou
     split_folders(in, one_tree, train_dir, test_dir);
     Walk w = {0};
     struct stat st;
-    if (out && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) w = (Walk){{st.st_dev, st.st_ino}, out, 0};
+    if (out && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) w = (Walk){{st.st_dev, st.st_ino}, 1, 0};
     const char *class_root = one_tree ? in : train_dir;
     t->classes = list_entries(&w, class_root, 1, &t->ncls);
     if (t->ncls == 0) die("%s: no class folders (<class>/ folders holding the images are expected)", QUOTED(class_root));
