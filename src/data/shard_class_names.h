@@ -21,9 +21,9 @@
  * longest name, NUL-padded, contiguous: no heap, nothing for a reader to follow). 0 or -1. */
 int shard_class_names_write(hid_t file, int num_classes, char *const *names);
 
-/* Reads the names from the attribute or the dataset `class_names` of the open `file`, either
- * of them fixed- or variable-length strings (the dataset one-dimensional), num_classes of
- * them, none holding a control character: *out malloc'd, as ShardAttrs.class_names
+/* Reads the names from the attribute or the dataset `class_names` of the open `file`: the
+ * attribute of fixed- or variable-length strings, the dataset of fixed-length ones and one
+ * dimension; num_classes of them, none holding a control character: *out malloc'd, as ShardAttrs.class_names
  * (shard_attrs_free), or NULL when the file has neither. Both present is an error, so is
  * anything else wrong: -1 with one line in err that starts with `path`. */
 int shard_class_names_read(hid_t file, const char *path, int num_classes, char ***out, char *err,

@@ -7,7 +7,7 @@ built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
   shard/       tiny shards (2 images of 4x4) in HDF5's oldest format (no metadata checksums,
                so a mutation reaches the values rather than a checksum), one per way the tests
                break a shard, one written by ddptrain-data itself, and two with the class names
-               in a dataset (fixed- and variable-length strings); JPEG shards (2 images
+               in a dataset (fixed-length strings, and variable-length ones, refused); JPEG shards (2 images
                of shorter side 8, PIL's JPEGs at quality 50; needs PIL) good, with offsets out
                of order, and with one sample's bytes garbled
   checkpoint/  a checkpoint of the model fuzz_checkpoint.c loads (width 4, 1 block, 10 classes,
@@ -84,7 +84,7 @@ def shard_seeds():
     out("shard", "huge_count", h5_bytes(huge))
 
     # class names as a dataset (ddptrain-data's fixed-length strings beyond 1,024 classes;
-    # h5py's variable-length ones)
+    # h5py's variable-length ones, refused)
     def names_dataset(vlen):
         def build(f):
             f.create_dataset("images", data=np.zeros((2, 4, 4, 3), np.uint8))
