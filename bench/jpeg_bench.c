@@ -76,7 +76,8 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < total; i++) {
             int w, h;
             char e[JPEG_ERR_LEN];
-            if (jpeg_decode_scaled_into(all + off[i], (size_t)(off[i + 1] - off[i]), denoms[k], px, cap, &w, &h, e, sizeof e) != 0)
+            if (jpeg_decode_scaled_into(all + off[i], (size_t)(off[i + 1] - off[i]), denoms[k], 0, 0, px, cap, &w, &h, e,
+                                        sizeof e) != 0)
                 die("%s: image %zu: %s", dir, i, e);
             pixels += (double)w * h;
         }

@@ -5,7 +5,8 @@
 # elongated image, names holding control characters, a palette index past the palette, and a
 # file that becomes unreadable between the two passes (DDPTRAIN_DATA_TEST_FAIL_READ). Each is
 # refused with one line naming the file (exit 1, nothing written) or skipped with --skip_bad;
-# nothing hangs, memory stays bounded, and no partial dataset is left behind.
+# nothing hangs, memory stays bounded, and no partial dataset is left behind. An --out folder
+# inside the tree is left out of it when imported again, never read as a class or as images.
 # Skips (77) without python3 with PIL and numpy, or in a build without libjpeg/libpng.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "PIL, numpy") || { echo "SKIP: no python3 with PIL and numpy"; exit "$SKIP"; }
@@ -247,5 +248,25 @@ expect_fail "a 2-bit index past a 3-entry palette" "t/train/bee/pal4.png: a PNG 
     "$DDPDATA" import --in "$TMP/t" --out "$TMP/fail"
 expect_skip "the same, --skip_bad" "pal4.png: a PNG palette index (3) past the palette's 3 entries" 1 \
     "$DDPDATA" import --in "$TMP/t" --out "$TMP/skip7" --skip_bad
+
+echo "== --out inside --in: left out of the tree on a later import, never a class or images"
+# One tree of class folders (--test_fraction) holding its own output, as --out data/shards
+# beside data/<class>/ would; then --out inside a class folder. Imported again with --force
+# --skip_bad (once, a 3-class dataset with an empty class 'shards', exit 0): 2 classes, no
+# file skipped, and a line saying the folder is left out.
+for sub in shards ant/shards; do
+    rm -rf "$TMP/one" && mkdir -p "$TMP/one" && cp -r "$TMP/base/train/ant" "$TMP/base/train/bee" "$TMP/one/"
+    "$DDPDATA" import --in "$TMP/one" --out "$TMP/one/$sub" --test_fraction 0.34 >/dev/null 2>"$TMP/err" ||
+        bad "--out $sub: the first import: $(cat "$TMP/err")"
+    timeout 30 "$DDPDATA" import --in "$TMP/one" --out "$TMP/one/$sub" --test_fraction 0.34 --force --skip_bad \
+        >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    "$DDPDATA" inspect "$TMP/one/$sub" >"$TMP/insp" 2>&1
+    if [ $rc -eq 0 ] && [ ! -s "$TMP/err" ] && grep -q "images of 2 classes at 16x16, 0 bad files skipped" "$TMP/out" &&
+       grep -q -F "note: $TMP/one/$sub is the --out folder: left out of the image tree" "$TMP/out" &&
+       [ "$(grep -c '^ *num_classes  2$' "$TMP/insp")" -eq 2 ]; then
+        ok "--out inside --in ($sub), imported again: $(grep '^note' "$TMP/out"); $(tail -n 1 "$TMP/out" | cut -d, -f1)"
+    else bad "--out inside --in ($sub), imported again (exit $rc): $(shown "$TMP/err") $(grep -E '^note|^imported' "$TMP/out") $(grep num_classes "$TMP/insp" | head -n 1)"; fi
+done
 
 finish

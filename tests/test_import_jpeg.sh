@@ -7,7 +7,8 @@
 # past 2S cut to its centre); the same bytes for any --threads; reshard keeps every byte; each
 # bad flag with its one line and exit 2; each broken JPEG shard (tests/helpers/
 # make_bad_shards.py's jpeg_* kinds) refused by inspect with one line naming the file and,
-# where it is one sample's fault, the sample.
+# where it is one sample's fault, the sample; and a sample replaced by a valid JPEG of another
+# size refused by training too, where a crop of 8 decodes it at 1/4 of its size.
 # Skips (77) without python3 with PIL, h5py and numpy, or in a build without libjpeg/libpng.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "PIL, h5py, numpy") || { echo "SKIP: no python3 with PIL, h5py and numpy"; exit "$SKIP"; }
@@ -88,7 +89,8 @@ for kw in "jpeg_offsets_order:sample 3: dataset 'offsets' says it ends at byte" 
         "jpeg_size_zero:sample 6: dataset 'sizes' says 0x32" \
         "jpeg_garbled:sample 5: a corrupt JPEG" \
         "jpeg_no_image_size:attribute 'image_size' is missing" \
-        "jpeg_mixed:encoding raw but .*train-00000-of-00002.h5 has encoding jpeg"; do
+        "jpeg_mixed:encoding raw but .*train-00000-of-00002.h5 has encoding jpeg" \
+        "jpeg_resized:sample 0: the JPEG is 32x44 (height x width) but dataset 'sizes' says 32x32"; do
     kind=${kw%%:*} want=${kw#*:}
     f=$("$PY" "$top_srcdir/tests/helpers/make_bad_shards.py" "$kind" "$TMP/bad_$kind") || { bad "make_bad_shards $kind"; continue; }
     target=$f
@@ -98,5 +100,23 @@ for kw in "jpeg_offsets_order:sample 3: dataset 'offsets' says it ends at byte" 
     if [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q -- "$f: $want" "$TMP/err"; then
         ok "$kind: exit 1: $(cat "$TMP/err")"
     else bad "$kind: exit $rc, want 1 and one line '$f: $want': $(cat "$TMP/err")"; fi
+done
+
+echo "== a sample replaced by a valid JPEG of another size: refused by training at a reduced DCT scale"
+# A crop of 8 from images of shorter side 32 decodes at 1/4, where 32x44 becomes 8x11 and fits
+# any box: the JPEG's header must be checked against 'sizes', not the decoded size. Both
+# views: RandomResizedCrop (--rrc_scale 1,1: the whole image, so always 1/4) and the
+# evaluation's Resize + CenterCrop (--no-augment).
+f=$TMP/bad_jpeg_resized/train-00000-of-00002.h5
+want="$f: sample 0: the JPEG is 32x44 (height x width) but dataset 'sizes' says 32x32"
+for view in "--rrc_scale 1,1" "--no-augment"; do
+    # shellcheck disable=SC2086
+    "$DDPTRAIN" --data_dir "$TMP/bad_jpeg_resized" --job_dir "$TMP/job_resized" --width 4 --blocks 1 --threads 1 \
+        --batch_size 8 --epochs 1 --train_crop_size 8 $view >"$TMP/out" 2>"$TMP/err"
+    rc=$?
+    if [ $rc -eq 1 ] && [ "$(wc -l <"$TMP/err")" -eq 1 ] && grep -q -F -- "$want" "$TMP/err"; then
+        ok "crop 8, $view: exit 1: $(cat "$TMP/err")"
+    else bad "crop 8, $view: exit $rc, want 1 and one line '$want': $(cat "$TMP/err")"; fi
+    rm -rf "$TMP/job_resized"
 done
 finish

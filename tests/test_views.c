@@ -205,7 +205,7 @@ static void test_centre(const char *dir, int jpeg) {
             char err[256];
             CHECK(jpeg_encode_rgb(raw, w, h, 95, &bytes, &len, err, sizeof err) == 0);
             ImageRGB dec;
-            CHECK(jpeg_decode_scaled(bytes, len, 1, &dec, err, sizeof err) == 0);
+            CHECK(jpeg_decode_scaled(bytes, len, 1, w, h, &dec, err, sizeof err) == 0);
             img = dec.rgb;
             free(raw);
             free(bytes);

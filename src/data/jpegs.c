@@ -35,15 +35,15 @@ int jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, uint8_t **out
     return no_jpeg(err, errlen);
 }
 
-int jpeg_decode_scaled(const uint8_t *data, size_t len, int denom, ImageRGB *out, char *err,
-                       size_t errlen) {
+int jpeg_decode_scaled(const uint8_t *data, size_t len, int denom, int want_w, int want_h, ImageRGB *out,
+                       char *err, size_t errlen) {
     out->w = out->h = 0;
     out->rgb = NULL;
     return no_jpeg(err, errlen);
 }
 
-int jpeg_decode_scaled_into(const uint8_t *data, size_t len, int denom, uint8_t *dst, size_t cap,
-                            int *w, int *h, char *err, size_t errlen) {
+int jpeg_decode_scaled_into(const uint8_t *data, size_t len, int denom, int want_w, int want_h, uint8_t *dst,
+                            size_t cap, int *w, int *h, char *err, size_t errlen) {
     return no_jpeg(err, errlen);
 }
 
@@ -158,8 +158,8 @@ int jpeg_encode_rgb(const uint8_t *rgb, int w, int h, int quality, uint8_t **out
 
 /* The decoder's one body: into dst (cap bytes) when dst is given, else into a buffer it
  * allocates (*alloc). */
-static int decode(const uint8_t *data, size_t len, int denom, uint8_t *dst, size_t cap,
-                  uint8_t **alloc, int *w, int *h, char *err, size_t errlen) {
+static int decode(const uint8_t *data, size_t len, int denom, int want_w, int want_h, uint8_t *dst,
+                  size_t cap, uint8_t **alloc, int *w, int *h, char *err, size_t errlen) {
     *w = *h = 0;
     if (alloc) *alloc = NULL;
     if (denom != 1 && denom != 2 && denom != 4 && denom != 8)
@@ -182,6 +182,16 @@ static int decode(const uint8_t *data, size_t len, int denom, uint8_t *dst, size
     if (c.jpeg_color_space == JCS_CMYK || c.jpeg_color_space == JCS_YCCK) {
         jpeg_destroy_decompress(&c);
         return errf(err, errlen, "a CMYK JPEG (RGB or grey is expected)");
+    }
+    /* The header's size against the one recorded, before anything is decoded: at a reduced
+     * DCT scale the output's size no longer tells a 32x48 image from a 29x45 one, so another
+     * valid JPEG put in a sample's place would otherwise be cropped as if it were the one
+     * recorded (and it sizes the buffer below). */
+    if (want_w > 0 && ((long long)c.image_width != want_w || (long long)c.image_height != want_h)) {
+        long long iw = c.image_width, ih = c.image_height;
+        jpeg_destroy_decompress(&c);
+        return errf(err, errlen, "the JPEG is %lldx%lld (height x width) but dataset 'sizes' says %dx%d (damaged file?)",
+                    ih, iw, want_h, want_w);
     }
     if ((long long)c.image_width * c.image_height > IMAGE_MAX_PIXELS) {
         long long iw = c.image_width, ih = c.image_height;
@@ -230,17 +240,17 @@ static int decode(const uint8_t *data, size_t len, int denom, uint8_t *dst, size
     return 0;
 }
 
-int jpeg_decode_scaled(const uint8_t *data, size_t len, int denom, ImageRGB *out, char *err,
-                       size_t errlen) {
+int jpeg_decode_scaled(const uint8_t *data, size_t len, int denom, int want_w, int want_h, ImageRGB *out,
+                       char *err, size_t errlen) {
     out->w = out->h = 0;
     out->rgb = NULL;
-    return decode(data, len, denom, NULL, 0, &out->rgb, &out->w, &out->h, err, errlen);
+    return decode(data, len, denom, want_w, want_h, NULL, 0, &out->rgb, &out->w, &out->h, err, errlen);
 }
 
-int jpeg_decode_scaled_into(const uint8_t *data, size_t len, int denom, uint8_t *dst, size_t cap,
-                            int *w, int *h, char *err, size_t errlen) {
+int jpeg_decode_scaled_into(const uint8_t *data, size_t len, int denom, int want_w, int want_h, uint8_t *dst,
+                            size_t cap, int *w, int *h, char *err, size_t errlen) {
     CHECK(dst != NULL);
-    return decode(data, len, denom, dst, cap, NULL, w, h, err, errlen);
+    return decode(data, len, denom, want_w, want_h, dst, cap, NULL, w, h, err, errlen);
 }
 
 #endif

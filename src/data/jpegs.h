@@ -34,14 +34,16 @@ void jpeg_scaled_size(int w, int h, int denom, int *out_w, int *out_h);
 
 /* Decodes a JPEG at scale 1/denom (denom 1, 2, 4 or 8: libjpeg's scale_num = 1,
  * scale_denom = denom, so the IDCT itself makes the smaller image, much faster than decoding
- * and shrinking) to RGB: out->rgb malloc'd, out->w/out->h as decoded. Comparing the size with
- * the shard's `sizes` is the caller's job. 0, or -1 with err (out->rgb NULL then). */
-int jpeg_decode_scaled(const uint8_t *data, size_t len, int denom, ImageRGB *out, char *err,
-                       size_t errlen);
+ * and shrinking) to RGB: out->rgb malloc'd, out->w/out->h as decoded. want_w x want_h: the
+ * full-scale size the shard records for it (`sizes`), checked against the JPEG's header
+ * before anything is decoded, at every scale (0, 0: any size). 0, or -1 with err (out->rgb
+ * NULL then). */
+int jpeg_decode_scaled(const uint8_t *data, size_t len, int denom, int want_w, int want_h, ImageRGB *out,
+                       char *err, size_t errlen);
 
 /* The same into the caller's buffer dst of cap bytes, which must hold the decoded image
  * (*w x *h x 3; a larger image is an error, nothing written past cap). No allocation. */
-int jpeg_decode_scaled_into(const uint8_t *data, size_t len, int denom, uint8_t *dst, size_t cap,
-                            int *w, int *h, char *err, size_t errlen);
+int jpeg_decode_scaled_into(const uint8_t *data, size_t len, int denom, int want_w, int want_h, uint8_t *dst,
+                            size_t cap, int *w, int *h, char *err, size_t errlen);
 
 #endif

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* shard_attrs.c - the attributes a shard carries (num_classes, class_names, mean and std, encoding,
- * image_size): read from any writer's file, h5py's included, and checked, so that a bad value is
- * refused with one line naming it before it sizes a buffer or reaches the terminal. */
+/* shard_attrs.c - the attributes a shard carries (num_classes, mean and std, encoding, image_size;
+ * class_names are shard_class_names.c's): read from any writer's file, h5py's included, and
+ * checked, so that a bad value is refused with one line naming it before it sizes a buffer. */
 #include "shard_attrs.h"
 
 #include <string.h>
@@ -71,86 +71,6 @@ int shard_attr_float3(hid_t file, const char *path, const char *name, float out[
     if (!numeric || np != 3)
         return errf(err, errlen, "%s: attribute '%s' must be 3 floats (one per channel, in units of pixel/255)", path, name);
     if (r < 0) return errf(err, errlen, "%s: cannot read attribute '%s' (corrupt file?)", path, name);
-    return 0;
-}
-
-/* Offset of the first C0 or C1 control character (raw, or C1 as UTF-8) in s, or -1. */
-static long control_char_at(const char *s) {
-    const unsigned char *u = (const unsigned char *)s;
-    for (long i = 0; u[i]; i++) {
-        if (u[i] < 0x20 || u[i] == 0x7f) return i;
-        if (u[i] == 0xc2 && u[i + 1] >= 0x80 && u[i + 1] <= 0x9f) return i;   /* U+0080..U+009F */
-    }
-    return -1;
-}
-
-int shard_attr_class_names(hid_t file, const char *path, int num_classes, char ***out,
-                           char *err, size_t errlen) {
-    *out = NULL;
-    hid_t a = H5Aopen(file, "class_names", H5P_DEFAULT);
-    if (a < 0) return errf(err, errlen, "%s: cannot open attribute 'class_names' (corrupt file?)", path);
-    hid_t ft = H5Aget_type(a);
-    long long np = attr_npoints(a);
-    if (ft < 0 || H5Tget_class(ft) != H5T_STRING) {
-        if (ft >= 0) H5Tclose(ft);
-        H5Aclose(a);
-        return errf(err, errlen, "%s: attribute 'class_names' must be strings (one per class)", path);
-    }
-    if (np != num_classes) {
-        H5Tclose(ft);
-        H5Aclose(a);
-        return errf(err, errlen, "%s: attribute 'class_names' has %lld names but num_classes is %d", path, np, num_classes);
-    }
-    char **names = callocCheck((size_t)num_classes, sizeof(char *));
-    hid_t mt = H5Tcopy(H5T_C_S1);
-    /* Same character set as the file: HDF5 refuses to convert between ASCII and UTF-8. */
-    H5Tset_cset(mt, H5Tget_cset(ft));
-    herr_t r;
-    if (H5Tis_variable_str(ft) > 0) {
-        H5Tset_size(mt, H5T_VARIABLE);
-        char **buf = callocCheck((size_t)num_classes, sizeof(char *));
-        r = H5Aread(a, mt, buf);
-        if (r >= 0) {
-            for (int k = 0; k < num_classes; k++) names[k] = strdup(buf[k] ? buf[k] : "");
-            hid_t sp = H5Aget_space(a);
-#if H5_VERSION_GE(1, 12, 0)
-            H5Treclaim(mt, sp, H5P_DEFAULT, buf);
-#else
-            H5Dvlen_reclaim(mt, sp, H5P_DEFAULT, buf);
-#endif
-            H5Sclose(sp);
-        }
-        free(buf);
-    } else {
-        size_t sz = H5Tget_size(ft);
-        H5Tset_size(mt, sz + 1);      /* room for the terminator a NULLPAD string lacks */
-        H5Tset_strpad(mt, H5T_STR_NULLTERM);
-        char *buf = callocCheck((size_t)num_classes, sz + 1);
-        r = H5Aread(a, mt, buf);
-        if (r >= 0)
-            for (int k = 0; k < num_classes; k++) names[k] = strndup(buf + (size_t)k * (sz + 1), sz);
-        free(buf);
-    }
-    H5Tclose(mt);
-    H5Tclose(ft);
-    H5Aclose(a);
-    if (r < 0) {
-        free(names);
-        return errf(err, errlen, "%s: cannot read attribute 'class_names' (corrupt file?)", path);
-    }
-    for (int k = 0; k < num_classes; k++) CHECK(names[k] != NULL);
-    /* Names reach the terminal (inspect, logs): an escape sequence in a file must not. */
-    for (int k = 0; k < num_classes; k++) {
-        long bad = control_char_at(names[k]);
-        if (bad >= 0) {
-            errf(err, errlen, "%s: attribute 'class_names': name %d holds a control character (0x%02x at byte %ld)",
-                 path, k, (unsigned char)names[k][bad], bad);
-            for (int j = 0; j < num_classes; j++) free(names[j]);
-            free(names);
-            return -1;
-        }
-    }
-    *out = names;
     return 0;
 }
 

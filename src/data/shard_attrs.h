@@ -17,11 +17,6 @@ int shard_attr_num_classes(hid_t file, const char *path, int *out, char *err, si
 /* `name` ("mean", "std"): 3 numbers, read as floats (ranges are the caller's to check). */
 int shard_attr_float3(hid_t file, const char *path, const char *name, float out[3], char *err, size_t errlen);
 
-/* `class_names`: num_classes strings, fixed- or variable-length, none holding a control
- * character; *out malloc'd, as ShardAttrs.class_names (shard_attrs_free). */
-int shard_attr_class_names(hid_t file, const char *path, int num_classes, char ***out,
-                           char *err, size_t errlen);
-
 /* `encoding`: SHARD_ENC_RAW when absent or "raw", SHARD_ENC_JPEG for "jpeg". */
 int shard_attr_encoding(hid_t file, const char *path, int *out, char *err, size_t errlen);
 

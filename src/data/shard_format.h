@@ -11,6 +11,8 @@
 #define SHARD_PATH_MAX 4096
 #define SHARD_MAX_SHARDS 99999      /* five digits in the name */
 #define SHARD_MAX_CLASSES 100000
+#define SHARD_ATTR_MAX_CLASS_NAMES 1024 /* more class names go to a dataset (shard_class_names.h) */
+#define SHARD_MAX_CLASS_NAME 1024   /* bytes of one class name */
 #define SHARD_MAX_SAMPLES 2147483647 /* per shard: 2^31 - 1 */
 #define SHARDSET_MAX_SAMPLES 4294967294u /* per split: the loader counts in 32 bits */
 #define SHARD_DEFAULT_MEAN 0.5f     /* normalisation when a dataset carries no mean/std */
@@ -29,7 +31,8 @@
 /* Dataset-wide attributes, stored on every shard (so any one shard describes the dataset). */
 typedef struct {
     int num_classes;
-    char **class_names;       /* num_classes strings, or NULL when the file has none */
+    char **class_names;       /* num_classes strings, or NULL when the file has none (attribute or
+                               * dataset `class_names`: shard_class_names.h) */
     int has_norm;             /* mean/std present */
     float mean[3], std[3];    /* per channel, in units of pixel/255 */
 } ShardAttrs;

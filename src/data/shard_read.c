@@ -3,6 +3,7 @@
  * is sized from it, then samples read by range, raw pixels or JPEG files with their index. */
 #include "shard_read.h"
 #include "shard_attrs.h"
+#include "shard_class_names.h"
 
 #include <math.h>
 #include <string.h>
@@ -314,9 +315,7 @@ static int shard_read_info_locked(ShardInfo *info, const char *path, int expecte
         errf(err, errlen, "%s: attribute 'num_classes' is %d but %d classes are configured", path, at->num_classes, expected_num_classes);
         goto done;
     }
-    if (H5Aexists(file, "class_names") > 0 &&
-        shard_attr_class_names(file, path, at->num_classes, &at->class_names, err, errlen) != 0)
-        goto done;
+    if (shard_class_names_read(file, path, at->num_classes, &at->class_names, err, errlen) != 0) goto done;
     int hm = H5Aexists(file, "mean") > 0, hs = H5Aexists(file, "std") > 0;
     if (hm != hs) {
         errf(err, errlen, "%s: attribute '%s' is present without '%s' (give both or neither)", path, hm ? "mean" : "std", hm ? "std" : "mean");

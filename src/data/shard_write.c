@@ -2,6 +2,7 @@
 /* shard_write.c - writing a shard: raw or JPEG samples streamed in, under a hidden temporary name
  * that becomes the shard's name only once every sample is in and the file is on disk. */
 #include "shard_write.h"
+#include "shard_class_names.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -136,13 +137,7 @@ static int shard_writer_open_locked(ShardWriter *w, const char *path, size_t n, 
 
     int nc = attrs->num_classes;
     bad = bad || write_attr(w->file, "num_classes", H5T_STD_I32LE, H5T_NATIVE_INT, 0, 1, &nc) != 0;
-    if (!bad && attrs->class_names) {
-        hid_t st = H5Tcopy(H5T_C_S1);
-        H5Tset_size(st, H5T_VARIABLE);
-        H5Tset_cset(st, H5T_CSET_UTF8);
-        bad = write_attr(w->file, "class_names", st, st, 1, (hsize_t)nc, attrs->class_names) != 0;
-        H5Tclose(st);
-    }
+    if (!bad && attrs->class_names) bad = shard_class_names_write(w->file, nc, attrs->class_names) != 0;
     if (!bad && attrs->has_norm) {
         bad = write_attr(w->file, "mean", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->mean) != 0 ||
               write_attr(w->file, "std", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, 3, attrs->std) != 0;

@@ -47,7 +47,8 @@ static const char *USAGE_IMPORT =
     "The output does not depend on --threads.\n"
     "\n"
     "  --in DIR            the image tree\n"
-    "  --out DIR           output directory (created if missing)\n"
+    "  --out DIR           output directory (created if missing; inside --in, it is left\n"
+    "                      out of the image tree)\n"
     "  --size S            image size S x S (default: that of the images, when all are the\n"
     "                      same square size)\n"
     "  --test_fraction F   split one tree DIR/<class>/* (0 < F < 1): of each class's files\n"
@@ -302,7 +303,7 @@ int cmd_import(int argc, char **argv) {
     import_options(argc, argv, &o);
     double t0 = now_sec();
     ImageTree tree;
-    image_tree_list(&tree, o.in, o.ppm);
+    image_tree_list(&tree, o.in, o.ppm, o.out);
     const size_t all = tree.train.n + tree.test.n;
     Progress prog = {.tty = isatty(fileno(stdout)), .total = tree.train.n + all, .t0 = t0};
     atomic_init(&prog.done, 0);

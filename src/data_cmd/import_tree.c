@@ -37,6 +37,18 @@ void imglist_shuffle(ImgList *l, uint64_t seed, uint64_t split) {
 
 static int cmp_name(const void *a, const void *b) { return strcmp(*(char *const *)a, *(char *const *)b); }
 
+/* A folder by identity, so that a path through a symbolic link is recognised too. */
+typedef struct { dev_t dev; ino_t ino; } DirId;
+
+/* The walk's context: the --out folder, when it exists, is left out wherever the walk meets
+ * it. Inside the tree (--out data/shards with --in data) it would otherwise be listed as a
+ * class of its own shards, or its shards as images of a class, on every later import. */
+typedef struct {
+    DirId out;
+    int has_out;            /* 0: no --out folder yet, nothing to leave out */
+    int noted;              /* the line saying so is printed once */
+} Walk;
+
 /* A growing list of strings the list owns (names, paths). */
 typedef struct { char **v; int n, cap; } NameList;
 
@@ -56,7 +68,7 @@ static void namelist_push(NameList *l, const char *str) {
  * Symbolic links are followed, as torchvision's ImageFolder follows them; one that leads
  * nowhere (dangling, or a loop of links) is not a folder: it is listed as a file, which its
  * reading then refuses with one line (or --skip_bad skips), as os.walk lists it. */
-static char **list_entries(const char *dir, int want_dirs, int *count) {
+static char **list_entries(Walk *w, const char *dir, int want_dirs, int *count) {
     DIR *d = opendir(dir);
     if (!d) die("%s: cannot list: %s", QUOTED(dir), strerror(errno));
     NameList names = {0};
@@ -71,6 +83,14 @@ static char **list_entries(const char *dir, int want_dirs, int *count) {
         else if ((errno == ENOENT || errno == ELOOP) && lstat(path, &st) == 0 && S_ISLNK(st.st_mode)) is_dir = 0;
         else die("%s: cannot stat: %s", QUOTED(path), strerror(errno));
         if (is_dir != want_dirs) continue;
+        if (is_dir && w->has_out && st.st_dev == w->out.dev && st.st_ino == w->out.ino) {
+            if (!w->noted) {
+                printf("note: %s is the --out folder: left out of the image tree\n", QUOTED(path));
+                fflush(stdout);   /* before any line on stderr */
+            }
+            w->noted = 1;
+            continue;
+        }
         namelist_push(&names, e->d_name);
     }
     closedir(d);
@@ -95,9 +115,8 @@ static void check_class_name(const char *dir, const char *name) {
 /* dir and every folder below it (symbolic links followed, hidden names skipped) into out. A
  * folder that is its own ancestor (a link loop) is an error: the walk would never end. */
 enum { MAX_FOLDER_DEPTH = 64 };
-typedef struct { dev_t dev; ino_t ino; } DirId;
 
-static void walk_folders(const char *dir, NameList *out, DirId up[MAX_FOLDER_DEPTH], int depth) {
+static void walk_folders(Walk *w, const char *dir, NameList *out, DirId up[MAX_FOLDER_DEPTH], int depth) {
     struct stat st;
     if (stat(dir, &st) != 0) die("%s: cannot stat: %s", QUOTED(dir), strerror(errno));
     for (int i = 0; i < depth; i++)
@@ -108,11 +127,11 @@ static void walk_folders(const char *dir, NameList *out, DirId up[MAX_FOLDER_DEP
     up[depth] = (DirId){st.st_dev, st.st_ino};
     namelist_push(out, dir);
     int n;
-    char **subs = list_entries(dir, 1, &n);
+    char **subs = list_entries(w, dir, 1, &n);
     for (int k = 0; k < n; k++) {
         char path[SHARD_PATH_MAX];
         snprintf_check(path, sizeof path, "%s/%s", dir, subs[k]);
-        walk_folders(path, out, up, depth + 1);
+        walk_folders(w, path, out, up, depth + 1);
     }
     free_names(subs, n);
 }
@@ -121,15 +140,15 @@ static void walk_folders(const char *dir, NameList *out, DirId up[MAX_FOLDER_DEP
  * folders under it (itself included) in byte order of their paths, as sorted(os.walk(dir)), and
  * in each its files in byte order. The test split's files go to test when ppm > 0 (see
  * --test_fraction): every k-th file of the class in that order. */
-static void add_class(const char *dir, int32_t label, ImgList *train, ImgList *test, long long ppm) {
+static void add_class(Walk *w, const char *dir, int32_t label, ImgList *train, ImgList *test, long long ppm) {
     NameList folders = {0};
     DirId up[MAX_FOLDER_DEPTH];
-    walk_folders(dir, &folders, up, 0);
+    walk_folders(w, dir, &folders, up, 0);
     qsort(folders.v, (size_t)folders.n, sizeof *folders.v, cmp_name);
     long long k = 0;
     for (int f = 0; f < folders.n; f++) {
         int n;
-        char **files = list_entries(folders.v[f], 0, &n);
+        char **files = list_entries(w, folders.v[f], 0, &n);
         for (int i = 0; i < n; i++, k++) {
             char path[SHARD_PATH_MAX];
             snprintf_check(path, sizeof path, "%s/%s", folders.v[f], files[i]);
@@ -184,28 +203,31 @@ static void check_same_classes(const char *test_dir, char **classes, int ncls, c
         }
 }
 
-void image_tree_list(ImageTree *t, const char *in, long long ppm) {
+void image_tree_list(ImageTree *t, const char *in, long long ppm, const char *out) {
     const int one_tree = ppm > 0;
     char train_dir[SHARD_PATH_MAX], test_dir[SHARD_PATH_MAX], path[SHARD_PATH_MAX];
     *t = (ImageTree){0};
     split_folders(in, one_tree, train_dir, test_dir);
+    Walk w = {0};
+    struct stat st;
+    if (out && stat(out, &st) == 0 && S_ISDIR(st.st_mode)) w = (Walk){{st.st_dev, st.st_ino}, 1, 0};
     const char *class_root = one_tree ? in : train_dir;
-    t->classes = list_entries(class_root, 1, &t->ncls);
+    t->classes = list_entries(&w, class_root, 1, &t->ncls);
     if (t->ncls == 0) die("%s: no class folders (<class>/ folders holding the images are expected)", QUOTED(class_root));
     if (t->ncls > SHARD_MAX_CLASSES)
         die("%s: %d class folders, more than the %d supported", QUOTED(class_root), t->ncls, SHARD_MAX_CLASSES);
     for (int c = 0; c < t->ncls; c++) {
         snprintf_check(path, sizeof path, "%s/%s", class_root, t->classes[c]);
         check_class_name(path, t->classes[c]);
-        add_class(path, c, &t->train, one_tree ? &t->test : NULL, ppm);
+        add_class(&w, path, c, &t->train, one_tree ? &t->test : NULL, ppm);
     }
     if (one_tree) return;
     int ntc;
-    char **tcls = list_entries(test_dir, 1, &ntc);
+    char **tcls = list_entries(&w, test_dir, 1, &ntc);
     check_same_classes(test_dir, t->classes, t->ncls, tcls, ntc);
     for (int c = 0; c < t->ncls; c++) {
         snprintf_check(path, sizeof path, "%s/%s", test_dir, t->classes[c]);
-        add_class(path, c, &t->test, NULL, 0);
+        add_class(&w, path, c, &t->test, NULL, 0);
     }
     free_names(tcls, ntc);
 }

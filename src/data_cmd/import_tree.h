@@ -28,9 +28,10 @@ typedef struct {
 
 /* Lists the tree at in: with ppm > 0 (--test_fraction in millionths) one tree of class folders
  * whose k-th file of a class is a test image when floor((k+1)ppm/1e6) > floor(k ppm/1e6);
- * else in/train/ and in/test/ (or in/val/) with the same class folders. Dies with one line
- * naming the folder on anything wrong. */
-void image_tree_list(ImageTree *t, const char *in, long long ppm);
+ * else in/train/ and in/test/ (or in/val/) with the same class folders. The folder `out`
+ * (--out; may be NULL or not exist yet) is left out wherever the walk meets it, with a line
+ * on stdout saying so. Dies with one line naming the folder on anything wrong. */
+void image_tree_list(ImageTree *t, const char *in, long long ppm, const char *out);
 
 void image_tree_free(ImageTree *t);
 

@@ -27,7 +27,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
                 for (size_t i = 0; i < count; i++)
                     for (int denom = 1; denom <= 2; denom++) {
                         ImageRGB im;
-                        if (jpeg_decode_scaled(bytes + off[i], (size_t)(off[i + 1] - off[i]), denom, &im, err, sizeof err) == 0)
+                        if (jpeg_decode_scaled(bytes + off[i], (size_t)(off[i + 1] - off[i]), denom, sizes[2 * i + 1],
+                                               sizes[2 * i], &im, err, sizeof err) == 0)
                             free(im.rgb);
                     }
             free(bytes);

@@ -6,7 +6,8 @@ Run once (the outputs are committed); needs numpy and h5py, and ddptrain and ddp
 built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
   shard/       tiny shards (2 images of 4x4) in HDF5's oldest format (no metadata checksums,
                so a mutation reaches the values rather than a checksum), one per way the tests
-               break a shard, and one written by ddptrain-data itself; JPEG shards (2 images
+               break a shard, one written by ddptrain-data itself, and two with the class names
+               in a dataset (fixed-length strings, and variable-length ones, refused); JPEG shards (2 images
                of shorter side 8, PIL's JPEGs at quality 50; needs PIL) good, with offsets out
                of order, and with one sample's bytes garbled
   checkpoint/  a checkpoint of the model fuzz_checkpoint.c loads (width 4, 1 block, 10 classes,
@@ -89,6 +90,18 @@ def shard_seeds():
         f.create_dataset("labels", shape=(2**62 + 1,), dtype="i4", chunks=(16,), fillvalue=1)
         f.attrs["num_classes"] = np.int32(3)
     out("shard", "huge_count", h5_bytes(huge))
+
+    # class names as a dataset (ddptrain-data's fixed-length strings beyond 1,024 classes;
+    # h5py's variable-length ones, refused)
+    def names_dataset(vlen):
+        def build(f):
+            f.create_dataset("images", data=np.zeros((2, 4, 4, 3), np.uint8))
+            f.create_dataset("labels", data=np.array([0, 2], np.int32))
+            f.attrs["num_classes"] = np.int32(3)
+            f["class_names"] = ["a", "b", "c"] if vlen else np.array([b"a", b"b", b"c"])
+        return build
+    out("shard", "names_dataset", h5_bytes(names_dataset(False)))
+    out("shard", "names_dataset_vlen", h5_bytes(names_dataset(True)))
 
 
 def jpeg_shard_seeds():

@@ -38,6 +38,8 @@ JPEG shards (the layout of `import --encoding jpeg`: 'jpeg', 'offsets', 'sizes',
   jpeg_garbled        the second half of sample 5's bytes (its end marker included) replaced
                       by random bytes: a corrupt JPEG, which libjpeg would pad with grey
   jpeg_no_image_size  no attribute 'image_size'
+  jpeg_resized        sample 0 (32x32 in 'sizes') replaced by a valid JPEG of 32x44: at a
+                      reduced DCT scale (a crop of 8) both decode to sizes that fit the box
   jpeg_mixed          train-00001-of-00002.h5 raw beside a JPEG train-00000 (the broken file
                       is train-00001)
 These need PIL as well and are not in KINDS (JPEG_KINDS): the trainer's tests leave them out.
@@ -53,7 +55,7 @@ KINDS = ("truncated", "corrupt", "wrong_shape", "wrong_rank", "wrong_dtype", "ba
          "missing_labels", "count_mismatch", "no_train", "huge_count", "huge_count61", "unwritten", "inf_mean",
          "nan_std", "escape_names", "attr_overrun", "btree_undef")
 JPEG_KINDS = ("jpeg_offsets_order", "jpeg_offsets_end", "jpeg_size_zero", "jpeg_garbled", "jpeg_no_image_size",
-              "jpeg_mixed")
+              "jpeg_mixed", "jpeg_resized")
 
 
 def main():
@@ -221,6 +223,12 @@ def jpeg_kind(kind, out, names, rng, n, num_classes, write_raw, good_raw):
         write(bad, blobs, sizes, labels)
     elif kind == "jpeg_no_image_size":
         write(bad, blobs, sizes, labels, image_size=False)
+    elif kind == "jpeg_resized":
+        assert tuple(sizes[0]) == (32, 32)
+        b = io.BytesIO()
+        Image.fromarray(rng.integers(0, 256, (32, 44, 3), dtype=np.uint8)).save(b, "JPEG", quality=90)
+        blobs[0] = b.getvalue()
+        write(bad, blobs, sizes, labels)
     elif kind == "jpeg_mixed":
         bad = os.path.join(out, names[1])
         os.unlink(bad)
