@@ -194,7 +194,9 @@ echo "== bad files"
 printf 'this is not an HDF5 file at all, just text\n' >"$tmp/garbage.h5"
 expect_fail "inspect a corrupt file" 1 "$tmp/garbage.h5: not an HDF5 file" "$TOOL" inspect "$tmp/garbage.h5"
 head -c 4000 "$tmp/A/train-00000-of-00002.h5" >"$tmp/cut.h5"
-expect_fail "inspect a truncated file" 1 "$tmp/cut.h5: cannot open as HDF5 (truncated or corrupt file)" "$TOOL" inspect "$tmp/cut.h5"
+# (the pre-walk of the file finds what the cut left out before HDF5 opens it: here the global
+# heap of the class names)
+expect_fail "inspect a truncated file" 1 "beyond the end of the file (damaged" "$TOOL" inspect "$tmp/cut.h5"
 expect_fail "inspect a missing file" 1 "$tmp/nope.h5: cannot open" "$TOOL" inspect "$tmp/nope.h5"
 rm "$tmp/R3/train-00001-of-00003.h5"
 expect_fail "inspect an incomplete set" 1 "train-00001-of-00003.h5: missing" "$TOOL" inspect "$tmp/R3"

@@ -1,9 +1,10 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* h5check.c - see h5check.h. Layouts from the HDF5 File Format Specification, version 3.0
  * (superblock, object header prefixes, header messages 0x000C attribute, 0x0010 continuation,
- * 0x0011 symbol table, 0x0013 B-tree 'K' values, 0x0015 attribute info, the datatype and
- * dataspace messages an attribute embeds, version 1 B-trees of group nodes, symbol table nodes
- * and entries, local heaps). */
+ * 0x0011 symbol table, 0x0013 B-tree 'K' values, 0x0015 attribute info, 0x0002 link info,
+ * 0x0006 link, 0x0008 data layout, the datatype and dataspace messages an attribute embeds,
+ * version 1 B-trees of group nodes, symbol table nodes and entries, local heaps, global heap
+ * collections). */
 #include "h5check.h"
 
 #include <errno.h>
@@ -21,7 +22,14 @@
 #define MSG_SYMBOL_TABLE 0x0011
 #define MSG_BTREE_K 0x0013
 #define MSG_ATTRIBUTE_INFO 0x0015
-#define MAX_CHUNKS 256                 /* header chunks followed, against a continuation loop */
+#define MSG_LINK_INFO 0x0002
+#define MSG_LINK 0x0006
+#define MSG_LAYOUT 0x0008
+#define MAX_LINKS 65536                /* hard links of one new-style group followed */
+#define MAX_CHUNKS 65536               /* chunks of one header followed, against a continuation loop:
+                                        * a group's header grows a chunk or so per link (ResNet-50's
+                                        * /model: 288) */
+#define MAX_PENDING 256                /* continuation messages of one chunk waiting (1 as HDF5 writes) */
 #define MAX_CHUNK (64u << 20)          /* bytes: far above any header ddptrain or h5py writes */
 #define MAX_DIMS 32                    /* HDF5's H5S_MAX_RANK */
 #define MAX_GROUP_DEPTH 32             /* groups in groups; ddptrain's files have 2 levels */
@@ -47,7 +55,7 @@ typedef struct {
     int root, extension;    /* walking the root group's header / the superblock extension's */
     int has_stab;           /* what the header just walked holds */
     uint64_t stab_btree, stab_heap;
-    uint64_t pending[MAX_CHUNKS][2];   /* continuation blocks (address, length) still to walk */
+    uint64_t pending[MAX_PENDING][2];  /* continuation blocks (address, length) still to walk */
     int npending, nwalked;
     uint64_t *groups;       /* the header addresses of the groups walked: an open-addressing set */
     size_t ngroups, groups_cap;
@@ -55,6 +63,9 @@ typedef struct {
     uint64_t cache_at[CACHE_BLOCKS];
     size_t cache_len[CACHE_BLOCKS];   /* 0: empty */
     int cache_next;
+    struct HardLink { uint64_t addr; char name[64]; } *links;   /* the hard links of the header just
+                            * walked (a new-style group's link messages), printable names */
+    size_t nlinks, links_cap;
     uint64_t gcol_addr;     /* the global heap collection walked last (undef: none), and */
     uint64_t *gcol_size;    /* the size of its object of each index (GCOL_NONE: no such object) */
     size_t gcol_n;
@@ -373,14 +384,97 @@ static int check_attribute(Check *c, const unsigned char *p, size_t n, int msg_f
     return 0;
 }
 
+/* A link message (a new-style group's member): a hard link is queued in c->links to be walked
+ * after its header; soft and external links are left to h5open.c, which refuses them before
+ * they are followed. */
+static int check_link(Check *c, const unsigned char *p, size_t n) {
+    const size_t O = (size_t)c->sizeof_addr;
+    if (n < 2 || p[0] != 1) return fail(c, "a link message of %zu bytes, version %d", n, n ? p[0] : -1);
+    const int flags = p[1];
+    size_t at = 2;
+    int type = 0;
+    if (flags & 0x08) { if (n < at + 1) return fail(c, "a link message cut short"); type = p[at++]; }
+    if (flags & 0x04) at += 8;   /* creation order */
+    if (flags & 0x10) at += 1;   /* the name's character set */
+    const size_t lb = (size_t)1 << (flags & 0x03);
+    if (n < at + lb) return fail(c, "a link message cut short");
+    const uint64_t len = le(p + at, (int)lb);
+    at += lb;
+    if (len == 0 || len > n - at) return fail(c, "a link name of %llu bytes in a %zu-byte message", (unsigned long long)len, n);
+    const unsigned char *name = p + at;
+    at += (size_t)len;
+    if (type != 0) return 0;
+    if (n < at + O) return fail(c, "a hard link message cut short");
+    if (c->nlinks == MAX_LINKS) return fail(c, "more than %d links in a group", MAX_LINKS);
+    if (c->nlinks == c->links_cap) {
+        const size_t cap = c->links_cap ? 2 * c->links_cap : 64;
+        struct HardLink *t = realloc(c->links, cap * sizeof *t);
+        if (!t) return fail(c, "out of memory");
+        c->links = t;
+        c->links_cap = cap;
+    }
+    struct HardLink *l = &c->links[c->nlinks++];
+    l->addr = le(p + at, (int)O);
+    const size_t k = len < sizeof l->name ? (size_t)len : sizeof l->name - 1;
+    for (size_t i = 0; i < k; i++) l->name[i] = name[i] >= 0x20 && name[i] <= 0x7e ? (char)name[i] : '?';
+    l->name[k] = '\0';
+    return 0;
+}
+
+/* A data layout message. HDF5 1.10 divides by each chunk dimension when it opens a chunked
+ * dataset: a dimension of 0 stopped the reader with SIGFPE (found by fuzz_checkpoint). The
+ * dimensions (the element size last) must be 1 or more, at most MAX_DIMS + 1 of them. */
+static int check_layout(Check *c, const unsigned char *p, size_t n) {
+    const size_t O = (size_t)c->sizeof_addr;
+    if (n < 2) return fail(c, "a data layout message of %zu bytes", n);
+    const int version = p[0];
+    size_t at, enc = 4, ndims;
+    if (version == 1 || version == 2) {
+        if (n < 8) return fail(c, "a data layout message of %zu bytes", n);
+        ndims = p[1];
+        if (p[2] != 2) return 0;   /* compact or contiguous: HDF5 checks their sizes */
+        at = 8 + O;
+    } else if (version == 3) {
+        if (p[1] != 2) return 0;
+        if (n < 3) return fail(c, "a data layout message of %zu bytes", n);
+        ndims = p[2];
+        at = 3 + O;
+    } else if (version == 4) {
+        if (p[1] != 2) return 0;
+        if (n < 5) return fail(c, "a data layout message of %zu bytes", n);
+        ndims = p[3];
+        enc = p[4];
+        at = 5;
+        if (enc < 1 || enc > 8) return fail(c, "chunk dimensions encoded in %zu bytes", enc);
+    } else {
+        return fail(c, "data layout message version %d", version);
+    }
+    if (ndims < 1 || ndims > MAX_DIMS + 1) return fail(c, "a chunked layout of %zu dimensions", ndims);
+    if (n < at || (n - at) / enc < ndims) return fail(c, "a chunked layout message cut short");
+    for (size_t d = 0; d < ndims; d++)
+        if (le(p + at + d * enc, (int)enc) == 0) return fail(c, "a chunk dimension of 0");
+    return 0;
+}
+
 /* One header message; continuations are queued, a symbol table noted. */
 static int check_message(Check *c, int type, const unsigned char *p, size_t n, int msg_flags) {
     const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len;
     if (type == MSG_ATTRIBUTE) return check_attribute(c, p, n, msg_flags);
+    if (type == MSG_LINK) return check_link(c, p, n);
+    if (type == MSG_LAYOUT) return check_layout(c, p, n);
+    if (type == MSG_LINK_INFO) {   /* version, flags, [max creation index], fractal heap address, ... */
+        const size_t at = 2 + ((n >= 2 && (p[1] & 0x01)) ? 8 : 0);
+        if (n < at + O || p[0] != 0) return fail(c, "a link info message of %zu bytes", n);
+        /* HDF5 1.10 opened the name index of a damaged dense group at whatever address it
+         * found and read from nowhere (found by fuzz_init_from); ddptrain keeps its groups'
+         * links in their headers and h5py writes symbol tables, so dense links are refused */
+        if (!is_undefined(p + at, (int)O)) return fail(c, "a group's links in dense storage (a fractal heap)");
+        return 0;
+    }
     if (type == MSG_CONTINUATION) {
         if (n < O + L) return fail(c, "a continuation message of %zu bytes", n);
-        if (c->npending + c->nwalked >= MAX_CHUNKS)
-            return fail(c, "more than %d object header chunks", MAX_CHUNKS);
+        if (c->npending + c->nwalked >= MAX_CHUNKS || c->npending == MAX_PENDING)
+            return fail(c, "more than %d object header chunks", c->npending == MAX_PENDING ? MAX_PENDING : MAX_CHUNKS);
         c->pending[c->npending][0] = le(p, (int)O);
         c->pending[c->npending][1] = le(p + O, (int)L);
         c->npending++;
@@ -453,6 +547,7 @@ static unsigned char *read_chunk(Check *c, uint64_t addr, uint64_t len, unsigned
 static int check_header(Check *c, uint64_t addr, const char *what) {
     unsigned char pre[32], small[SMALL_CHUNK];
     c->has_stab = 0;
+    c->nlinks = 0;
     c->npending = c->nwalked = 0;
     if (spend(c, 16) != 0) return -1;
     if (read_rel(c, addr, pre, 16) != 0) return fail(c, "%s lies beyond the end of the file", what);
@@ -694,19 +789,46 @@ static int check_group(Check *c, uint64_t addr, const char *path, int depth) {
     return rc;
 }
 
-/* An object below the root, `name` in group `parent`: its header's attributes, and, when it is
- * an old-style group, the group. Link messages (new-style groups) are not followed: ddptrain
- * writes its checkpoint groups that way, in checksummed headers, and no reader of it crashed
- * on them. */
+static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth);
+
+/* The hard links of a new-style group (its link messages, just walked into c->links): each
+ * object is walked as check_object does, once however many links lead to it. */
+static int check_links(Check *c, uint64_t addr, const char *path, int depth) {
+    const size_t n = c->nlinks;
+    if (n == 0) return 0;
+    const int seen = seen_group(c, addr);
+    if (seen < 0) return fail(c, "out of memory");
+    if (seen) return 0;
+    set_where(c, "group", path, NULL);
+    if (depth > MAX_GROUP_DEPTH) return fail(c, "groups nested more than %d deep", MAX_GROUP_DEPTH);
+    struct HardLink *l = malloc(n * sizeof *l);   /* the walk below reuses c->links */
+    if (!l) return fail(c, "out of memory");
+    memcpy(l, c->links, n * sizeof *l);
+    int rc = 0;
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        if (!within(c, l[i].addr, 16)) {
+            set_where(c, "object", path, l[i].name);
+            rc = fail(c, "a link to an object header at %llu beyond the end of the file", (unsigned long long)l[i].addr);
+        } else {
+            rc = check_object(c, l[i].addr, path, l[i].name, depth + 1);
+        }
+    }
+    free(l);
+    return rc;
+}
+
+/* An object below the root, `name` in group `parent`: its header's messages (attributes,
+ * layout), and, when it is a group, its members: an old-style group's symbol table, or a
+ * new-style group's link messages. */
 static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth) {
     set_where(c, "object", parent, name);
     if (check_header(c, addr, "its object header") != 0) return -1;
-    if (!c->has_stab) return 0;
+    if (!c->has_stab && c->nlinks == 0) return 0;
     char path[256];   /* for messages; a long one is cut short */
     snprintf(path, sizeof path, "%s%s%s", parent, parent[1] ? "/" : "", name);
     for (char *s = path; *s; s++)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';
-    return check_group(c, addr, path, depth);
+    return c->has_stab ? check_group(c, addr, path, depth) : check_links(c, addr, path, depth);
 }
 
 int h5check_file(const char *path, char *err, size_t errlen) {
@@ -786,10 +908,12 @@ int h5check_file(const char *path, char *err, size_t errlen) {
     rc = check_header(&c, root, "the root group's object header");
     c.root = 0;
     if (rc == 0 && c.has_stab) rc = check_group(&c, root, "/", 0);
+    else if (rc == 0) rc = check_links(&c, root, "/", 0);
 out:
     free(c.cache);
     free(c.groups);
     free(c.gcol_size);
+    free(c.links);
     close(c.fd);
     return rc;
 }

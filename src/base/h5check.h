@@ -22,8 +22,14 @@
  * with its signature, levels must descend, node entry counts stay within the superblock's K
  * values, names stay inside the heap, and every object linked is checked the same way
  * (attributes included; dense and shared ones are left to HDF5 below the root, since ddptrain
- * reads none of them). New-style groups (link messages, as ddptrain's checkpoints hold, in
- * checksummed headers) are not followed.
+ * reads none of them).
+ *
+ * New-style groups (link messages, as ddptrain's checkpoints hold) are walked as well, to each
+ * object's header, where a chunked dataset's layout must give no dimension of 0; links in
+ * dense storage (a fractal heap and a v2 B-tree) are refused: HDF5 1.10 divided by a chunk
+ * dimension of 0 and opened a damaged dense group's index at any address. And the root's
+ * variable-length attributes (h5py's str) are followed into the global heap, whose object
+ * sizes HDF5 trusts when it copies them.
  *
  * It does not verify checksums or anything HDF5 checks itself. */
 #ifndef DDP_H5CHECK_H

@@ -6,6 +6,7 @@
 
 #include <string.h>
 
+#include "base/h5open.h"
 #include "base/h5check.h"
 #include "base/util.h"
 
@@ -192,15 +193,19 @@ static int read_names(const Names *s, const char *path, int num_classes, char **
 int shard_class_names_read(hid_t file, const char *path, int num_classes, char ***out, char *err,
                            size_t errlen) {
     *out = NULL;
-    const int in_attr = H5Aexists(file, "class_names") > 0, in_dataset = H5Lexists(file, "class_names", H5P_DEFAULT) > 0;
+    char why[512];
+    const int in_attr = H5Aexists(file, "class_names") > 0, link = h5open_exists(file, "class_names", why, sizeof why);
+    if (link < 0) return errf(err, errlen, "%s: %s", path, why);   /* an external or soft link: not followed */
+    const int in_dataset = link > 0;
     if (in_attr && in_dataset)
         return errf(err, errlen, "%s: both an attribute and a dataset 'class_names' (one of them is expected)", path);
     if (!in_attr && !in_dataset) return 0;
     Names s = {-1, in_dataset, in_dataset ? "dataset 'class_names'" : "attribute 'class_names'"};
-    s.id = in_dataset ? H5Dopen2(file, "class_names", H5P_DEFAULT) : H5Aopen(file, "class_names", H5P_DEFAULT);
+    why[0] = '\0';
+    s.id = in_dataset ? h5open_dataset(file, "class_names", NULL, why, sizeof why) : H5Aopen(file, "class_names", H5P_DEFAULT);
     if (s.id < 0)
         return errf(err, errlen, "%s: cannot open %s (%s)", path, s.what,
-                    in_dataset ? "a dataset of strings, one per class, is expected" : "corrupt file?");
+                    why[0] ? why : in_dataset ? "a dataset of strings, one per class, is expected" : "corrupt file?");
     int rc = read_names(&s, path, num_classes, out, err, errlen);
     if (in_dataset) H5Dclose(s.id);
     else H5Aclose(s.id);
