@@ -136,21 +136,26 @@ plant() { rm -rf "$1"; mkdir -p "$1"; printf '%s' "$2" >"$1/.lock"; }
 sh -c 'exit 0' &
 gone=$!
 wait $gone
+# $1 = label, $2 = the job dir (its lock planted), $3 = what the log must say; the rest: env
+# assignments for the run. The run must take the lock over and train.
+taken_over() {
+    label=$1 J=$2 want=$3
+    shift 3
+    env "$@" "$DDPTRAIN" "${FLAGS[@]}" --job_dir "$J" --epochs 1 --max_steps 2 >"$TMP/t.out" 2>&1
+    rc=$?
+    [ $rc = 0 ] && grep -q "$want" "$TMP/t.out" &&
+        ok "(b) $label: $(grep 'took over' "$TMP/t.out")" ||
+        bad "(b) $label: exit $rc: $(grep -E 'lock|error' "$TMP/t.out" | head -3)"
+}
+
 J=$TMP/jb2
 plant "$J" "pid $gone${NL}host $HOST${NL}job ${NL}restart 0${NL}started 1796000000${NL}"
-"$DDPTRAIN" "${FLAGS[@]}" --job_dir "$J" --epochs 1 --max_steps 2 >"$TMP/s.out" 2>&1
-rc=$?
-[ $rc = 0 ] && grep -q "took over the lock of pid $gone on host $HOST" "$TMP/s.out" &&
-    ok "(b) a pid gone on this host: $(grep 'took over' "$TMP/s.out")" ||
-    bad "(b) a pid gone on this host: exit $rc: $(grep -E 'lock|error' "$TMP/s.out" | head -3)"
+taken_over "a pid gone on this host" "$J" "took over the lock of pid $gone on host $HOST"
 
 J=$TMP/jb3
 plant "$J" "pid 777${NL}host other-node${NL}job 4242${NL}restart 0${NL}started 1796000000${NL}"
-SLURM_JOB_ID=4242 SLURM_RESTART_COUNT=1 "$DDPTRAIN" "${FLAGS[@]}" --job_dir "$J" --epochs 1 --max_steps 2 >"$TMP/r.out" 2>&1
-rc=$?
-[ $rc = 0 ] && grep -q "took over the lock of pid 777 on host other-node (job 4242" "$TMP/r.out" &&
-    ok "(b) the same Slurm job requeued: $(grep 'took over' "$TMP/r.out")" ||
-    bad "(b) the same Slurm job requeued: exit $rc: $(grep -E 'lock|error' "$TMP/r.out" | head -3)"
+taken_over "the same Slurm job requeued" "$J" "took over the lock of pid 777 on host other-node (job 4242" \
+    SLURM_JOB_ID=4242 SLURM_RESTART_COUNT=1
 
 J=$TMP/jb4
 plant "$J" "pid 777${NL}host other-node${NL}job 4242${NL}restart 0${NL}started 1796000000${NL}"

@@ -98,14 +98,20 @@ int h5open_check_storage(hid_t ds, char *why, size_t whylen) {
     return rc;
 }
 
-hid_t h5open_dataset(hid_t loc, const char *path, int *missing, char *why, size_t whylen) {
+/* h5open_exists for an object about to be opened: 1 when it may be, else 0 (missing, *missing
+ * set) or -1 (a link that is not a hard one), the reason in why. */
+static int openable(hid_t loc, const char *path, int *missing, char *why, size_t whylen) {
     if (missing) *missing = 0;
     const int e = h5open_exists(loc, path, why, whylen);
     if (e == 0) {
         if (missing) *missing = 1;
         snprintf(why, whylen, "'%s' is missing", QUOTED(path));
     }
-    if (e <= 0) return -1;
+    return e;
+}
+
+hid_t h5open_dataset(hid_t loc, const char *path, int *missing, char *why, size_t whylen) {
+    if (openable(loc, path, missing, why, whylen) <= 0) return -1;
     hid_t ds = H5Dopen2(loc, path, H5P_DEFAULT);
     if (ds < 0) {
         snprintf(why, whylen, "'%s' is not a readable dataset", QUOTED(path));
@@ -122,13 +128,7 @@ hid_t h5open_dataset(hid_t loc, const char *path, int *missing, char *why, size_
 }
 
 hid_t h5open_group(hid_t loc, const char *path, int *missing, char *why, size_t whylen) {
-    if (missing) *missing = 0;
-    const int e = h5open_exists(loc, path, why, whylen);
-    if (e == 0) {
-        if (missing) *missing = 1;
-        snprintf(why, whylen, "'%s' is missing", QUOTED(path));
-    }
-    if (e <= 0) return -1;
+    if (openable(loc, path, missing, why, whylen) <= 0) return -1;
     hid_t g = H5Gopen2(loc, path, H5P_DEFAULT);
     if (g < 0) snprintf(why, whylen, "'%s' is not a readable group", QUOTED(path));
     return g;
