@@ -25,6 +25,7 @@
 #define MSG_LINK_INFO 0x0002
 #define MSG_LINK 0x0006
 #define MSG_LAYOUT 0x0008
+#define MSG_FILTERS 0x000B
 #define MAX_LINKS 65536                /* hard links of one new-style group followed */
 #define MAX_CHUNKS 65536               /* chunks of one header followed, against a continuation loop:
                                         * a group's header grows a chunk or so per link (ResNet-50's
@@ -66,6 +67,12 @@ typedef struct {
     struct HardLink { uint64_t addr; char name[64]; } *links;   /* the hard links of the header just
                             * walked (a new-style group's link messages), printable names */
     size_t nlinks, links_cap;
+    int chunked;            /* the header just walked: a chunked layout indexed by a v1 B-tree, */
+    uint64_t chunk_btree;   /* its address, */
+    unsigned chunk_ndims;   /* the chunk's dimensions, the element size last, */
+    uint32_t chunk_dims[MAX_DIMS + 1];
+    uint64_t chunk_bytes;   /* their product, */
+    int filters;            /* and its filters: 0 none, 1 Fletcher-32 alone, 2 others */
     uint64_t gcol_addr;     /* the global heap collection walked last (undef: none), and */
     uint64_t *gcol_size;    /* the size of its object of each index (GCOL_NONE: no such object) */
     size_t gcol_n;
@@ -455,9 +462,103 @@ static int check_layout(Check *c, const unsigned char *p, size_t n) {
     }
     if (ndims < 1 || ndims > MAX_DIMS + 1) return fail(c, "a chunked layout of %zu dimensions", ndims);
     if (n < at || (n - at) / enc < ndims) return fail(c, "a chunked layout message cut short");
-    for (size_t d = 0; d < ndims; d++)
-        if (le(p + at + d * enc, (int)enc) == 0) return fail(c, "a chunk dimension of 0");
+    c->chunk_bytes = 1;
+    for (size_t d = 0; d < ndims; d++) {
+        const uint64_t v = le(p + at + d * enc, (int)enc);
+        if (v == 0) return fail(c, "a chunk dimension of 0");
+        if (v > UINT32_MAX || c->chunk_bytes > (UINT64_C(1) << 40) / v) return fail(c, "a chunk of more than 2^40 bytes");
+        c->chunk_dims[d] = (uint32_t)v;
+        c->chunk_bytes *= v;
+    }
+    if (version <= 3) {   /* version 4's other chunk indexes are left to HDF5 */
+        c->chunked = 1;
+        c->chunk_ndims = (unsigned)ndims;
+        c->chunk_btree = le(p + (version == 3 ? 3 : 8), (int)O);
+    }
     return 0;
+}
+
+/* The filter pipeline message: which filters a chunk went through (Fletcher-32 is filter 3). */
+static int check_filters(Check *c, const unsigned char *p, size_t n) {
+    if (n < 2 || (p[0] != 1 && p[0] != 2)) return fail(c, "a filter pipeline message of %zu bytes", n);
+    const int version = p[0], nf = p[1];
+    size_t at = version == 1 ? 8 : 2;
+    c->filters = 0;
+    for (int f = 0; f < nf; f++) {
+        if (n < at + 2) return fail(c, "a filter pipeline message cut short");
+        const unsigned id = (unsigned)le(p + at, 2);
+        size_t name_len = 0;
+        if (version == 1 || id >= 256) {
+            if (n < at + 4) return fail(c, "a filter pipeline message cut short");
+            name_len = (size_t)le(p + at + 2, 2);
+            at += 2;
+        }
+        if (n < at + 6) return fail(c, "a filter pipeline message cut short");
+        const size_t nv = (size_t)le(p + at + 4, 2);
+        at += 6;
+        if (version == 1) name_len = align8(name_len);
+        size_t vals = nv * 4;
+        if (version == 1 && (nv & 1)) vals += 4;
+        if (name_len > n - at || vals > n - at - name_len) return fail(c, "a filter pipeline message cut short");
+        at += name_len + vals;
+        c->filters = c->filters == 0 && id == 3 ? 1 : 2;
+    }
+    return 0;
+}
+
+/* The v1 B-tree (node type 1) indexing a chunked dataset's chunks, walked in order: keys hold a
+ * chunk's stored size, filter mask and offset. HDF5 1.10 takes each entry as it finds it: a
+ * fuzzed shard whose index gained an entry of 0 bytes at address 0, out of order, had it copy a
+ * whole chunk out of an 8-byte buffer. Each chunk must lie inside the file with the size a
+ * chunk takes (unfiltered, or Fletcher-32's 4 more), at an offset on the chunk grid, the
+ * offsets strictly increasing. prev holds the last offset seen (*have_prev once there is one). */
+static int check_chunk_btree(Check *c, uint64_t addr, int level, uint64_t *prev, int *have_prev) {
+    const size_t O = (size_t)c->sizeof_addr, nd = c->chunk_ndims, K = 8 + 8 * nd;
+    unsigned char hdr[8 + 16];
+    if (spend(c, 8 + 2 * O) != 0) return -1;
+    if (read_rel(c, addr, hdr, 8 + 2 * O) != 0) return fail(c, "a chunk index node at %llu beyond the end of the file", (unsigned long long)addr);
+    if (memcmp(hdr, "TREE", 4) != 0 || hdr[4] != 1)
+        return fail(c, "a chunk index node at %llu without its signature or of type %d", (unsigned long long)addr, hdr[4]);
+    if ((level >= 0 && hdr[5] != level) || hdr[5] > MAX_BTREE_LEVEL)
+        return fail(c, "a chunk index node at level %d where level %d belongs", hdr[5], level >= 0 ? level : MAX_BTREE_LEVEL);
+    level = hdr[5];
+    const size_t n = (size_t)le(hdr + 6, 2);
+    if (n == 0) return 0;
+    const size_t bytes = n * (K + O) + K;
+    if (spend(c, bytes) != 0) return -1;
+    unsigned char *b = malloc(bytes);
+    if (!b) return fail(c, "out of memory");
+    int rc = 0;
+    if (read_rel(c, addr + 8 + 2 * O, b, bytes) != 0) rc = fail(c, "a chunk index node at %llu cut short", (unsigned long long)addr);
+    for (size_t i = 0; rc == 0 && i < n; i++) {
+        const unsigned char *key = b + i * (K + O);
+        const uint64_t child = le(key + K, (int)O);
+        if (level > 0) {
+            rc = check_chunk_btree(c, child, level - 1, prev, have_prev);
+            continue;
+        }
+        const uint64_t size = le(key, 4), mask = le(key + 4, 4);
+        const uint64_t want = c->chunk_bytes + (c->filters == 1 && mask == 0 ? 4 : 0);
+        if (size == 0 || !within(c, child, size) || (c->filters < 2 && size != want)) {
+            rc = fail(c, "a chunk of %llu bytes at %llu (a chunk holds %llu)", (unsigned long long)size,
+                      (unsigned long long)child, (unsigned long long)want);
+            break;
+        }
+        int cmp = *have_prev ? 0 : 1;
+        for (size_t d = 0; d < nd; d++) {
+            const uint64_t off = le(key + 8 + 8 * d, 8);
+            if (d + 1 == nd ? off != 0 : off % c->chunk_dims[d] != 0) {
+                rc = fail(c, "a chunk at offset %llu of dimension %zu, off the chunk grid", (unsigned long long)off, d);
+                break;
+            }
+            if (cmp == 0 && off != prev[d]) cmp = off > prev[d] ? 1 : -1;
+            prev[d] = off;
+        }
+        if (rc == 0 && cmp <= 0) rc = fail(c, "chunk index entries out of order or twice");
+        *have_prev = 1;
+    }
+    free(b);
+    return rc;
 }
 
 /* One header message; continuations are queued, a symbol table noted. */
@@ -466,6 +567,7 @@ static int check_message(Check *c, int type, const unsigned char *p, size_t n, i
     if (type == MSG_ATTRIBUTE) return check_attribute(c, p, n, msg_flags);
     if (type == MSG_LINK) return check_link(c, p, n);
     if (type == MSG_LAYOUT) return check_layout(c, p, n);
+    if (type == MSG_FILTERS) return check_filters(c, p, n);
     if (type == MSG_LINK_INFO) {   /* version, flags, [max creation index], fractal heap address, ... */
         const size_t at = 2 + ((n >= 2 && (p[1] & 0x01)) ? 8 : 0);
         if (n < at + O || p[0] != 0) return fail(c, "a link info message of %zu bytes", n);
@@ -552,6 +654,8 @@ static int check_header(Check *c, uint64_t addr, const char *what) {
     unsigned char pre[32], small[SMALL_CHUNK];
     c->has_stab = 0;
     c->nlinks = 0;
+    c->chunked = 0;
+    c->filters = 0;
     c->npending = c->nwalked = 0;
     if (spend(c, 16) != 0) return -1;
     if (read_rel(c, addr, pre, 16) != 0) return fail(c, "%s lies beyond the end of the file", what);
@@ -827,6 +931,11 @@ static int check_links(Check *c, uint64_t addr, const char *path, int depth) {
 static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth) {
     set_where(c, "object", parent, name);
     if (check_header(c, addr, "its object header") != 0) return -1;
+    if (c->chunked && c->chunk_btree != c->undef) {   /* undefined: no chunk written yet */
+        uint64_t prev[MAX_DIMS + 1];
+        int have_prev = 0;
+        if (check_chunk_btree(c, c->chunk_btree, -1, prev, &have_prev) != 0) return -1;
+    }
     if (!c->has_stab && c->nlinks == 0) return 0;
     char path[256];   /* for messages; a long one is cut short */
     snprintf(path, sizeof path, "%s%s%s", parent, parent[1] ? "/" : "", name);
@@ -1010,6 +1119,23 @@ out:
     if (sp >= 0) H5Sclose(sp);
     H5Pclose(dcpl);
     return rc;
+}
+
+int h5check_contiguous(hid_t ds, char *why, size_t whylen) {
+    hid_t dcpl = H5Dget_create_plist(ds);
+    if (dcpl < 0) return 0;
+    const H5D_layout_t layout = H5Pget_layout(dcpl);
+    H5Pclose(dcpl);
+    if (layout != H5D_CONTIGUOUS) return 0;
+    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
+    const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
+    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
+    if (t >= 0) H5Tclose(t);
+    if (sp >= 0) H5Sclose(sp);
+    const double want = (double)np * (double)width, stored = (double)H5Dget_storage_size(ds);
+    if (np <= 0 || width == 0 || stored == 0.0 || stored >= want) return 0;
+    snprintf(why, whylen, "contiguous storage of %.0f bytes for %.0f bytes of elements", stored, want);
+    return -1;
 }
 
 int h5check_allocated(hid_t ds, char *why, size_t whylen) {

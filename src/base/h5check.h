@@ -25,7 +25,8 @@
  * reads none of them).
  *
  * New-style groups (link messages, as ddptrain's checkpoints hold) are walked as well, to each
- * object's header, where a chunked dataset's layout must give no dimension of 0; links in
+ * object's header, where a chunked dataset's layout must give no dimension of 0 and its chunk
+ * index (a v1 B-tree) must list chunks inside the file, of a chunk's size, in order; links in
  * dense storage (a fractal heap and a v2 B-tree) are refused: HDF5 1.10 divided by a chunk
  * dimension of 0 and opened a damaged dense group's index at any address. And the root's
  * variable-length attributes (h5py's str) are followed into the global heap, whose object
@@ -66,5 +67,12 @@ int h5check_chunks(hid_t ds, const hsize_t *start, const hsize_t *count, char *w
  * was never written as the fill value (zeros), silently. Compact storage is checked by
  * h5check_compact_storage; any other layout passes. */
 int h5check_allocated(hid_t ds, char *why, size_t whylen);
+
+/* 0 unless dataset `ds` is contiguous with storage allocated but smaller than its elements
+ * take; else -1 with the two sizes in why. HDF5 1.10 sizes its sieve buffer from the layout
+ * message and copies the elements out of it: a fuzzed shard's 4 labels declared in 16 bytes
+ * read past a heap buffer. Storage never allocated reads as the fill value and passes here
+ * (h5check_allocated refuses it where that matters). h5open_dataset checks every dataset. */
+int h5check_contiguous(hid_t ds, char *why, size_t whylen);
 
 #endif

@@ -118,9 +118,11 @@ hid_t h5open_dataset(hid_t loc, const char *path, int *missing, char *why, size_
         return -1;
     }
     char what[384];
-    if (h5open_check_storage(ds, what, sizeof what) != 0 || h5check_compact_storage(ds, what, sizeof what) != 0) {
-        /* h5check_compact_storage's reason is a noun phrase, h5open_check_storage's a verb */
-        snprintf(why, whylen, "dataset '%s' %s%s", QUOTED(path), strncmp(what, "compact", 7) ? "" : "has ", what);
+    if (h5open_check_storage(ds, what, sizeof what) != 0 || h5check_compact_storage(ds, what, sizeof what) != 0 ||
+        h5check_contiguous(ds, what, sizeof what) != 0) {
+        /* the h5check reasons are noun phrases, h5open_check_storage's a verb */
+        snprintf(why, whylen, "dataset '%s' %s%s", QUOTED(path),
+                 strncmp(what, "compact", 7) && strncmp(what, "contiguous", 10) ? "" : "has ", what);
         H5Dclose(ds);
         return -1;
     }
