@@ -506,6 +506,21 @@ static int check_filters(Check *c, const unsigned char *p, size_t n) {
     return 0;
 }
 
+/* The header of the version 1 B-tree node at addr into hdr (8 + 2 * O bytes): its signature,
+ * its type (0: a group's, 1: a chunk index's), and its level, which must be *level (or any
+ * when -1) and becomes *level. `what` names the node in messages. */
+static int btree_node_head(Check *c, uint64_t addr, int type, int *level, unsigned char *hdr, const char *what) {
+    const size_t O = (size_t)c->sizeof_addr;
+    if (spend(c, 8 + 2 * O) != 0) return -1;
+    if (read_rel(c, addr, hdr, 8 + 2 * O) != 0) return fail(c, "%s at %llu cannot be read", what, (unsigned long long)addr);
+    if (memcmp(hdr, "TREE", 4) != 0 || hdr[4] != type)
+        return fail(c, "%s at %llu without its signature or of type %d", what, (unsigned long long)addr, hdr[4]);
+    if ((*level >= 0 && hdr[5] != *level) || hdr[5] > MAX_BTREE_LEVEL)
+        return fail(c, "%s at level %d where level %d belongs", what, hdr[5], *level >= 0 ? *level : MAX_BTREE_LEVEL);
+    *level = hdr[5];
+    return 0;
+}
+
 /* The v1 B-tree (node type 1) indexing a chunked dataset's chunks, walked in order: keys hold a
  * chunk's stored size, filter mask and offset. HDF5 1.10 takes each entry as it finds it: a
  * fuzzed shard whose index gained an entry of 0 bytes at address 0, out of order, had it copy a
@@ -515,13 +530,7 @@ static int check_filters(Check *c, const unsigned char *p, size_t n) {
 static int check_chunk_btree(Check *c, uint64_t addr, int level, uint64_t *prev, int *have_prev) {
     const size_t O = (size_t)c->sizeof_addr, nd = c->chunk_ndims, K = 8 + 8 * nd;
     unsigned char hdr[8 + 16];
-    if (spend(c, 8 + 2 * O) != 0) return -1;
-    if (read_rel(c, addr, hdr, 8 + 2 * O) != 0) return fail(c, "a chunk index node at %llu beyond the end of the file", (unsigned long long)addr);
-    if (memcmp(hdr, "TREE", 4) != 0 || hdr[4] != 1)
-        return fail(c, "a chunk index node at %llu without its signature or of type %d", (unsigned long long)addr, hdr[4]);
-    if ((level >= 0 && hdr[5] != level) || hdr[5] > MAX_BTREE_LEVEL)
-        return fail(c, "a chunk index node at level %d where level %d belongs", hdr[5], level >= 0 ? level : MAX_BTREE_LEVEL);
-    level = hdr[5];
+    if (btree_node_head(c, addr, 1, &level, hdr, "a chunk index node") != 0) return -1;
     const size_t n = (size_t)le(hdr + 6, 2);
     if (n == 0) return 0;
     const size_t bytes = n * (K + O) + K;
@@ -845,13 +854,7 @@ static int check_btree(Check *c, uint64_t addr, int level, const Heap *h, const 
         return fail(c, "a B-tree node of %llu bytes at %llu overruns the end of the file",
                     (unsigned long long)size, (unsigned long long)addr);
     unsigned char hdr[8 + 16];
-    if (spend(c, 8 + 2 * O) != 0) return -1;
-    if (read_rel(c, addr, hdr, 8 + 2 * O) != 0) return fail(c, "a B-tree node at %llu cannot be read", (unsigned long long)addr);
-    if (memcmp(hdr, "TREE", 4) != 0 || hdr[4] != 0)
-        return fail(c, "a B-tree node at %llu without its signature or of type %d (not a group's)", (unsigned long long)addr, hdr[4]);
-    if ((level >= 0 && hdr[5] != level) || hdr[5] > MAX_BTREE_LEVEL)
-        return fail(c, "a B-tree node at level %d where level %d belongs", hdr[5], level >= 0 ? level : MAX_BTREE_LEVEL);
-    level = hdr[5];
+    if (btree_node_head(c, addr, 0, &level, hdr, "a group's B-tree node") != 0) return -1;
     const unsigned n = (unsigned)le(hdr + 6, 2);
     if (n > two_k) return fail(c, "a B-tree node of %u entries (at most %llu)", n, (unsigned long long)two_k);
     for (int s = 0; s < 2; s++) {
@@ -1031,18 +1034,28 @@ out:
     return rc;
 }
 
-int h5check_compact_storage(hid_t ds, char *why, size_t whylen) {
+/* The bytes dataset ds's elements take (-1 when HDF5 cannot say) when its layout is `want`;
+ * else 0 with *other set. */
+static double element_bytes(hid_t ds, H5D_layout_t want, int *other) {
+    *other = 1;
     hid_t dcpl = H5Dget_create_plist(ds);
-    if (dcpl < 0) return 0;   /* HDF5's own read reports what is wrong */
+    if (dcpl < 0) return 0.0;   /* HDF5's own read reports what is wrong */
     const H5D_layout_t layout = H5Pget_layout(dcpl);
     H5Pclose(dcpl);
-    if (layout != H5D_COMPACT) return 0;
+    if (layout != want) return 0.0;
+    *other = 0;
     hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
     const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
     const size_t width = t >= 0 ? H5Tget_size(t) : 0;
     if (t >= 0) H5Tclose(t);
     if (sp >= 0) H5Sclose(sp);
-    const double want = np >= 0 ? (double)np * (double)width : -1.0;
+    return np >= 0 && width > 0 ? (double)np * (double)width : np == 0 ? 0.0 : -1.0;
+}
+
+int h5check_compact_storage(hid_t ds, char *why, size_t whylen) {
+    int other;
+    const double want = element_bytes(ds, H5D_COMPACT, &other);
+    if (other) return 0;
     const hsize_t stored = H5Dget_storage_size(ds);
     if (want >= 0.0 && (double)stored == want) return 0;
     snprintf(why, whylen, "compact storage of %llu bytes for %.0f bytes of elements", (unsigned long long)stored, want);
@@ -1122,18 +1135,11 @@ out:
 }
 
 int h5check_contiguous(hid_t ds, char *why, size_t whylen) {
-    hid_t dcpl = H5Dget_create_plist(ds);
-    if (dcpl < 0) return 0;
-    const H5D_layout_t layout = H5Pget_layout(dcpl);
-    H5Pclose(dcpl);
-    if (layout != H5D_CONTIGUOUS) return 0;
-    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
-    const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
-    if (t >= 0) H5Tclose(t);
-    if (sp >= 0) H5Sclose(sp);
-    const double want = (double)np * (double)width, stored = (double)H5Dget_storage_size(ds);
-    if (np <= 0 || width == 0 || stored == 0.0 || stored >= want) return 0;
+    int other;
+    const double want = element_bytes(ds, H5D_CONTIGUOUS, &other);
+    if (other || want <= 0.0) return 0;
+    const double stored = (double)H5Dget_storage_size(ds);
+    if (stored == 0.0 || stored >= want) return 0;
     snprintf(why, whylen, "contiguous storage of %.0f bytes for %.0f bytes of elements", stored, want);
     return -1;
 }
