@@ -1,11 +1,14 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* h5check.c - see h5check.h. Layouts from the HDF5 File Format Specification, version 3.0
- * (superblock, object header prefixes, header messages 0x000C attribute, 0x0010 continuation,
- * 0x0011 symbol table, 0x0013 B-tree 'K' values, 0x0015 attribute info, 0x0002 link info,
- * 0x0006 link, 0x0008 data layout, the datatype and dataspace messages an attribute embeds,
- * version 1 B-trees of group nodes, symbol table nodes and entries, local heaps, global heap
- * collections). */
+/* h5check.c - the pre-walk of an HDF5 file (see h5check.h): the superblock, object headers and
+ * their messages, and the raw structures messages name (global heap collections, chunk
+ * indexes); the groups from the root down are h5check_groups.c's. Layouts from the HDF5 File
+ * Format Specification, version 3.0 (superblock, object header prefixes, header messages
+ * 0x000C attribute, 0x0010 continuation, 0x0011 symbol table, 0x0013 B-tree 'K' values,
+ * 0x0015 attribute info, 0x0002 link info, 0x0006 link, 0x0008 data layout, 0x000B filter
+ * pipeline, the datatype and dataspace messages an attribute embeds, version 1 B-trees, global
+ * heap collections). */
 #include "h5check.h"
+#include "h5walk.h"
 
 #include <errno.h>
 #include <fcntl.h>
@@ -17,71 +20,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#define MSG_ATTRIBUTE 0x000C
-#define MSG_CONTINUATION 0x0010
-#define MSG_SYMBOL_TABLE 0x0011
-#define MSG_BTREE_K 0x0013
-#define MSG_ATTRIBUTE_INFO 0x0015
-#define MSG_LINK_INFO 0x0002
-#define MSG_LINK 0x0006
-#define MSG_LAYOUT 0x0008
-#define MSG_FILTERS 0x000B
-#define MAX_LINKS 65536                /* hard links of one new-style group followed */
-#define MAX_CHUNKS 65536               /* chunks of one header followed, against a continuation loop:
-                                        * a group's header grows a chunk or so per link (ResNet-50's
-                                        * /model: 288) */
-#define MAX_PENDING 256                /* continuation messages of one chunk waiting (1 as HDF5 writes) */
-#define MAX_CHUNK (64u << 20)          /* bytes: far above any header ddptrain or h5py writes */
-#define MAX_DIMS 32                    /* HDF5's H5S_MAX_RANK */
-#define MAX_GROUP_DEPTH 32             /* groups in groups; ddptrain's files have 2 levels */
-#define MAX_BTREE_LEVEL 31             /* HDF5's group B-trees rarely pass level 2 */
-#define HEAP_FREE_NULL 1               /* the end of a local heap's free list */
-#define CACHE_BLOCK 4096
-#define CACHE_BLOCKS 8
-
-typedef struct {
-    const char *path;
-    int fd;
-    uint64_t file_size;
-    uint64_t base;          /* addresses in the file are relative to the superblock's base */
-    uint64_t end;           /* relative: the superblock's end of file, or the file's, the smaller */
-    uint64_t undef;         /* the undefined address: all bits of sizeof_addr set */
-    uint64_t budget;        /* bytes of metadata still to be read; see spend() */
-    int sizeof_addr, sizeof_len;
-    unsigned leaf_k, node_k;   /* symbols per symbol table node / 2, children per B-tree node / 2 */
-    char *err;
-    size_t errlen;
-    const char *where_kind, *where_path, *where_name;   /* what a message is about: "object",
-                            * "/model", "fc.weight" (or NULL); no kind for the root's header */
-    int root, extension;    /* walking the root group's header / the superblock extension's */
-    int has_stab;           /* what the header just walked holds */
-    uint64_t stab_btree, stab_heap;
-    uint64_t pending[MAX_PENDING][2];  /* continuation blocks (address, length) still to walk */
-    int npending, nwalked;
-    uint64_t *groups;       /* the header addresses of the groups walked: an open-addressing set */
-    size_t ngroups, groups_cap;
-    unsigned char *cache;   /* CACHE_BLOCKS blocks of the file; see read_at() */
-    uint64_t cache_at[CACHE_BLOCKS];
-    size_t cache_len[CACHE_BLOCKS];   /* 0: empty */
-    int cache_next;
-    struct HardLink { uint64_t addr; char name[64]; } *links;   /* the hard links of the header just
-                            * walked (a new-style group's link messages), printable names */
-    size_t nlinks, links_cap;
-    int chunked;            /* the header just walked: a chunked layout indexed by a v1 B-tree, */
-    uint64_t chunk_btree;   /* its address, */
-    unsigned chunk_ndims;   /* the chunk's dimensions, the element size last, */
-    uint32_t chunk_dims[MAX_DIMS + 1];
-    uint64_t chunk_bytes;   /* their product, */
-    int filters;            /* and its filters: 0 none, 1 Fletcher-32 alone, 2 others */
-    uint64_t gcol_addr;     /* the global heap collection walked last (undef: none), and */
-    uint64_t *gcol_size;    /* the size of its object of each index (GCOL_NONE: no such object) */
-    size_t gcol_n;
-} Check;
-
-#define GCOL_NONE UINT64_MAX
-
-static int fail(Check *c, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static int fail(Check *c, const char *fmt, ...) {
+int h5w_fail(Check *c, const char *fmt, ...) {
     char what[384];
     va_list ap;
     va_start(ap, fmt);
@@ -100,19 +39,8 @@ static int fail(Check *c, const char *fmt, ...) {
     return -1;
 }
 
-static uint64_t le(const unsigned char *p, int n) {
-    uint64_t v = 0;
-    for (int i = n - 1; i >= 0; i--) v = (v << 8) | p[i];
-    return v;
-}
 
-static size_t align8(size_t n) { return (n + 7) & ~(size_t)7; }
 
-static int is_undefined(const unsigned char *p, int n) {
-    for (int i = 0; i < n; i++)
-        if (p[i] != 0xff) return 0;
-    return 1;
-}
 
 static int pread_all(Check *c, uint64_t off, void *buf, size_t n) {
     size_t got = 0;
@@ -155,14 +83,8 @@ static int read_at(Check *c, uint64_t off, void *buf, size_t n) {
     return 0;
 }
 
-/* Whether `size` bytes at relative address `addr` lie inside the file. HDF5 1.10 compares
- * addr + size with the end of file after the sum has wrapped, so the undefined address
- * (all ones) with any size passes its check, and the read then copies from nowhere. */
-static int within(const Check *c, uint64_t addr, uint64_t size) {
-    return addr != c->undef && addr <= c->end && size <= c->end - addr;
-}
 
-static int read_rel(Check *c, uint64_t addr, void *buf, size_t n) {
+int h5w_read_rel(Check *c, uint64_t addr, void *buf, size_t n) {
     if (!within(c, addr, n)) return -1;
     return read_at(c, c->base + addr, buf, n);
 }
@@ -170,15 +92,15 @@ static int read_rel(Check *c, uint64_t addr, void *buf, size_t n) {
 /* Every structure read is paid for from a budget of twice the file's size: a walk of a sound
  * file reads each header, node and heap about once, while damaged B-trees and symbol table
  * nodes that point into each other many times over could have it read without end. */
-static int spend(Check *c, uint64_t n) {
-    if (n > c->budget) return fail(c, "groups whose B-trees and symbol tables lead to more than twice the file's bytes (a loop?)");
+int h5w_spend(Check *c, uint64_t n) {
+    if (n > c->budget) return h5w_fail(c, "groups whose B-trees and symbol tables lead to more than twice the file's bytes (a loop?)");
     c->budget -= n;
     return 0;
 }
 
-/* `path` and `name` must outlive the next fail(): they live in the walk's own frames and
+/* `path` and `name` must outlive the next h5w_fail(): they live in the walk's own frames and
  * heaps, and the path of an object is put together only when there is something to say. */
-static void set_where(Check *c, const char *kind, const char *path, const char *name) {
+void h5w_set_where(Check *c, const char *kind, const char *path, const char *name) {
     c->where_kind = kind;
     c->where_path = path;
     c->where_name = name;
@@ -190,13 +112,13 @@ static void set_where(Check *c, const char *kind, const char *path, const char *
  * among a shard's or checkpoint's attributes, are refused. Returns the element size, or 0 on
  * failure (err set). */
 static uint64_t check_datatype(Check *c, const char *name, const unsigned char *p, size_t n, int depth) {
-    if (n < 8) return fail(c, "attribute '%s': a datatype of %zu bytes", name, n), 0;
+    if (n < 8) return h5w_fail(c, "attribute '%s': a datatype of %zu bytes", name, n), 0;
     const int cls = p[0] & 0x0f, version = p[0] >> 4;
     const uint64_t bits = le(p + 1, 3), size = le(p + 4, 4);
-    if (version < 1 || version > 4) return fail(c, "attribute '%s': datatype version %d", name, version), 0;
+    if (version < 1 || version > 4) return h5w_fail(c, "attribute '%s': datatype version %d", name, version), 0;
     if (size == 0 || size > (1u << 20))
-        return fail(c, "attribute '%s': an element of %llu bytes", name, (unsigned long long)size), 0;
-    if (depth > 2) return fail(c, "attribute '%s': datatypes nested too deep", name), 0;
+        return h5w_fail(c, "attribute '%s': an element of %llu bytes", name, (unsigned long long)size), 0;
+    if (depth > 2) return h5w_fail(c, "attribute '%s': datatypes nested too deep", name), 0;
     size_t props = 0;
     switch (cls) {
     case 0: props = 4; break;             /* fixed-point: bit offset, precision */
@@ -206,19 +128,19 @@ static uint64_t check_datatype(Check *c, const char *name, const unsigned char *
     case 4: props = 4; break;             /* bitfield: bit offset, precision */
     case 5: props = bits & 0xff; break;   /* opaque: its tag, padded */
     case 8: {                             /* enum: base type, member names, member values */
-        if (n < 16 || (p[8] & 0x0f) != 0) return fail(c, "attribute '%s': an enum not over an integer type", name), 0;
+        if (n < 16 || (p[8] & 0x0f) != 0) return h5w_fail(c, "attribute '%s': an enum not over an integer type", name), 0;
         const uint64_t base = check_datatype(c, name, p + 8, n - 8, depth + 1);
         if (!base) return 0;
         size_t pos = 8 + 12;   /* the datatype and the base integer type */
         const size_t members = (size_t)(bits & 0xffff);
         for (size_t k = 0; k < members; k++) {
             const unsigned char *z = pos < n ? memchr(p + pos, 0, n - pos) : NULL;
-            if (!z) return fail(c, "attribute '%s': enum member names overrun the datatype", name), 0;
+            if (!z) return h5w_fail(c, "attribute '%s': enum member names overrun the datatype", name), 0;
             const size_t len = (size_t)(z - (p + pos)) + 1;
             pos += version < 3 ? align8(len) : len;
         }
         if (pos > n || members > (n - pos) / base)
-            return fail(c, "attribute '%s': enum values overrun the datatype", name), 0;
+            return h5w_fail(c, "attribute '%s': enum values overrun the datatype", name), 0;
         return size;
     }
     case 9:                               /* variable-length: its base type */
@@ -228,38 +150,38 @@ static uint64_t check_datatype(Check *c, const char *name, const unsigned char *
         /* compound and array types: their members are decoded only when the attribute is
          * read, and ddptrain reads only the root's */
         if (!c->root) return size;
-        return fail(c, "attribute '%s' has a datatype of class %d (compound or array; ddptrain's files hold none)",
+        return h5w_fail(c, "attribute '%s' has a datatype of class %d (compound or array; ddptrain's files hold none)",
                     name, cls), 0;
     }
-    if (n < 8 + props) return fail(c, "attribute '%s': datatype of class %d in %zu bytes", name, cls, n), 0;
+    if (n < 8 + props) return h5w_fail(c, "attribute '%s': datatype of class %d in %zu bytes", name, cls, n), 0;
     return size;
 }
 
 /* The dataspace of an attribute; the element count in *nelem. */
 static int check_dataspace(Check *c, const char *name, const unsigned char *p, size_t n, uint64_t *nelem) {
-    if (n < 4) return fail(c, "attribute '%s': a dataspace of %zu bytes", name, n);
+    if (n < 4) return h5w_fail(c, "attribute '%s': a dataspace of %zu bytes", name, n);
     const int version = p[0], rank = p[1], flags = p[2];
     size_t head;
     int null_space = 0;
     if (version == 1) {
         head = 8;
-        if (flags & 0x02) return fail(c, "attribute '%s': a dataspace with a permutation index", name);
+        if (flags & 0x02) return h5w_fail(c, "attribute '%s': a dataspace with a permutation index", name);
     } else if (version == 2) {
         head = 4;
-        if (p[3] > 2) return fail(c, "attribute '%s': dataspace type %d", name, p[3]);
+        if (p[3] > 2) return h5w_fail(c, "attribute '%s': dataspace type %d", name, p[3]);
         null_space = p[3] == 2;
     } else {
-        return fail(c, "attribute '%s': dataspace version %d", name, version);
+        return h5w_fail(c, "attribute '%s': dataspace version %d", name, version);
     }
-    if (rank > MAX_DIMS) return fail(c, "attribute '%s': a dataspace of %d dimensions", name, rank);
+    if (rank > MAX_DIMS) return h5w_fail(c, "attribute '%s': a dataspace of %d dimensions", name, rank);
     const size_t L = (size_t)c->sizeof_len;
     const size_t need = head + (size_t)rank * L * ((flags & 0x01) ? 2 : 1);
-    if (n < need) return fail(c, "attribute '%s': %d dimensions in a dataspace of %zu bytes", name, rank, n);
+    if (n < need) return h5w_fail(c, "attribute '%s': %d dimensions in a dataspace of %zu bytes", name, rank, n);
     uint64_t count = null_space ? 0 : 1;
     for (int d = 0; d < rank && count; d++) {
         const uint64_t dim = le(p + head + (size_t)d * L, (int)L);
         if (dim > (UINT64_C(1) << 32) || (dim && count > (UINT64_C(1) << 32) / dim))
-            return fail(c, "attribute '%s': more than 2^32 elements", name);
+            return h5w_fail(c, "attribute '%s': more than 2^32 elements", name);
         count *= dim;
     }
     *nelem = count;
@@ -275,19 +197,19 @@ static int check_dataspace(Check *c, const char *name, const unsigned char *p, s
 static int walk_gcol(Check *c, const char *name, uint64_t addr) {
     const size_t L = (size_t)c->sizeof_len;
     unsigned char head[16];
-    if (!within(c, addr, 8 + L) || read_rel(c, addr, head, 8 + L) != 0)
-        return fail(c, "attribute '%s': a global heap at %llu beyond the end of the file", name, (unsigned long long)addr);
+    if (!within(c, addr, 8 + L) || h5w_read_rel(c, addr, head, 8 + L) != 0)
+        return h5w_fail(c, "attribute '%s': a global heap at %llu beyond the end of the file", name, (unsigned long long)addr);
     const uint64_t size = le(head + 8, (int)L);
     if (memcmp(head, "GCOL", 4) != 0 || head[4] != 1)
-        return fail(c, "attribute '%s': no global heap collection at %llu", name, (unsigned long long)addr);
+        return h5w_fail(c, "attribute '%s': no global heap collection at %llu", name, (unsigned long long)addr);
     if (size < 8 + L || size > MAX_CHUNK || !within(c, addr, size))
-        return fail(c, "attribute '%s': a global heap collection of %llu bytes at %llu", name,
+        return h5w_fail(c, "attribute '%s': a global heap collection of %llu bytes at %llu", name,
                     (unsigned long long)size, (unsigned long long)addr);
-    if (spend(c, size) != 0) return -1;
+    if (h5w_spend(c, size) != 0) return -1;
     unsigned char *buf = malloc((size_t)size);
-    if (!buf || read_rel(c, addr, buf, (size_t)size) != 0) {
+    if (!buf || h5w_read_rel(c, addr, buf, (size_t)size) != 0) {
         free(buf);
-        return fail(c, "attribute '%s': a global heap collection cut short", name);
+        return h5w_fail(c, "attribute '%s': a global heap collection cut short", name);
     }
     c->gcol_addr = c->undef;
     c->gcol_n = 0;
@@ -299,25 +221,25 @@ static int walk_gcol(Check *c, const char *name, uint64_t addr) {
             /* HDF5 1.10 steps over it by its size and reads on: a size of 0 never moved on
              * (a hang, found by fuzz_shard), a short one had it read free space as objects */
             if (osize != size - off)
-                rc = fail(c, "attribute '%s': global heap free space of %llu bytes where %llu are left", name,
+                rc = h5w_fail(c, "attribute '%s': global heap free space of %llu bytes where %llu are left", name,
                           (unsigned long long)osize, (unsigned long long)(size - off));
             break;
         }
         if (osize > size - off - 8 - L || align8((size_t)osize) > size - off - 8 - L) {
-            rc = fail(c, "attribute '%s': a global heap object of %llu bytes past its collection", name,
+            rc = h5w_fail(c, "attribute '%s': a global heap object of %llu bytes past its collection", name,
                       (unsigned long long)osize);
             break;
         }
         if (idx >= c->gcol_n) {
             const size_t n = idx + 1 > 2 * c->gcol_n ? idx + 1 : 2 * c->gcol_n;
             uint64_t *t = realloc(c->gcol_size, n * sizeof *t);
-            if (!t) { rc = fail(c, "attribute '%s': out of memory", name); break; }
+            if (!t) { rc = h5w_fail(c, "attribute '%s': out of memory", name); break; }
             for (size_t k = c->gcol_n; k < n; k++) t[k] = GCOL_NONE;
             c->gcol_size = t;
             c->gcol_n = n;
         }
         if (c->gcol_size[idx] != GCOL_NONE) {
-            rc = fail(c, "attribute '%s': two global heap objects of index %zu", name, idx);
+            rc = h5w_fail(c, "attribute '%s': two global heap objects of index %zu", name, idx);
             break;
         }
         c->gcol_size[idx] = osize;
@@ -337,7 +259,7 @@ static int check_vlen_data(Check *c, const char *name, const unsigned char *dt, 
                            uint64_t nelem, uint64_t elem) {
     const size_t O = (size_t)c->sizeof_addr;
     const uint64_t base = le(dt + 8 + 4, 4);   /* the base type's element size */
-    if (elem < 4 + O + 4) return fail(c, "attribute '%s': variable-length elements of %llu bytes", name,
+    if (elem < 4 + O + 4) return h5w_fail(c, "attribute '%s': variable-length elements of %llu bytes", name,
                                       (unsigned long long)elem);
     for (uint64_t k = 0; k < nelem; k++) {
         const unsigned char *e = data + k * elem;
@@ -345,10 +267,10 @@ static int check_vlen_data(Check *c, const char *name, const unsigned char *dt, 
         if (len == 0) continue;   /* HDF5 reads nothing for an empty sequence */
         if (addr != c->gcol_addr && walk_gcol(c, name, addr) != 0) return -1;
         if (idx == 0 || idx >= c->gcol_n || c->gcol_size[idx] == GCOL_NONE)
-            return fail(c, "attribute '%s': element %llu names global heap object %llu, which does not exist", name,
+            return h5w_fail(c, "attribute '%s': element %llu names global heap object %llu, which does not exist", name,
                         (unsigned long long)k, (unsigned long long)idx);
         if (c->gcol_size[idx] != len * base)
-            return fail(c, "attribute '%s': element %llu of %llu bytes in a global heap object of %llu", name,
+            return h5w_fail(c, "attribute '%s': element %llu of %llu bytes in a global heap object of %llu", name,
                         (unsigned long long)k, (unsigned long long)(len * base),
                         (unsigned long long)c->gcol_size[idx]);
     }
@@ -358,37 +280,37 @@ static int check_vlen_data(Check *c, const char *name, const unsigned char *dt, 
 /* One attribute message of n bytes. */
 static int check_attribute(Check *c, const unsigned char *p, size_t n, int msg_flags) {
     /* a shared message lives elsewhere; ddptrain reads none but the root's attributes */
-    if (msg_flags & 0x02) return c->root ? fail(c, "a shared attribute message in the root group") : 0;
-    if (n < 8) return fail(c, "an attribute message of %zu bytes", n);
+    if (msg_flags & 0x02) return c->root ? h5w_fail(c, "a shared attribute message in the root group") : 0;
+    if (n < 8) return h5w_fail(c, "an attribute message of %zu bytes", n);
     const int version = p[0], flags = p[1];
     const size_t name_len = (size_t)le(p + 2, 2), dt_len = (size_t)le(p + 4, 2), ds_len = (size_t)le(p + 6, 2);
     size_t pos = 8;
     if (version == 3) pos = 9;   /* + the name's character set */
-    else if (version != 1 && version != 2) return fail(c, "attribute message version %d", version);
-    if (version > 1 && (flags & 0x03)) return fail(c, "an attribute with a shared datatype or dataspace");
+    else if (version != 1 && version != 2) return h5w_fail(c, "attribute message version %d", version);
+    if (version > 1 && (flags & 0x03)) return h5w_fail(c, "an attribute with a shared datatype or dataspace");
     /* v1 pads the name, datatype and dataspace to 8 bytes; the sums stay far below SIZE_MAX */
     const size_t name_sp = version == 1 ? align8(name_len) : name_len;
     const size_t dt_sp = version == 1 ? align8(dt_len) : dt_len;
     const size_t ds_sp = version == 1 ? align8(ds_len) : ds_len;
     if (name_len == 0 || pos + name_sp > n)
-        return fail(c, "an attribute name of %zu bytes in a %zu-byte message", name_len, n);
+        return h5w_fail(c, "an attribute name of %zu bytes in a %zu-byte message", name_len, n);
     const unsigned char *nm = p + pos;
-    if (!memchr(nm, 0, name_len)) return fail(c, "an attribute name without its terminating NUL");
+    if (!memchr(nm, 0, name_len)) return h5w_fail(c, "an attribute name without its terminating NUL");
     char name[64];
     snprintf(name, sizeof name, "%s", (const char *)nm);
     for (char *s = name; *s; s++)
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';   /* printed below */
     pos += name_sp;
-    if (pos + dt_sp > n) return fail(c, "attribute '%s': a datatype of %zu bytes overruns its message", name, dt_len);
+    if (pos + dt_sp > n) return h5w_fail(c, "attribute '%s': a datatype of %zu bytes overruns its message", name, dt_len);
     const uint64_t elem = check_datatype(c, name, p + pos, dt_len, 0);
     if (!elem) return -1;
     pos += dt_sp;
-    if (pos + ds_sp > n) return fail(c, "attribute '%s': a dataspace of %zu bytes overruns its message", name, ds_len);
+    if (pos + ds_sp > n) return h5w_fail(c, "attribute '%s': a dataspace of %zu bytes overruns its message", name, ds_len);
     uint64_t nelem = 0;
     if (check_dataspace(c, name, p + pos, ds_len, &nelem) != 0) return -1;
     pos += ds_sp;
     if (nelem > (n - pos) / elem)
-        return fail(c, "attribute '%s': %llu elements of %llu bytes overrun its %zu-byte message", name,
+        return h5w_fail(c, "attribute '%s': %llu elements of %llu bytes overrun its %zu-byte message", name,
                     (unsigned long long)nelem, (unsigned long long)elem, n);
     const unsigned char *dt = p + pos - ds_sp - dt_sp;
     if (c->root && (dt[0] & 0x0f) == 9 && dt_len >= 16) return check_vlen_data(c, name, dt, p + pos, nelem, elem);
@@ -400,27 +322,27 @@ static int check_attribute(Check *c, const unsigned char *p, size_t n, int msg_f
  * they are followed. */
 static int check_link(Check *c, const unsigned char *p, size_t n) {
     const size_t O = (size_t)c->sizeof_addr;
-    if (n < 2 || p[0] != 1) return fail(c, "a link message of %zu bytes, version %d", n, n ? p[0] : -1);
+    if (n < 2 || p[0] != 1) return h5w_fail(c, "a link message of %zu bytes, version %d", n, n ? p[0] : -1);
     const int flags = p[1];
     size_t at = 2;
     int type = 0;
-    if (flags & 0x08) { if (n < at + 1) return fail(c, "a link message cut short"); type = p[at++]; }
+    if (flags & 0x08) { if (n < at + 1) return h5w_fail(c, "a link message cut short"); type = p[at++]; }
     if (flags & 0x04) at += 8;   /* creation order */
     if (flags & 0x10) at += 1;   /* the name's character set */
     const size_t lb = (size_t)1 << (flags & 0x03);
-    if (n < at + lb) return fail(c, "a link message cut short");
+    if (n < at + lb) return h5w_fail(c, "a link message cut short");
     const uint64_t len = le(p + at, (int)lb);
     at += lb;
-    if (len == 0 || len > n - at) return fail(c, "a link name of %llu bytes in a %zu-byte message", (unsigned long long)len, n);
+    if (len == 0 || len > n - at) return h5w_fail(c, "a link name of %llu bytes in a %zu-byte message", (unsigned long long)len, n);
     const unsigned char *name = p + at;
     at += (size_t)len;
     if (type != 0) return 0;
-    if (n < at + O) return fail(c, "a hard link message cut short");
-    if (c->nlinks == MAX_LINKS) return fail(c, "more than %d links in a group", MAX_LINKS);
+    if (n < at + O) return h5w_fail(c, "a hard link message cut short");
+    if (c->nlinks == MAX_LINKS) return h5w_fail(c, "more than %d links in a group", MAX_LINKS);
     if (c->nlinks == c->links_cap) {
         const size_t cap = c->links_cap ? 2 * c->links_cap : 64;
         struct HardLink *t = realloc(c->links, cap * sizeof *t);
-        if (!t) return fail(c, "out of memory");
+        if (!t) return h5w_fail(c, "out of memory");
         c->links = t;
         c->links_cap = cap;
     }
@@ -437,36 +359,36 @@ static int check_link(Check *c, const unsigned char *p, size_t n) {
  * dimensions (the element size last) must be 1 or more, at most MAX_DIMS + 1 of them. */
 static int check_layout(Check *c, const unsigned char *p, size_t n) {
     const size_t O = (size_t)c->sizeof_addr;
-    if (n < 2) return fail(c, "a data layout message of %zu bytes", n);
+    if (n < 2) return h5w_fail(c, "a data layout message of %zu bytes", n);
     const int version = p[0];
     size_t at, enc = 4, ndims;
     if (version == 1 || version == 2) {
-        if (n < 8) return fail(c, "a data layout message of %zu bytes", n);
+        if (n < 8) return h5w_fail(c, "a data layout message of %zu bytes", n);
         ndims = p[1];
         if (p[2] != 2) return 0;   /* compact or contiguous: HDF5 checks their sizes */
         at = 8 + O;
     } else if (version == 3) {
         if (p[1] != 2) return 0;
-        if (n < 3) return fail(c, "a data layout message of %zu bytes", n);
+        if (n < 3) return h5w_fail(c, "a data layout message of %zu bytes", n);
         ndims = p[2];
         at = 3 + O;
     } else if (version == 4) {
         if (p[1] != 2) return 0;
-        if (n < 5) return fail(c, "a data layout message of %zu bytes", n);
+        if (n < 5) return h5w_fail(c, "a data layout message of %zu bytes", n);
         ndims = p[3];
         enc = p[4];
         at = 5;
-        if (enc < 1 || enc > 8) return fail(c, "chunk dimensions encoded in %zu bytes", enc);
+        if (enc < 1 || enc > 8) return h5w_fail(c, "chunk dimensions encoded in %zu bytes", enc);
     } else {
-        return fail(c, "data layout message version %d", version);
+        return h5w_fail(c, "data layout message version %d", version);
     }
-    if (ndims < 1 || ndims > MAX_DIMS + 1) return fail(c, "a chunked layout of %zu dimensions", ndims);
-    if (n < at || (n - at) / enc < ndims) return fail(c, "a chunked layout message cut short");
+    if (ndims < 1 || ndims > MAX_DIMS + 1) return h5w_fail(c, "a chunked layout of %zu dimensions", ndims);
+    if (n < at || (n - at) / enc < ndims) return h5w_fail(c, "a chunked layout message cut short");
     c->chunk_bytes = 1;
     for (size_t d = 0; d < ndims; d++) {
         const uint64_t v = le(p + at + d * enc, (int)enc);
-        if (v == 0) return fail(c, "a chunk dimension of 0");
-        if (v > UINT32_MAX || c->chunk_bytes > (UINT64_C(1) << 40) / v) return fail(c, "a chunk of more than 2^40 bytes");
+        if (v == 0) return h5w_fail(c, "a chunk dimension of 0");
+        if (v > UINT32_MAX || c->chunk_bytes > (UINT64_C(1) << 40) / v) return h5w_fail(c, "a chunk of more than 2^40 bytes");
         c->chunk_dims[d] = (uint32_t)v;
         c->chunk_bytes *= v;
     }
@@ -480,26 +402,26 @@ static int check_layout(Check *c, const unsigned char *p, size_t n) {
 
 /* The filter pipeline message: which filters a chunk went through (Fletcher-32 is filter 3). */
 static int check_filters(Check *c, const unsigned char *p, size_t n) {
-    if (n < 2 || (p[0] != 1 && p[0] != 2)) return fail(c, "a filter pipeline message of %zu bytes", n);
+    if (n < 2 || (p[0] != 1 && p[0] != 2)) return h5w_fail(c, "a filter pipeline message of %zu bytes", n);
     const int version = p[0], nf = p[1];
     size_t at = version == 1 ? 8 : 2;
     c->filters = 0;
     for (int f = 0; f < nf; f++) {
-        if (n < at + 2) return fail(c, "a filter pipeline message cut short");
+        if (n < at + 2) return h5w_fail(c, "a filter pipeline message cut short");
         const unsigned id = (unsigned)le(p + at, 2);
         size_t name_len = 0;
         if (version == 1 || id >= 256) {
-            if (n < at + 4) return fail(c, "a filter pipeline message cut short");
+            if (n < at + 4) return h5w_fail(c, "a filter pipeline message cut short");
             name_len = (size_t)le(p + at + 2, 2);
             at += 2;
         }
-        if (n < at + 6) return fail(c, "a filter pipeline message cut short");
+        if (n < at + 6) return h5w_fail(c, "a filter pipeline message cut short");
         const size_t nv = (size_t)le(p + at + 4, 2);
         at += 6;
         if (version == 1) name_len = align8(name_len);
         size_t vals = nv * 4;
         if (version == 1 && (nv & 1)) vals += 4;
-        if (name_len > n - at || vals > n - at - name_len) return fail(c, "a filter pipeline message cut short");
+        if (name_len > n - at || vals > n - at - name_len) return h5w_fail(c, "a filter pipeline message cut short");
         at += name_len + vals;
         c->filters = c->filters == 0 && id == 3 ? 1 : 2;
     }
@@ -509,14 +431,14 @@ static int check_filters(Check *c, const unsigned char *p, size_t n) {
 /* The header of the version 1 B-tree node at addr into hdr (8 + 2 * O bytes): its signature,
  * its type (0: a group's, 1: a chunk index's), and its level, which must be *level (or any
  * when -1) and becomes *level. `what` names the node in messages. */
-static int btree_node_head(Check *c, uint64_t addr, int type, int *level, unsigned char *hdr, const char *what) {
+int h5w_btree_node_head(Check *c, uint64_t addr, int type, int *level, unsigned char *hdr, const char *what) {
     const size_t O = (size_t)c->sizeof_addr;
-    if (spend(c, 8 + 2 * O) != 0) return -1;
-    if (read_rel(c, addr, hdr, 8 + 2 * O) != 0) return fail(c, "%s at %llu cannot be read", what, (unsigned long long)addr);
+    if (h5w_spend(c, 8 + 2 * O) != 0) return -1;
+    if (h5w_read_rel(c, addr, hdr, 8 + 2 * O) != 0) return h5w_fail(c, "%s at %llu cannot be read", what, (unsigned long long)addr);
     if (memcmp(hdr, "TREE", 4) != 0 || hdr[4] != type)
-        return fail(c, "%s at %llu without its signature or of type %d", what, (unsigned long long)addr, hdr[4]);
+        return h5w_fail(c, "%s at %llu without its signature or of type %d", what, (unsigned long long)addr, hdr[4]);
     if ((*level >= 0 && hdr[5] != *level) || hdr[5] > MAX_BTREE_LEVEL)
-        return fail(c, "%s at level %d where level %d belongs", what, hdr[5], *level >= 0 ? *level : MAX_BTREE_LEVEL);
+        return h5w_fail(c, "%s at level %d where level %d belongs", what, hdr[5], *level >= 0 ? *level : MAX_BTREE_LEVEL);
     *level = hdr[5];
     return 0;
 }
@@ -530,15 +452,15 @@ static int btree_node_head(Check *c, uint64_t addr, int type, int *level, unsign
 static int check_chunk_btree(Check *c, uint64_t addr, int level, uint64_t *prev, int *have_prev) {
     const size_t O = (size_t)c->sizeof_addr, nd = c->chunk_ndims, K = 8 + 8 * nd;
     unsigned char hdr[8 + 16];
-    if (btree_node_head(c, addr, 1, &level, hdr, "a chunk index node") != 0) return -1;
+    if (h5w_btree_node_head(c, addr, 1, &level, hdr, "a chunk index node") != 0) return -1;
     const size_t n = (size_t)le(hdr + 6, 2);
     if (n == 0) return 0;
     const size_t bytes = n * (K + O) + K;
-    if (spend(c, bytes) != 0) return -1;
+    if (h5w_spend(c, bytes) != 0) return -1;
     unsigned char *b = malloc(bytes);
-    if (!b) return fail(c, "out of memory");
+    if (!b) return h5w_fail(c, "out of memory");
     int rc = 0;
-    if (read_rel(c, addr + 8 + 2 * O, b, bytes) != 0) rc = fail(c, "a chunk index node at %llu cut short", (unsigned long long)addr);
+    if (h5w_read_rel(c, addr + 8 + 2 * O, b, bytes) != 0) rc = h5w_fail(c, "a chunk index node at %llu cut short", (unsigned long long)addr);
     for (size_t i = 0; rc == 0 && i < n; i++) {
         const unsigned char *key = b + i * (K + O);
         const uint64_t child = le(key + K, (int)O);
@@ -549,7 +471,7 @@ static int check_chunk_btree(Check *c, uint64_t addr, int level, uint64_t *prev,
         const uint64_t size = le(key, 4), mask = le(key + 4, 4);
         const uint64_t want = c->chunk_bytes + (c->filters == 1 && mask == 0 ? 4 : 0);
         if (size == 0 || !within(c, child, size) || (c->filters < 2 && size != want)) {
-            rc = fail(c, "a chunk of %llu bytes at %llu (a chunk holds %llu)", (unsigned long long)size,
+            rc = h5w_fail(c, "a chunk of %llu bytes at %llu (a chunk holds %llu)", (unsigned long long)size,
                       (unsigned long long)child, (unsigned long long)want);
             break;
         }
@@ -557,17 +479,24 @@ static int check_chunk_btree(Check *c, uint64_t addr, int level, uint64_t *prev,
         for (size_t d = 0; d < nd; d++) {
             const uint64_t off = le(key + 8 + 8 * d, 8);
             if (d + 1 == nd ? off != 0 : off % c->chunk_dims[d] != 0) {
-                rc = fail(c, "a chunk at offset %llu of dimension %zu, off the chunk grid", (unsigned long long)off, d);
+                rc = h5w_fail(c, "a chunk at offset %llu of dimension %zu, off the chunk grid", (unsigned long long)off, d);
                 break;
             }
             if (cmp == 0 && off != prev[d]) cmp = off > prev[d] ? 1 : -1;
             prev[d] = off;
         }
-        if (rc == 0 && cmp <= 0) rc = fail(c, "chunk index entries out of order or twice");
+        if (rc == 0 && cmp <= 0) rc = h5w_fail(c, "chunk index entries out of order or twice");
         *have_prev = 1;
     }
     free(b);
     return rc;
+}
+
+int h5w_check_chunk_index(Check *c) {
+    if (!c->chunked || c->chunk_btree == c->undef) return 0;   /* undefined: no chunk written yet */
+    uint64_t prev[MAX_DIMS + 1];
+    int have_prev = 0;
+    return check_chunk_btree(c, c->chunk_btree, -1, prev, &have_prev);
 }
 
 /* One header message; continuations are queued, a symbol table noted. */
@@ -579,41 +508,41 @@ static int check_message(Check *c, int type, const unsigned char *p, size_t n, i
     if (type == MSG_FILTERS) return check_filters(c, p, n);
     if (type == MSG_LINK_INFO) {   /* version, flags, [max creation index], fractal heap address, ... */
         const size_t at = 2 + ((n >= 2 && (p[1] & 0x01)) ? 8 : 0);
-        if (n < at + O || p[0] != 0) return fail(c, "a link info message of %zu bytes", n);
+        if (n < at + O || p[0] != 0) return h5w_fail(c, "a link info message of %zu bytes", n);
         /* HDF5 1.10 opened the name index of a damaged dense group at whatever address it
          * found and read from nowhere (found by fuzz_init_from); ddptrain keeps its groups'
          * links in their headers and h5py writes symbol tables, so dense links are refused */
-        if (!is_undefined(p + at, (int)O)) return fail(c, "a group's links in dense storage (a fractal heap)");
+        if (!is_undefined(p + at, (int)O)) return h5w_fail(c, "a group's links in dense storage (a fractal heap)");
         return 0;
     }
     if (type == MSG_CONTINUATION) {
-        if (n < O + L) return fail(c, "a continuation message of %zu bytes", n);
+        if (n < O + L) return h5w_fail(c, "a continuation message of %zu bytes", n);
         if (c->npending + c->nwalked >= MAX_CHUNKS || c->npending == MAX_PENDING)
-            return fail(c, "more than %d object header chunks", c->npending == MAX_PENDING ? MAX_PENDING : MAX_CHUNKS);
+            return h5w_fail(c, "more than %d object header chunks", c->npending == MAX_PENDING ? MAX_PENDING : MAX_CHUNKS);
         c->pending[c->npending][0] = le(p, (int)O);
         c->pending[c->npending][1] = le(p + O, (int)L);
         c->npending++;
         return 0;
     }
     if (type == MSG_SYMBOL_TABLE) {   /* an old-style group: its B-tree and local heap */
-        if (n < 2 * O) return fail(c, "a symbol table message of %zu bytes", n);
+        if (n < 2 * O) return h5w_fail(c, "a symbol table message of %zu bytes", n);
         c->has_stab = 1;
         c->stab_btree = le(p, (int)O);
         c->stab_heap = le(p + O, (int)O);
         return 0;
     }
     if (type == MSG_BTREE_K && c->extension) {   /* version, chunk index K, group node K, leaf K */
-        if (n < 7 || p[0] != 0) return fail(c, "a B-tree 'K' values message of %zu bytes, version %d", n, n ? p[0] : -1);
+        if (n < 7 || p[0] != 0) return h5w_fail(c, "a B-tree 'K' values message of %zu bytes, version %d", n, n ? p[0] : -1);
         c->node_k = (unsigned)le(p + 3, 2);
         c->leaf_k = (unsigned)le(p + 5, 2);
         return 0;
     }
     if (type == MSG_ATTRIBUTE_INFO && c->root) {
-        if (n < 2) return fail(c, "an attribute info message of %zu bytes", n);
+        if (n < 2) return h5w_fail(c, "an attribute info message of %zu bytes", n);
         const size_t at = 2 + ((p[1] & 0x01) ? 2 : 0);
-        if (n < at + O) return fail(c, "an attribute info message of %zu bytes", n);
+        if (n < at + O) return h5w_fail(c, "an attribute info message of %zu bytes", n);
         if (!is_undefined(p + at, (int)O))
-            return fail(c, "root attributes in dense storage (more than HDF5 keeps in the header by default)");
+            return h5w_fail(c, "root attributes in dense storage (more than HDF5 keeps in the header by default)");
     }
     return 0;
 }
@@ -628,7 +557,7 @@ static int check_messages(Check *c, const unsigned char *p, size_t n, int v2, in
         const size_t size = (size_t)le(p + pos + (v2 ? 1 : 2), 2);
         const int flags = p[pos + (v2 ? 3 : 4)];
         pos += hdr;
-        if (size > n - pos) return fail(c, "a header message of %zu bytes overruns its %zu-byte chunk", size, n);
+        if (size > n - pos) return h5w_fail(c, "a header message of %zu bytes overruns its %zu-byte chunk", size, n);
         if (check_message(c, type, p + pos, size, flags) != 0) return -1;
         pos += size;
     }
@@ -640,18 +569,18 @@ static int check_messages(Check *c, const unsigned char *p, size_t n, int v2, in
 #define SMALL_CHUNK 1024
 static unsigned char *read_chunk(Check *c, uint64_t addr, uint64_t len, unsigned char *small) {
     if (len > MAX_CHUNK) {
-        fail(c, "an object header chunk of %llu bytes", (unsigned long long)len);
+        h5w_fail(c, "an object header chunk of %llu bytes", (unsigned long long)len);
         return NULL;
     }
-    if (spend(c, len) != 0) return NULL;
+    if (h5w_spend(c, len) != 0) return NULL;
     unsigned char *buf = len <= SMALL_CHUNK ? small : malloc((size_t)len);
     if (!buf) {
         snprintf(c->err, c->errlen, "%s: out of memory reading an object header", c->path);
         return NULL;
     }
-    if (read_rel(c, addr, buf, (size_t)len) != 0) {
+    if (h5w_read_rel(c, addr, buf, (size_t)len) != 0) {
         if (buf != small) free(buf);
-        fail(c, "an object header chunk at %llu beyond the end of the file", (unsigned long long)addr);
+        h5w_fail(c, "an object header chunk at %llu beyond the end of the file", (unsigned long long)addr);
         return NULL;
     }
     return buf;
@@ -659,23 +588,23 @@ static unsigned char *read_chunk(Check *c, uint64_t addr, uint64_t len, unsigned
 
 /* The object header at `addr`: its first chunk, then every continuation. `what` names it in
  * messages ("the root group's object header"); a symbol table message lands in c->has_stab. */
-static int check_header(Check *c, uint64_t addr, const char *what) {
+int h5w_check_header(Check *c, uint64_t addr, const char *what) {
     unsigned char pre[32], small[SMALL_CHUNK];
     c->has_stab = 0;
     c->nlinks = 0;
     c->chunked = 0;
     c->filters = 0;
     c->npending = c->nwalked = 0;
-    if (spend(c, 16) != 0) return -1;
-    if (read_rel(c, addr, pre, 16) != 0) return fail(c, "%s lies beyond the end of the file", what);
+    if (h5w_spend(c, 16) != 0) return -1;
+    if (h5w_read_rel(c, addr, pre, 16) != 0) return h5w_fail(c, "%s lies beyond the end of the file", what);
     int v2 = 0, creation_order = 0;
     uint64_t first, len;
     if (memcmp(pre, "OHDR", 4) == 0) {
-        if (pre[4] != 2) return fail(c, "object header version %d", pre[4]);
+        if (pre[4] != 2) return h5w_fail(c, "object header version %d", pre[4]);
         const int flags = pre[5];
         size_t at = 6 + ((flags & 0x20) ? 16 : 0) + ((flags & 0x10) ? 4 : 0);
         const int nb = 1 << (flags & 0x03);
-        if (read_rel(c, addr, pre, at + (size_t)nb) != 0) return fail(c, "%s is cut short", what);
+        if (h5w_read_rel(c, addr, pre, at + (size_t)nb) != 0) return h5w_fail(c, "%s is cut short", what);
         len = le(pre + at, nb);
         first = addr + at + (uint64_t)nb;
         v2 = 1;
@@ -684,7 +613,7 @@ static int check_header(Check *c, uint64_t addr, const char *what) {
         len = le(pre + 8, 4);
         first = addr + 16;   /* 12 bytes of prefix, padded to 8 */
     } else {
-        return fail(c, "%s has version %d", what, pre[0]);
+        return h5w_fail(c, "%s has version %d", what, pre[0]);
     }
     unsigned char *buf = read_chunk(c, first, len, small);
     if (!buf) return -1;
@@ -697,7 +626,7 @@ static int check_header(Check *c, uint64_t addr, const char *what) {
         c->nwalked++;
         if (!(buf = read_chunk(c, a, n, small))) return -1;
         if (v2) {   /* "OCHK", the messages, a checksum */
-            if (n < 8 || memcmp(buf, "OCHK", 4) != 0) rc = fail(c, "a header continuation block without its signature");
+            if (n < 8 || memcmp(buf, "OCHK", 4) != 0) rc = h5w_fail(c, "a header continuation block without its signature");
             else rc = check_messages(c, buf + 4, (size_t)n - 8, 1, creation_order);
         } else {
             rc = check_messages(c, buf, (size_t)n, 0, 0);
@@ -705,246 +634,6 @@ static int check_header(Check *c, uint64_t addr, const char *what) {
         if (buf != small) free(buf);
     }
     return rc;
-}
-
-/* ---- old-style groups: symbol table message, v1 B-tree, symbol table nodes, local heap ---- */
-
-typedef struct {
-    unsigned char *data;
-    uint64_t size;
-} Heap;
-
-/* 1 if the group whose header is at `addr` was walked before (a hard link back up the tree is
- * legal HDF5), else 0 and it is recorded; -1 when out of memory. */
-static int seen_group(Check *c, uint64_t addr) {
-    if (2 * (c->ngroups + 1) > c->groups_cap) {
-        const size_t cap = c->groups_cap ? 2 * c->groups_cap : 64;
-        uint64_t *t = malloc(cap * sizeof *t);
-        if (!t) return -1;
-        memset(t, 0xff, cap * sizeof *t);   /* all ones: the undefined address, never a group's */
-        for (size_t i = 0; i < c->groups_cap; i++) {
-            if (c->groups[i] == UINT64_MAX) continue;
-            size_t j = (size_t)(c->groups[i] * UINT64_C(0x9e3779b97f4a7c15) >> 32) & (cap - 1);
-            while (t[j] != UINT64_MAX) j = (j + 1) & (cap - 1);
-            t[j] = c->groups[i];
-        }
-        free(c->groups);
-        c->groups = t;
-        c->groups_cap = cap;
-    }
-    size_t j = (size_t)(addr * UINT64_C(0x9e3779b97f4a7c15) >> 32) & (c->groups_cap - 1);
-    for (; c->groups[j] != UINT64_MAX; j = (j + 1) & (c->groups_cap - 1))
-        if (c->groups[j] == addr) return 1;
-    c->groups[j] = addr;
-    c->ngroups++;
-    return 0;
-}
-
-/* A name at `off` in the local heap: HDF5 1.10 takes heap offsets from B-tree keys and symbol
- * table entries without comparing them with the heap's size, and compares and copies the
- * names there as C strings. */
-static int heap_name(Check *c, const Heap *h, uint64_t off, const char *what) {
-    if (off >= h->size || !memchr(h->data + off, 0, (size_t)(h->size - off)))
-        return fail(c, "%s at offset %llu of a %llu-byte local heap runs outside it", what, (unsigned long long)off,
-                    (unsigned long long)h->size);
-    return 0;
-}
-
-/* The local heap at `addr` ("HEAP", version 0, data size, free list head, data address): its
- * data segment read into h. HDF5 1.10 walks the free list reading two lengths at each offset
- * below the data size (up to 15 bytes past the segment) and follows it without end if it
- * loops, so the list is walked here first. */
-static int read_heap(Check *c, uint64_t addr, Heap *h) {
-    const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len;
-    unsigned char p[32];
-    h->data = NULL;
-    if (addr == c->undef) return fail(c, "a local heap at an undefined address");
-    if (spend(c, 8 + 2 * L + O) != 0) return -1;
-    if (read_rel(c, addr, p, 8 + 2 * L + O) != 0)
-        return fail(c, "a local heap at %llu beyond the end of the file", (unsigned long long)addr);
-    if (memcmp(p, "HEAP", 4) != 0 || p[4] != 0)
-        return fail(c, "a local heap at %llu without its signature or of version %d", (unsigned long long)addr, p[4]);
-    h->size = le(p + 8, (int)L);
-    uint64_t free_at = le(p + 8 + L, (int)L);
-    const uint64_t data = le(p + 8 + 2 * L, (int)O);
-    if (data == c->undef) return fail(c, "a local heap whose data segment is at an undefined address");
-    if (!within(c, data, h->size))
-        return fail(c, "a local heap's data segment of %llu bytes at %llu overruns the end of the file",
-                    (unsigned long long)h->size, (unsigned long long)data);
-    if (spend(c, h->size) != 0) return -1;
-    h->data = malloc(h->size ? (size_t)h->size : 1);
-    if (!h->data) {
-        snprintf(c->err, c->errlen, "%s: out of memory reading a local heap", c->path);
-        return -1;
-    }
-    if (read_rel(c, data, h->data, (size_t)h->size) != 0)
-        return fail(c, "a local heap's data segment at %llu cannot be read", (unsigned long long)data);
-    /* free blocks do not overlap and each holds its two lengths: at most size / 2L of them */
-    for (uint64_t k = 0; free_at != HEAP_FREE_NULL; k++) {
-        if (k > h->size / (2 * L) || free_at > h->size || 2 * L > h->size - free_at)
-            return fail(c, "a local heap's free list runs outside the heap or loops");
-        const uint64_t next = le(h->data + free_at, (int)L), len = le(h->data + free_at + L, (int)L);
-        if (next == 0 || len > h->size - free_at) return fail(c, "a local heap's free list runs outside the heap");
-        free_at = next;
-    }
-    return 0;
-}
-
-static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth);
-
-/* One symbol table node ("SNOD", version 1, number of symbols, then 2 * leaf K entries of
- * name offset, object header address, cache type, reserved and 16 bytes of scratch pad) and
- * the objects its entries name. */
-static int check_snod(Check *c, uint64_t addr, const Heap *h, const char *path, int depth) {
-    const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len, E = L + O + 24;
-    const uint64_t size = 8 + 2 * (uint64_t)c->leaf_k * E;
-    if (addr == c->undef) return fail(c, "a symbol table node at an undefined address");
-    if (!within(c, addr, size))
-        return fail(c, "a symbol table node of %llu bytes at %llu overruns the end of the file",
-                    (unsigned long long)size, (unsigned long long)addr);
-    unsigned char hdr[8];
-    if (spend(c, 8) != 0) return -1;
-    if (read_rel(c, addr, hdr, 8) != 0) return fail(c, "a symbol table node at %llu cannot be read", (unsigned long long)addr);
-    const unsigned nsyms = (unsigned)le(hdr + 6, 2);
-    if (memcmp(hdr, "SNOD", 4) != 0 || hdr[4] != 1)
-        return fail(c, "a symbol table node at %llu without its signature or of version %d", (unsigned long long)addr, hdr[4]);
-    /* HDF5 1.10 decodes them all into an array of 2 * leaf K entries */
-    if (nsyms > 2 * c->leaf_k) return fail(c, "a symbol table node of %u entries (at most %u)", nsyms, 2 * c->leaf_k);
-    if (spend(c, nsyms * E) != 0) return -1;
-    unsigned char *e = malloc(nsyms ? nsyms * E : 1);
-    if (!e) {
-        snprintf(c->err, c->errlen, "%s: out of memory reading a symbol table node", c->path);
-        return -1;
-    }
-    int rc = 0;
-    if (read_rel(c, addr + 8, e, nsyms * E) != 0)
-        rc = fail(c, "a symbol table node at %llu cannot be read", (unsigned long long)addr);
-    for (unsigned i = 0; rc == 0 && i < nsyms; i++) {
-        const unsigned char *s = e + (size_t)i * E;
-        const uint64_t name = le(s, (int)L), obj = le(s + L, (int)O);
-        const uint32_t type = (uint32_t)le(s + L + O, 4);
-        if ((rc = heap_name(c, h, name, "a link name")) != 0) break;
-        const char *child = (const char *)h->data + name;
-        if (type == 2) {   /* a soft link: its value is a name in the same heap */
-            rc = heap_name(c, h, le(s + L + O + 8, 4), "a soft link's value");
-            continue;
-        }
-        set_where(c, "object", path, child);
-        if (obj == c->undef) { rc = fail(c, "linked to an object header at an undefined address"); break; }
-        if (!within(c, obj, 16)) {
-            rc = fail(c, "linked to an object header at %llu beyond the end of the file", (unsigned long long)obj);
-            break;
-        }
-        rc = check_object(c, obj, path, child, depth + 1);
-        set_where(c, "group", path, NULL);
-    }
-    free(e);
-    return rc;
-}
-
-/* One node of a group's v1 B-tree ("TREE", type 0, level, entries used, left and right
- * siblings, then keys (heap offsets of names) and child addresses alternating, n children and
- * n + 1 keys); `level` is the level its parent implies, or -1 for the root. */
-static int check_btree(Check *c, uint64_t addr, int level, const Heap *h, const char *path, int depth) {
-    const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len;
-    const uint64_t two_k = 2 * (uint64_t)c->node_k;
-    const uint64_t size = 8 + 2 * O + two_k * O + (two_k + 1) * L;   /* what HDF5 reads */
-    if (addr == c->undef) return fail(c, "a B-tree node at an undefined address");
-    if (!within(c, addr, size))
-        return fail(c, "a B-tree node of %llu bytes at %llu overruns the end of the file",
-                    (unsigned long long)size, (unsigned long long)addr);
-    unsigned char hdr[8 + 16];
-    if (btree_node_head(c, addr, 0, &level, hdr, "a group's B-tree node") != 0) return -1;
-    const unsigned n = (unsigned)le(hdr + 6, 2);
-    if (n > two_k) return fail(c, "a B-tree node of %u entries (at most %llu)", n, (unsigned long long)two_k);
-    for (int s = 0; s < 2; s++) {
-        const uint64_t sib = le(hdr + 8 + s * O, (int)O);
-        if (sib != c->undef && !within(c, sib, size))
-            return fail(c, "a B-tree node's sibling at %llu beyond the end of the file", (unsigned long long)sib);
-    }
-    if (n == 0) return 0;   /* an empty group; its one key is never read */
-    const size_t bytes = n * (O + L) + L;
-    if (spend(c, bytes) != 0) return -1;
-    unsigned char *b = malloc(bytes);
-    if (!b) {
-        snprintf(c->err, c->errlen, "%s: out of memory reading a B-tree node", c->path);
-        return -1;
-    }
-    int rc = 0;
-    if (read_rel(c, addr + 8 + 2 * O, b, bytes) != 0)
-        rc = fail(c, "a B-tree node at %llu cannot be read", (unsigned long long)addr);
-    for (unsigned i = 0; rc == 0 && i <= n; i++) rc = heap_name(c, h, le(b + i * (O + L), (int)L), "a B-tree key");
-    for (unsigned i = 0; rc == 0 && i < n; i++) {
-        const uint64_t child = le(b + i * (O + L) + L, (int)O);
-        rc = level > 0 ? check_btree(c, child, level - 1, h, path, depth) : check_snod(c, child, h, path, depth);
-    }
-    free(b);
-    return rc;
-}
-
-/* The group whose header (at `addr`) holds the symbol table message just read. */
-static int check_group(Check *c, uint64_t addr, const char *path, int depth) {
-    const uint64_t btree = c->stab_btree, heap = c->stab_heap;
-    const int seen = seen_group(c, addr);
-    if (seen < 0) {
-        snprintf(c->err, c->errlen, "%s: out of memory", c->path);
-        return -1;
-    }
-    if (seen) return 0;
-    set_where(c, "group", path, NULL);
-    if (depth > MAX_GROUP_DEPTH) return fail(c, "groups nested more than %d deep", MAX_GROUP_DEPTH);
-    Heap h;
-    int rc = read_heap(c, heap, &h);
-    if (rc == 0) rc = check_btree(c, btree, -1, &h, path, depth);
-    free(h.data);
-    return rc;
-}
-
-static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth);
-
-/* The hard links of a new-style group (its link messages, just walked into c->links): each
- * object is walked as check_object does, once however many links lead to it. */
-static int check_links(Check *c, uint64_t addr, const char *path, int depth) {
-    const size_t n = c->nlinks;
-    if (n == 0) return 0;
-    const int seen = seen_group(c, addr);
-    if (seen < 0) return fail(c, "out of memory");
-    if (seen) return 0;
-    set_where(c, "group", path, NULL);
-    if (depth > MAX_GROUP_DEPTH) return fail(c, "groups nested more than %d deep", MAX_GROUP_DEPTH);
-    struct HardLink *l = malloc(n * sizeof *l);   /* the walk below reuses c->links */
-    if (!l) return fail(c, "out of memory");
-    memcpy(l, c->links, n * sizeof *l);
-    int rc = 0;
-    for (size_t i = 0; rc == 0 && i < n; i++) {
-        if (!within(c, l[i].addr, 16)) {
-            set_where(c, "object", path, l[i].name);
-            rc = fail(c, "a link to an object header at %llu beyond the end of the file", (unsigned long long)l[i].addr);
-        } else {
-            rc = check_object(c, l[i].addr, path, l[i].name, depth + 1);
-        }
-    }
-    free(l);
-    return rc;
-}
-
-/* An object below the root, `name` in group `parent`: its header's messages (attributes,
- * layout), and, when it is a group, its members: an old-style group's symbol table, or a
- * new-style group's link messages. */
-static int check_object(Check *c, uint64_t addr, const char *parent, const char *name, int depth) {
-    set_where(c, "object", parent, name);
-    if (check_header(c, addr, "its object header") != 0) return -1;
-    if (c->chunked && c->chunk_btree != c->undef) {   /* undefined: no chunk written yet */
-        uint64_t prev[MAX_DIMS + 1];
-        int have_prev = 0;
-        if (check_chunk_btree(c, c->chunk_btree, -1, prev, &have_prev) != 0) return -1;
-    }
-    if (!c->has_stab && c->nlinks == 0) return 0;
-    char path[256];   /* for messages; a long one is cut short */
-    snprintf(path, sizeof path, "%s%s%s", parent, parent[1] ? "/" : "", name);
-    for (char *s = path; *s; s++)
-        if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';
-    return c->has_stab ? check_group(c, addr, path, depth) : check_links(c, addr, path, depth);
 }
 
 int h5check_file(const char *path, char *err, size_t errlen) {
@@ -973,7 +662,7 @@ int h5check_file(const char *path, char *err, size_t errlen) {
         at = at ? at * 2 : 512;
     }
     const size_t got = c.file_size - at < sizeof sb ? (size_t)(c.file_size - at) : sizeof sb;
-    if (got < 24 || read_at(&c, at, sb, got) != 0) { rc = fail(&c, "a superblock cut short"); goto out; }
+    if (got < 24 || read_at(&c, at, sb, got) != 0) { rc = h5w_fail(&c, "a superblock cut short"); goto out; }
     const int version = sb[8];
     size_t p;
     if (version <= 1) {
@@ -985,12 +674,12 @@ int h5check_file(const char *path, char *err, size_t errlen) {
         c.sizeof_len = sb[10];
         p = 12;
     } else {
-        rc = fail(&c, "superblock version %d", version);
+        rc = h5w_fail(&c, "superblock version %d", version);
         goto out;
     }
     if ((c.sizeof_addr != 2 && c.sizeof_addr != 4 && c.sizeof_addr != 8) ||
         (c.sizeof_len != 2 && c.sizeof_len != 4 && c.sizeof_len != 8)) {
-        rc = fail(&c, "addresses of %d and lengths of %d bytes", c.sizeof_addr, c.sizeof_len);
+        rc = h5w_fail(&c, "addresses of %d and lengths of %d bytes", c.sizeof_addr, c.sizeof_len);
         goto out;
     }
     const size_t O = (size_t)c.sizeof_addr, L = (size_t)c.sizeof_len;
@@ -998,9 +687,9 @@ int h5check_file(const char *path, char *err, size_t errlen) {
      * entry (link name offset, a length; object header address); v2/3: base, extension, end
      * of file, root object header address. */
     const size_t root_at = version <= 1 ? p + 4 * O + L : p + 3 * O;
-    if (root_at + O > got) { rc = fail(&c, "a superblock cut short"); goto out; }
+    if (root_at + O > got) { rc = h5w_fail(&c, "a superblock cut short"); goto out; }
     c.base = le(sb + p, (int)O);
-    if (c.base != at && c.base != 0) { rc = fail(&c, "a base address of %llu", (unsigned long long)c.base); goto out; }
+    if (c.base != at && c.base != 0) { rc = h5w_fail(&c, "a base address of %llu", (unsigned long long)c.base); goto out; }
     c.undef = O == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * O)) - 1;
     const uint64_t eof = le(sb + p + 2 * O, (int)O);
     c.end = eof < c.file_size - c.base ? eof : c.file_size - c.base;
@@ -1014,167 +703,22 @@ int h5check_file(const char *path, char *err, size_t errlen) {
         c.node_k = (unsigned)le(sb + 18, 2);
     } else if (le(sb + p + O, (int)O) != c.undef) {
         c.extension = 1;
-        rc = check_header(&c, le(sb + p + O, (int)O), "the superblock extension");
+        rc = h5w_check_header(&c, le(sb + p + O, (int)O), "the superblock extension");
         c.extension = 0;
         if (rc != 0) goto out;
     }
-    if (c.leaf_k == 0 || c.node_k == 0) { rc = fail(&c, "groups of K %u and %u", c.leaf_k, c.node_k); goto out; }
+    if (c.leaf_k == 0 || c.node_k == 0) { rc = h5w_fail(&c, "groups of K %u and %u", c.leaf_k, c.node_k); goto out; }
     const uint64_t root = le(sb + root_at, (int)O);
     c.root = 1;
-    rc = check_header(&c, root, "the root group's object header");
+    rc = h5w_check_header(&c, root, "the root group's object header");
     c.root = 0;
-    if (rc == 0 && c.has_stab) rc = check_group(&c, root, "/", 0);
-    else if (rc == 0) rc = check_links(&c, root, "/", 0);
+    if (rc == 0 && c.has_stab) rc = h5w_check_group(&c, root, "/", 0);
+    else if (rc == 0) rc = h5w_check_links(&c, root, "/", 0);
 out:
     free(c.cache);
     free(c.groups);
     free(c.gcol_size);
     free(c.links);
     close(c.fd);
-    return rc;
-}
-
-/* The bytes dataset ds's elements take (-1 when HDF5 cannot say) when its layout is `want`;
- * else 0 with *other set. */
-static double element_bytes(hid_t ds, H5D_layout_t want, int *other) {
-    *other = 1;
-    hid_t dcpl = H5Dget_create_plist(ds);
-    if (dcpl < 0) return 0.0;   /* HDF5's own read reports what is wrong */
-    const H5D_layout_t layout = H5Pget_layout(dcpl);
-    H5Pclose(dcpl);
-    if (layout != want) return 0.0;
-    *other = 0;
-    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
-    const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
-    if (t >= 0) H5Tclose(t);
-    if (sp >= 0) H5Sclose(sp);
-    return np >= 0 && width > 0 ? (double)np * (double)width : np == 0 ? 0.0 : -1.0;
-}
-
-int h5check_compact_storage(hid_t ds, char *why, size_t whylen) {
-    int other;
-    const double want = element_bytes(ds, H5D_COMPACT, &other);
-    if (other) return 0;
-    const hsize_t stored = H5Dget_storage_size(ds);
-    if (want >= 0.0 && (double)stored == want) return 0;
-    snprintf(why, whylen, "compact storage of %llu bytes for %.0f bytes of elements", (unsigned long long)stored, want);
-    return -1;
-}
-
-int h5check_chunks(hid_t ds, const hsize_t *start, const hsize_t *count, char *why, size_t whylen) {
-    hid_t dcpl = H5Dget_create_plist(ds);
-    if (dcpl < 0) return 0;
-    int rc = 0;
-    hsize_t cdim[MAX_DIMS], dims[MAX_DIMS], lo[MAX_DIMS], hi[MAX_DIMS], at[MAX_DIMS];
-    hid_t t = -1, sp = -1;
-    if (H5Pget_layout(dcpl) != H5D_CHUNKED) goto out;
-    int fletcher = 0;
-    const int nf = H5Pget_nfilters(dcpl);
-    for (int k = 0; k < nf; k++) {
-        unsigned flags;
-        size_t nelem = 0;
-        if (H5Pget_filter2(dcpl, (unsigned)k, &flags, &nelem, NULL, 0, NULL, NULL) != H5Z_FILTER_FLETCHER32) goto out;
-        fletcher = 1;
-    }
-    t = H5Dget_type(ds);
-    sp = H5Dget_space(ds);
-    const int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
-    if (rank < 1 || rank > MAX_DIMS || width == 0 || H5Pget_chunk(dcpl, rank, cdim) != rank) goto out;
-    H5Sget_simple_extent_dims(sp, dims, NULL);
-    double bytes = (double)width;
-    for (int d = 0; d < rank; d++) {
-        const hsize_t s0 = start ? start[d] : 0, n = count ? count[d] : dims[d];
-        if (cdim[d] == 0 || n == 0) goto out;
-        bytes *= (double)cdim[d];
-        lo[d] = s0 / cdim[d];
-        hi[d] = (s0 + n - 1) / cdim[d];
-        at[d] = lo[d];
-    }
-    /* The walk below asks HDF5 for each chunk the selection touches; a damaged extent or chunk
-     * shape can make that count astronomical (a fuzzed checkpoint kept the loop busy past
-     * libFuzzer's timeout). More chunks than the file stores means chunks never written, which
-     * no reader here wants as fill values: refused, and the walk stays bounded by what the file
-     * holds. Small selections skip the count, a walk of the whole chunk index. */
-    double touched = 1.0;
-    for (int d = 0; d < rank; d++) touched *= (double)(hi[d] - lo[d] + 1);
-    if (touched > 4096.0) {
-        hsize_t have = 0;
-        if (H5Dget_num_chunks(ds, sp, &have) < 0 || touched > (double)have) {
-            snprintf(why, whylen, "%.0f chunks in the selection but %llu stored in the file (chunks never written?)", touched,
-                     (unsigned long long)have);
-            rc = -1;
-            goto out;
-        }
-    }
-    for (;;) {   /* every chunk the selection touches, last dimension fastest */
-        hsize_t offset[MAX_DIMS], stored = 0;
-        haddr_t addr = HADDR_UNDEF;
-        unsigned mask = 0;
-        for (int d = 0; d < rank; d++) offset[d] = at[d] * cdim[d];
-        /* a chunk never written has no address; one with an address and 0 bytes is a lie too */
-        if (H5Dget_chunk_info_by_coord(ds, offset, &mask, &addr, &stored) >= 0 && addr != HADDR_UNDEF &&
-            (double)stored != bytes && !(fletcher && (double)stored == bytes + 4.0)) {
-            snprintf(why, whylen, "a chunk at element %llu of %llu stored in %llu bytes, but a chunk holds %.0f",
-                     (unsigned long long)offset[0], (unsigned long long)dims[0], (unsigned long long)stored,
-                     bytes + (fletcher ? 4.0 : 0.0));
-            rc = -1;
-            goto out;
-        }
-        int d = rank - 1;
-        while (d >= 0 && at[d] == hi[d]) { at[d] = lo[d]; d--; }
-        if (d < 0) break;
-        at[d]++;
-    }
-out:
-    if (t >= 0) H5Tclose(t);
-    if (sp >= 0) H5Sclose(sp);
-    H5Pclose(dcpl);
-    return rc;
-}
-
-int h5check_contiguous(hid_t ds, char *why, size_t whylen) {
-    int other;
-    const double want = element_bytes(ds, H5D_CONTIGUOUS, &other);
-    if (other || want <= 0.0) return 0;
-    const double stored = (double)H5Dget_storage_size(ds);
-    if (stored == 0.0 || stored >= want) return 0;
-    snprintf(why, whylen, "contiguous storage of %.0f bytes for %.0f bytes of elements", stored, want);
-    return -1;
-}
-
-int h5check_allocated(hid_t ds, char *why, size_t whylen) {
-    hid_t dcpl = H5Dget_create_plist(ds);
-    if (dcpl < 0) return 0;
-    hid_t t = H5Dget_type(ds), sp = H5Dget_space(ds);
-    const int rank = sp >= 0 ? H5Sget_simple_extent_ndims(sp) : -1;
-    const hssize_t np = sp >= 0 ? H5Sget_simple_extent_npoints(sp) : -1;
-    const size_t width = t >= 0 ? H5Tget_size(t) : 0;
-    const H5D_layout_t layout = H5Pget_layout(dcpl);
-    hsize_t dims[MAX_DIMS], cdim[MAX_DIMS];
-    int rc = 0;
-    if (np <= 0 || width == 0 || rank < 0 || rank > MAX_DIMS) goto out;
-    if (layout == H5D_CONTIGUOUS) {
-        const double want = (double)np * (double)width, stored = (double)H5Dget_storage_size(ds);
-        if (stored < want) {
-            snprintf(why, whylen, "%.0f bytes stored for %.0f bytes of elements (never written?)", stored, want);
-            rc = -1;
-        }
-    } else if (layout == H5D_CHUNKED && rank >= 1 && H5Pget_chunk(dcpl, rank, cdim) == rank) {
-        H5Sget_simple_extent_dims(sp, dims, NULL);
-        double want = 1.0;
-        for (int d = 0; d < rank; d++) want *= cdim[d] ? (double)((dims[d] + cdim[d] - 1) / cdim[d]) : 0.0;
-        hsize_t have = 0;
-        /* a dataspace, not H5S_ALL, which HDF5 1.10 answers with 0 */
-        if (H5Dget_num_chunks(ds, sp, &have) < 0 || (double)have < want) {
-            snprintf(why, whylen, "%llu of its %.0f chunks stored (the others never written)", (unsigned long long)have, want);
-            rc = -1;
-        }
-    }
-out:
-    if (t >= 0) H5Tclose(t);
-    if (sp >= 0) H5Sclose(sp);
-    H5Pclose(dcpl);
     return rc;
 }
