@@ -16,13 +16,7 @@
 # --init_from (the classifier, SqueezeNet's final convolution, kept at its initialisation), the
 # checkpoint back into torchvision's module, strict.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
-PY=$(find_python "torch, torchvision, h5py, numpy") || {
-    echo "SKIP: no python3 with torch, torchvision, h5py and numpy"; exit $SKIP; }
-DUMP="$top_builddir/tests/helpers/dump_model"
-CMP="$top_srcdir/tests/helpers/torch_compare.py"
-DDP="$top_builddir/ddptrain"
-T2D="$top_srcdir/scripts/torch_to_ddptrain.py"
-D2T="$top_srcdir/scripts/ddptrain_to_torch.py"
+. "${top_srcdir:-.}/tests/helpers/zoo_compare.sh"
 
 check() {   # $1 = label, $2 = the dump's copy, rest = dump_model flags
     label=$1; keep=$2; shift 2
@@ -63,19 +57,5 @@ must_fail "DenseNet's concatenation in the reverse order in PyTorch" "$TMP/dense
 # checkpoint of a training step into torchvision's module.
 "$top_builddir/ddptrain-data" synth --out "$TMP/data" --train 32 --test 8 --size 64 >/dev/null ||
     bad "ddptrain-data synth"
-for m in densenet121 vgg11_bn squeezenet1_1; do
-    rm -rf "$TMP/job" "$TMP/w.h5"
-    if ! "$PY" "$T2D" "$m" "$TMP/w.h5" --seed 5 >"$TMP/t2d.out" 2>&1; then
-        bad "torch_to_ddptrain.py $m"; cat "$TMP/t2d.out"; continue
-    fi
-    if "$DDP" --model "$m" --init_from "$TMP/w.h5" --data_dir "$TMP/data" --image_size 64 --max_steps 1 --batch_size 8 \
-        --threads 2 --save_every_steps 1 --job_dir "$TMP/job" >"$TMP/ft.out" 2>&1 &&
-        grep -q "kept at their initialisation, another shape: " "$TMP/ft.out" &&
-        "$PY" "$D2T" "$(ls "$TMP"/job/checkpoints/ckpt-*.h5 | tail -1)" >"$TMP/d2t.out" 2>&1 &&
-        grep -q "torchvision.models.$m classes 10" "$TMP/d2t.out"; then
-        ok "$m: torchvision's 1000-class weights into a 10-class run, and its checkpoint back, strict: $(grep -o 'init_from .*' "$TMP/ft.out" | head -1 | sed 's/.*tensors loaded/tensors loaded/' | cut -c1-110)"
-    else
-        bad "$m: weights both ways"; tail -n 3 "$TMP/ft.out" "$TMP/d2t.out"
-    fi
-done
+weights_both_ways "$TMP/data" 64 densenet121 vgg11_bn squeezenet1_1
 finish

@@ -15,13 +15,7 @@
 # builder's weights both ways: torchvision's into --init_from (the classifier of another class
 # count kept at its initialisation) and a checkpoint into torchvision's module, strict.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
-PY=$(find_python "torch, torchvision, h5py, numpy") || {
-    echo "SKIP: no python3 with torch, torchvision, h5py and numpy"; exit $SKIP; }
-DUMP="$top_builddir/tests/helpers/dump_model"
-CMP="$top_srcdir/tests/helpers/torch_compare.py"
-DDP="$top_builddir/ddptrain"
-T2D="$top_srcdir/scripts/torch_to_ddptrain.py"
-D2T="$top_srcdir/scripts/ddptrain_to_torch.py"
+. "${top_srcdir:-.}/tests/helpers/zoo_compare.sh"
 
 check() {   # $1 = label, $2 = tolerance, rest = dump_model flags
     label=$1; tol=$2; shift 2
@@ -29,14 +23,6 @@ check() {   # $1 = label, $2 = tolerance, rest = dump_model flags
         ok "$label: $(grep '^compared' "$TMP/c.out" | cut -c1-150)"
     else
         bad "$label"; cat "$TMP/d.out" "$TMP/c.out" | tail -n 15
-    fi
-}
-must_fail() {   # $1 = label, $2 = dump, rest = torch_compare flags: the comparison must fail
-    label=$1; dump=$2; shift 2
-    if "$PY" "$CMP" "$dump" --tol 1e-3 --ref64 4 "$@" >"$TMP/w.out" 2>&1; then
-        bad "$label passed for torchvision's definition"; tail -n 3 "$TMP/w.out"
-    else
-        ok "$label detected: $(grep 'FAIL' "$TMP/w.out" | head -1 | cut -c1-110)"
     fi
 }
 
@@ -88,20 +74,5 @@ must_fail "stochastic depth drawn per batch in PyTorch" "$TMP/eb.h5" --set sd_ro
 # --init_from at 10 classes, then a checkpoint of a training step into torchvision's module.
 "$top_builddir/ddptrain-data" synth --out "$TMP/data" --train 64 --test 16 --size 64 >/dev/null ||
     bad "ddptrain-data synth"
-for m in resnext50_32x4d mobilenet_v2 mobilenet_v3_small efficientnet_b0 efficientnet_v2_s regnet_y_400mf \
-    regnet_x_400mf mnasnet0_5 wide_resnet50_2; do
-    rm -rf "$TMP/job"
-    if ! "$PY" "$T2D" "$m" "$TMP/w.h5" --seed 5 >"$TMP/t2d.out" 2>&1; then
-        bad "torch_to_ddptrain.py $m"; cat "$TMP/t2d.out"; continue
-    fi
-    if "$DDP" --model "$m" --init_from "$TMP/w.h5" --data_dir "$TMP/data" --image_size 64 --max_steps 1 --batch_size 8 \
-        --threads 2 --save_every_steps 1 --job_dir "$TMP/job" >"$TMP/ft.out" 2>&1 &&
-        grep -q "kept at their initialisation, another shape: " "$TMP/ft.out" &&
-        "$PY" "$D2T" "$(ls "$TMP"/job/checkpoints/ckpt-*.h5 | tail -1)" >"$TMP/d2t.out" 2>&1 &&
-        grep -q "torchvision.models.$m classes 10" "$TMP/d2t.out"; then
-        ok "$m: torchvision's 1000-class weights into a 10-class run, and its checkpoint back, strict: $(grep -o 'init_from .*' "$TMP/ft.out" | head -1 | sed 's/.*tensors loaded/tensors loaded/' | cut -c1-110)"
-    else
-        bad "$m: weights both ways"; tail -n 3 "$TMP/ft.out" "$TMP/d2t.out"
-    fi
-done
+weights_both_ways "$TMP/data" 64 resnext50_32x4d mobilenet_v2 mobilenet_v3_small efficientnet_b0 efficientnet_v2_s regnet_y_400mf regnet_x_400mf mnasnet0_5 wide_resnet50_2
 finish

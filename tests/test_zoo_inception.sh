@@ -20,13 +20,7 @@
 # torchvision's module, strict (without the auxiliary classifiers and with transform_input
 # too, PyTorch's evaluation of the checkpoint then ddptrain's).
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
-PY=$(find_python "torch, torchvision, h5py, numpy") || {
-    echo "SKIP: no python3 with torch, torchvision, h5py and numpy"; exit $SKIP; }
-DUMP="$top_builddir/tests/helpers/dump_model"
-CMP="$top_srcdir/tests/helpers/torch_compare.py"
-DDP="$top_builddir/ddptrain"
-T2D="$top_srcdir/scripts/torch_to_ddptrain.py"
-D2T="$top_srcdir/scripts/ddptrain_to_torch.py"
+. "${top_srcdir:-.}/tests/helpers/zoo_compare.sh"
 
 check() {   # $1 = label, $2 = dump to keep, rest = dump_model flags
     label=$1; keep=$2; shift 2
@@ -35,14 +29,6 @@ check() {   # $1 = label, $2 = dump to keep, rest = dump_model flags
         ok "$label: $(grep '^compared' "$TMP/c.out" | cut -c1-150)"
     else
         bad "$label"; cat "$TMP/d.out" "$TMP/c.out" | tail -n 15
-    fi
-}
-must_fail() {   # $1 = label, $2 = dump, rest = torch_compare flags: the comparison must fail
-    label=$1; dump=$2; shift 2
-    if "$PY" "$CMP" "$TMP/$dump.h5" --tol 1e-3 --ref64 4 "$@" >"$TMP/w.out" 2>&1; then
-        bad "$label passed for torchvision's definition"; tail -n 3 "$TMP/w.out"
-    else
-        ok "$label detected: $(grep 'FAIL' "$TMP/w.out" | head -1 | cut -c1-110)"
     fi
 }
 
@@ -93,9 +79,9 @@ PYEOF
 [ $? -eq 0 ] && ok "initialisation as torchvision's: $(cat "$TMP/init.out")" || { bad "initialisation"; cat "$TMP/init.out"; }
 
 # Wrong variants, each against a dump that passed above
-must_fail "GoogLeNet's auxiliary losses at weight 0.4 in PyTorch (0.3)" g --set aux_weight=0.4
-must_fail "Inception v3's rectangular kernels transposed in PyTorch (1x7 as 7x1)" in --set rect_transposed=1
-must_fail "GoogLeNet without transform_input in PyTorch" gt --set transform_input=0
+must_fail "GoogLeNet's auxiliary losses at weight 0.4 in PyTorch (0.3)" "$TMP/g.h5" --set aux_weight=0.4
+must_fail "Inception v3's rectangular kernels transposed in PyTorch (1x7 as 7x1)" "$TMP/in.h5" --set rect_transposed=1
+must_fail "GoogLeNet without transform_input in PyTorch" "$TMP/gt.h5" --set transform_input=0
 
 # The smallest image: torchvision's min_size (its weights' meta data, for evaluation) for
 # GoogLeNet and for Inception v3 without its auxiliary classifier; 299 with it
@@ -122,22 +108,8 @@ n=$("$DDP" --model googlenet --aux_logits=false --transform_input --print_model 
 "$top_builddir/ddptrain-data" synth --out "$TMP/d64" --train 32 --test 16 --size 64 >/dev/null &&
     "$top_builddir/ddptrain-data" synth --out "$TMP/d299" --train 16 --test 8 --size 299 >/dev/null ||
     bad "ddptrain-data synth"
-for ms in googlenet:64 inception_v3:299; do
-    m=${ms%:*} s=${ms#*:}
-    rm -rf "$TMP/job"
-    if ! "$PY" "$T2D" "$m" "$TMP/w.h5" --seed 5 >"$TMP/t2d.out" 2>&1; then
-        bad "torch_to_ddptrain.py $m"; cat "$TMP/t2d.out"; continue
-    fi
-    if "$DDP" --model "$m" --init_from "$TMP/w.h5" --data_dir "$TMP/d$s" --image_size "$s" --max_steps 1 \
-        --batch_size 8 --threads 2 --save_every_steps 1 --job_dir "$TMP/job" >"$TMP/ft.out" 2>&1 &&
-        grep -q "kept at their initialisation, another shape: " "$TMP/ft.out" &&
-        "$PY" "$D2T" "$(ls "$TMP"/job/checkpoints/ckpt-*.h5 | tail -1)" >"$TMP/d2t.out" 2>&1 &&
-        grep -q "torchvision.models.$m classes 10" "$TMP/d2t.out"; then
-        ok "$m: torchvision's 1000-class weights into a 10-class run, and its checkpoint back, strict: $(grep -o 'init_from .*' "$TMP/ft.out" | head -1 | sed 's/.*tensors loaded/tensors loaded/' | cut -c1-110)"
-    else
-        bad "$m: weights both ways"; tail -n 3 "$TMP/ft.out" "$TMP/d2t.out"
-    fi
-done
+weights_both_ways "$TMP/d64" 64 googlenet
+weights_both_ways "$TMP/d299" 299 inception_v3
 # A checkpoint of --aux_logits false --transform_input loads into torchvision's GoogLeNet of
 # aux_logits=False, transform_input=True, and PyTorch's evaluation of it is ddptrain's
 rm -rf "$TMP/job"

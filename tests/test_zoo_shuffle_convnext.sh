@@ -15,13 +15,7 @@
 # state_dict into --init_from at 10 classes, and a checkpoint back into torchvision's module,
 # strict.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
-PY=$(find_python "torch, torchvision, h5py, numpy") || {
-    echo "SKIP: no python3 with torch, torchvision, h5py and numpy"; exit $SKIP; }
-DUMP="$top_builddir/tests/helpers/dump_model"
-CMP="$top_srcdir/tests/helpers/torch_compare.py"
-DDP="$top_builddir/ddptrain"
-T2D="$top_srcdir/scripts/torch_to_ddptrain.py"
-D2T="$top_srcdir/scripts/ddptrain_to_torch.py"
+. "${top_srcdir:-.}/tests/helpers/zoo_compare.sh"
 
 check() {   # $1 = label, $2 = dump, rest = dump_model flags
     label=$1; d=$2; shift 2
@@ -29,14 +23,6 @@ check() {   # $1 = label, $2 = dump, rest = dump_model flags
         ok "$label: $(grep '^compared' "$TMP/c.out" | cut -c1-150)"
     else
         bad "$label"; cat "$TMP/d.out" "$TMP/c.out" | tail -n 15
-    fi
-}
-must_fail() {   # $1 = label, $2 = dump, rest = torch_compare flags: the comparison must fail
-    label=$1; dump=$2; shift 2
-    if "$PY" "$CMP" "$dump" --tol 1e-3 --ref64 4 "$@" >"$TMP/w.out" 2>&1; then
-        bad "$label passed for torchvision's definition"; tail -n 3 "$TMP/w.out"
-    else
-        ok "$label detected: $(grep 'FAIL' "$TMP/w.out" | head -1 | cut -c1-110)"
     fi
 }
 
@@ -114,19 +100,5 @@ must_fail "LayerNorm2d over each image's (C, H, W) in PyTorch" "$TMP/c.h5" --set
 
 # Weights both ways: torchvision's (1000 classes) into --init_from at 10 classes, then a
 # checkpoint of a training step into torchvision's module.
-for m in shufflenet_v2_x0_5 convnext_tiny; do
-    rm -rf "$TMP/job"
-    if ! "$PY" "$T2D" "$m" "$TMP/w.h5" --seed 5 >"$TMP/t2d.out" 2>&1; then
-        bad "torch_to_ddptrain.py $m"; cat "$TMP/t2d.out"; continue
-    fi
-    if "$DDP" --model "$m" --init_from "$TMP/w.h5" --data_dir "$TMP/data" --image_size 32 --max_steps 1 --batch_size 8 \
-        --threads 2 --save_every_steps 1 --job_dir "$TMP/job" >"$TMP/ft.out" 2>&1 &&
-        grep -q "kept at their initialisation, another shape: " "$TMP/ft.out" &&
-        "$PY" "$D2T" "$(ls "$TMP"/job/checkpoints/ckpt-*.h5 | tail -1)" >"$TMP/d2t.out" 2>&1 &&
-        grep -q "torchvision.models.$m classes 10" "$TMP/d2t.out"; then
-        ok "$m: torchvision's 1000-class weights into a 10-class run, and its checkpoint back, strict: $(grep -o 'init_from .*' "$TMP/ft.out" | head -1 | sed 's/.*tensors loaded/tensors loaded/' | cut -c1-110)"
-    else
-        bad "$m: weights both ways"; tail -n 3 "$TMP/ft.out" "$TMP/d2t.out"
-    fi
-done
+weights_both_ways "$TMP/data" 32 shufflenet_v2_x0_5 convnext_tiny
 finish

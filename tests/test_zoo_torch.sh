@@ -9,11 +9,7 @@
 # stride on the first 1x1 of a bottleneck), written as a network file, must fail the check. So
 # must a network of --use_blurpool (FFCV's blur) against torchvision's module without the blur.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
-PY=$(find_python "torch, torchvision, h5py, numpy") || {
-    echo "SKIP: no python3 with torch, torchvision, h5py and numpy"; exit $SKIP; }
-DUMP="$top_builddir/tests/helpers/dump_model"
-CMP="$top_srcdir/tests/helpers/torch_compare.py"
-DDP="$top_builddir/ddptrain"
+. "${top_srcdir:-.}/tests/helpers/zoo_compare.sh"
 
 check() {   # $1 = label, $2 = tolerance, rest = dump_model flags
     label=$1; tol=$2; shift 2
@@ -83,8 +79,6 @@ done
 # torchvision -> ddptrain (--init_from, scripts/torch_to_ddptrain.py): the weights loaded are
 # torchvision's to the bit, and the logits of the first forward, every gradient and the steps
 # are torchvision's on the same batch
-T2D="$top_srcdir/scripts/torch_to_ddptrain.py"
-D2T="$top_srcdir/scripts/ddptrain_to_torch.py"
 "$PY" "$T2D" resnet18 "$TMP/w18.h5" --num-classes 10 --seed 5 >/dev/null || bad "torch_to_ddptrain.py resnet18"
 "$DUMP" "$TMP/i.h5" --model resnet18 --init_from "$TMP/w18.h5" --batch 4 --image_size 64 --seed 3 --lr 0.01 \
     >"$TMP/i.out" || bad "dump_model --init_from"
