@@ -2,8 +2,8 @@
 /* test_units.c - config table parsing, model layout, a model shaped for another input size,
  * progressive resizing's crop per epoch, schedule, optimizer arithmetic and the
  * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel), which
- * GPU a rank takes, the memory a rank may take under cgroup limits, and how a message quotes
- * a name (quote_name). */
+ * GPU a rank takes, the memory a rank may take under cgroup limits, how a message quotes
+ * a name (quote_name), and the protobuf writer's bytes. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
@@ -13,6 +13,7 @@
 #include "device/gpu_choice.h"
 #include "base/half.h"
 #include "base/memavail.h"
+#include "base/protobuf.h"
 #include "model/model.h"
 #include "model/optim.h"
 #include "dist/reducer.h"
@@ -781,9 +782,44 @@ static void test_quote_name(void) {
            "name_needs_quoting");
 }
 
+/* The protobuf writer against the encoding guide's own examples (protobuf.dev, "Encoding"):
+ * field 1 = 150 is 08 96 01, field 2 = "testing" is 12 07 74 65 73 74 69 6e 67, a message
+ * holding field 1 = 150 in field 3 is 1a 03 08 96 01, packed 3, 270, 86942 in field 4 is
+ * 22 06 03 8e 02 9e a7 05; and the fixed and negative forms. */
+static void test_protobuf(void) {
+    PbBuf b, m;
+    pb_init(&b);
+    pb_init(&m);
+    pb_int64(&b, 1, 150);
+    pb_string(&b, 2, "testing");
+    pb_int64(&m, 1, 150);
+    pb_message(&b, 3, &m);
+    const int64_t packed[3] = {3, 270, 86942};
+    pb_packed_int64(&b, 4, packed, 3);
+    static const uint8_t want[] = {0x08, 0x96, 0x01, 0x12, 0x07, 't', 'e', 's', 't', 'i', 'n', 'g',
+                                   0x1a, 0x03, 0x08, 0x96, 0x01, 0x22, 0x06, 0x03, 0x8e, 0x02, 0x9e, 0xa7, 0x05};
+    EXPECT(b.len == sizeof want && !memcmp(b.data, want, sizeof want), "protobuf: the guide's examples (%zu bytes)",
+           b.len);
+    pb_reset(&b);
+    pb_int64(&b, 2, -1);          /* ten bytes: ff x9, 01 */
+    pb_float(&b, 2, 1.0f);        /* 15 00 00 80 3f */
+    pb_double(&b, 1, -2.0);       /* 09, then 0xc000000000000000 little-endian */
+    const float two[2] = {1.0f, -2.0f};
+    pb_packed_float(&b, 5, two, 2);
+    static const uint8_t want2[] = {0x10, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0x01,
+                                    0x15, 0x00, 0x00, 0x80, 0x3f,
+                                    0x09, 0, 0, 0, 0, 0, 0, 0, 0xc0,
+                                    0x2a, 0x08, 0x00, 0x00, 0x80, 0x3f, 0x00, 0x00, 0x00, 0xc0};
+    EXPECT(b.len == sizeof want2 && !memcmp(b.data, want2, sizeof want2),
+           "protobuf: negative varint, float, double, packed floats (%zu bytes)", b.len);
+    pb_free(&b);
+    pb_free(&m);
+}
+
 int main(void) {
     test_config();
     test_quote_name();
+    test_protobuf();
     test_half();
     test_model_layout();
     test_model_flops();
