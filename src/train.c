@@ -141,6 +141,8 @@ static void open_job_dir(Run *r) {
     jobdir_create(&r->job, r->comm, r->ranks.hosts);
     /* The job directory exists now (rank 0 made it; jobdir_create ordered that). */
     if (logger_open(&r->log, r->job.path, err, sizeof err) != 0) die("%s", err);
+    if (r->cfg.tensorboard && !r->cfg.preflight && logger_open_tensorboard(&r->log, r->job.path, err, sizeof err) != 0)
+        die("%s", err);
     if (flight_open(r->comm->flight, r->job.path, r->ranks.hosts, err, sizeof err) != 0) die("%s", err);
     r->config_json = config_to_json(&r->cfg);
     if (r->world.boot.rank != 0) return;

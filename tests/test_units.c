@@ -3,13 +3,14 @@
  * progressive resizing's crop per epoch, schedule, optimizer arithmetic and the
  * fp16 loss scaler's rules (on the CPU backend, which shares them with the CUDA kernel), which
  * GPU a rank takes, the memory a rank may take under cgroup limits, how a message quotes
- * a name (quote_name), and the protobuf writer's bytes. */
+ * a name (quote_name), the protobuf writer's bytes, and CRC-32C's check value. */
 #include <math.h>
 #include <pthread.h>
 #include <string.h>
 #include <time.h>
 
 #include "base/config.h"
+#include "base/crc32c.h"
 #include "device/gpu_choice.h"
 #include "base/half.h"
 #include "base/memavail.h"
@@ -816,8 +817,17 @@ static void test_protobuf(void) {
     pb_free(&m);
 }
 
+/* CRC-32C's check value (RFC 3720, B.4; the catalogue's "check" for CRC-32/ISCSI), whole and
+ * continued across a split. */
+static void test_crc32c(void) {
+    const char *s = "123456789";
+    EXPECT(crc32c(s, 9) == 0xE3069283u, "crc32c(\"123456789\") = 0x%08x (want 0xe3069283)", crc32c(s, 9));
+    EXPECT(crc32c_extend(crc32c(s, 4), s + 4, 5) == 0xE3069283u && crc32c(s, 0) == 0, "crc32c continued across a split");
+}
+
 int main(void) {
     test_config();
+    test_crc32c();
     test_quote_name();
     test_protobuf();
     test_half();

@@ -91,6 +91,7 @@
     X(resume_data_change, BOOL, "false", 0, 0,          "resume a checkpoint written with another --batch_size, --grad_accum_steps, --seed or training data (refused otherwise): weights, optimizer and step count are kept, the data order starts over at the next epoch") \
     X(preempt_signal,   CHOICE, "SIGUSR2", "SIGUSR2|SIGUSR1|SIGTERM|SIGHUP|SIGALRM", 0, "signal that asks for checkpoint-and-exit (SIGTERM always does)") \
     X(trace,            BOOL,   "false", 0, 0,          "write a Chrome trace per rank into the job dir (trace-rank-NNNNN.json)") \
+    X(tensorboard,      BOOL,   "false", 0, 0,          "rank 0 also writes every metrics.jsonl record's numbers as TensorBoard scalars (train/loss, train/lr, train/data_share, test/acc, ...) and, when the straggler check exchanges them (several ranks, --straggler_factor above 0), every rank's data and communication shares (rank/NNN/...), into a new event file of <job_dir>/tensorboard per run: tensorboard --logdir runs/") \
     /* data parallelism */ \
     X(sync_bn,          BOOL,   "false", 0, 0,          "batch-norm statistics over all ranks (SyncBatchNorm) instead of per rank") \
     X(bucket_cap_mb,    FLOAT,  "0",     0, 1e5,        "gradient all-reduce bucket size in MB (0: an eighth of the model's gradients, at least 1 and at most 25 MB)") \

@@ -10,6 +10,7 @@
 #include <unistd.h>
 
 #include "logger.h"
+#include "metrics_tags.h"
 #include "util.h"
 
 void logger_init(Logger *l, int rank, int world_size) {
@@ -203,16 +204,60 @@ void log_warn(Logger *l, const char *fmt, ...) {
     va_end(ap);
 }
 
+int logger_open_tensorboard(Logger *l, const char *job_dir, char *err, size_t errlen) {
+    if (l->rank != 0) return 0;
+    char dir[4200];
+    snprintf(dir, sizeof dir, "%s/tensorboard", job_dir);
+    TfEvents *t = callocCheck(1, sizeof *t);
+    if (tfevents_open(t, dir, err, errlen) != 0) {
+        free(t);
+        return -1;
+    }
+    l->tb = t;
+    log_info(l, "TensorBoard: %s (tensorboard --logdir %s)", t->path, dir);
+    return 0;
+}
+
+static void tb_close(Logger *l) {
+    if (!l->tb) return;
+    tfevents_close(l->tb);
+    free(l->tb);
+    l->tb = NULL;
+}
+
+/* A failed write (a full disk) is reported once and ends TensorBoard's file: the run goes on. */
+static void tb_write(Logger *l, long step, const TfScalar *s, size_t n) {
+    if (tfevents_write_scalars(l->tb, step, s, n) == 0) return;
+    const int e = errno;
+    char path[sizeof l->tb->path];
+    memcpy(path, l->tb->path, sizeof path);
+    tb_close(l);
+    log_warn(l, "%s: cannot write: %s; TensorBoard's events end here (metrics.jsonl goes on)", path, strerror(e));
+}
+
+void logger_scalars(Logger *l, long step, const TfScalar *s, size_t n) {
+    if (l->tb) tb_write(l, step, s, n);
+}
+
 void logger_metrics(Logger *l, const char *json) {
     if (!l->metrics) return;
     fprintf(l->metrics, "%s\n", json);
     fflush(l->metrics);
+    if (!l->tb) return;
+    TfScalar s[METRICS_TAGS_MAX];
+    int64_t step = 0;
+    char err[512];
+    const int n = metrics_tags_read(json, &step, s, METRICS_TAGS_MAX, err, sizeof err);
+    /* every record is ddptrain's own: a malformed one is a bug, named, not a reason to stop */
+    if (n < 0) log_warn(l, "TensorBoard: %s", err);
+    else if (n > 0) tb_write(l, (long)step, s, (size_t)n);
 }
 
 void logger_close(Logger *l) {
     logger_progress_end(l);
     if (l->file) fclose(l->file);
     if (l->metrics) fclose(l->metrics);
+    tb_close(l);
     if (l->early_f) fclose(l->early_f);
     free(l->early);
     memset(l, 0, sizeof *l);

@@ -11,17 +11,25 @@
  * total, loss, images/s, ETA); other lines are printed above it (the bar is erased, the line
  * printed, the bar drawn again). When stdout is not a terminal (batch jobs, pipes) or TERM is
  * "dumb", the progress lines are printed like any INFO line. The log file always gets the plain
- * line. */
+ * line.
+ *
+ * TensorBoard (--tensorboard): rank 0 also writes every metrics.jsonl record as scalars into an
+ * event file of <job_dir>/tensorboard (tfevents.h; the tags: metrics_tags.h), from the same
+ * text, so the two never disagree; and scalars that have no record (logger_scalars). A write
+ * that fails is reported once, and TensorBoard's file then ends there; metrics.jsonl goes on. */
 #ifndef DDP_LOGGER_H
 #define DDP_LOGGER_H
 
 #include <stdio.h>
+
+#include "tfevents.h"
 
 typedef struct {
     int rank, world_size;
     char host[64];
     FILE *file;           /* NULL until logger_open */
     FILE *metrics;        /* rank 0 only */
+    TfEvents *tb;         /* rank 0 with --tensorboard; NULL otherwise */
     char *early;          /* lines logged before logger_open */
     size_t early_len;
     FILE *early_f;
@@ -45,8 +53,15 @@ void logger_progress(Logger *l, long epoch, long epochs, long step, long total, 
     __attribute__((format(printf, 9, 10)));
 /* Ends the bar's line if one is drawn (so that what follows starts on a new line). */
 void logger_progress_end(Logger *l);
-/* Appends one JSON object (without newline) as a line of metrics.jsonl (rank 0; others no-op). */
+/* Appends one JSON object (without newline) as a line of metrics.jsonl (rank 0; others no-op),
+ * and its numbers to TensorBoard's file when one is open. */
 void logger_metrics(Logger *l, const char *json);
+/* Rank 0 (others: no-op): opens a new event file in <job_dir>/tensorboard, after logger_open.
+ * Returns 0, or -1 with one line in err. */
+int logger_open_tensorboard(Logger *l, const char *job_dir, char *err, size_t errlen);
+/* n scalars at step into TensorBoard's file only (rank 0 with one open; otherwise nothing):
+ * values that no metrics record holds, such as every rank's shares. */
+void logger_scalars(Logger *l, long step, const TfScalar *s, size_t n);
 void logger_close(Logger *l);
 
 #endif

@@ -16,6 +16,7 @@
 #include "dist/agree.h"
 #include "dist/bootstrap.h"
 #include "dist/flight.h"
+#include "base/tfevents.h"
 #include "base/timeacct.h"
 #include "base/util.h"
 #include "ckpt/checkpoint.h"
@@ -74,7 +75,7 @@ int jobdir_creatable(const char *dir, char *err, size_t n) {
 typedef enum { WANT_DIR, WANT_FILE } Want;
 
 static const struct { const char *name; Want want; } k_top[] = {
-    {"logs", WANT_DIR}, {"checkpoints", WANT_DIR}, {FLIGHT_SUBDIR, WANT_DIR},
+    {"logs", WANT_DIR}, {"checkpoints", WANT_DIR}, {FLIGHT_SUBDIR, WANT_DIR}, {"tensorboard", WANT_DIR},
     {"config.json", WANT_FILE}, {"metrics.jsonl", WANT_FILE}, {TIMEACCT_FILE, WANT_FILE},
     {PREEMPTED_MARKER, WANT_FILE}, {CHECK_FILE, WANT_FILE},
 };
@@ -84,6 +85,7 @@ static const struct { const char *name; Want want; } k_top[] = {
 static int ours(const char *sub, const char *name) {
     if (!sub[0]) return !strncmp(name, "trace-rank-", 11);
     if (!strcmp(sub, "logs")) return !strncmp(name, "rank-", 5);
+    if (!strcmp(sub, "tensorboard")) return !strncmp(name, TFEVENTS_PREFIX, strlen(TFEVENTS_PREFIX));
     if (!strcmp(sub, FLIGHT_SUBDIR)) return !strncmp(name, "rank-", 5) || !strncmp(name, ".rank-", 6);
     if (!strcmp(sub, "checkpoints"))
         return !strncmp(name, CKPT_LATEST_NAME, strlen(CKPT_LATEST_NAME)) || !strncmp(name, "ckpt-", 5);

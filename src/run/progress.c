@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/metrics_tags.h"
 #include "base/util.h"
 
 void progress_init(Progress *p, const Config *c, Comm *comm, Logger *log, TimeAcct *time, const char *const *hosts) {
@@ -28,6 +29,28 @@ void progress_open_window(Progress *p, Reducer *rd, double t) {
     rd->wait_time = 0.0;
 }
 
+/* Rank 0 with --tensorboard: every rank's seconds in the window and their shares, which only
+ * this exchange brings to rank 0 ("rank/003/data_share"; metrics.jsonl holds rank 0's
+ * communication wait and the ranks' mean data time). */
+static void rank_scalars(Progress *p, const StragglerTimes *all, long step) {
+    const int world = p->comm->world_size;
+    TfScalar *s = callocCheck((size_t)world * 6, sizeof *s);
+    size_t n = 0;
+    for (int q = 0; q < world; q++) {
+        char group[32];
+        snprintf_check(group, sizeof group, "rank/%03d", q);
+        const struct { const char *name; double sec; } part[3] = {
+            {"data_sec", all[q].data}, {"compute_sec", all[q].compute}, {"comm_wait_sec", all[q].comm}};
+        for (int i = 0; i < 3; i++, n++) {
+            snprintf_check(s[n].tag, sizeof s[n].tag, "%s/%s", group, part[i].name);
+            s[n].value = part[i].sec;
+        }
+        n += metrics_tags_shares(s + n, group, all[q].data, all[q].compute, all[q].comm);
+    }
+    logger_scalars(p->log, step, s, n);
+    free(s);
+}
+
 /* Every rank's times in the window, one collective; rank 0 names a straggler and its recovery
  * in the log and in metrics.jsonl. */
 static void check_stragglers(Progress *p, const Reducer *rd, long step) {
@@ -38,6 +61,7 @@ static void check_stragglers(Progress *p, const Reducer *rd, long step) {
     if (mine.compute < 0.0) mine.compute = 0.0;
     StragglerTimes *all = callocCheck((size_t)world, sizeof *all);
     straggler_exchange(p->comm, &mine, all);
+    if (p->comm->rank == 0 && p->log->tb) rank_scalars(p, all, step);
     StragglerEvent ev[STRAGGLER_MAX_EVENTS];
     const int n = straggler_update(&p->straggler, all, step - p->steps + 1, step, ev, STRAGGLER_MAX_EVENTS);
     for (int i = 0; i < n && p->comm->rank == 0; i++) {

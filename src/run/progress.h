@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* progress.h - the progress lines: what the loop did since the last line (the window), the
  * loss and the rates averaged over the ranks, one line on rank 0's console and in every rank's
- * log, one metrics record, and the straggler check over the same window (straggler.h).
+ * log, one metrics record, and the straggler check over the same window (straggler.h), whose
+ * exchange of every rank's times also gives TensorBoard each rank's shares (--tensorboard).
  *
  * A window opens after each line and at each epoch's start; the loop adds each step's images
  * and times to it. A loss that is not finite ends the run, unless the fp16 scaler skipped the
