@@ -273,6 +273,7 @@ static void build(Run *r) {
     replica_init(&r->replica, r->comm, &r->learner.model);
     replica_broadcast_weights(&r->replica, &r->log);
     ckpt_policy_init(&r->ckpt, &r->cfg, r->comm, &r->log, r->ranks.hosts, r->job.ckpt_dir, r->config_json);
+    ckpt_policy_set_dataset(&r->ckpt, r->data.test);
 }
 
 /* Steps per epoch, the learning-rate schedule and the total: every rank takes the same number

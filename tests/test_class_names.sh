@@ -5,8 +5,9 @@
 # the test split) imported, then inspected, resharded and trained for a step: the names outgrow
 # an attribute (a 64 KiB header message; import once failed with "cannot create the datasets
 # (disk full?)"), so they are a dataset `class_names` of fixed-length strings, read back in
-# order. Shards written by h5py: a dataset of fixed-length strings is read as well; both an
-# attribute and a dataset, a control character, a count other than num_classes, two
+# order; the checkpoint keeps them as /dataset/class_names, and ddptrain-predict calls the
+# classes by them. Shards written by h5py: a dataset of fixed-length strings is read as well;
+# both an attribute and a dataset, a control character, a count other than num_classes, two
 # dimensions, or variable-length strings (h5py's list of str: HDF5 1.10 reads their heap
 # unchecked, and a fuzzed one hung it) are each refused with one line naming the file.
 # Skips (77) without python3 with PIL, h5py and numpy, or in a build without libpng.
@@ -86,6 +87,30 @@ with h5py.File(sys.argv[1], 'r') as f:
     print(f['model/fc.weight'].shape[0])" "$TMP/job/checkpoints/$(cat "$TMP/job/checkpoints/latest")") && [ "$rows" = $K ]; then
     ok "a training step of a $K-way classifier: $(grep '^model:' "$TMP/out"), checkpoint fc.weight of $rows rows"
 else bad "training on $K classes: $(tail -n 3 "$TMP/out")"; fi
+
+# The checkpoint keeps the names (/dataset/class_names, fixed-length strings) and
+# ddptrain-predict calls the classes by them.
+ckpt="$TMP/job/checkpoints/$(cat "$TMP/job/checkpoints/latest" 2>/dev/null)"
+if "$top_builddir/ddptrain-predict" "$ckpt" "$TMP/data" --topk 2 --out "$TMP/pred.csv" >"$TMP/out" 2>&1 &&
+   out=$("$PY" - "$ckpt" "$TMP/pred.csv" $K <<'EOF'
+import csv, sys
+import h5py
+ckpt, k = sys.argv[1], int(sys.argv[3])
+rows = list(csv.DictReader(open(sys.argv[2], newline="")))
+want = ["n%08d" % (1440764 + 37 * c) for c in range(k)]
+with h5py.File(ckpt, "r") as f:
+    d = f["dataset/class_names"]
+    got = [n.decode() for n in d[:]]
+if got != want:
+    sys.exit("/dataset/class_names %s %s: not the %d names in order" % (d.dtype, d.shape, k))
+if sorted(r["label"] for r in rows) != want[:4] or any(r["top1"] not in want or r["top2"] not in want for r in rows):
+    sys.exit("the rows do not name the classes: %s" % rows)
+print("/dataset/class_names %s [%d] in order; ddptrain-predict's rows name them (%s: %s, %s)"
+      % (d.dtype, k, rows[0]["label"], rows[0]["top1"], rows[0]["top2"]))
+EOF
+); then
+    ok "the checkpoint's names: $out"
+else bad "the checkpoint's names: $(cat "$TMP/out") $out"; fi
 
 echo "== class names as h5py writes them, and broken"
 # hand KIND FILE: a 3-class shard of 4 samples with its class names stored as KIND says

@@ -51,6 +51,16 @@
  *   /ema/<name>                    float32, every tensor of /model under its name and shape,
  *                                  and an int64 scalar /ema/<bn>.num_batches_tracked per
  *                                  batch-norm layer: a state_dict PyTorch loads as /model's
+ *   /dataset                       only from a run that knew its dataset (absent in files
+ *                                  written before it was recorded): what the run's evaluation
+ *                                  took from its test split, so that the file alone says how
+ *                                  to prepare an image for the network and what its classes
+ *                                  are called (ddptrain-predict)
+ *   /dataset/mean, /dataset/std    float32 [3]: the per-channel normalisation, in units of
+ *                                  pixel/255: x = (pixel/255 - mean) / std
+ *   /dataset/class_names           fixed-length UTF-8 strings [num_classes], NUL-padded, as
+ *                                  wide as the longest name (class k is label k); only when
+ *                                  the dataset names its classes
  *
  * The file uses the HDF5 1.10 format (readable by HDF5 >= 1.10, hence any recent h5py), whose
  * metadata is checksummed; every float tensor is one chunk with the Fletcher-32 checksum
@@ -123,6 +133,22 @@ typedef struct {
     float *buffers;       /* num_buffers floats */
     int64_t *nbt;         /* num_batches_tracked per batch-norm layer (bn_info order) */
 } CkptEma;
+
+/* The dataset a run evaluated on, as /dataset holds it: present 0 means none. */
+typedef struct {
+    int present;
+    float mean[3], std[3];  /* per channel, in units of pixel/255 */
+    int num_classes;        /* of class_names */
+    char **class_names;     /* num_classes names (malloc'd, each too), or NULL: the dataset names none */
+} CkptDataset;
+
+void ckpt_dataset_free(CkptDataset *d);
+
+/* A checkpoint's /dataset into d (d->present 0 when the file has none): the normalisation
+ * (finite, std above 0) and the class names, as many as the file's num_classes, none holding a
+ * control character (shard_class_names.h's checks). 0, or -1 with one line in err naming the
+ * file. */
+int checkpoint_read_dataset(const char *path, CkptDataset *d, char *err, size_t errlen);
 
 /* Writes the checkpoint file `path` atomically (see above). opt may be NULL (no optimizer
  * state is then written: /optimizer/steps 0 and zero momentum). config_json may be NULL. */
@@ -203,6 +229,7 @@ typedef struct {
     char err[1024];
     char path[CKPT_PATH_MAX];
     void *snap;                     /* the copied state (checkpoint_write.c), reused between writes */
+    CkptDataset dataset;            /* written as /dataset into every file (checkpoint_writer_set_dataset) */
     double last_submit_sec, last_write_sec;   /* stall seen by the caller; the thread's write */
 } CheckpointWriter;
 
@@ -226,6 +253,11 @@ int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const 
 int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
                                  const TrainState *ts, const float *rank_buffers, const CkptEma *ema,
                                  const char *config_json, char *err, size_t errlen);
+
+/* Every checkpoint the writer writes holds d as /dataset (copied; NULL or d->present 0:
+ * none); before the first submit. Class names hold no control character and are at most
+ * SHARD_MAX_CLASS_NAME bytes (as a dataset's, data/shard_format.h). */
+void checkpoint_writer_set_dataset(CheckpointWriter *w, const CkptDataset *d);
 
 /* Blocks until the pending write (if any) is done; returns its status (0 when nothing was
  * pending), with its one-line error in err. */

@@ -6,12 +6,14 @@
 #include "checkpoint_format.h"
 
 #include <hdf5.h>
+#include <math.h>
 #include <string.h>
 
 #include "base/h5check.h"
 #include "base/h5open.h"
 #include "base/hdf5_lock.h"
 #include "base/util.h"
+#include "data/shard_class_names.h"
 
 static void describe_dims(const hsize_t *d, int rank, char *buf, size_t len) {
     size_t o = (size_t)snprintf(buf, len, "[");
@@ -515,6 +517,70 @@ int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, i
 
 int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen) {
     return checkpoint_load_rank(path, m, opt, ts, 0, 1, NULL, err, errlen);
+}
+
+/* /dataset/mean or /dataset/std: 3 numbers under the checksum. */
+static int r_float3(Reader *r, const char *name, float out[3]) {
+    hsize_t d[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, name, H5T_FLOAT, "a float array", d, &rank);
+    if (ds < 0) return -1;
+    int rc = r_checksummed(r, ds, name);
+    if (rc == 0 && (rank != 1 || d[0] != 3))
+        rc = errf(r->err, r->errlen, "%s: %s must hold 3 numbers, one per channel", r->path, name);
+    else if (rc == 0 && H5Dread(ds, H5T_NATIVE_FLOAT, H5S_ALL, H5S_ALL, H5P_DEFAULT, out) < 0)
+        rc = r_fail(r, name);
+    H5Dclose(ds);
+    return rc;
+}
+
+/* /dataset into d. The names go through the shards' reader of a `class_names` dataset (its
+ * checks: one dimension, fixed-length strings of a bounded width, storage that holds them, no
+ * control character), as many as the root's num_classes. */
+static int r_dataset_group(Reader *r, CkptDataset *d) {
+    long k;
+    if (r_attr_i64(r, "num_classes", &k)) return -1;
+    if (k < 1 || k > SHARD_MAX_CLASSES)
+        return errf(r->err, r->errlen, "%s: root attribute 'num_classes' %ld is out of range", r->path, k);
+    if (r_float3(r, "/dataset/mean", d->mean) || r_float3(r, "/dataset/std", d->std)) return -1;
+    for (int c = 0; c < 3; c++)
+        if (!isfinite(d->mean[c]) || !isfinite(d->std[c]) || !(d->std[c] > 0.0f))
+            return errf(r->err, r->errlen, "%s: /dataset/mean or /dataset/std holds a value out of range (a finite mean "
+                        "and a positive std per channel are expected)", r->path);
+    /* An attribute of names would be variable-length strings, which live in the global heap
+     * (CKPT_VLEN_REFUSED): ddptrain writes a dataset. */
+    if (H5Aexists_by_name(r->file, "/dataset", "class_names", H5P_DEFAULT) != 0)
+        return errf(r->err, r->errlen, "%s: /dataset holds an attribute 'class_names' (ddptrain writes a dataset of "
+                    "fixed-length strings; damaged or not written by ddptrain)", r->path);
+    const int has = r_has(r, "/dataset/class_names");
+    if (has < 0) return -1;
+    d->num_classes = (int)k;
+    if (has) {
+        char why[512], where[CKPT_PATH_MAX + 16];
+        hid_t g = h5open_group(r->file, "/dataset", NULL, why, sizeof why);
+        if (g < 0) return errf(r->err, r->errlen, "%s: /dataset: %s", r->path, why);
+        snprintf(where, sizeof where, "%s: /dataset", r->path);
+        const int rc = shard_class_names_read(g, where, (int)k, &d->class_names, r->err, r->errlen);
+        H5Gclose(g);
+        if (rc != 0) return -1;
+    }
+    d->present = 1;
+    return 0;
+}
+
+int checkpoint_read_dataset(const char *path, CkptDataset *d, char *err, size_t errlen) {
+    memset(d, 0, sizeof *d);
+    Reader r;
+    hdf5_lock();
+    int rc = r_open(&r, path, err, errlen);
+    if (rc == 0) rc = r_header(&r);
+    int has = 0;
+    if (rc == 0 && (has = r_has(&r, "/dataset")) < 0) rc = -1;
+    if (rc == 0 && has) rc = r_dataset_group(&r, d);
+    r_close(&r);
+    hdf5_unlock();
+    if (rc != 0) ckpt_dataset_free(d);
+    return rc;
 }
 
 char *checkpoint_read_config(const char *path, char *err, size_t errlen) {

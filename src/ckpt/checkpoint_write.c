@@ -14,6 +14,7 @@
 
 #include "base/hdf5_lock.h"
 #include "base/util.h"
+#include "data/shard_format.h"
 
 /* ---- the state written: a view of a live model, or of the writer's copy ----------------------- */
 
@@ -36,6 +37,7 @@ typedef struct {
     TrainState ts;
     const float *rank_buffers;          /* ts.world_size rows of num_buffers; NULL: not written */
     const CkptEma *ema;                 /* NULL, or n_averaged 0: no /ema group */
+    const CkptDataset *dataset;         /* NULL, or present 0: no /dataset group */
     const char *config_json;
     const char *arch;                   /* model_architecture */
 } CkptState;
@@ -212,6 +214,32 @@ static int w_state(Writer *w, const CkptState *s, const char *group, const float
     return rc;
 }
 
+/* /dataset: the normalisation and the class names, all under Fletcher-32 as the tensors are.
+ * The names as fixed-length strings, as wide as the longest: a variable-length string would
+ * live in the global heap, which the reader refuses (CKPT_VLEN_REFUSED, checkpoint_read.c). */
+static int w_dataset_group(Writer *w, const CkptDataset *d) {
+    const hsize_t three = 3;
+    int rc = w_group(w, "/dataset");
+    rc = rc ? rc : w_dataset(w, "/dataset/mean", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &three, d->mean, 1);
+    rc = rc ? rc : w_dataset(w, "/dataset/std", H5T_IEEE_F32LE, H5T_NATIVE_FLOAT, 1, &three, d->std, 1);
+    if (rc || !d->class_names) return rc;
+    size_t width = 1;
+    for (int k = 0; k < d->num_classes; k++)
+        if (strlen(d->class_names[k]) > width) width = strlen(d->class_names[k]);
+    char *buf = callocCheck((size_t)d->num_classes, width);   /* NUL-padded */
+    for (int k = 0; k < d->num_classes; k++) memcpy(buf + (size_t)k * width, d->class_names[k], strlen(d->class_names[k]));
+    hid_t t = H5Tcopy(H5T_C_S1);
+    CHECK(t >= 0);
+    CHECK(H5Tset_size(t, width) >= 0);
+    CHECK(H5Tset_strpad(t, H5T_STR_NULLPAD) >= 0);
+    CHECK(H5Tset_cset(t, H5T_CSET_UTF8) >= 0);
+    const hsize_t n = (hsize_t)d->num_classes;
+    rc = w_dataset(w, "/dataset/class_names", t, t, 1, &n, buf, 1);
+    H5Tclose(t);
+    free(buf);
+    return rc;
+}
+
 /* Everything but the file's creation and closing; stops at the first failure. */
 static int write_contents(Writer *w, const CkptState *s) {
     int rc = 0;
@@ -269,6 +297,7 @@ static int write_contents(Writer *w, const CkptState *s) {
         rc = rc ? rc : w_i64(w, "/ema/n_averaged", e->n_averaged);
         rc = rc ? rc : w_state(w, s, "/ema", e->params, e->buffers, e->nbt);
     }
+    if (s->dataset && s->dataset->present && !rc) rc = w_dataset_group(w, s->dataset);
     return rc;
 }
 
@@ -460,6 +489,7 @@ int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Mo
     if (strlen(path) >= sizeof w->path) fail_at(__FILE__, __LINE__, "checkpoint path too long", path);
     snprintf(w->path, sizeof w->path, "%s", path);
     snapshot_take(w->snap, m, opt, ts, rank_buffers, ema, config_json);
+    ((Snapshot *)w->snap)->st.dataset = &w->dataset;
     w->status = 0;
     w->err[0] = '\0';
     CHECK(helper_thread_create(&w->thread, writer_main, w) == 0);
@@ -479,9 +509,32 @@ int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model 
     return checkpoint_writer_submit_ranks(w, path, m, opt, ts, NULL, config_json, err, errlen);
 }
 
+void ckpt_dataset_free(CkptDataset *d) {
+    for (int k = 0; d->class_names && k < d->num_classes; k++) free(d->class_names[k]);
+    free(d->class_names);
+    memset(d, 0, sizeof *d);
+}
+
+void checkpoint_writer_set_dataset(CheckpointWriter *w, const CkptDataset *d) {
+    CHECK(!w->pending);   /* set before the first write: a writing thread reads it */
+    ckpt_dataset_free(&w->dataset);
+    if (!d || !d->present) return;
+    w->dataset = *d;
+    w->dataset.class_names = NULL;
+    if (!d->class_names) return;
+    CHECK(d->num_classes >= 1);
+    w->dataset.class_names = callocCheck((size_t)d->num_classes, sizeof(char *));
+    for (int k = 0; k < d->num_classes; k++) {
+        CHECK(strlen(d->class_names[k]) <= SHARD_MAX_CLASS_NAME);
+        w->dataset.class_names[k] = strdup(d->class_names[k]);
+        CHECK(w->dataset.class_names[k] != NULL);
+    }
+}
+
 void checkpoint_writer_free(CheckpointWriter *w) {
     char err[16];
     checkpoint_writer_wait(w, err, sizeof err);
+    ckpt_dataset_free(&w->dataset);
     if (w->snap) {
         snapshot_free(w->snap);
         free(w->snap);

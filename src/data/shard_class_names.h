@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* shard_class_names.h - private to src/data: where a shard keeps its class names, written and
- * read back (shard_class_names.c). Up to SHARD_ATTR_MAX_CLASS_NAMES classes in the file
+/* shard_class_names.h - private to src/data (and to a checkpoint's /dataset, which
+ * checkpoint_read.c reads with the same checks): where a shard keeps its class names, written
+ * and read back (shard_class_names.c). Up to SHARD_ATTR_MAX_CLASS_NAMES classes in the file
  * attribute `class_names`, as h5py writes a list of str; more in a dataset `class_names`:
  * an attribute is one message of the root group's object header, at most 64 KiB, and a
  * variable-length string takes 16 bytes of it, so some 4,090 names at most (ImageNet-21k has
@@ -21,7 +22,7 @@
  * longest name, NUL-padded, contiguous: no heap, nothing for a reader to follow). 0 or -1. */
 int shard_class_names_write(hid_t file, int num_classes, char *const *names);
 
-/* Reads the names from the attribute or the dataset `class_names` of the open `file`: the
+/* Reads the names from the attribute or the dataset `class_names` of the open `file` (or group): the
  * attribute of fixed- or variable-length strings, the dataset of fixed-length ones and one
  * dimension; num_classes of them, none holding a control character: *out malloc'd, as ShardAttrs.class_names
  * (shard_attrs_free), or NULL when the file has neither. Both present is an error, so is

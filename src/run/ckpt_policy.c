@@ -9,6 +9,7 @@
 #include "dist/agree.h"
 #include "ckpt/host_mirror.h"
 #include "ckpt/resume.h"
+#include "data/shard_format.h"
 #include "base/util.h"
 
 void ckpt_policy_init(CkptPolicy *p, const Config *c, Comm *comm, Logger *log, const char *const *hosts,
@@ -21,6 +22,24 @@ void ckpt_policy_init(CkptPolicy *p, const Config *c, Comm *comm, Logger *log, c
     p->ckpt_dir = ckpt_dir;
     p->config_json = config_json;
     checkpoint_writer_init(&p->writer, (int)c->keep_checkpoints);
+}
+
+void ckpt_policy_set_dataset(CkptPolicy *p, const DataLoader *test) {
+    CkptDataset d = {.present = 1, .num_classes = dataloader_num_classes(test)};
+    dataloader_norm(test, d.mean, d.std);
+    /* the loader's names are the shards' (all or none), borrowed for the copy the writer takes;
+     * a name longer than a dataset of names may hold (an attribute's may be) leaves them out */
+    int fit = dataloader_class_name(test, 0) != NULL;
+    for (int k = 0; fit && k < d.num_classes; k++) fit = strlen(dataloader_class_name(test, k)) <= SHARD_MAX_CLASS_NAME;
+    if (!fit && dataloader_class_name(test, 0))
+        log_warn(p->log, "checkpoint: a class name of the test split is longer than %d bytes: the checkpoints record "
+                 "no class names", SHARD_MAX_CLASS_NAME);
+    if (fit) {
+        d.class_names = mallocCheck((size_t)d.num_classes * sizeof(char *));
+        for (int k = 0; k < d.num_classes; k++) d.class_names[k] = (char *)dataloader_class_name(test, k);
+    }
+    checkpoint_writer_set_dataset(&p->writer, &d);
+    free(d.class_names);
 }
 
 /* Rank 0: the file, from the model's averaged statistics and the ranks' own. */

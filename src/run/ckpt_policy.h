@@ -33,6 +33,10 @@ typedef struct {
 void ckpt_policy_init(CkptPolicy *p, const Config *c, Comm *comm, Logger *log, const char *const *hosts,
                       const char *ckpt_dir, const char *config_json);
 
+/* What every checkpoint records of the dataset (checkpoint.h's /dataset): the normalisation
+ * and class names of the test split, which the evaluation used. Before the first save. */
+void ckpt_policy_set_dataset(CkptPolicy *p, const DataLoader *test);
+
 /* Collective: a checkpoint at (epoch, step_in_epoch, global_step): the position the run goes
  * on from. wait: rank 0 waits until it is on disk. The reductions must be drained. */
 void ckpt_policy_save(CkptPolicy *p, Learner *l, Replica *rep, const DataLoader *train, long epoch, long step_in_epoch,

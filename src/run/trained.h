@@ -3,8 +3,9 @@
  * training (ddptrain-predict, ddptrain-export): the run's options from the file's /config, the
  * network they name (a built-in, or a network file, which --model may point elsewhere), and its
  * weights, the EMA's when the file holds an average (as the run's evaluation used them) unless
- * told otherwise. The model is built on the CPU backend for `max_batch` images at the training
- * size and shaped for the evaluation's (--val_crop_size), ready for evaluation forwards.
+ * told otherwise. The model is built on the CPU backend for `max_batch` images at the larger of
+ * the training and evaluation sizes and shaped for the evaluation's (--val_crop_size), ready for
+ * evaluation forwards.
  *
  * Every failure is one line in err naming the checkpoint (or the network file) and what is
  * wrong: not a ddptrain checkpoint, no /config, a network that does not match the tensors. */
@@ -30,7 +31,8 @@ typedef struct {
 } Trained;
 
 /* model_override: a network file (or built-in name) in place of the run's --model, NULL to keep
- * it. Returns 0, or -1 with one line in err (t left zeroed). */
+ * it. max_batch: images per forward, 0 for the run's --batch_size (its evaluation's forwards).
+ * Returns 0, or -1 with one line in err (t left zeroed). */
 int trained_open(Trained *t, const char *path, const char *model_override, TrainedWeights which, int max_batch,
                  char *err, size_t errlen);
 void trained_free(Trained *t);

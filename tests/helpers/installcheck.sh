@@ -26,7 +26,7 @@ export PATH
 unset DDPTRAIN_PLUGIN_DIR
 
 # ---- (a) the installed programs ----------------------------------------------------------------
-for p in ddptrain ddptrain-data ddptrain-plot ddptrain-to-torch ddptrain-diagnose; do
+for p in ddptrain ddptrain-data ddptrain-plot ddptrain-to-torch ddptrain-diagnose ddptrain-predict; do
     [ "$(command -v $p)" = "$bindir/$p" ] || bad "(a) $p is not $bindir/$p (found: $(command -v $p))"
 done
 v=$(ddptrain --version 2>&1) && echo "$v" | head -n 1 | grep -q '^ddptrain [0-9]' && echo "$v" | grep -q '^HDF5: [0-9]' &&
