@@ -22,19 +22,36 @@ void eval_tally_reset(EvalTally *t) { memset(t->c, 0, t->n * sizeof *t->c); }
 
 int eval_tally_argmax(const float *z, int K) {
     int best = 0;
+    float m = z[0];   /* z[best], kept out of memory */
     for (int k = 1; k < K; k++)
-        if (z[k] > z[best]) best = k;   /* strictly greater: the first maximum, as softmax_xent */
+        if (z[k] > m) {   /* strictly greater: the first maximum, as softmax_xent */
+            m = z[k];
+            best = k;
+        }
     return best;
 }
 
 /* Counting, not sorting: the classes before the label in a stable descending sort are those
- * with a higher logit and those of a lower index with an equal one. */
-int eval_tally_place(const float *z, int K, int label) {
+ * of a lower index with a logit at least the label's and those of a higher index with a greater
+ * one. The count stops once it reaches `stop` (checked every block, so that the comparisons
+ * vectorise): an image whose label is far down is settled after a few blocks, which matters
+ * at 21,841 classes. */
+#define PLACE_BLOCK 256
+static int count_before(const float *z, int K, int label, int stop) {
     const float v = z[label];
-    int place = 0;
-    for (int k = 0; k < K; k++) place += z[k] > v || (k < label && z[k] == v);
-    return place;
+    int n = 0;
+    for (int k0 = 0; k0 < label && n < stop; k0 += PLACE_BLOCK) {
+        const int k1 = k0 + PLACE_BLOCK < label ? k0 + PLACE_BLOCK : label;
+        for (int k = k0; k < k1; k++) n += z[k] >= v;
+    }
+    for (int k0 = label + 1; k0 < K && n < stop; k0 += PLACE_BLOCK) {
+        const int k1 = k0 + PLACE_BLOCK < K ? k0 + PLACE_BLOCK : K;
+        for (int k = k0; k < k1; k++) n += z[k] > v;
+    }
+    return n;
 }
+
+int eval_tally_place(const float *z, int K, int label) { return count_before(z, K, label, K); }
 
 void eval_tally_add(EvalTally *t, const float *logits, const int *labels, int N) {
     const int K = t->K;
@@ -47,7 +64,7 @@ void eval_tally_add(EvalTally *t, const float *logits, const int *labels, int N)
         const int hit = pred == y;
         t->c[TALLY_IMAGES]++;
         t->c[TALLY_TOP1] += hit;
-        if (t->has_top5) t->c[TALLY_TOP5] += hit || eval_tally_place(z, K, y) < EVAL_TALLY_TOPK;
+        if (t->has_top5) t->c[TALLY_TOP5] += hit || count_before(z, K, y, EVAL_TALLY_TOPK) < EVAL_TALLY_TOPK;
         images[y]++;
         hits[y] += hit;
         if (t->has_matrix) t->c[TALLY_FIXED + 2 * (size_t)K + (size_t)y * K + pred]++;
