@@ -9,8 +9,10 @@
 # must equal the 1-rank run's exactly, its total must be 61, and per class its images must be the
 # labels counted in the shards with h5py. Then: 5 classes (no top-5 anywhere; class names with
 # a quote, a backslash and accents come back through json.load), 1,030 classes (per-class
-# figures only, the matrix null and said so), and a symbolic link planted at confusion.json
-# (refused at start-up, nothing written). Skips (77) without mpirun or python3 with h5py, numpy.
+# figures only, the matrix null and said so), a symbolic link planted at confusion.json
+# (refused at start-up, nothing written), and ddptrain-plot --confusion's pictures of them
+# (PNG; a missing or foreign file refused in one line). Skips (77) without mpirun or python3 with
+# h5py and numpy.
 # shellcheck source=tests/helpers/lib.sh disable=SC1091
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 mpi_leak_checks_off   # ranks started by mpirun (see tests/helpers/lib.sh)
@@ -173,4 +175,32 @@ else
     bad "a symbolic link at confusion.json: $(cat "$TMP/planted.out"); $(ls "$TMP/planted" "$TMP")"
 fi
 
+# ---- ddptrain-plot --confusion --------------------------------------------------------------
+PLOT="$top_srcdir/scripts/ddptrain-plot"
+is_png() { [ "$(head -c 8 "$1" | od -An -tx1 | tr -d ' \n')" = 89504e470d0a1a0a ]; }
+sh "$PLOT" --help | grep -q -- "--confusion JOB_DIR" && ok "ddptrain-plot --help names --confusion" ||
+    bad "ddptrain-plot --help does not name --confusion"
+if command -v gnuplot >/dev/null 2>&1; then
+    for j in one j5 j1030; do
+        if msg=$(sh "$PLOT" --confusion "$TMP/$j" 2>&1) && is_png "$TMP/$j/confusion.png"; then
+            ok "ddptrain-plot --confusion: $(wc -c <"$TMP/$j/confusion.png") bytes of PNG: $msg"
+        else
+            bad "ddptrain-plot --confusion $j: $msg"
+        fi
+    done
+else
+    echo "skip: no gnuplot: ddptrain-plot --confusion's pictures"
+fi
+# one line and status 1: no confusion.json; a file that is not ddptrain's
+rm "$TMP/j5/confusion.json"
+msg=$(sh "$PLOT" --confusion "$TMP/j5" "$TMP/x.png" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && [ "$(echo "$msg" | grep -c .)" -eq 1 ] && echo "$msg" | grep -q "confusion.json: not found" &&
+    ok "ddptrain-plot --confusion without the file: $msg" || bad "ddptrain-plot --confusion without the file: exit $rc: $msg"
+echo '{"matrix": [[1]]}' >"$TMP/j5/confusion.json"
+msg=$(GNUPLOT=true sh "$PLOT" --confusion "$TMP/j5" "$TMP/x.png" 2>&1)
+rc=$?
+[ $rc -eq 1 ] && [ "$(echo "$msg" | grep -c .)" -eq 1 ] && echo "$msg" | grep -q "not a confusion.json of ddptrain" &&
+    [ ! -e "$TMP/x.png" ] && ok "ddptrain-plot --confusion on another JSON file: $msg" ||
+    bad "ddptrain-plot --confusion on another JSON file: exit $rc: $msg"
 finish
