@@ -5,8 +5,9 @@
  * per-class figures counted from that. Logits drawn from four values, so that most images have
  * exact ties where they decide (a control shows that breaking ties towards the label would
  * count otherwise); 1 to 1,025 classes (no top-5 up to 5, no matrix above 1,024), the images
- * added at once and in chunks of 7, and a NaN logit, which must leave top-5 >= top-1. Exit
- * status 0 when everything holds. */
+ * added at once and in chunks of 7, and a NaN logit, which must leave top-5 >= top-1. And the
+ * copies back from a device backend (a fake one whose memory only download reads). Exit status 0
+ * when everything holds. */
 #include <math.h>
 #include <stdarg.h>
 #include <stdio.h>
@@ -15,6 +16,7 @@
 
 #include "base/rng.h"
 #include "base/util.h"
+#include "ops/backend.h"
 #include "run/eval_tally.h"
 
 static int g_failed;
@@ -90,6 +92,44 @@ static void case_k(int K, Rng *r) {
     free(z), free(y), free(order), free(images), free(hits), free(matrix);
 }
 
+/* A device backend as eval_tally_add_model sees one: memory the host must not read but through
+ * download, which counts its calls. */
+static int g_downloads;
+static void fake_download(void *dst, const void *src, size_t bytes) {
+    memcpy(dst, src, bytes);
+    g_downloads++;
+}
+
+/* The logits and labels of "forwards" on that backend, in chunks of 4, then one of 9 (larger
+ * than the copies were sized for), give the counts of eval_tally_add on the host arrays. */
+static void case_device(Rng *r) {
+    enum { K = 12, TOTAL = 33 };
+    float z[TOTAL * K];
+    int y[TOTAL];
+    for (int i = 0; i < TOTAL * K; i++) z[i] = (float)(rng_u64(r) % 5);
+    for (int i = 0; i < TOTAL; i++) y[i] = (int)(rng_u64(r) % K);
+    Backend dev = backend_cpu;
+    dev.on_device = 1;
+    dev.download = fake_download;
+    Model m;
+    memset(&m, 0, sizeof m);
+    m.be = &dev;
+    m.num_classes = K;
+    EvalTally host, device;
+    eval_tally_init(&host, K, 4);
+    eval_tally_init(&device, K, 4);
+    eval_tally_add(&host, z, y, TOTAL);
+    for (int off = 0, n = 4; off < TOTAL; off += n, n = off + 9 == TOTAL ? 9 : 4) {
+        m.logits = z + off * K;   /* the model's last forward, where the "device" holds it */
+        eval_tally_add_model(&device, &m, y + off, n);
+    }
+    check(!memcmp(host.c, device.c, host.n * sizeof *host.c) && g_downloads == 2 * 7 && device.cap == 9,
+          "a device backend: the logits and labels of 7 forwards (the last of 9 images) downloaded (%d copies) and "
+          "counted as on the host", g_downloads);
+    eval_tally_free(&host);
+    eval_tally_free(&device);
+}
+
 int main(void) {
     Rng r;
     rng_init(&r, 7, 0, 0);
@@ -108,6 +148,7 @@ int main(void) {
     check(eval_tally_argmax(z, 8) == 0 && t.c[TALLY_TOP1] == 1 && t.c[TALLY_TOP5] == 2 && eval_tally_row(&t, 3)[0] == 1,
           "a NaN logit: predicted class 0 as the loss's scan, top-1 1 of 2, top-5 2 of 2 (>= top-1)");
     eval_tally_free(&t);
+    case_device(&r);
     printf(g_failed ? "%d check(s) failed\n" : "all checks passed\n", g_failed);
     return g_failed ? 1 : 0;
 }

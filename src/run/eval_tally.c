@@ -77,8 +77,10 @@ void eval_tally_add_model(EvalTally *t, const Model *m, const int *labels, int N
         eval_tally_add(t, m->logits, labels, N);
         return;
     }
-    CHECK(N <= t->cap);
-    if (!t->logits) {   /* the first evaluation on a device backend */
+    if (!t->logits || N > t->cap) {   /* the first evaluation on a device backend */
+        if (N > t->cap) t->cap = N;
+        free(t->logits);
+        free(t->labels);
         t->logits = mallocCheck((size_t)t->cap * t->K * sizeof(float));
         t->labels = mallocCheck((size_t)t->cap * sizeof(int));
     }

@@ -41,7 +41,8 @@ typedef struct {
     int *labels;
 } EvalTally;
 
-/* max_batch: the most images one eval_tally_add_model takes (the model's max_batch). */
+/* max_batch: the most images one eval_tally_add_model is expected to take (the model's
+ * max_batch; more makes its host copies grow). */
 void eval_tally_init(EvalTally *t, int num_classes, int max_batch);
 void eval_tally_reset(EvalTally *t);
 
