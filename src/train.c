@@ -335,7 +335,7 @@ static void prepare_batches(Run *r) {
     const int max_batch = (int)(cfg->batch_size > cfg->eval_batch_size ? cfg->batch_size : cfg->eval_batch_size);
     batches_init(&r->batches, &r->dev, r->data.train, r->data.test, (int)config_input_size(cfg),
                  (int)config_eval_size(cfg), max_batch, &r->log);
-    eval_init(&r->eval, cfg, r->comm, &r->log, &r->batches, &r->net, r->dev.be);
+    eval_init(&r->eval, cfg, r->comm, &r->log, &r->batches, &r->net, r->dev.be, r->job.path);
 }
 
 /* ---- the training loop ------------------------------------------------------------------- */

@@ -80,8 +80,8 @@ elif ! grep -q "^training: the checkpoint is at the run's last step; evaluating 
      ! grep -q "^done: 12 steps in .*, final test_acc $want " "$d.out"; then
     bad "resume at the last step: want the evaluation of test_acc $want: $(grep -E '^(training|epoch|done)' "$d.out" | tail -3)"
 elif rm -rf "$d" && train "$d" 1 --resume "$(ckpt "$TMP/straight-1-12" 12)" --max_steps 12 --tta flip &&
-     grep -q "^epoch 2 step 12 test_acc [0-9.]* test_loss [0-9.]* (TTA flip)" "$d.out"; then
-    ok "resume at the last step evaluates the checkpoint: test_acc $want as the run's own; with --tta flip: $(grep -o 'test_acc [0-9.]* test_loss [0-9.]* (TTA flip)' "$d.out")"
+     grep -q "^epoch 2 step 12 test_acc [0-9.]* test_loss [0-9.]* test_acc5 [0-9.]* (TTA flip)" "$d.out"; then
+    ok "resume at the last step evaluates the checkpoint: test_acc $want as the run's own; with --tta flip: $(grep -o 'test_acc [0-9.]* test_loss [0-9.]* test_acc5 [0-9.]* (TTA flip)' "$d.out")"
 else
     bad "resume at the last step with --tta flip: $(tail -2 "$d.out")"
 fi

@@ -6,18 +6,24 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <errno.h>
+
+#include "confusion.h"
 #include "tta.h"
 #include "base/util.h"
 
 void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *b, const NetSpec *net,
-               const Backend *be) {
+               const Backend *be, const char *job_dir) {
     memset(e, 0, sizeof *e);
     e->cfg = c;
     e->comm = comm;
     e->log = log;
     e->batches = b;
-    e->last_acc = -1.0;
+    e->job_dir = job_dir;
+    e->last_acc = e->last_acc5 = -1.0;
     e->eval_step = -1;
+    /* the model's forwards take at most batch_size images (model_evaluate's chunks) */
+    eval_tally_init(&e->tally, (int)c->num_classes, (int)c->batch_size);
     const long size = config_eval_size(c);
     if (size != config_input_size(c)) {
         char err[4800];
@@ -36,10 +42,30 @@ void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *
     }
 }
 
-/* Accuracy over the whole test split; *loss_out the mean loss. Exact sums. */
+/* model_evaluate, with each chunk's logits tallied before the next forward overwrites them:
+ * *correct is the backend's own hit count, test_acc's as before. */
+static void evaluate_chunks(Evaluator *e, Model *m, const float *x, const int *y, int N, long *correct,
+                            double *loss_sum) {
+    const size_t img = (size_t)m->input_size * m->input_size * 3;
+    long hits = 0;
+    double sum = 0.0;
+    for (int off = 0; off < N; off += m->max_batch) {
+        const int n = N - off < m->max_batch ? N - off : m->max_batch;
+        int c = 0;
+        const float loss = model_forward(m, x + (size_t)off * img, y + off, n, 0, 1.0f, &c);
+        eval_tally_add_model(&e->tally, m, y + off, n);
+        hits += c;
+        sum += (double)loss * n;
+    }
+    *correct = hits;
+    *loss_sum = sum;
+}
+
+/* Accuracy over the whole test split; *loss_out the mean loss; e->tally the counts. Exact sums. */
 static double evaluate(Evaluator *e, Model *m, double *loss_out) {
     dataloader_start_epoch(e->batches->dl[BATCH_TEST], 0, 0);
     const int tta = tta_parse(e->cfg->tta);
+    eval_tally_reset(&e->tally);
     double sums[3] = {0.0, 0.0, 0.0};   /* correct, total, loss*n */
     int n;
     const float *x;
@@ -48,14 +74,15 @@ static double evaluate(Evaluator *e, Model *m, double *loss_out) {
         /* an evaluation batch larger than the training batch goes through in chunks */
         long c;
         double loss_sum;
-        if (tta != TTA_NONE) tta_evaluate(m, tta, x, y, n, e->tta_x, e->tta_logits, &c, &loss_sum);
-        else model_evaluate(m, x, y, n, &c, &loss_sum);
+        if (tta != TTA_NONE) tta_evaluate(m, tta, x, y, n, e->tta_x, e->tta_logits, &c, &loss_sum, &e->tally);
+        else evaluate_chunks(e, m, x, y, n, &c, &loss_sum);
         sums[0] += (double)c;
         sums[1] += n;
         sums[2] += loss_sum;
     }
     comm_set_context(e->comm, "evaluation totals");
     comm_allreduce(e->comm, sums, 3, COMM_FLOAT64, COMM_SUM);   /* integers < 2^53: exact */
+    eval_tally_allreduce(&e->tally, e->comm);
     *loss_out = sums[1] > 0 ? sums[2] / sums[1] : 0.0;
     return sums[1] > 0 ? sums[0] / sums[1] : 0.0;
 }
@@ -96,18 +123,33 @@ void eval_run_and_log(Evaluator *e, Learner *l, Replica *rep, long epoch, long s
     if (ema) ema_swap_out(&l->ema, &l->model);
     else replica_buffers_restore(rep);
     if (e->last_acc > e->best_acc) e->best_acc = e->last_acc;
+    const EvalTally *t = &e->tally;
+    e->last_acc5 = t->has_top5 && t->c[TALLY_IMAGES] > 0 ? (double)t->c[TALLY_TOP5] / (double)t->c[TALLY_IMAGES] : -1.0;
+    /* top-5 after the loss, so that "test_acc A test_loss L" reads as it always has */
+    char acc5[48] = "", acc5_json[48] = "";
+    if (e->last_acc5 >= 0.0) {
+        snprintf_check(acc5, sizeof acc5, " test_acc5 %.4f", e->last_acc5);
+        snprintf_check(acc5_json, sizeof acc5_json, "\"test_acc5\": %.6f, ", e->last_acc5);
+    }
     const char *which = !l->ema.be ? "" : ema ? " (EMA)" : " (EMA not updated yet: the trained weights)";
     const int tta = strcmp(c->tta, "none") != 0;
-    log_info(e->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f%s%s%s%s (%.1f s)", epoch + 1, step, e->last_acc,
-             test_loss, which, tta ? " (TTA " : "", tta ? c->tta : "", tta ? ")" : "", now_sec() - t0);
+    log_info(e->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f%s%s%s%s%s (%.1f s)", epoch + 1, step, e->last_acc,
+             test_loss, acc5, which, tta ? " (TTA " : "", tta ? c->tta : "", tta ? ")" : "", now_sec() - t0);
     char tta_json[64] = "";
     if (tta) snprintf_check(tta_json, sizeof tta_json, "\"tta\": \"%s\", ", c->tta);
     char line[512];
     snprintf_check(line, sizeof line,
-                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, %s%s\"time\": %.3f}",
-                   epoch + 1, step, lr, e->last_acc, test_loss, ema ? "\"ema\": true, " : "", tta_json,
+                   "{\"epoch\": %ld, \"step\": %ld, \"lr\": %.8g, \"test_acc\": %.6f, \"test_loss\": %.6f, %s%s%s\"time\": %.3f}",
+                   epoch + 1, step, lr, e->last_acc, test_loss, acc5_json, ema ? "\"ema\": true, " : "", tta_json,
                    now_sec() - t_train0);
     logger_metrics(e->log, line);
+    /* rank 0 replaces the file after every evaluation: the last one stays, the run's final */
+    if (e->comm->rank == 0) {
+        const ConfusionInfo info = {.epoch = epoch + 1, .step = step, .ema = ema, .tta = c->tta,
+                                    .test = e->batches->dl[BATCH_TEST]};
+        if (confusion_write(e->job_dir, t, &info) != 0)
+            log_warn(e->log, "%s/" CONFUSION_FILE ": cannot write: %s", QUOTED(e->job_dir), strerror(errno));
+    }
     e->eval_step = step;
     /* every rank sees the same accuracy, so every rank stops at the same step */
     if (c->target_accuracy > 0.0 && !e->target_reached && e->last_acc >= c->target_accuracy) {
@@ -144,6 +186,7 @@ void eval_report_target(const Evaluator *e, long step, double train_sec, double 
 
 void eval_free(Evaluator *e) {
     if (e->sized.be) model_free(&e->sized);
+    eval_tally_free(&e->tally);
     free(e->tta_x);
     free(e->tta_logits);
     e->tta_x = e->tta_logits = NULL;

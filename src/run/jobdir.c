@@ -20,6 +20,7 @@
 #include "base/timeacct.h"
 #include "base/util.h"
 #include "ckpt/checkpoint.h"
+#include "confusion.h"
 #include "jobdir_lock.h"
 
 #define PREEMPTED_MARKER "preempted"
@@ -77,7 +78,7 @@ typedef enum { WANT_DIR, WANT_FILE } Want;
 static const struct { const char *name; Want want; } k_top[] = {
     {"logs", WANT_DIR}, {"checkpoints", WANT_DIR}, {FLIGHT_SUBDIR, WANT_DIR}, {"tensorboard", WANT_DIR},
     {"config.json", WANT_FILE}, {"metrics.jsonl", WANT_FILE}, {TIMEACCT_FILE, WANT_FILE},
-    {PREEMPTED_MARKER, WANT_FILE}, {CHECK_FILE, WANT_FILE},
+    {PREEMPTED_MARKER, WANT_FILE}, {CHECK_FILE, WANT_FILE}, {CONFUSION_FILE, WANT_FILE},
 };
 
 /* Whether ddptrain opens `name` in subdirectory `sub` ("" for the job directory itself, beyond

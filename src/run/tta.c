@@ -67,13 +67,14 @@ void tta_logits(Model *m, int mode, const float *x, const int *labels, int N, fl
 }
 
 void tta_evaluate(Model *m, int mode, const float *x, const int *labels, int N, float *scratch, float *logits,
-                  long *correct, double *loss_sum) {
+                  long *correct, double *loss_sum, EvalTally *tally) {
     const int K = m->num_classes;
     long hits = 0;
     double sum = 0.0;
     for (int off = 0; off < N; off += m->max_batch) {
         const int n = N - off < m->max_batch ? N - off : m->max_batch;
         tta_logits(m, mode, x + (size_t)off * m->input_size * m->input_size * 3, labels + off, n, scratch, logits);
+        if (tally) eval_tally_add(tally, logits, labels + off, n);
         for (int i = 0; i < n; i++) {
             const float *z = logits + (size_t)i * K;
             int best = 0;

@@ -16,6 +16,7 @@
 #ifndef DDP_TTA_H
 #define DDP_TTA_H
 
+#include "eval_tally.h"
 #include "model/model.h"
 
 enum { TTA_NONE = 0, TTA_FLIP = 1, TTA_FLIP_SHIFT = 2 };
@@ -35,8 +36,9 @@ void tta_logits(Model *m, int mode, const float *x, const int *labels, int N, fl
 
 /* model_evaluate with test-time augmentation: *correct (exact) and *loss_sum (the sum of the
  * per-image cross-entropy of the averaged logits) over N images on a host backend. scratch as
- * tta_logits, logits of m->max_batch * num_classes floats. */
+ * tta_logits, logits of m->max_batch * num_classes floats. tally (may be NULL) counts the
+ * averaged logits too (top-5, per class). */
 void tta_evaluate(Model *m, int mode, const float *x, const int *labels, int N, float *scratch, float *logits,
-                  long *correct, double *loss_sum);
+                  long *correct, double *loss_sum, EvalTally *tally);
 
 #endif

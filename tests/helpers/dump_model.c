@@ -333,7 +333,7 @@ int main(int argc, char **argv) {
         tta_logits(run, tta, x, y, NT, scratch, tl);
         hsize_t td[2] = {(hsize_t)NT, (hsize_t)K};
         write_f32(f, "tta_logits", tl, 2, td);
-        tta_evaluate(run, tta, x, y, NT, scratch, tl, &correct, &loss_sum);
+        tta_evaluate(run, tta, x, y, NT, scratch, tl, &correct, &loss_sum, NULL);
         const float fc = (float)correct, fl = (float)loss_sum;
         hsize_t o1[1] = {1};
         write_f32(f, "tta_correct", &fc, 1, o1);
