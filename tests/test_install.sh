@@ -26,9 +26,9 @@ fi
 (cd "$P" && find . -type f | sort) >"$TMP/tree"
 echo "   installed under the prefix:"; sed 's/^/     | /' "$TMP/tree"
 missing=""
-for f in bin/ddptrain bin/ddptrain-data bin/ddptrain-plot bin/ddptrain-to-torch bin/ddptrain-diagnose \
+for f in bin/ddptrain bin/ddptrain-data bin/ddptrain-plot bin/ddptrain-to-torch bin/ddptrain-diagnose bin/ddptrain-export \
          share/man/man1/ddptrain.1 share/man/man1/ddptrain-data.1 share/man/man1/ddptrain-plot.1 \
-         share/man/man1/ddptrain-diagnose.1 \
+         share/man/man1/ddptrain-diagnose.1 share/man/man1/ddptrain-export.1 \
          share/ddptrain/slurm/train-cpu.sbatch share/ddptrain/slurm/train-cpu-multinode.sbatch \
          share/ddptrain/slurm/train-gpu.sbatch share/ddptrain/slurm/srun-interactive.sh \
          share/doc/ddptrain/README.md share/doc/ddptrain/ChangeLog share/doc/ddptrain/data-format.md \
