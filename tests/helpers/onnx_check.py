@@ -13,7 +13,7 @@ with the writer:
 A runtime passes when max |its logits - ddptrain's| <= tol * max |ddptrain's logits| (tol 1e-4:
 float32 round-off in a deep network, summed in other orders, is some 1e-6 of the logits'
 scale). --cv2 cannot: OpenCV 4.6 is expected to refuse the model (ConvNeXt's layer norm: a
-ReduceMean over the channels and its broadcast Sub); the checker and onnx_torch.py stand for it,
+ReduceMean over the channels, and the broadcasts of its statistics); the checker and onnx_torch.py stand for it,
 and a model OpenCV runs after all is compared as any other.
 
 --mutate: then the comparison must fail for wrong models made from the right one: two
