@@ -15,7 +15,7 @@ mode=${1:-train}
 case "$mode" in train|test) ;; *) echo "usage: $0 [train|test]" >&2; exit 2;; esac
 
 BUILD_PKGS="build-essential autoconf automake libtool pkg-config libhdf5-dev hdf5-tools libjpeg62-turbo-dev libpng-dev libdnnl-dev libopenmpi-dev openmpi-bin libpmix-dev libpmix-bin"
-TEST_PKGS="python3 python3-torch python3-torchvision python3-h5py python3-numpy python3-pil slurm-wlm munge gnuplot-nox procps valgrind lmod man-db"
+TEST_PKGS="python3 python3-torch python3-torchvision python3-h5py python3-numpy python3-pil python3-opencv python3-onnx slurm-wlm munge gnuplot-nox procps valgrind lmod man-db"
 pkgs=$BUILD_PKGS
 [ "$mode" = test ] && pkgs="$pkgs $TEST_PKGS"
 

@@ -27,9 +27,9 @@ fi
 echo "   installed under the prefix:"; sed 's/^/     | /' "$TMP/tree"
 missing=""
 for f in bin/ddptrain bin/ddptrain-data bin/ddptrain-plot bin/ddptrain-to-torch bin/ddptrain-diagnose \
-         bin/ddptrain-predict \
+         bin/ddptrain-predict bin/ddptrain-export \
          share/man/man1/ddptrain.1 share/man/man1/ddptrain-data.1 share/man/man1/ddptrain-plot.1 \
-         share/man/man1/ddptrain-diagnose.1 share/man/man1/ddptrain-predict.1 share/doc/ddptrain/docs/predict.md \
+         share/man/man1/ddptrain-diagnose.1 share/man/man1/ddptrain-predict.1 share/man/man1/ddptrain-export.1 share/doc/ddptrain/docs/predict.md \
          share/ddptrain/slurm/train-cpu.sbatch share/ddptrain/slurm/train-cpu-multinode.sbatch \
          share/ddptrain/slurm/train-gpu.sbatch share/ddptrain/slurm/srun-interactive.sh \
          share/doc/ddptrain/README.md share/doc/ddptrain/ChangeLog share/doc/ddptrain/data-format.md \

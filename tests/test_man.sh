@@ -13,7 +13,7 @@ MAN=$top_builddir/man
 # Roff to plain words: \- is -, font changes dropped.
 plain() { sed -e 's/\\-/-/g' -e 's/\\f[BIRP]//g' -e 's/\\&//g' -e 's/\\e/\\/g' "$1"; }
 
-for p in ddptrain ddptrain-data ddptrain-plot ddptrain-diagnose ddptrain-predict; do
+for p in ddptrain ddptrain-data ddptrain-plot ddptrain-diagnose ddptrain-predict ddptrain-export; do
     [ -s "$MAN/$p.1" ] || { bad "$MAN/$p.1 was not built"; finish; }
 done
 plain "$MAN/ddptrain.1" >"$TMP/ddptrain.txt"
@@ -61,7 +61,7 @@ done
 
 # ---- (c) rendering and version -------------------------------------------------------------
 version=$("$DDPTRAIN" --version | sed -n '1s/^ddptrain //p')
-for p in ddptrain ddptrain-data ddptrain-plot ddptrain-diagnose ddptrain-predict; do
+for p in ddptrain ddptrain-data ddptrain-plot ddptrain-diagnose ddptrain-predict ddptrain-export; do
     grep -q "^\.TH .*\"ddptrain $version\"" "$MAN/$p.1" || bad "(c) $p.1: .TH does not name ddptrain $version"
     if command -v groff >/dev/null 2>&1; then
         # All warnings but 'break': a long installation path, kept whole, may overrun a line.

@@ -9,6 +9,7 @@
  * it run in training forwards alone, as torchvision's modules run their auxiliary heads only
  * when self.training. */
 #include "model_step.h"
+#include "onnx.h"
 
 /* ---- aux_loss ------------------------------------------------------------------------------ */
 
@@ -86,6 +87,8 @@ const NodeKindDef node_kind_aux_loss = {
     .forward = aux_node_forward,
     .add_loss = aux_add_loss,
     .backward = aux_node_backward,
+    /* no .onnx: a sink has no value at evaluation, and the export leaves it out with the nodes
+     * that only feed it */
 };
 
 /* ---- transform_input ----------------------------------------------------------------------- */
@@ -141,6 +144,20 @@ static void transform_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     backward_to_input(s, st, dy, N, transform_grad);
 }
 
+/* x * a + b per channel, a and b [1, 3, 1, 1] constants of the same floats as the forward's. */
+static int transform_onnx(OnnxGraph *g, const NetNode *n) {
+    float a[3], b[3];
+    for (int c = 0; c < 3; c++) {
+        a[c] = (float)(k_std[c] / 0.5);
+        b[c] = (float)((k_mean[c] - 0.5) / 0.5);
+    }
+    const int64_t dims[4] = {1, 3, 1, 1};
+    const char *x = onnx_in(g, n, 0), *scaled = onnx_tmp(g, n, "scaled");
+    onnx_op(g, "Mul", scaled, x, onnx_const(g, n, "scale", 4, dims, a), NULL);
+    onnx_op(g, "Add", onnx_out(g, n, 4), scaled, onnx_const(g, n, "shift", 4, dims, b), NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_transform_input = {
     .name = "transform_input",
     .doc = "torchvision's `transform_input` of GoogLeNet and Inception v3: ImageNet-normalised channels renormalised "
@@ -153,4 +170,5 @@ const NodeKindDef node_kind_transform_input = {
     .release = transform_release,
     .forward = transform_node_forward,
     .backward = transform_node_backward,
+    .onnx = transform_onnx,
 };

@@ -11,6 +11,7 @@
  * that reduces, at the pre-activation it recomputes. */
 #include "base/rng.h"
 #include "model_step.h"
+#include "onnx.h"
 
 static void bn_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)be;
@@ -113,6 +114,16 @@ static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     grad_done(s, &g, N);
 }
 
+/* BatchNormalization in its inference form, over the running statistics. */
+static int bn_onnx(OnnxGraph *g, const NetNode *n) {
+    const char *x = onnx_in(g, n, 0);
+    onnx_op(g, "BatchNormalization", onnx_out(g, n, 4), x, onnx_param(g, n, "weight", 0, NULL),
+            onnx_param(g, n, "bias", 0, NULL), onnx_param(g, n, "running_mean", 0, NULL),
+            onnx_param(g, n, "running_var", 0, NULL), NULL);
+    onnx_attr_float(g, "epsilon", n->eps);
+    return 0;
+}
+
 const NodeKindDef node_kind_bn = {
     .name = "bn",
     .doc = "batch norm over channels, as `nn.BatchNorm2d(eps, momentum)`; with the add and ReLU after it, or an `act`, one fused step",
@@ -129,4 +140,5 @@ const NodeKindDef node_kind_bn = {
     .init = bn_init,
     .forward = bn_node_forward,
     .backward = bn_node_backward,
+    .onnx = bn_onnx,
 };

@@ -5,7 +5,9 @@
  * "channel_shuffle" (ShuffleNet's) and "flatten" (torch.flatten(x, 1) before a classifier of
  * linear layers, in PyTorch's (C, H, W) order, so that torchvision's weights read the same
  * values). */
+#include "base/util.h"
 #include "model_step.h"
+#include "onnx.h"
 
 static const char *channels_backend_lacks(const Backend *be, const NetNode *n) {
     (void)n;
@@ -57,6 +59,15 @@ static void concat_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     }
 }
 
+static int concat_onnx(OnnxGraph *g, const NetNode *n) {
+    const char **in = mallocCheck((size_t)n->n_ins * sizeof *in);
+    for (int q = 0; q < n->n_ins; q++) in[q] = onnx_in(g, n, q);
+    onnx_op_list(g, "Concat", onnx_out(g, n, 4), n->n_ins, in);
+    onnx_attr_int(g, "axis", 1);
+    free(in);
+    return 0;
+}
+
 const NodeKindDef node_kind_concat = {
     .name = "concat",
     .doc = "`torch.cat` of its inputs along the channels, in the order of `in` (a list of names)",
@@ -66,6 +77,7 @@ const NodeKindDef node_kind_concat = {
     .backend_lacks = channels_backend_lacks,
     .forward = concat_node_forward,
     .backward = concat_node_backward,
+    .onnx = concat_onnx,
 };
 
 /* ---- split -------------------------------------------------------------------------------- */
@@ -95,6 +107,12 @@ static void split_grad(const Model *m, const ModelStep *st, float *dy, float *dx
 
 static void split_node_backward(Slots *s, ModelStep *st, float *dy, int N) { backward_to_input(s, st, dy, N, split_grad); }
 
+static int split_onnx(OnnxGraph *g, const NetNode *n) {
+    const char *x = onnx_in(g, n, 0);
+    onnx_slice(g, x, 1, n->index * n->C, (n->index + 1) * n->C, onnx_out(g, n, 4));
+    return 0;
+}
+
 const NodeKindDef node_kind_split = {
     .name = "split",
     .doc = "part `index` of `x.chunk(chunks, dim=1)`: channels index * C/chunks and on",
@@ -106,6 +124,7 @@ const NodeKindDef node_kind_split = {
     .backend_lacks = channels_backend_lacks,
     .forward = split_node_forward,
     .backward = split_node_backward,
+    .onnx = split_onnx,
 };
 
 /* ---- channel_shuffle ---------------------------------------------------------------------- */
@@ -134,6 +153,20 @@ static void shuffle_grad(const Model *m, const ModelStep *st, float *dy, float *
 
 static void shuffle_node_backward(Slots *s, ModelStep *st, float *dy, int N) { backward_to_input(s, st, dy, N, shuffle_grad); }
 
+/* torchvision's channel_shuffle: view(N, groups, C / groups, H, W), transpose(1, 2), and back
+ * (a Reshape's 0 keeps the batch). */
+static int shuffle_onnx(OnnxGraph *g, const NetNode *n) {
+    const char *x = onnx_in(g, n, 0);
+    const char *y = onnx_out(g, n, 4), *a = onnx_tmp(g, n, "groups"), *b = onnx_tmp(g, n, "transposed");
+    onnx_op(g, "Reshape", a, x,
+            onnx_const_ints(g, n, "groups_shape", 5, (const int64_t[]){0, n->groups, n->C / n->groups, n->H, n->W}),
+            NULL);
+    onnx_op(g, "Transpose", b, a, NULL);
+    onnx_attr_ints(g, "perm", 5, (const int64_t[]){0, 2, 1, 3, 4});
+    onnx_op(g, "Reshape", y, b, onnx_const_ints(g, n, "shape", 4, (const int64_t[]){0, n->C, n->H, n->W}), NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_channel_shuffle = {
     .name = "channel_shuffle",
     .doc = "ShuffleNet v2's `channel_shuffle(x, groups)`: the channels as a groups x C/groups matrix, transposed",
@@ -145,6 +178,7 @@ const NodeKindDef node_kind_channel_shuffle = {
     .backend_lacks = shuffle_backend_lacks,
     .forward = shuffle_node_forward,
     .backward = shuffle_node_backward,
+    .onnx = shuffle_onnx,
 };
 
 /* ---- flatten ------------------------------------------------------------------------------ */
@@ -174,6 +208,19 @@ static void flatten_grad(const Model *m, const ModelStep *st, float *dy, float *
 
 static void flatten_node_backward(Slots *s, ModelStep *st, float *dy, int N) { backward_to_input(s, st, dy, N, flatten_grad); }
 
+/* Flatten(axis 1) of a map: NCHW's order is PyTorch's (C, H, W). */
+static int flatten_onnx(OnnxGraph *g, const NetNode *n) {
+    int rank;
+    const char *x = onnx_in_any(g, n, 0, &rank);
+    if (rank == 2) {
+        onnx_pass(g, n, 0);
+        return 0;
+    }
+    onnx_op(g, "Flatten", onnx_out(g, n, 2), x, NULL);
+    onnx_attr_int(g, "axis", 1);
+    return 0;
+}
+
 const NodeKindDef node_kind_flatten = {
     .name = "flatten",
     .doc = "`torch.flatten(x, 1)`: the C x H x W values of an image in PyTorch's (C, H, W) order, as a 1x1 map of "
@@ -184,4 +231,5 @@ const NodeKindDef node_kind_flatten = {
     .backend_lacks = flatten_backend_lacks,
     .forward = flatten_node_forward,
     .backward = flatten_node_backward,
+    .onnx = flatten_onnx,
 };

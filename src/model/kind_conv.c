@@ -7,6 +7,7 @@
 
 #include "base/rng.h"
 #include "model_step.h"
+#include "onnx.h"
 
 static int conv_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
     (void)ins;
@@ -125,6 +126,20 @@ static double conv_macs(const ModelStep *st) {
     return (double)st->H * st->W * st->C * st->C_in * st->k * st->conv.shape.kw / st->groups;
 }
 
+/* Conv, its weight the state_dict's OIHW tensor; pads [top, left, bottom, right]. kernel_shape,
+ * optional in ONNX, is given: OpenCV's reader needs it. */
+static int conv_onnx(OnnxGraph *g, const NetNode *n) {
+    const char *x = onnx_in(g, n, 0);
+    onnx_op(g, "Conv", onnx_out(g, n, 4), x, onnx_param(g, n, "weight", 0, NULL),
+            n->bias ? onnx_param(g, n, "bias", 0, NULL) : NULL, NULL);
+    onnx_attr_ints(g, "kernel_shape", 2, (const int64_t[]){n->k, n->kw});
+    onnx_attr_ints(g, "strides", 2, (const int64_t[]){n->stride, n->stride});
+    onnx_attr_ints(g, "pads", 4, (const int64_t[]){n->pad, n->padw, n->pad, n->padw});
+    onnx_attr_ints(g, "dilations", 2, (const int64_t[]){n->dilation, n->dilation});
+    onnx_attr_int(g, "group", n->groups);
+    return 0;
+}
+
 const NodeKindDef node_kind_conv = {
     .name = "conv",
     .doc = "a convolution, as `nn.Conv2d`: grouped (depthwise when groups is the input's channel count), dilated, "
@@ -150,4 +165,5 @@ const NodeKindDef node_kind_conv = {
     .backward = conv_node_backward,
     .params_changed = conv_params_changed,
     .macs = conv_macs,
+    .onnx = conv_onnx,
 };

@@ -10,6 +10,7 @@
  * forward stays with the step for the backward, and for tests that replay it in PyTorch. */
 #include "base/rng.h"
 #include "model_step.h"
+#include "onnx.h"
 
 /* p in 0..1, as PyTorch takes it. */
 static int drop_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
@@ -26,6 +27,12 @@ static void pass_through(Model *m, ModelStep *st, int N) {
 
 static void pass_grad(const Model *m, const ModelStep *st, float *dy, float *dx, int N) {
     m->be->copy(dx, dy, step_numel(st, N) * step_elem_bytes(m, st));
+}
+
+/* Evaluation's identity: the input's value, no node. */
+static int drop_onnx(OnnxGraph *g, const NetNode *n) {
+    onnx_pass(g, n, 0);
+    return 0;
 }
 
 /* ---- dropout ------------------------------------------------------------------------------ */
@@ -75,6 +82,7 @@ const NodeKindDef node_kind_dropout = {
     .release = dropout_release,
     .forward = dropout_node_forward,
     .backward = dropout_node_backward,
+    .onnx = drop_onnx,
 };
 
 /* ---- stochastic depth --------------------------------------------------------------------- */
@@ -132,4 +140,5 @@ const NodeKindDef node_kind_stochastic_depth = {
     .release = sd_release,
     .forward = sd_node_forward,
     .backward = sd_node_backward,
+    .onnx = drop_onnx,
 };

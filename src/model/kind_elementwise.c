@@ -4,6 +4,7 @@
  * of two maps of one shape) and "mul" (a map times a per-image, per-channel scale: the gate of
  * squeeze-excitation). The other activation functions are kind_act.c's. */
 #include "model_step.h"
+#include "onnx.h"
 
 /* ---- relu --------------------------------------------------------------------------------- */
 
@@ -23,6 +24,13 @@ static void relu_grad(const Model *m, const ModelStep *st, float *dy, float *dx,
 
 static void relu_node_backward(Slots *s, ModelStep *st, float *dy, int N) { backward_to_input(s, st, dy, N, relu_grad); }
 
+static int relu_onnx(OnnxGraph *g, const NetNode *n) {
+    int rank;
+    const char *x = onnx_in_any(g, n, 0, &rank);
+    onnx_op(g, "Relu", onnx_out(g, n, rank), x, NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_relu = {
     .name = "relu",
     .doc = "max(x, 0)",
@@ -31,6 +39,7 @@ const NodeKindDef node_kind_relu = {
     .backend_lacks = relu_backend_lacks,
     .forward = relu_node_forward,
     .backward = relu_node_backward,
+    .onnx = relu_onnx,
 };
 
 /* ---- add ---------------------------------------------------------------------------------- */
@@ -62,6 +71,18 @@ static void add_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     }
 }
 
+/* Two matrices stay matrices; otherwise both as maps. */
+static int add_onnx(OnnxGraph *g, const NetNode *n) {
+    int ra, rb;
+    const char *a = onnx_in_any(g, n, 0, &ra), *b = onnx_in_any(g, n, 1, &rb);
+    if (ra != rb) {
+        a = onnx_in(g, n, 0);
+        b = onnx_in(g, n, 1);
+    }
+    onnx_op(g, "Add", onnx_out(g, n, ra == rb ? ra : 4), a, b, NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_add = {
     .name = "add",
     .doc = "in + residual, of the same shape",
@@ -72,6 +93,7 @@ const NodeKindDef node_kind_add = {
     .shape = add_shape,
     .forward = add_node_forward,
     .backward = add_node_backward,
+    .onnx = add_onnx,
 };
 
 /* ---- mul ---------------------------------------------------------------------------------- */
@@ -113,6 +135,15 @@ static void mul_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     if (gs.t >= 0) grad_done(s, &gs, N);
 }
 
+/* [N, C, 1, 1] times [N, C, H, W], by ONNX's broadcasting: the scale first, as torchvision's
+ * `scale * input` exports, for OpenCV's reader (4.6) gives the product of a map by a
+ * HardSigmoid's gate the gate's shape in the other order. */
+static int mul_onnx(OnnxGraph *g, const NetNode *n) {
+    const char *x = onnx_in(g, n, 0), *scale = onnx_in(g, n, 1);
+    onnx_op(g, "Mul", onnx_out(g, n, 4), scale, x, NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_mul = {
     .name = "mul",
     .doc = "in times scale, a 1x1 map of as many channels, per image and channel (squeeze-excitation's "
@@ -125,4 +156,5 @@ const NodeKindDef node_kind_mul = {
     .backend_lacks = mul_backend_lacks,
     .forward = mul_node_forward,
     .backward = mul_node_backward,
+    .onnx = mul_onnx,
 };

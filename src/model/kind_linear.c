@@ -8,6 +8,7 @@
 #include "base/rng.h"
 #include "base/util.h"
 #include "model_step.h"
+#include "onnx.h"
 
 static int linear_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) {
     (void)ins;
@@ -80,6 +81,25 @@ static double linear_macs(const ModelStep *st) { return (double)st->H * st->W * 
 
 static int linear_float_out(const NetNode *n) { return n->H == 1 && n->W == 1; }
 
+/* On a 1x1 map, Gemm of the flattened input and the [out, in] weight, transposed (transB); at
+ * every pixel of a larger map, a 1x1 Conv whose weight is the same tensor as [out, in, 1, 1]. */
+static int linear_onnx(OnnxGraph *g, const NetNode *n) {
+    if (n->H == 1 && n->W == 1) {
+        const char *x = onnx_in_flat(g, n, 0);
+        onnx_op(g, "Gemm", onnx_out(g, n, 2), x, onnx_param(g, n, "weight", 0, NULL), onnx_param(g, n, "bias", 0, NULL),
+                NULL);
+        onnx_attr_int(g, "transB", 1);
+        return 0;
+    }
+    int C, H, W;
+    onnx_in_shape(g, n, 0, &C, &H, &W);
+    const char *x = onnx_in(g, n, 0);
+    onnx_op(g, "Conv", onnx_out(g, n, 4), x, onnx_param(g, n, "weight", 4, (const int64_t[]){n->C, C, 1, 1}),
+            onnx_param(g, n, "bias", 0, NULL), NULL);
+    onnx_attr_ints(g, "kernel_shape", 2, (const int64_t[]){1, 1});
+    return 0;
+}
+
 const NodeKindDef node_kind_linear = {
     .name = "linear",
     .doc = "`nn.Linear` over the channels: a classifier's layer on a 1x1 map, at every pixel on a larger one; the last "
@@ -96,4 +116,5 @@ const NodeKindDef node_kind_linear = {
     .forward = linear_node_forward,
     .backward = linear_node_backward,
     .macs = linear_macs,
+    .onnx = linear_onnx,
 };

@@ -5,6 +5,7 @@
  * per-channel factor, a parameter [C, 1, 1] named as the node, "features.1.0.layer_scale"). */
 #include "base/rng.h"
 #include "model_step.h"
+#include "onnx.h"
 
 /* ---- layernorm ---------------------------------------------------------------------------- */
 
@@ -65,6 +66,29 @@ static void layernorm_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     if (g.t >= 0) grad_done(s, &g, N);
 }
 
+/* nn.LayerNorm over the channels of each pixel (the biased variance), in opset 13's operators:
+ * LayerNormalization (opset 17) normalises over trailing axes, and NCHW's channels are axis 1.
+ * The weight and bias as [C, 1, 1], to broadcast over the pixels. */
+static int layernorm_onnx(OnnxGraph *g, const NetNode *n) {
+    const char *x = onnx_in(g, n, 0), *y = onnx_out(g, n, 4);
+    const char *mean = onnx_tmp(g, n, "mean"), *d = onnx_tmp(g, n, "centred"), *sq = onnx_tmp(g, n, "squared"),
+               *var = onnx_tmp(g, n, "var"), *ve = onnx_tmp(g, n, "var_eps"), *sd = onnx_tmp(g, n, "std"),
+               *nrm = onnx_tmp(g, n, "normalised"), *sc = onnx_tmp(g, n, "scaled");
+    const int64_t axis1[1] = {1}, chw[3] = {n->C, 1, 1};
+    onnx_op(g, "ReduceMean", mean, x, NULL);
+    onnx_attr_ints(g, "axes", 1, axis1);
+    onnx_op(g, "Sub", d, x, mean, NULL);
+    onnx_op(g, "Mul", sq, d, d, NULL);
+    onnx_op(g, "ReduceMean", var, sq, NULL);
+    onnx_attr_ints(g, "axes", 1, axis1);
+    onnx_op(g, "Add", ve, var, onnx_const(g, n, "eps", 0, NULL, &n->eps), NULL);
+    onnx_op(g, "Sqrt", sd, ve, NULL);
+    onnx_op(g, "Div", nrm, d, sd, NULL);
+    onnx_op(g, "Mul", sc, nrm, onnx_param(g, n, "weight", 3, chw), NULL);
+    onnx_op(g, "Add", y, sc, onnx_param(g, n, "bias", 3, chw), NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_layernorm = {
     .name = "layernorm",
     .doc = "`nn.LayerNorm` over the channels of each pixel (ConvNeXt's `LayerNorm2d`)",
@@ -80,6 +104,7 @@ const NodeKindDef node_kind_layernorm = {
     .init = layernorm_init,
     .forward = layernorm_node_forward,
     .backward = layernorm_node_backward,
+    .onnx = layernorm_onnx,
 };
 
 /* ---- layer_scale -------------------------------------------------------------------------- */
@@ -117,6 +142,13 @@ static void layer_scale_node_backward(Slots *s, ModelStep *st, float *dy, int N)
     if (g.t >= 0) grad_done(s, &g, N);
 }
 
+/* Its [C, 1, 1] tensor broadcasts over an NCHW map as it is. */
+static int layer_scale_onnx(OnnxGraph *g, const NetNode *n) {
+    const char *x = onnx_in(g, n, 0);
+    onnx_op(g, "Mul", onnx_out(g, n, 4), x, onnx_param(g, n, "", 0, NULL), NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_layer_scale = {
     .name = "layer_scale",
     .doc = "a learned factor per channel, starting at `value` (ConvNeXt's `layer_scale`)",
@@ -129,4 +161,5 @@ const NodeKindDef node_kind_layer_scale = {
     .init = layer_scale_init,
     .forward = layer_scale_node_forward,
     .backward = layer_scale_node_backward,
+    .onnx = layer_scale_onnx,
 };

@@ -3,9 +3,56 @@
  * (nn.MaxPool2d), "avgpool" (the global average pool, nn.AdaptiveAvgPool2d(1), or with a kernel
  * nn.AvgPool2d), "adaptive_avgpool" (nn.AdaptiveAvgPool2d to a size) and "blur" (FFCV's
  * BlurPool filter, netspec_blurpool). */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "base/util.h"
 #include "model_step.h"
+#include "onnx.h"
 
 /* ---- maxpool ------------------------------------------------------------------------------ */
+
+/* ceil(a / b) for any sign of a, b > 0. */
+static int ceil_div(int a, int b) { return a >= 0 ? (a + b - 1) / b : -((-a) / b); }
+
+/* A windowed pool as MaxPool or AveragePool. Under ceil_mode ONNX counts every window that
+ * starts before the end of the padded input (ceil((H + 2 pad - k) / stride) + 1), PyTorch drops
+ * one that would start in the right padding: the export needs the two counts equal. And an
+ * average that counts the padding divides a window running past the padded input by the part
+ * inside it in PyTorch, by runtimes' own rules elsewhere: refused. An average that counts the
+ * padding (Inception's 3x3 pools) is an AveragePool of the zero-padded map, the same numbers:
+ * OpenCV's reader (4.6) takes count_include_pad for 0. */
+static int pool_onnx(OnnxGraph *g, const NetNode *n, const char *op, int count_pad) {
+    int C, H, W;
+    onnx_in_shape(g, n, 0, &C, &H, &W);
+    if (n->ceil_mode) {
+        const int oh = ceil_div(H + 2 * n->pad - n->k, n->stride) + 1, ow = ceil_div(W + 2 * n->pad - n->k, n->stride) + 1;
+        if (oh != n->H || ow != n->W)
+            return onnx_err(g, n, "ceil_mode: ONNX's %s gives %dx%d windows on the %dx%d input, PyTorch's %dx%d (its "
+                            "last window would start in the padding)", op, oh, ow, H, W, n->H, n->W);
+        if (count_pad && ((n->H - 1) * n->stride + n->k > H + 2 * n->pad || (n->W - 1) * n->stride + n->k > W + 2 * n->pad))
+            return onnx_err(g, n, "ceil_mode with count_include_pad: the last window runs past the padded %dx%d input, "
+                            "whose average ONNX runtimes divide otherwise than PyTorch", H, W);
+    }
+    const char *x = onnx_in(g, n, 0);
+    const int pad_first = count_pad && n->pad > 0;
+    if (pad_first) {
+        const char *padded = onnx_tmp(g, n, "padded");
+        const int64_t p = n->pad, pads[8] = {0, 0, p, p, 0, 0, p, p};   /* begins of N, C, H, W, then ends */
+        onnx_op(g, "Pad", padded, x, onnx_const_ints(g, n, "pads", 8, pads), NULL);
+        x = padded;
+    }
+    onnx_op(g, op, onnx_out(g, n, 4), x, NULL);
+    onnx_attr_ints(g, "kernel_shape", 2, (const int64_t[]){n->k, n->k});
+    onnx_attr_ints(g, "strides", 2, (const int64_t[]){n->stride, n->stride});
+    if (!pad_first) onnx_attr_ints(g, "pads", 4, (const int64_t[]){n->pad, n->pad, n->pad, n->pad});
+    onnx_attr_int(g, "ceil_mode", n->ceil_mode);
+    if (!strcmp(op, "AveragePool")) onnx_attr_int(g, "count_include_pad", count_pad);
+    return 0;
+}
+
+static int maxpool_onnx(OnnxGraph *g, const NetNode *n) { return pool_onnx(g, n, "MaxPool", 0); }
 
 /* A pool's window: square, its padding at most half of it (as nn.MaxPool2d and nn.AvgPool2d
  * require), and at least one pixel out. */
@@ -64,6 +111,7 @@ const NodeKindDef node_kind_maxpool = {
     .release = maxpool_release,
     .forward = maxpool_node_forward,
     .backward = maxpool_node_backward,
+    .onnx = maxpool_onnx,
 };
 
 /* ---- avgpool ------------------------------------------------------------------------------ */
@@ -106,6 +154,13 @@ static void avgpool_grad(const Model *m, const ModelStep *st, float *dy, float *
 
 static void avgpool_node_backward(Slots *s, ModelStep *st, float *dy, int N) { backward_to_input(s, st, dy, N, avgpool_grad); }
 
+static int avgpool_onnx(OnnxGraph *g, const NetNode *n) {
+    if (!avgpool_global(n)) return pool_onnx(g, n, "AveragePool", n->count_pad);
+    const char *x = onnx_in(g, n, 0);
+    onnx_op(g, "GlobalAveragePool", onnx_out(g, n, 4), x, NULL);
+    return 0;
+}
+
 const NodeKindDef node_kind_avgpool = {
     .name = "avgpool",
     .doc = "without a kernel, the global average pool to 1x1, `nn.AdaptiveAvgPool2d(1)`; with one, `nn.AvgPool2d`",
@@ -122,6 +177,7 @@ const NodeKindDef node_kind_avgpool = {
     .backend_lacks = avgpool_backend_lacks,
     .forward = avgpool_node_forward,
     .backward = avgpool_node_backward,
+    .onnx = avgpool_onnx,
 };
 
 /* ---- adaptive_avgpool --------------------------------------------------------------------- */
@@ -152,6 +208,52 @@ static void adaptive_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     backward_to_input(s, st, dy, N, adaptive_grad);
 }
 
+/* PyTorch's windows along one axis (2: rows, 3: columns) of x, `in` pixels to `out`: window i
+ * is [floor(i in / out), ceil((i + 1) in / out)), each a Slice averaged by an AveragePool over
+ * its length, the windows joined by a Concat into y. */
+static void adaptive_axis(OnnxGraph *g, const NetNode *n, const char *x, int axis, int in, int out, const char *y) {
+    const char **parts = mallocCheck((size_t)out * sizeof *parts);
+    for (int i = 0; i < out; i++) {
+        const int s = (int)((long)i * in / out), e = (int)(((long)(i + 1) * in + out - 1) / out);
+        char what[64];
+        snprintf(what, sizeof what, "%s%d", axis == 2 ? "row" : "column", i);
+        parts[i] = onnx_slice(g, x, axis, s, e, onnx_tmp(g, n, what));
+        if (e - s > 1) {
+            snprintf(what, sizeof what, "%s%d_mean", axis == 2 ? "row" : "column", i);
+            const char *mean = onnx_tmp(g, n, what);
+            onnx_op(g, "AveragePool", mean, parts[i], NULL);
+            onnx_attr_ints(g, "kernel_shape", 2, axis == 2 ? (const int64_t[]){e - s, 1} : (const int64_t[]){1, e - s});
+            parts[i] = mean;
+        }
+    }
+    onnx_op_list(g, "Concat", y, out, parts);
+    onnx_attr_int(g, "axis", axis);
+    free(parts);
+}
+
+/* One AveragePool where the output's side divides the input's (the windows do not overlap),
+ * else the mean over rows, then over columns: an average over a box is one of its rows'. */
+static int adaptive_onnx(OnnxGraph *g, const NetNode *n) {
+    int C, H, W;
+    onnx_in_shape(g, n, 0, &C, &H, &W);
+    const int o = n->out_size;
+    if (H == o && W == o) {
+        onnx_pass(g, n, 0);
+        return 0;
+    }
+    const char *x = onnx_in(g, n, 0), *y = onnx_out(g, n, 4);
+    if (H % o == 0 && W % o == 0) {
+        onnx_op(g, "AveragePool", y, x, NULL);
+        onnx_attr_ints(g, "kernel_shape", 2, (const int64_t[]){H / o, W / o});
+        onnx_attr_ints(g, "strides", 2, (const int64_t[]){H / o, W / o});
+        return 0;
+    }
+    const char *rows = H == o ? x : W == o ? y : onnx_tmp(g, n, "rows");
+    if (H != o) adaptive_axis(g, n, x, 2, H, o, rows);
+    if (W != o) adaptive_axis(g, n, rows, 3, W, o, y);
+    return 0;
+}
+
 const NodeKindDef node_kind_adaptive_avgpool = {
     .name = "adaptive_avgpool",
     .doc = "`nn.AdaptiveAvgPool2d(output_size)`: PyTorch's windows, which overlap or repeat pixels where the sizes do "
@@ -164,6 +266,7 @@ const NodeKindDef node_kind_adaptive_avgpool = {
     .backend_lacks = adaptive_backend_lacks,
     .forward = adaptive_node_forward,
     .backward = adaptive_node_backward,
+    .onnx = adaptive_onnx,
 };
 
 /* ---- blur --------------------------------------------------------------------------------- */
@@ -186,6 +289,22 @@ static void blur_grad(const Model *m, const ModelStep *st, float *dy, float *dx,
 
 static void blur_node_backward(Slots *s, ModelStep *st, float *dy, int N) { backward_to_input(s, st, dy, N, blur_grad); }
 
+/* A depthwise Conv of the fixed kernel, a constant of the graph's. */
+static int blur_onnx(OnnxGraph *g, const NetNode *n) {
+    static const float tap[3] = {1.0f, 2.0f, 1.0f};
+    float *k = mallocCheck((size_t)n->C * 9 * sizeof(float));
+    for (int c = 0; c < n->C; c++)
+        for (int i = 0; i < 9; i++) k[c * 9 + i] = tap[i / 3] * tap[i % 3] / 16.0f;
+    const char *x = onnx_in(g, n, 0);
+    const char *w = onnx_const(g, n, "kernel", 4, (const int64_t[]){n->C, 1, 3, 3}, k);
+    free(k);
+    onnx_op(g, "Conv", onnx_out(g, n, 4), x, w, NULL);
+    onnx_attr_ints(g, "kernel_shape", 2, (const int64_t[]){3, 3});
+    onnx_attr_ints(g, "pads", 4, (const int64_t[]){1, 1, 1, 1});
+    onnx_attr_int(g, "group", n->C);
+    return 0;
+}
+
 const NodeKindDef node_kind_blur = {
     .name = "blur",
     .doc = "[1 2 1]^T [1 2 1] / 16 per channel, stride 1, zero padding 1 ([BlurPool](#blurpool))",
@@ -194,4 +313,5 @@ const NodeKindDef node_kind_blur = {
     .backend_lacks = blur_backend_lacks,
     .forward = blur_node_forward,
     .backward = blur_node_backward,
+    .onnx = blur_onnx,
 };

@@ -9,7 +9,8 @@
  *   - its shape rule and the checks only shapes tell (netspec_resolve calls it);
  *   - the Backend operations it needs, when a backend may lack them;
  *   - its parameters and buffers (their state_dict names and roles), and their initialisation;
- *   - its forward and its backward over the Backend, and the work it counts per image.
+ *   - its forward and its backward over the Backend, and the work it counts per image;
+ *   - its ONNX nodes, for ddptrain-export (onnx.h).
  * netspec.c, netfile.c and model.c loop over the table; none of them switches on a kind, except
  * where the executor fuses a batch norm with the add and ReLU after it (model.c: a plan over
  * kinds, not a kind).
@@ -132,6 +133,7 @@ struct ModelStep;
 struct Slots;
 struct Layout;
 struct Rng;
+struct OnnxGraph;
 
 /* Where netspec_resolve reports: `what` (the file, or "--model NAME") and err. */
 typedef struct {
@@ -184,6 +186,10 @@ typedef struct NodeKindDef {
     void (*params_changed)(const struct Backend *be, struct ModelStep *st);
     /* Multiply-adds of one image's forward, as model_macs_per_image counts them. NULL: 0. */
     double (*macs)(const struct ModelStep *st);
+    /* Its nodes in an ONNX model (onnx.h, ddptrain-export): its value at evaluation from its
+     * inputs' values, in NCHW. Returns 0, or -1 through onnx_err where this node has no ONNX
+     * form. NULL: none (a sink: the export leaves it out with the nodes that only feed it). */
+    int (*onnx)(struct OnnxGraph *g, const struct NetNode *n);
 } NodeKindDef;
 
 #define NODE_KIND_DECL(e, rec) extern const NodeKindDef rec;

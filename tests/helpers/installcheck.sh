@@ -26,7 +26,7 @@ export PATH
 unset DDPTRAIN_PLUGIN_DIR
 
 # ---- (a) the installed programs ----------------------------------------------------------------
-for p in ddptrain ddptrain-data ddptrain-plot ddptrain-to-torch ddptrain-diagnose ddptrain-predict; do
+for p in ddptrain ddptrain-data ddptrain-plot ddptrain-to-torch ddptrain-diagnose ddptrain-predict ddptrain-export; do
     [ "$(command -v $p)" = "$bindir/$p" ] || bad "(a) $p is not $bindir/$p (found: $(command -v $p))"
 done
 v=$(ddptrain --version 2>&1) && echo "$v" | head -n 1 | grep -q '^ddptrain [0-9]' && echo "$v" | grep -q '^HDF5: [0-9]' &&
@@ -52,6 +52,9 @@ else
     [ -x "$bindir/ddptrain-to-torch" ] && ok "(a) ddptrain-to-torch installed (not run: no python3 with torch and h5py)" ||
         bad "(a) $bindir/ddptrain-to-torch missing"
 fi
+ddptrain-export "$ckpt" --out model.onnx --test_data model-test >export.out 2>&1 && [ -s model.onnx ] &&
+    [ -s model-test/test_data_set_0/output_0.pb ] && ok "(a) ddptrain-export: $(cut -c1-100 export.out)" ||
+    { bad "(a) ddptrain-export"; tail -n 3 export.out; }
 
 # ---- (b) the installed job script under Slurm ---------------------------------------------------
 script=$slurmdir/train-cpu.sbatch
