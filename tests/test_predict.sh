@@ -141,7 +141,7 @@ refused "shards of other class names" 1 "the class names differ from the network
     "$TMP/A.h5" "$TMP/renamed.sh"
 head -c 4000 "$TMP/A.h5" >"$TMP/trunc.h5"
 refused "a truncated checkpoint" 1 "trunc.h5: " "$TMP/trunc.h5" "$TMP/tree/test"
-refused "--topk 0" 2 "--topk 0: out of range" "$TMP/A.h5" "$TMP/tree/test" --topk 0
+refused "--topk 0" 2 "flag --topk: 0 is out of range" "$TMP/A.h5" "$TMP/tree/test" --topk 0
 refused "no INPUT" 2 "no INPUT given" "$TMP/A.h5"
 
 # --skip_bad: a line each, no row, the count in the summary
