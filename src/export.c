@@ -24,6 +24,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "base/protobuf.h"
 #include "base/rng.h"
 #include "base/util.h"
@@ -71,80 +72,32 @@ static const char *USAGE =
 typedef struct {
     const char *checkpoint, *out, *model, *test_data;
     int ema, no_ema;
-    long opset;
+    long long opset;
 } Args;
 
-__attribute__((format(printf, 1, 2), noreturn)) static void usage_error(const char *fmt, ...) {
-    char msg[1024];
-    va_list ap;
-    va_start(ap, fmt);
-    vsnprintf(msg, sizeof msg, fmt, ap);
-    va_end(ap);
-    die_code(2, "%s (see ddptrain-export --help)", msg);
+static void print_version(void) {
+    printf("ddptrain-export %s\n", PACKAGE_VERSION);
 }
-
-/* The flags: a string, a number in [lo, hi], or a switch. */
-typedef enum { FLAG_STR, FLAG_NUM, FLAG_BOOL } FlagKind;
-typedef struct {
-    const char *name;
-    FlagKind kind;
-    void *dst;
-    long lo, hi;
-} Flag;
 
 static void parse_args(int argc, char **argv, Args *a) {
     *a = (Args){.opset = ONNX_OPSET_MIN};
     Flag flags[] = {
-        {"out", FLAG_STR, &a->out, 0, 0},
-        {"ema", FLAG_BOOL, &a->ema, 0, 0},
-        {"no_ema", FLAG_BOOL, &a->no_ema, 0, 0},
-        {"model", FLAG_STR, &a->model, 0, 0},
-        {"opset", FLAG_NUM, &a->opset, ONNX_OPSET_MIN, ONNX_OPSET_MAX},
-        {"test_data", FLAG_STR, &a->test_data, 0, 0},
+        {STRING_FLAG("out", &a->out), .value = "FILE", .required = 1},
+        {SWITCH_FLAG("ema", &a->ema)},
+        {SWITCH_FLAG("no_ema", &a->no_ema)},
+        {STRING_FLAG("model", &a->model)},
+        {INT_FLAG("opset", &a->opset, ONNX_OPSET_MIN, ONNX_OPSET_MAX)},
+        {STRING_FLAG("test_data", &a->test_data)},
     };
-    for (int i = 1; i < argc; i++) {
-        const char *arg = argv[i];
-        if (!strcmp(arg, "--help") || !strcmp(arg, "-h")) {
-            fputs(USAGE, stdout);
-            exit(0);
-        }
-        if (!strcmp(arg, "--version")) {
-            printf("ddptrain-export %s\n", PACKAGE_VERSION);
-            exit(0);
-        }
-        if (strncmp(arg, "--", 2) != 0 || !arg[2]) {
-            if (a->checkpoint) usage_error("one checkpoint only: '%s' and '%s'", a->checkpoint, arg);
-            if (!*arg) usage_error("an empty checkpoint name");
-            a->checkpoint = arg;
-            continue;
-        }
-        const char *name = arg + 2, *eq = strchr(name, '=');
-        const size_t len = eq ? (size_t)(eq - name) : strlen(name);
-        Flag *f = NULL;
-        for (size_t k = 0; k < sizeof flags / sizeof flags[0]; k++)
-            if (strlen(flags[k].name) == len && !strncmp(flags[k].name, name, len)) f = &flags[k];
-        if (!f) usage_error("unknown flag '%s'", arg);
-        if (f->kind == FLAG_BOOL) {
-            if (eq) usage_error("--%s takes no value", f->name);
-            *(int *)f->dst = 1;
-            continue;
-        }
-        const char *val = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
-        if (!val || !*val) usage_error("--%s needs a value", f->name);
-        if (f->kind == FLAG_STR) {
-            *(const char **)f->dst = val;
-            continue;
-        }
-        char *end;
-        errno = 0;
-        const long v = strtol(val, &end, 10);
-        if (*end || errno || v < f->lo || v > f->hi)
-            usage_error("--%s %s: not a whole number in %ld..%ld", f->name, val, f->lo, f->hi);
-        *(long *)f->dst = v;
-    }
-    if (!a->checkpoint) usage_error("no checkpoint named");
-    if (!a->out) usage_error("--out FILE is required");
-    if (a->ema && a->no_ema) usage_error("--ema and --no_ema together");
+    const FlagSpec spec = {.usage = USAGE, .version = print_version, .flags = flags, .nflags = NFLAGS(flags)};
+    char **pos = mallocCheck((size_t)argc * sizeof *pos);
+    const int npos = flags_parse(&spec, argc - 1, argv + 1, pos);
+    if (npos > 1) flags_usage_error(NULL, "one checkpoint only: '%s' and '%s'", QUOTED(pos[0]), QUOTED(pos[1]));
+    if (npos == 1 && !*pos[0]) flags_usage_error(NULL, "an empty checkpoint name");
+    if (npos == 0) flags_usage_error(NULL, "no checkpoint named");
+    a->checkpoint = pos[0];
+    free(pos);
+    if (a->ema && a->no_ema) flags_usage_error(NULL, "--ema and --no_ema: one or the other");
 }
 
 /* The directory FILE goes into exists: checked before the network is built. */
@@ -336,7 +289,7 @@ int main(int argc, char **argv) {
         }
         die("%s: %s", QUOTED(a.out), strerror(e));
     }
-    printf("%s: %s, %zu parameters, %s weights of step %ld, opset %ld, input [batch, 3, %d, %d], %zu bytes; %s%s%s\n",
+    printf("%s: %s, %zu parameters, %s weights of step %ld, opset %lld, input [batch, 3, %d, %d], %zu bytes; %s%s%s\n",
            a.out, model_architecture(&t.model), t.model.num_params, t.ema ? "EMA" : "trained", t.step, a.opset,
            t.model.input_size, t.model.input_size, model.len, meta.data_note, a.test_data ? "; test data in " : "",
            a.test_data ? a.test_data : "");

@@ -128,19 +128,17 @@ static void dump(AtomicFile *a, const void *data, size_t bytes) {
     if (a->f && bytes) CHECK(fwrite(data, 1, bytes, a->f) == bytes);
 }
 
+/* A chunk's logits kept in the array ctx, in host memory (the CPU backend). */
+static void keep_logits(void *logits, const Model *m, const int *labels, int off, int n) {
+    const size_t K = (size_t)m->num_classes;
+    memcpy((float *)logits + (size_t)off * K, m->logits, (size_t)n * K * sizeof(float));
+}
+
 /* The logits of n images: the evaluation's forwards (model_evaluate's chunks of max_batch), or
  * with --tta the average of the views (tta_logits). */
 static void logits_of(Model *m, int tta, const float *x, const int *labels, int n, float *scratch, float *logits) {
-    if (tta != TTA_NONE) {
-        tta_logits(m, tta, x, labels, n, scratch, logits);
-        return;
-    }
-    const size_t img = (size_t)m->input_size * m->input_size * 3, K = (size_t)m->num_classes;
-    for (int off = 0; off < n; off += m->max_batch) {
-        const int cnt = n - off < m->max_batch ? n - off : m->max_batch;
-        model_forward(m, x + (size_t)off * img, labels + off, cnt, 0, 1.0f, NULL);
-        memcpy(logits + (size_t)off * K, m->logits, (size_t)cnt * K * sizeof(float));
-    }
+    if (tta != TTA_NONE) tta_logits(m, tta, x, labels, n, scratch, logits);
+    else model_evaluate_each(m, x, labels, n, NULL, NULL, keep_logits, logits);
 }
 
 /* This rank's contiguous run of groups, a row per image. */

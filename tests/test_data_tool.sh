@@ -187,6 +187,8 @@ expect_fail "missing value" 2 "flag --shards needs a value" "$TOOL" synth --out 
 expect_fail "value out of range" 2 "flag --shards: 0 is out of range" "$TOOL" reshard --in "$tmp/A" --out "$tmp/X" --shards 0
 expect_fail "missing --out" 2 "--out DIR is required" "$TOOL" synth
 expect_fail "inspect without files" 2 "no FILE or DIR" "$TOOL" inspect
+expect_fail "a one-dash flag" 2 "inspect: unknown flag '-x'" "$TOOL" inspect -x
+if "$TOOL" inspect -- "$tmp/A" >/dev/null 2>&1; then ok "inspect -- DIR: '--' ends the flags"; else bad "inspect -- DIR failed"; fi
 expect_fail "unknown command" 2 "unknown command 'frobnicate'" "$TOOL" frobnicate
 if [ -e "$tmp/X" ]; then bad "a bad command line created output"; else ok "bad command lines wrote nothing"; fi
 

@@ -18,7 +18,8 @@
 #   (c) 3 ranks (mpirun) write the same bytes as 1, CSV and JSON Lines, with a bad image skipped;
 #   (d) bad input, each one line naming the file, a non-zero exit, no output file, no hang: a
 #       checkpoint of another network than --model, a missing input, a truncated JPEG and a text
-#       file (fatal; --skip_bad: a line each and no row), on 3 ranks too; a class list of another
+#       file (fatal; --skip_bad: a line each and no row), on 3 ranks too; a FIFO and a link to a
+#       missing file (--skip_bad: named as import names them); a class list of another
 #       number of classes (--data_dir), a shard of other classes or other class names, a
 #       truncated checkpoint; a bad command line exits 2;
 #   (e) --tta flip: torch's 0.5 f(x) + 0.5 f(flip(x)); without it the comparison must fail.
@@ -141,7 +142,7 @@ refused "shards of other class names" 1 "the class names differ from the network
     "$TMP/A.h5" "$TMP/renamed.sh"
 head -c 4000 "$TMP/A.h5" >"$TMP/trunc.h5"
 refused "a truncated checkpoint" 1 "trunc.h5: " "$TMP/trunc.h5" "$TMP/tree/test"
-refused "--topk 0" 2 "--topk 0: out of range" "$TMP/A.h5" "$TMP/tree/test" --topk 0
+refused "--topk 0" 2 "flag --topk: 0 is out of range" "$TMP/A.h5" "$TMP/tree/test" --topk 0
 refused "no INPUT" 2 "no INPUT given" "$TMP/A.h5"
 
 # --skip_bad: a line each, no row, the count in the summary
@@ -154,6 +155,23 @@ if [ $rc = 0 ] && [ "$rows" = "$good" ] && [ "$(wc -l <"$TMP/skip.err")" = 2 ] &
     ok "(d) --skip_bad: $rows rows, $(tr '\n' ' ' <"$TMP/skip.err")$(cat "$TMP/skip.out")"
 else
     bad "(d) --skip_bad: exit $rc, $rows rows (wanted $good):"; cat "$TMP/skip.err" "$TMP/skip.out"
+fi
+
+# A FIFO and a link to a missing file among the images: each named as import names it (the one
+# opening of image files, data/image.c), never opened for reading (a FIFO would wait forever)
+mkdir -p "$TMP/odd/red"
+cp "$TMP/tree/test/blue/img00.jpg" "$TMP/odd/red/a.jpg"
+ln -s "$TMP/odd/red/gone.png" "$TMP/odd/red/b.png"
+if mkfifo "$TMP/odd/red/c.jpg" 2>/dev/null; then
+    timeout -k 5 $LIMIT "$PREDICT" "$TMP/A.h5" "$TMP/odd" --skip_bad --out "$TMP/odd.csv" >"$TMP/odd.out" 2>"$TMP/odd.err"
+    rc=$?
+    if [ $rc = 0 ] && [ "$(wc -l <"$TMP/odd.csv")" = 2 ] && [ "$(wc -l <"$TMP/odd.err")" = 2 ] &&
+       grep -q "b.png: a symbolic link to a missing file; skipped" "$TMP/odd.err" &&
+       grep -q "c.jpg: not a regular file (a FIFO); skipped" "$TMP/odd.err"; then
+        ok "(d) a FIFO and a dangling link, --skip_bad: $(tr '\n' ' ' <"$TMP/odd.err")"
+    else
+        bad "(d) a FIFO and a dangling link, --skip_bad: exit $rc:"; cat "$TMP/odd.err" "$TMP/odd.out"
+    fi
 fi
 
 # ---- (c): 3 ranks -----------------------------------------------------------------------------

@@ -396,6 +396,23 @@ static void *counting_alloc(size_t bytes) {
     return backend_cpu.alloc(bytes);
 }
 
+/* model_evaluate_each's hook: each chunk's logits copied to their images' rows, and where the
+ * chunks fell. */
+typedef struct {
+    float *logits;            /* [N][K] */
+    const int *labels;        /* the call's */
+    int next, chunks, bad;    /* the image the next chunk should start at; chunks seen; chunks out of place */
+    int cap;
+} ChunkSeen;
+
+static void see_chunk(void *ctx, const Model *m, const int *labels, int off, int n) {
+    ChunkSeen *s = ctx;
+    if (off != s->next || n < 1 || n > s->cap || labels != s->labels + off) s->bad++;
+    memcpy(s->logits + (size_t)off * m->num_classes, m->logits, (size_t)n * m->num_classes * sizeof(float));
+    s->next = off + n;
+    s->chunks++;
+}
+
 static void test_model_evaluate_chunks(void) {
     enum { CAP = 8, N = 37, S = 16, K = 10 };   /* 37 = 4 chunks of 8 and one of 5 */
     Backend counting = backend_cpu;
@@ -456,6 +473,23 @@ static void test_model_evaluate_chunks(void) {
            l_one > 0.0,
            "%d images in chunks of %d: %ld correct, loss sum %.9g; in one piece: %ld correct, loss sum %.9g", N,
            CAP, c_chunks, l_chunks, c_one, l_one);
+
+    /* The hook sees every chunk in order, with its labels, and its logits are the one-forward's. */
+    model_forward(&big, x, y, N, 0, 1.0f, NULL);
+    ChunkSeen seen = {mallocCheck((size_t)N * K * sizeof(float)), y, 0, 0, 0, CAP};
+    long c_each = 0;
+    double l_each = 0.0;
+    model_evaluate_each(&small, x, y, N, &c_each, &l_each, see_chunk, &seen);
+    double worst = 0.0;
+    for (size_t i = 0; i < (size_t)N * K; i++) {
+        const double d = fabs((double)seen.logits[i] - big.logits[i]) / (1.0 + fabs((double)big.logits[i]));
+        if (d > worst) worst = d;
+    }
+    EXPECT(seen.chunks == (N + CAP - 1) / CAP && seen.next == N && !seen.bad && worst <= 1e-5 && c_each == c_chunks &&
+           l_each == l_chunks,
+           "model_evaluate_each: %d chunks (want %d) up to image %d, %d out of place, logits %.3g from one forward's, "
+           "%ld correct, loss sum %.9g", seen.chunks, (N + CAP - 1) / CAP, seen.next, seen.bad, worst, c_each, l_each);
+    free(seen.logits);
 
     /* The loss sum is the per-sample loss summed: the images after the first chunk matter. */
     long c_head = 0;

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* checkpoint_format.c - the HDF5 settings and error reasons that reading and writing a checkpoint
- * share: both must open files with the same format bounds, or a written file would not read. */
+/* checkpoint_format.c - what reading and writing a checkpoint share: the HDF5 settings and
+ * error reasons (both must open files with the same format bounds, or a written file would not
+ * read), and the /dataset record's memory, which the reader fills and the writer keeps a copy of.
+ * Here rather than on either side, so that the calls between the files of src/ckpt run one way:
+ * checkpoint_write.c -> checkpoint_dir.c -> checkpoint_read.c -> checkpoint_format.c. */
 #include "checkpoint_format.h"
 
+#include <stdlib.h>
 #include <string.h>
 
 #include "base/util.h"
+#include "data/shard_format.h"
 
 static herr_t innermost_cb(unsigned n, const H5E_error2_t *e, void *data) {
     if (n == 0 && e->desc) snprintf((char *)data, 512, "%s", e->desc);
@@ -47,4 +52,23 @@ hid_t checkpoint_file_access_plist(void) {
     CHECK(H5Pset_file_locking(fapl, 1, 1) >= 0);
 #endif
     return fapl;
+}
+
+void ckpt_dataset_free(CkptDataset *d) {
+    for (int k = 0; d->class_names && k < d->num_classes; k++) free(d->class_names[k]);
+    free(d->class_names);
+    memset(d, 0, sizeof *d);
+}
+
+void ckpt_dataset_copy(CkptDataset *dst, const CkptDataset *src) {
+    *dst = *src;
+    dst->class_names = NULL;
+    if (!src->class_names) return;
+    CHECK(src->num_classes >= 1);
+    dst->class_names = callocCheck((size_t)src->num_classes, sizeof(char *));
+    for (int k = 0; k < src->num_classes; k++) {
+        CHECK(strlen(src->class_names[k]) <= SHARD_MAX_CLASS_NAME);
+        dst->class_names[k] = strdup(src->class_names[k]);
+        CHECK(dst->class_names[k] != NULL);
+    }
 }

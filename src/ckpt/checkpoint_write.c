@@ -14,7 +14,6 @@
 
 #include "base/hdf5_lock.h"
 #include "base/util.h"
-#include "data/shard_format.h"
 
 /* ---- the state written: a view of a live model, or of the writer's copy ----------------------- */
 
@@ -509,26 +508,10 @@ int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model 
     return checkpoint_writer_submit_ranks(w, path, m, opt, ts, NULL, config_json, err, errlen);
 }
 
-void ckpt_dataset_free(CkptDataset *d) {
-    for (int k = 0; d->class_names && k < d->num_classes; k++) free(d->class_names[k]);
-    free(d->class_names);
-    memset(d, 0, sizeof *d);
-}
-
 void checkpoint_writer_set_dataset(CheckpointWriter *w, const CkptDataset *d) {
     CHECK(!w->pending);   /* set before the first write: a writing thread reads it */
     ckpt_dataset_free(&w->dataset);
-    if (!d || !d->present) return;
-    w->dataset = *d;
-    w->dataset.class_names = NULL;
-    if (!d->class_names) return;
-    CHECK(d->num_classes >= 1);
-    w->dataset.class_names = callocCheck((size_t)d->num_classes, sizeof(char *));
-    for (int k = 0; k < d->num_classes; k++) {
-        CHECK(strlen(d->class_names[k]) <= SHARD_MAX_CLASS_NAME);
-        w->dataset.class_names[k] = strdup(d->class_names[k]);
-        CHECK(w->dataset.class_names[k] != NULL);
-    }
+    if (d && d->present) ckpt_dataset_copy(&w->dataset, d);
 }
 
 void checkpoint_writer_free(CheckpointWriter *w) {

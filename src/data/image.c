@@ -3,11 +3,15 @@
  * BILINEAR resize + centre crop. The rules are in image.h. */
 #include "image.h"
 
+#include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <setjmp.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "build_config.h"
 #include "resample.h"
@@ -252,6 +256,61 @@ int image_decode_file(FILE *f, long long max_pixels, ImageRGB *out, char *err, s
 #else
     return fail(err, errlen, "a PNG file, but ddptrain-data was built without %s", "libpng");
 #endif
+}
+
+/* What kind of file a mode is, for "not a regular file (...)". */
+static const char *file_kind(mode_t m) {
+    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" :
+           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
+}
+
+/* Opens an image file for reading, a regular file only. O_NONBLOCK and the fstat after the
+ * open cover a file replaced by a FIFO or a device between the stat and the open. Returns the
+ * stream, or NULL with one line in err naming the file. */
+static FILE *open_image_file(const char *path, char *err, size_t errlen) {
+    char ebuf[128];   /* strerror's buffer is shared between threads */
+    struct stat st;
+    if (stat(path, &st) != 0) {
+        const int e = errno;
+        if (e == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
+            errf(err, errlen, "%s: a symbolic link to a missing file", QUOTED(path));
+        else
+            errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(e, ebuf, sizeof ebuf));
+        return NULL;
+    }
+    if (!S_ISREG(st.st_mode)) {
+        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
+        return NULL;
+    }
+    const int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+    if (fd < 0) {
+        errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(errno, ebuf, sizeof ebuf));
+        return NULL;
+    }
+    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
+        close(fd);
+        return NULL;
+    }
+    /* A regular file never blocks: the flag is dropped so reads behave as usual. */
+    CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
+    FILE *f = fdopen(fd, "rb");
+    CHECK(f != NULL);
+    /* The decoders read 4 kB at a time: 64 kB per system call for shared file systems. */
+    CHECK(setvbuf(f, NULL, _IOFBF, (size_t)1 << 16) == 0);
+    return f;
+}
+
+int image_decode_path(const char *path, long long max_pixels, ImageRGB *out, char *err, size_t errlen) {
+    out->w = out->h = 0;
+    out->rgb = NULL;
+    FILE *f = open_image_file(path, err, errlen);
+    if (!f) return -1;
+    char e[512];
+    const int rc = image_decode_file(f, max_pixels, out, e, sizeof e);
+    fclose(f);
+    if (rc != 0) return errf(err, errlen, "%s: %s", QUOTED(path), e);
+    return 0;
 }
 
 int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,

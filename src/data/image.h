@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* image.h - JPEG and PNG files to 8-bit RGB, and torchvision's Resize(S) + CenterCrop(S), for
- * `ddptrain-data import`.
+ * `ddptrain-data import` and `ddptrain-predict`.
  *
  * The format is recognised by the first bytes (JPEG: FF D8 FF; PNG: the 8-byte signature), not
  * by the file name. What comes out is what PIL's Image.open(f).convert("RGB") gives:
@@ -39,6 +39,11 @@ const char *image_missing_libs(void);
  * first 8 bytes are read. Returns 0, or -1 with one line in err (without the file name: the
  * caller prefixes it). */
 int image_decode_file(FILE *f, long long max_pixels, ImageRGB *out, char *err, size_t errlen);
+/* image_decode_file on the file at path, with one line in err naming it (QUOTED) on failure.
+ * What is not a regular file is refused before it is opened (opening a FIFO for reading waits
+ * for a writer, forever, and opening a device may act on it), a symbolic link to a missing file
+ * is named as such, and the file is read 64 kB per system call (for shared file systems). */
+int image_decode_path(const char *path, long long max_pixels, ImageRGB *out, char *err, size_t errlen);
 /* The same on a file's bytes in memory. */
 int image_decode(const uint8_t *data, size_t size, long long max_pixels, ImageRGB *out,
                  char *err, size_t errlen);

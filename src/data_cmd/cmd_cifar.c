@@ -12,10 +12,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "base/util.h"
 #include "data/shards.h"
 #include "data_cmd.h"
-#include "flags.h"
 #include "output.h"
 
 static const char *USAGE_CIFAR10 =
@@ -142,12 +142,12 @@ int cmd_cifar10(int argc, char **argv) {
     long long nshards = 1;
     int force = 0;
     Flag flags[] = {
-        {"in", F_STR, &in, 0, 0, "DIR"},
-        {"out", F_STR, &out, 0, 0, "DIR"},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, NULL},
-        {"force", F_BOOL, &force, 0, 0, NULL},
+        {STRING_FLAG("in", &in), .value = "DIR", .required = 1},
+        {STRING_FLAG("out", &out), .value = "DIR", .required = 1},
+        {INT_FLAG("shards", &nshards, 1, SHARD_MAX_SHARDS)},
+        {SWITCH_FLAG("force", &force)},
     };
-    parse_flags("cifar10", USAGE_CIFAR10, argc, argv, flags, NFLAGS(flags), NULL);
+    flags_parse(&(FlagSpec){.cmd = "cifar10", .usage = USAGE_CIFAR10, .flags = flags, .nflags = NFLAGS(flags)}, argc, argv, NULL);
     char dir[SHARD_PATH_MAX];
     release_dir(dir, sizeof dir, in, "cifar-10-batches-bin", "data_batch_1.bin");
     Memory train = {0}, test = {0};
@@ -195,13 +195,13 @@ int cmd_cifar100(int argc, char **argv) {
     long long nshards = 1;
     int force = 0, coarse = 0;
     Flag flags[] = {
-        {"in", F_STR, &in, 0, 0, "DIR"},
-        {"out", F_STR, &out, 0, 0, "DIR"},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, NULL},
-        {"coarse", F_BOOL, &coarse, 0, 0, NULL},
-        {"force", F_BOOL, &force, 0, 0, NULL},
+        {STRING_FLAG("in", &in), .value = "DIR", .required = 1},
+        {STRING_FLAG("out", &out), .value = "DIR", .required = 1},
+        {INT_FLAG("shards", &nshards, 1, SHARD_MAX_SHARDS)},
+        {SWITCH_FLAG("coarse", &coarse)},
+        {SWITCH_FLAG("force", &force)},
     };
-    parse_flags("cifar100", USAGE_CIFAR100, argc, argv, flags, NFLAGS(flags), NULL);
+    flags_parse(&(FlagSpec){.cmd = "cifar100", .usage = USAGE_CIFAR100, .flags = flags, .nflags = NFLAGS(flags)}, argc, argv, NULL);
     char dir[SHARD_PATH_MAX];
     release_dir(dir, sizeof dir, in, "cifar-100-binary", "train.bin");
     int nc = coarse ? 20 : 100;

@@ -17,12 +17,12 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "base/flags.h"
 #include "base/util.h"
 #include "data/image.h"
 #include "data/jpegs.h"
 #include "data/shards.h"
 #include "data_cmd.h"
-#include "flags.h"
 #include "import_pass.h"
 #include "import_tree.h"
 #include "output.h"
@@ -78,10 +78,10 @@ static long long parse_test_fraction(const char *fraction) {
     errno = 0;
     double f = strtod(fraction, &end);
     if (*end || errno || !(f > 0.0 && f < 1.0))
-        usage_error("import", "flag --test_fraction: '%s' is not a number between 0 and 1", fraction);
+        flags_usage_error("import", "flag --test_fraction: '%s' is not a number between 0 and 1", fraction);
     long long ppm = llround(f * 1e6);
     if (ppm < 1 || ppm > 999999)
-        usage_error("import", "flag --test_fraction: %s is too close to 0 or 1 (steps of 0.000001)", fraction);
+        flags_usage_error("import", "flag --test_fraction: %s is too close to 0 or 1 (steps of 0.000001)", fraction);
     return ppm;
 }
 
@@ -95,27 +95,27 @@ static int default_threads(void) {
 static void import_options(int argc, char **argv, ImportOpts *o) {
     *o = (ImportOpts){.encoding = "raw", .nshards = 1, .seed = 1};
     Flag flags[] = {
-        {"in", F_STR, &o->in, 0, 0, "DIR"},
-        {"out", F_STR, &o->out, 0, 0, "DIR"},
-        {"seed", F_U64, &o->seed, 0, 0, NULL},
-        {"size", F_COUNT, &o->size, 8, 4096, NULL},
-        {"encoding", F_STR, &o->encoding, 0, 0, NULL},
-        {"quality", F_COUNT, &o->quality, 1, 100, NULL},
-        {"test_fraction", F_STR, &o->fraction, 0, 0, NULL},
-        {"shards", F_COUNT, &o->nshards, 1, SHARD_MAX_SHARDS, NULL},
-        {"threads", F_COUNT, &o->threads, 1, 1024, NULL},
-        {"skip_bad", F_BOOL, &o->skip_bad, 0, 0, NULL},
-        {"force", F_BOOL, &o->force, 0, 0, NULL},
+        {STRING_FLAG("in", &o->in), .value = "DIR", .required = 1},
+        {STRING_FLAG("out", &o->out), .value = "DIR", .required = 1},
+        {U64_FLAG("seed", &o->seed)},
+        {INT_FLAG("size", &o->size, 8, 4096)},
+        {STRING_FLAG("encoding", &o->encoding)},
+        {INT_FLAG("quality", &o->quality, 1, 100)},
+        {STRING_FLAG("test_fraction", &o->fraction)},
+        {INT_FLAG("shards", &o->nshards, 1, SHARD_MAX_SHARDS)},
+        {INT_FLAG("threads", &o->threads, 1, 1024)},
+        {SWITCH_FLAG("skip_bad", &o->skip_bad)},
+        {SWITCH_FLAG("force", &o->force)},
     };
-    parse_flags("import", USAGE_IMPORT, argc, argv, flags, NFLAGS(flags), NULL);
+    flags_parse(&(FlagSpec){.cmd = "import", .usage = USAGE_IMPORT, .flags = flags, .nflags = NFLAGS(flags)}, argc, argv, NULL);
     if (o->fraction) o->ppm = parse_test_fraction(o->fraction);
     o->jpeg = strcmp(o->encoding, "jpeg") == 0;
     if (!o->jpeg && strcmp(o->encoding, "raw") != 0)
-        usage_error("import", "flag --encoding: '%s' is neither raw nor jpeg", QUOTED(o->encoding));
+        flags_usage_error("import", "flag --encoding: '%s' is neither raw nor jpeg", QUOTED(o->encoding));
     if (o->jpeg && !o->size)
-        usage_error("import", "--encoding jpeg needs --size S (the shorter side every image is resized to)");
+        flags_usage_error("import", "--encoding jpeg needs --size S (the shorter side every image is resized to)");
     if (!o->jpeg && o->quality)
-        usage_error("import", "flag --quality applies to --encoding jpeg only");
+        flags_usage_error("import", "flag --quality applies to --encoding jpeg only");
     if (!o->quality) o->quality = JPEG_QUALITY_DEFAULT;
     if (!o->threads) o->threads = default_threads();
     if (o->jpeg && !jpegs_available())

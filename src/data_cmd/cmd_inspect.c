@@ -6,11 +6,11 @@
 #include <stdlib.h>
 #include <sys/stat.h>
 
+#include "base/flags.h"
 #include "base/util.h"
 #include "data/jpegs.h"
 #include "data/shards.h"
 #include "data_cmd.h"
-#include "flags.h"
 
 static const char *USAGE_INSPECT =
     "usage: ddptrain-data inspect FILE|DIR...\n"
@@ -172,8 +172,8 @@ static int inspect_dir(const char *dir) {
 
 int cmd_inspect(int argc, char **argv) {
     char **pos = callocCheck((size_t)argc + 1, sizeof(char *));
-    int n = parse_flags("inspect", USAGE_INSPECT, argc, argv, NULL, 0, &pos);
-    if (n == 0) usage_error("inspect", "no FILE or DIR given");
+    int n = flags_parse(&(FlagSpec){.cmd = "inspect", .usage = USAGE_INSPECT}, argc, argv, pos);
+    if (n == 0) flags_usage_error("inspect", "no FILE or DIR given");
     int rc = 0;
     for (int i = 0; i < n; i++) {
         struct stat st;

@@ -9,10 +9,10 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "base/flags.h"
 #include "base/util.h"
 #include "data/shards.h"
 #include "data_cmd.h"
-#include "flags.h"
 #include "output.h"
 
 static const char *USAGE_RESHARD =
@@ -107,12 +107,12 @@ int cmd_reshard(int argc, char **argv) {
     long long nshards = 0;
     int force = 0;
     Flag flags[] = {
-        {"in", F_STR, &in, 0, 0, "DIR"},
-        {"out", F_STR, &out, 0, 0, "DIR"},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, "S"},
-        {"force", F_BOOL, &force, 0, 0, NULL},
+        {STRING_FLAG("in", &in), .value = "DIR", .required = 1},
+        {STRING_FLAG("out", &out), .value = "DIR", .required = 1},
+        {INT_FLAG("shards", &nshards, 1, SHARD_MAX_SHARDS), .value = "S", .required = 1},
+        {SWITCH_FLAG("force", &force)},
     };
-    parse_flags("reshard", USAGE_RESHARD, argc, argv, flags, NFLAGS(flags), NULL);
+    flags_parse(&(FlagSpec){.cmd = "reshard", .usage = USAGE_RESHARD, .flags = flags, .nflags = NFLAGS(flags)}, argc, argv, NULL);
     const char *const splits[2] = {"train", "test"};
     ShardSet sets[2];
     int have[2] = {0, 0};

@@ -4,11 +4,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 
+#include "base/flags.h"
 #include "base/util.h"
 #include "data/shards.h"
 #include "data/synth.h"
 #include "data_cmd.h"
-#include "flags.h"
 #include "output.h"
 
 static const char *USAGE_SYNTH =
@@ -61,18 +61,18 @@ int cmd_synth(int argc, char **argv) {
     uint64_t seed = 1;
     int force = 0;
     Flag flags[] = {
-        {"out", F_STR, &out, 0, 0, "DIR"},
-        {"train", F_COUNT, &ntrain, 1, 100000000, NULL},
-        {"test", F_COUNT, &ntest, 1, 100000000, NULL},
-        {"shards", F_COUNT, &nshards, 1, SHARD_MAX_SHARDS, NULL},
-        {"seed", F_U64, &seed, 0, 0, NULL},
-        {"size", F_COUNT, &size, 8, 1024, NULL},
-        {"force", F_BOOL, &force, 0, 0, NULL},
+        {STRING_FLAG("out", &out), .value = "DIR", .required = 1},
+        {INT_FLAG("train", &ntrain, 1, 100000000)},
+        {INT_FLAG("test", &ntest, 1, 100000000)},
+        {INT_FLAG("shards", &nshards, 1, SHARD_MAX_SHARDS)},
+        {U64_FLAG("seed", &seed)},
+        {INT_FLAG("size", &size, 8, 1024)},
+        {SWITCH_FLAG("force", &force)},
     };
-    parse_flags("synth", USAGE_SYNTH, argc, argv, flags, NFLAGS(flags), NULL);
+    flags_parse(&(FlagSpec){.cmd = "synth", .usage = USAGE_SYNTH, .flags = flags, .nflags = NFLAGS(flags)}, argc, argv, NULL);
     if (nshards > ntrain || nshards > ntest)
-        usage_error("synth", "--shards %lld exceeds the %s samples (%lld); every shard needs one",
-                    nshards, nshards > ntrain ? "--train" : "--test", nshards > ntrain ? ntrain : ntest);
+        flags_usage_error("synth", "--shards %lld exceeds the %s samples (%lld); every shard needs one",
+                          nshards, nshards > ntrain ? "--train" : "--test", nshards > ntrain ? ntrain : ntest);
     ensure_out_dir(out, "train", force);
     ensure_out_dir(out, "test", force);
 

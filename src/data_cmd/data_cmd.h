@@ -3,7 +3,7 @@
  * main() with the arguments after the command's name.
  *
  * Each returns the exit status: 0 success, 1 bad data or I/O failure (a command may also die
- * with 1), 2 bad command line (usage_error, flags.h). */
+ * with 1), 2 bad command line (flags_usage_error, base/flags.h). */
 #ifndef DDP_DATA_CMD_H
 #define DDP_DATA_CMD_H
 

@@ -2,73 +2,20 @@
 /* import_pass.c - the parallel passes of ddptrain-data import over image files (import_pass.h). */
 #include "import_pass.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/util.h"
 #include "data/image.h"
 #include "data/image_fit.h"
 #include "data/jpegs.h"
 
-/* What kind of file st is, for "not a regular file (...)". */
-static const char *file_kind(mode_t m) {
-    return S_ISFIFO(m) ? "a FIFO" : S_ISDIR(m) ? "a folder" : S_ISCHR(m) ? "a character device" :
-           S_ISBLK(m) ? "a block device" : S_ISSOCK(m) ? "a socket" : "not a file";
-}
-
-/* Opens an image file for reading. What is not a regular file is refused before it is opened:
- * opening a FIFO for reading waits for a writer, forever, and opening a device may act on it.
- * O_NONBLOCK and the fstat after the open cover a file replaced by one of those in between.
- * Returns the stream, or NULL with one line in err naming the file. */
-static FILE *open_image_file(const char *path, char *err, size_t errlen) {
-    char ebuf[128];   /* strerror's buffer is shared between threads */
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        int e = errno;
-        if (e == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            errf(err, errlen, "%s: a symbolic link to a missing file", QUOTED(path));
-        else
-            errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(e, ebuf, sizeof ebuf));
-        return NULL;
-    }
-    if (!S_ISREG(st.st_mode)) {
-        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
-        return NULL;
-    }
-    int fd = open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
-    if (fd < 0) {
-        errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(errno, ebuf, sizeof ebuf));
-        return NULL;
-    }
-    if (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-        errf(err, errlen, "%s: not a regular file (%s)", QUOTED(path), file_kind(st.st_mode));
-        close(fd);
-        return NULL;
-    }
-    /* A regular file never blocks: the flag is dropped so reads behave as usual. */
-    CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
-    FILE *f = fdopen(fd, "rb");
-    CHECK(f != NULL);
-    /* The decoders read 4 kB at a time: 64 kB per system call for shared file systems. */
-    CHECK(setvbuf(f, NULL, _IOFBF, (size_t)1 << 16) == 0);
-    return f;
-}
-
 /* Reads, decodes and (S > 0) resizes/crops one file into out (S*S*3 bytes); 0, or -1 with err
  * naming the file. S == 0: the decoded image is returned in *img (the caller frees img->rgb). */
 static int load_image(const char *path, int S, uint8_t *out, ImageRGB *img, char *err, size_t errlen) {
-    FILE *f = open_image_file(path, err, errlen);
-    if (!f) return -1;
-    char e[512];
     ImageRGB im;
-    int rc = image_decode_file(f, IMAGE_MAX_PIXELS, &im, e, sizeof e);
-    fclose(f);
-    if (rc != 0) return errf(err, errlen, "%s: %s", QUOTED(path), e);
+    if (image_decode_path(path, IMAGE_MAX_PIXELS, &im, err, errlen) != 0) return -1;
     if (S > 0) {
         image_resize_crop(&im, S, out);
         free(im.rgb);

@@ -503,7 +503,8 @@ float model_forward(Model *m, const float *x, const int *labels, int N, int trai
 }
 
 /* Chunks of the training capacity: no buffer is ever sized for an evaluation batch. */
-void model_evaluate(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum) {
+void model_evaluate_each(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum,
+                         ModelChunkFn fn, void *ctx) {
     const size_t img = (size_t)m->input_size * m->input_size * 3;
     long hits = 0;
     double sum = 0.0;
@@ -511,11 +512,16 @@ void model_evaluate(Model *m, const float *x, const int *labels, int N, long *co
         const int n = N - off < m->max_batch ? N - off : m->max_batch;
         int c = 0;
         const float loss = model_forward(m, x + (size_t)off * img, labels + off, n, 0, 1.0f, &c);
+        if (fn) fn(ctx, m, labels + off, off, n);
         hits += c;
         sum += (double)loss * n;
     }
-    *correct = hits;
-    *loss_sum = sum;
+    if (correct) *correct = hits;
+    if (loss_sum) *loss_sum = sum;
+}
+
+void model_evaluate(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum) {
+    model_evaluate_each(m, x, labels, N, correct, loss_sum, NULL, NULL);
 }
 
 void model_forward_train(Model *m, const float *x, const int *labels, int N, float loss_scale) {

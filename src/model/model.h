@@ -158,6 +158,15 @@ float model_forward(Model *m, const float *x, const int *labels, int N, int trai
  * its size, in double: the per-sample loss summed, to float rounding of each chunk's mean. */
 void model_evaluate(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum);
 
+/* What sees each chunk of model_evaluate_each: images off..off+n-1 of the call, `labels` theirs
+ * (the call's labels + off), their logits in m->logits until the next chunk's forward. */
+typedef void (*ModelChunkFn)(void *ctx, const Model *m, const int *labels, int off, int n);
+
+/* model_evaluate, calling fn (unless NULL) after each chunk's forward: for what needs every
+ * image's logits (the evaluation's tallies, predictions). correct and loss_sum may be NULL. */
+void model_evaluate_each(Model *m, const float *x, const int *labels, int N, long *correct, double *loss_sum,
+                         ModelChunkFn fn, void *ctx);
+
 /* A training forward that keeps its loss in backend memory (added to a running sum) instead of
  * returning it, so that a device backend need not wait for the GPU in every step. */
 void model_forward_train(Model *m, const float *x, const int *labels, int N, float loss_scale);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* options.h - ddptrain-predict's command line: CHECKPOINT INPUT... and the flags of one table,
- * from which --help is printed (and so the manual page, man/help2roff.sh).
+/* options.h - ddptrain-predict's command line: CHECKPOINT INPUT... and the flags of one table
+ * (base/flags.h), from which --help is printed (and so the manual page, man/help2roff.sh).
  *
  * Flags are --name VALUE or --name=VALUE, anywhere among the arguments; "--" ends them. A bad
  * command line is one line on stderr and exit status 2; --help and --version print and exit 0. */
@@ -15,9 +15,9 @@ typedef struct {
     int n_inputs;
     const char *out;             /* NULL: the standard output */
     int format;                  /* FORMAT_* */
-    long topk;
-    long batch_size;             /* images per forward; 0: the run's --batch_size */
-    long threads;                /* 0: as ddptrain chooses (OMP_NUM_THREADS, Slurm, the cores) */
+    long long topk;
+    long long batch_size;        /* images per forward; 0: the run's --batch_size */
+    long long threads;           /* 0: as ddptrain chooses (OMP_NUM_THREADS, Slurm, the cores) */
     const char *tta;             /* NULL: the run's --tta */
     int ema, no_ema;
     const char *model;           /* NULL: the run's network */

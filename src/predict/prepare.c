@@ -2,13 +2,9 @@
 /* prepare.c - an item's network input (prepare.h). */
 #include "prepare.h"
 
-#include <errno.h>
-#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <unistd.h>
 
 #include "base/util.h"
 #include "data/crops.h"
@@ -57,47 +53,10 @@ typedef struct {
     const Stored *stored;    /* [n] */
 } Job;
 
-/* A regular file opened for reading, as import opens one: never blocking in open on a FIFO. */
-static FILE *open_image(const char *path, char *err, size_t errlen) {
-    char ebuf[128];
-    struct stat st;
-    if (stat(path, &st) != 0) {
-        const int e = errno;
-        if (e == ENOENT && lstat(path, &st) == 0 && S_ISLNK(st.st_mode))
-            errf(err, errlen, "%s: a symbolic link to a missing file", QUOTED(path));
-        else
-            errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(e, ebuf, sizeof ebuf));
-        return NULL;
-    }
-    const int fd = S_ISREG(st.st_mode) ? open(path, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY) : -1;
-    if (!S_ISREG(st.st_mode) || (fd >= 0 && (fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)))) {
-        if (fd >= 0) close(fd);
-        errf(err, errlen, "%s: not a regular file", QUOTED(path));
-        return NULL;
-    }
-    if (fd < 0) {
-        errf(err, errlen, "%s: cannot read: %s", QUOTED(path), strerror_r(errno, ebuf, sizeof ebuf));
-        return NULL;
-    }
-    CHECK(fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) & ~O_NONBLOCK) == 0);
-    FILE *f = fdopen(fd, "rb");
-    CHECK(f != NULL);
-    CHECK(setvbuf(f, NULL, _IOFBF, (size_t)1 << 16) == 0);
-    return f;
-}
-
 static void make_file_item(const Job *job, const Source *s, float *dst, Prepared *r, TransformScratch *scratch) {
     const Preparer *p = job->p;
-    FILE *f = open_image(s->path, r->err, sizeof r->err);
-    if (!f) return;
-    ImageRGB im;
-    char e[512];
-    const int rc = image_decode_file(f, IMAGE_MAX_PIXELS, &im, e, sizeof e);
-    fclose(f);
-    if (rc != 0) {
-        errf(r->err, sizeof r->err, "%s: %s", QUOTED(s->path), e);
-        return;
-    }
+    ImageRGB im;   /* decoded as import decodes it */
+    if (image_decode_path(s->path, IMAGE_MAX_PIXELS, &im, r->err, sizeof r->err) != 0) return;
     const Transform tf = {TF_CENTRE, p->out, p->file_resize, p->file_lut};
     const ImageView v = {im.rgb, im.w, im.h, (size_t)im.w * 3};
     transform_apply(&tf, &v, 0, 0, 0, (PixelBox){0, 0, im.w, im.h}, dst, scratch);

@@ -42,23 +42,9 @@ void eval_init(Evaluator *e, const Config *c, Comm *comm, Logger *log, Batches *
     }
 }
 
-/* model_evaluate, with each chunk's logits tallied before the next forward overwrites them:
- * *correct is the backend's own hit count, test_acc's as before. */
-static void evaluate_chunks(Evaluator *e, Model *m, const float *x, const int *y, int N, long *correct,
-                            double *loss_sum) {
-    const size_t img = (size_t)m->input_size * m->input_size * 3;
-    long hits = 0;
-    double sum = 0.0;
-    for (int off = 0; off < N; off += m->max_batch) {
-        const int n = N - off < m->max_batch ? N - off : m->max_batch;
-        int c = 0;
-        const float loss = model_forward(m, x + (size_t)off * img, y + off, n, 0, 1.0f, &c);
-        eval_tally_add_model(&e->tally, m, y + off, n);
-        hits += c;
-        sum += (double)loss * n;
-    }
-    *correct = hits;
-    *loss_sum = sum;
+/* Each chunk's logits tallied before the next forward overwrites them (model_evaluate_each). */
+static void tally_chunk(void *tally, const Model *m, const int *labels, int off, int n) {
+    eval_tally_add_model(tally, m, labels, n);
 }
 
 /* Accuracy over the whole test split; *loss_out the mean loss; e->tally the counts. Exact sums. */
@@ -75,7 +61,7 @@ static double evaluate(Evaluator *e, Model *m, double *loss_out) {
         long c;
         double loss_sum;
         if (tta != TTA_NONE) tta_evaluate(m, tta, x, y, n, e->tta_x, e->tta_logits, &c, &loss_sum, &e->tally);
-        else evaluate_chunks(e, m, x, y, n, &c, &loss_sum);
+        else model_evaluate_each(m, x, y, n, &c, &loss_sum, tally_chunk, &e->tally);
         sums[0] += (double)c;
         sums[1] += n;
         sums[2] += loss_sum;
