@@ -44,8 +44,9 @@ typedef struct OptimKind {
                                              * checkpoints' name from before the others existed) */
     int layerwise;                          /* steps tensor by tensor (trust ratios) */
     double eps;                             /* its default epsilon (--opt_eps 0), its author's */
-    /* its step over the groups (or tensors) at learning rate lr; the fp16 scaler's skip is handled
-     * by the caller except for SGD's */
+    /* its step over the groups (or tensors) at learning rate lr. skip: the fp16 scaler's flag
+     * (backend memory, may be NULL): SGD's backend update reads it, so that no step waits for the
+     * host; the others (host backends only) read it first, and a skipped step is not counted */
     void (*step)(struct Optimizer *o, float *params, const float *grads, double lr, const int *skip);
     /* 1 when the backend has the operations its step needs */
     int (*available)(const Backend *be);

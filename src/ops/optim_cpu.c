@@ -239,7 +239,7 @@ CPU_ISA_ATTR_AVX2 static void lars_avx2(const Span *a, size_t lo, size_t hi) {
 typedef void (*SpanFn)(const Span *a, size_t lo, size_t hi);
 
 static int use_avx2(void) {
-    static int isa = -1;   /* a race writes the same value */
+    static int isa = -1;   /* asked once, by the thread that steps (never inside a parallel region) */
     if (isa < 0) isa = cpu_isa();
     return isa >= CPU_ISA_AVX2;
 }
