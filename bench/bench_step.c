@@ -41,7 +41,7 @@ int main(int argc, char **argv) {
     if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, err, sizeof err) != 0) die_code(2, "%s", err);
     netspec_free(&net);
     model_init_weights(&m, 1);
-    SGD opt;
+    Optimizer opt;
     sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
     Rng r;
     rng_init(&r, 1, 2, 3);
@@ -59,7 +59,7 @@ int main(int argc, char **argv) {
         double b = now_sec();
         model_backward(&m);
         double c = now_sec();
-        sgd_step(&opt, m.params, m.grads, 0.01f);
+        optim_step(&opt, m.params, m.grads, 0.01f);
         model_params_changed(&m);
         fwd += b - a;
         bwd += c - b;
@@ -78,7 +78,7 @@ int main(int argc, char **argv) {
            model, width, N, S, K, threads, ips, ips * flops / 1e9, flops / 1e9, ru.ru_maxrss / 1024, 1e3 * fwd / steps,
            1e3 * bwd / steps, ops_cpu_describe());
     free(x); free(y);
-    sgd_free(&opt);
+    optim_free(&opt);
     model_free(&m);
     return 0;
 }

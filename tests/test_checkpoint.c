@@ -39,7 +39,7 @@ static void check(int ok, const char *what, const char *detail) {
 }
 
 /* Every part of the state set to something a fresh model does not have. */
-static void randomize(Model *m, SGD *o, TrainState *ts, uint64_t seed) {
+static void randomize(Model *m, Optimizer *o, TrainState *ts, uint64_t seed) {
     Rng r;
     rng_init(&r, seed, 1, 2);
     for (size_t i = 0; i < m->num_params; i++) m->params[i] = rng_normal(&r);
@@ -58,7 +58,7 @@ static void randomize(Model *m, SGD *o, TrainState *ts, uint64_t seed) {
         else m->bn_tracked[k] = 7 + blk;
     }
     if (o) {
-        for (size_t i = 0; i < o->n; i++) o->buf[i] = rng_normal(&r);
+        for (size_t i = 0; i < o->n; i++) o->state[0][i] = rng_normal(&r);
         o->steps = 12345;
     }
     if (ts) {
@@ -181,7 +181,7 @@ static int count_files(const char *dir, const char *prefix, const char *contains
 /* The process the kill test starts: says "ready" on stdout, then writes one width-64 checkpoint. */
 static int child_write(const char *path) {
     Model m;
-    SGD o;
+    Optimizer o;
     TrainState ts;
     model_init(&m, 64, 2, 10, 32, 1);
     sgd_init(&o, m.num_params, 0.9f, 1e-4f);
@@ -189,7 +189,7 @@ static int child_write(const char *path) {
     char err[1024];
     CHECK(write(1, "r", 1) == 1);
     int rc = checkpoint_save(path, &m, &o, &ts, "{}", err, sizeof err);
-    sgd_free(&o);
+    optim_free(&o);
     model_free(&m);
     return rc == 0 ? 0 : 1;
 }
@@ -384,7 +384,7 @@ int main(int argc, char **argv) {
     test_tmpdir(dir, sizeof dir, "ckpt_test");
 
     Model m, m2;
-    SGD o, o2;
+    Optimizer o, o2;
     TrainState ts, ts2;
     model_init(&m, 8, 1, 10, 16, 2);
     model_init(&m2, 8, 1, 10, 16, 2);
@@ -401,7 +401,7 @@ int main(int argc, char **argv) {
     rc = checkpoint_load(path, &m2, &o2, &ts2, err, sizeof err);
     check(rc == 0, "load", rc ? err : NULL);
     check(same_model(&m, &m2), "round trip: parameters, BN running statistics and num_batches_tracked bit-exact", NULL);
-    check(memcmp(o.buf, o2.buf, o.n * sizeof(float)) == 0 && o.steps == o2.steps,
+    check(memcmp(o.state[0], o2.state[0], o.n * sizeof(float)) == 0 && o.steps == o2.steps,
           "round trip: momentum buffer bit-exact and SGD step count", NULL);
     check(same_ts(&ts, &ts2), "round trip: train state (epoch, step_in_epoch, global_step, world_size, seed, amp)", NULL);
     char *cj = checkpoint_read_config(path, err, sizeof err);
@@ -415,7 +415,7 @@ int main(int argc, char **argv) {
         rc = checkpoint_save(p2, &m, NULL, &t0, NULL, err, sizeof err);
         rc = rc ? rc : checkpoint_load(p2, &m2, &o2, &ts2, err, sizeof err);
         int zero = 1;
-        for (size_t i = 0; i < o2.n; i++) zero &= o2.buf[i] == 0.0f;
+        for (size_t i = 0; i < o2.n; i++) zero &= o2.state[0][i] == 0.0f;
         check(rc == 0 && zero && o2.steps == 0 && same_ts(&t0, &ts2), "save without optimizer or AMP state loads as fresh SGD, has_amp 0", rc ? err : NULL);
     }
 
@@ -427,7 +427,7 @@ int main(int argc, char **argv) {
     /* 3. wrong width (and blocks) refused, model untouched */
     {
         Model w16;
-        SGD ow16;
+        Optimizer ow16;
         model_init(&w16, 16, 1, 10, 16, 2);
         sgd_init(&ow16, w16.num_params, 0.9f, 1e-4f);
         randomize(&w16, &ow16, NULL, 5);
@@ -436,7 +436,7 @@ int main(int argc, char **argv) {
         memcpy(keep.params, w16.params, w16.num_params * sizeof(float));
         memcpy(keep.buffers, w16.buffers, w16.num_buffers * sizeof(float));
         float *mom = mallocCheck(ow16.n * sizeof(float));
-        memcpy(mom, ow16.buf, ow16.n * sizeof(float));
+        memcpy(mom, ow16.state[0], ow16.n * sizeof(float));
         TrainState tk = {.epoch = 77}, tcopy = tk;
         int64_t keep_nbt = w16.bn_tracked[0];
         err[0] = '\0';
@@ -445,11 +445,11 @@ int main(int argc, char **argv) {
         check(rc != 0 && strcmp(err, msg) == 0, "width 8 checkpoint into a width 16 model refused", err);
         check(w16.bn_tracked[0] == keep_nbt && memcmp(keep.params, w16.params, w16.num_params * sizeof(float)) == 0 &&
               memcmp(keep.buffers, w16.buffers, w16.num_buffers * sizeof(float)) == 0 &&
-              memcmp(mom, ow16.buf, ow16.n * sizeof(float)) == 0 && same_ts(&tk, &tcopy),
+              memcmp(mom, ow16.state[0], ow16.n * sizeof(float)) == 0 && same_ts(&tk, &tcopy),
               "refused load left model, optimizer and train state unchanged", NULL);
         free(mom);
         model_free(&keep);
-        sgd_free(&ow16);
+        optim_free(&ow16);
         model_free(&w16);
 
         Model b2;
@@ -500,7 +500,7 @@ int main(int argc, char **argv) {
     int caught = 0, harmless = 0, tries = 0;
     char first[1024] = "";
     Model fm;
-    SGD fo;
+    Optimizer fo;
     TrainState fts;
     model_init(&fm, 8, 1, 10, 16, 1);
     sgd_init(&fo, fm.num_params, 0.9f, 1e-4f);
@@ -512,14 +512,14 @@ int main(int argc, char **argv) {
             caught += starts_with(err, p2);
             if (off > size / 2 && !first[0]) snprintf(first, sizeof first, "%s", err);
         } else if (checkpoint_load(p2, &fm, &fo, &fts, err, sizeof err) == 0 && same_model(&fm, &m) &&
-                   memcmp(fo.buf, o.buf, o.n * sizeof(float)) == 0 && fo.steps == o.steps && same_ts(&fts, &ts)) {
+                   memcmp(fo.state[0], o.state[0], o.n * sizeof(float)) == 0 && fo.steps == o.steps && same_ts(&fts, &ts)) {
             harmless++;
             randomize(&m2, &o2, &ts2, 3);   /* the load replaced it; restore for the check below */
         } else {
             printf("  flipped byte at offset %ld of %ld loaded WRONG values\n", off, size);
         }
     }
-    sgd_free(&fo);
+    optim_free(&fo);
     model_free(&fm);
     snprintf_check(msg, sizeof msg, "%d positions: %d refused, %d in unused bytes (loads the saved state exactly); e.g. %s",
                    tries, caught, harmless, first);
@@ -647,7 +647,7 @@ int main(int argc, char **argv) {
     /* 8. timing at width 64 (2.8M parameters): stall at submit vs the whole write */
     {
         Model big;
-        SGD ob;
+        Optimizer ob;
         TrainState tb;
         model_init(&big, 64, 2, 10, 32, 1);
         sgd_init(&ob, big.num_params, 0.9f, 1e-4f);
@@ -674,7 +674,7 @@ int main(int argc, char **argv) {
                        big.num_params, file_size(bpath) / 1e6, 1e3 * t_sync, 1e3 * best_submit, 1e3 * worst_submit, 1e3 * write_s);
         check(rc == 0 && 2 * best_submit < t_sync, "width 64: submit is much cheaper than the write", msg);
         checkpoint_writer_free(&w);
-        sgd_free(&ob);
+        optim_free(&ob);
         model_free(&big);
     }
 
@@ -858,7 +858,7 @@ int main(int argc, char **argv) {
         ts.step_in_epoch = 0;
     }
 
-    sgd_free(&o); sgd_free(&o2);
+    optim_free(&o); optim_free(&o2);
     model_free(&m); model_free(&m2);
     if (g_fails == 0) {
         test_rm_tree(dir);

@@ -68,7 +68,8 @@ a, b, tol = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r"), float(sys.
 mtol = float(sys.argv[4]) if len(sys.argv) > 4 else tol
 names = []
 for g in ("model", "optimizer"):
-    b[g].visititems(lambda n, o, g=g: names.append(g + "/" + n) if isinstance(o, h5py.Dataset) else None)
+    b[g].visititems(lambda n, o, g=g: names.append(g + "/" + n)
+                    if isinstance(o, h5py.Dataset) and o.dtype.kind in "fiu" else None)   # not /optimizer/name
 worst = {False: (0.0, ""), True: (0.0, "")}   # keyed by "is a momentum buffer"
 for n in names:
     x, y = np.asarray(a[n][()], np.float64), np.asarray(b[n][()], np.float64)

@@ -829,13 +829,13 @@ static void test_sgd(size_t n, float momentum, float wd, int nesterov) {
     float *p = frand(n, 1.0);
     float *d_p = up(p, n * sizeof(float)), *d_g = cuda_malloc(n * sizeof(float)), *d_buf = cuda_malloc(n * sizeof(float));
     cuda_memset_zero(d_buf, n * sizeof(float));
-    SGD o;
+    Optimizer o;
     sgd_init(&o, n, momentum, wd);
     o.nesterov = nesterov;
     for (int step = 0; step < 3; step++) {
         float *g = frand(n, 1.0);
         const float lr = 0.1f / (float)(step + 1);
-        sgd_step(&o, p, g, lr);
+        optim_step(&o, p, g, lr);
         cuda_upload(d_g, g, n * sizeof(float));
         cuda_sgd_step(d_p, d_g, d_buf, n, lr, momentum, wd, nesterov, NULL);
         free(g);
@@ -846,10 +846,10 @@ static void test_sgd(size_t n, float momentum, float wd, int nesterov) {
     check_bits(name, gp, p, n);
     snprintf(name, sizeof name, "sgd n=%zu momentum %g wd %g%s, 3 steps: momentum buffer", n, (double)momentum,
              (double)wd, nesterov ? " nesterov" : "");
-    check_bits(name, gb, o.buf, n);
+    check_bits(name, gb, o.state[0], n);
     cuda_sync("sgd test");
     cuda_free(d_p); cuda_free(d_g); cuda_free(d_buf);
-    sgd_free(&o);
+    optim_free(&o);
     free(p); free(gp); free(gb);
 }
 

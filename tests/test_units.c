@@ -134,7 +134,7 @@ static void test_schedule(void) {
 }
 
 static void test_sgd(void) {
-    SGD o;
+    Optimizer o;
     sgd_init(&o, 2, 0.9f, 0.1f);
     float p[2] = {1.0f, -2.0f}, g[2] = {0.5f, 0.25f};
     /* by hand: d = g + wd p; buf = d; p -= lr buf; then d' = g + wd p'; buf = 0.9 buf + d' */
@@ -142,10 +142,10 @@ static void test_sgd(void) {
     p0 -= 0.1 * b0;
     double d1 = 0.5 + 0.1 * p0, b1 = 0.9 * b0 + d1;
     p0 -= 0.1 * b1;
-    sgd_step(&o, p, g, 0.1f);
-    sgd_step(&o, p, g, 0.1f);
+    optim_step(&o, p, g, 0.1f);
+    optim_step(&o, p, g, 0.1f);
     EXPECT(fabs(p[0] - p0) < 1e-6, "SGD momentum + weight decay matches PyTorch's rule (%.7f vs %.7f)", p[0], p0);
-    sgd_free(&o);
+    optim_free(&o);
 
     /* Nesterov: the same buffer, the step along d + momentum * buf */
     sgd_init(&o, 2, 0.9f, 0.1f);
@@ -155,32 +155,32 @@ static void test_sgd(void) {
     q0 -= 0.1 * (d0 + 0.9 * c0);
     double e1 = 0.5 + 0.1 * q0, c1 = 0.9 * c0 + e1;
     q0 -= 0.1 * (e1 + 0.9 * c1);
-    sgd_step(&o, q, g, 0.1f);
-    sgd_step(&o, q, g, 0.1f);
+    optim_step(&o, q, g, 0.1f);
+    optim_step(&o, q, g, 0.1f);
     EXPECT(fabs(q[0] - q0) < 1e-6 && fabs(q0 - p0) > 1e-3, "SGD Nesterov matches PyTorch's rule (%.7f vs %.7f)", q[0], q0);
-    sgd_free(&o);
+    optim_free(&o);
 
     /* Parameter groups over a model: none by default (the single-group step of old); with
      * no_decay_1d / bn_bias_lr_mult, each tensor's settings by its rank and kind */
     Model m;
     model_init(&m, 4, 1, 10, 8, 2);
     sgd_init(&o, m.num_params, 0.9f, 0.1f);
-    EXPECT(sgd_set_model_groups(&o, &m, 0, 1.0) == 1 && o.group == NULL, "default settings: one group, none installed");
-    sgd_free(&o);
+    EXPECT(optim_set_model_groups(&o, &m, 0, 1.0) == 1 && o.group == NULL, "default settings: one group, none installed");
+    optim_free(&o);
     sgd_init(&o, m.num_params, 0.9f, 0.1f);
-    sgd_set_model_groups(&o, &m, 1, 2.0);
+    optim_set_model_groups(&o, &m, 1, 2.0);
     int good = o.group != NULL;
     for (int i = 0; good && i < m.n_param_info; i++) {
         const TensorInfo *t = &m.param_info[i];
         const int bn_bias = t->ndim == 1 && strcmp(t->name, "fc.bias") != 0 && strstr(t->name, ".bias") != NULL;
         for (int k = 0; k < o.n_group; k++) {
-            const SgdGroup *g = &o.group[k];
+            const OptimGroup *g = &o.group[k];
             if (t->offset < g->offset || t->offset + t->numel > g->offset + g->n) continue;
             good &= g->weight_decay == (t->ndim == 1 ? 0.0f : 0.1f) && g->lr_mult == (bn_bias ? 2.0 : 1.0);
         }
     }
     EXPECT(good, "no_decay_1d and bn_bias_lr_mult 2: %d groups, every tensor's decay and lr multiplier right", o.n_group);
-    sgd_free(&o);
+    optim_free(&o);
     model_free(&m);
 }
 
@@ -189,28 +189,28 @@ static void test_sgd(void) {
 static void test_scaler(void) {
     GradScaler s;
     scaler_init(&s, &backend_cpu, 1, 8.0f, 2.0f, 0.5f, 3);
-    SGD o;
+    Optimizer o;
     sgd_init(&o, 3, 0.9f, 0.0f);
     float p[3] = {1.0f, 1.0f, 1.0f};
     float g[3] = {8.0f, 16.0f, -24.0f};
     scaler_unscale(&s, g, 3);
     EXPECT(g[0] == 1.0f && g[1] == 2.0f && g[2] == -3.0f && !*scaler_skip_flag(&s), "unscale divides by the scale, no overflow");
-    sgd_step_unless(&o, p, g, 0.5f, scaler_skip_flag(&s));
+    optim_step_unless(&o, p, g, 0.5f, scaler_skip_flag(&s));
     scaler_update(&s);
     EXPECT(p[0] == 0.5f && p[1] == 0.0f && p[2] == 2.5f && scaler_get_scale(&s) == 8.0f && scaler_get_tracker(&s) == 1,
            "a clean step updates: p = %g %g %g, scale %g, tracker %d", p[0], p[1], p[2], scaler_get_scale(&s),
            scaler_get_tracker(&s));
     float p_before[3], b_before[3];
     memcpy(p_before, p, sizeof p);
-    memcpy(b_before, o.buf, sizeof b_before);
+    memcpy(b_before, o.state[0], sizeof b_before);
     const float bad[2] = {INFINITY, NAN};
     for (int k = 0; k < 2; k++) {
         float gi[3] = {8.0f, bad[k], 8.0f};
         scaler_unscale(&s, gi, 3);
         const int flagged = *scaler_skip_flag(&s);
-        sgd_step_unless(&o, p, gi, 0.5f, scaler_skip_flag(&s));
+        optim_step_unless(&o, p, gi, 0.5f, scaler_skip_flag(&s));
         scaler_update(&s);
-        EXPECT(flagged && !memcmp(p, p_before, sizeof p) && !memcmp(o.buf, b_before, sizeof b_before) &&
+        EXPECT(flagged && !memcmp(p, p_before, sizeof p) && !memcmp(o.state[0], b_before, sizeof b_before) &&
                !*scaler_skip_flag(&s) && scaler_get_tracker(&s) == 0,
                "a gradient of %g skips the step (parameters and momentum unchanged), resets the tracker and clears the flag",
                (double)bad[k]);
@@ -230,7 +230,7 @@ static void test_scaler(void) {
     EXPECT(scaler_get_scale(&s) == 3.0e38f && scaler_get_tracker(&s) == 0, "growth that would overflow keeps the scale");
     scaler_set(&s, 1024.0f, 1);
     EXPECT(scaler_get_scale(&s) == 1024.0f && scaler_get_tracker(&s) == 1, "state restored from a checkpoint");
-    sgd_free(&o);
+    optim_free(&o);
     scaler_free(&s);
 
     GradScaler off;

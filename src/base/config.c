@@ -287,6 +287,12 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->nesterov && c->momentum == 0.0)
         return errf(err, errlen,
                     "--nesterov: needs a nonzero --momentum (torch.optim.SGD refuses nesterov without momentum)");
+    if (c->nesterov && strcmp(c->optimizer, "sgd") != 0 && strcmp(c->optimizer, "lars") != 0)
+        return errf(err, errlen, "--nesterov: --optimizer %s has no Nesterov momentum (sgd and lars have)", c->optimizer);
+    const int adam = !strcmp(c->optimizer, "adamw") || !strcmp(c->optimizer, "lamb");
+    if (adam && (c->adam_beta1 >= 1.0 || c->adam_beta2 >= 1.0))
+        return errf(err, errlen, "--adam_beta%d %g: must be below 1 (--optimizer %s)", c->adam_beta1 >= 1.0 ? 1 : 2,
+                    c->adam_beta1 >= 1.0 ? c->adam_beta1 : c->adam_beta2, c->optimizer);
     if (c->ema_decay >= 1.0) return errf(err, errlen, "--ema_decay %g: must be below 1 (0: off)", c->ema_decay);
     if (c->label_smoothing >= 1.0)
         return errf(err, errlen, "--label_smoothing %g: must be below 1", c->label_smoothing);

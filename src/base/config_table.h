@@ -54,9 +54,17 @@
     X(grad_accum_steps, INT,    "1",     1, 4096,       "micro-steps per optimizer step") \
     X(lr,               FLOAT,  "0.01",  0, 1e3,        "peak learning rate") \
     X(lr_ref_batch,     INT,    "0",     0, 1000000000, "the global batch (batch_size x grad_accum_steps x ranks) --lr and --min_lr are given for: at another global batch both are scaled by global / this (the linear scaling rule; 0: used as given at any global batch)") \
-    X(momentum,         FLOAT,  "0.9",   0, 1,          "SGD momentum") \
-    X(weight_decay,     FLOAT,  "1e-4",  0, 1,          "L2 weight decay added to the gradient (PyTorch SGD)") \
-    X(nesterov,         BOOL,   "false", 0, 0,          "Nesterov momentum, torch.optim.SGD(nesterov=True): the step is lr * (d + momentum * buf) instead of lr * buf (needs --momentum above 0; CPU backend only for now)") \
+    X(optimizer,        CHOICE, "sgd",   "sgd|adamw|rmsprop|lamb|lars", 0, "sgd: torch.optim.SGD; adamw: torch.optim.AdamW (decoupled weight decay); rmsprop: torch.optim.RMSprop (--rmsprop_alpha, --momentum, centered=False; eps 0.0316 unless --opt_eps, torchvision's reference); lamb: timm's Lamb (Adam's moments, the global gradient norm clipped by --lamb_max_grad_norm, the update scaled per tensor by |w| / |update|); lars: timm's Lars (SGD's momentum on the gradient scaled per tensor by --lars_trust_coeff |w| / (|g| + weight_decay |w| + eps)); lamb and lars adapt only tensors with weight decay (--no_decay_1d excludes norms and biases); all but sgd CPU backend only for now") \
+    X(momentum,         FLOAT,  "0.9",   0, 1,          "momentum of sgd, rmsprop and lars") \
+    X(weight_decay,     FLOAT,  "1e-4",  0, 1,          "weight decay: L2, added to the gradient (sgd, rmsprop, lars) or to lamb's update; decoupled for adamw (w *= 1 - lr * this)") \
+    X(nesterov,         BOOL,   "false", 0, 0,          "Nesterov momentum, torch.optim.SGD(nesterov=True): the step is lr * (d + momentum * buf) instead of lr * buf (needs --momentum above 0; --optimizer sgd or lars; CPU backend only for now)") \
+    X(adam_beta1,       FLOAT,  "0.9",   0, 1,          "adamw and lamb: the first moment's decay, betas[0] (below 1)") \
+    X(adam_beta2,       FLOAT,  "0.999", 0, 1,          "adamw and lamb: the second moment's decay, betas[1] (below 1)") \
+    X(rmsprop_alpha,    FLOAT,  "0.9",   0, 1,          "rmsprop: the decay of the squared gradients' average, RMSprop's alpha (torchvision's reference recipe 0.9; PyTorch's default 0.99)") \
+    X(opt_eps,          FLOAT,  "0",     0, 1,          "epsilon of adamw, rmsprop, lamb and lars (0: the optimizer's own: adamw 1e-8, rmsprop 0.0316 (torchvision's reference, TensorFlow's 1e-3 inside the square root), lamb 1e-6, lars 1e-8)") \
+    X(lars_trust_coeff, FLOAT,  "0.001", 0, 1e3,        "lars: the trust coefficient of the ratio trust_coeff |w| / (|g| + weight_decay |w| + eps), timm's trust_coeff") \
+    X(lamb_max_grad_norm, FLOAT, "1",    0, 1e9,        "lamb: the gradients are divided by max(1, their global L2 norm / this) first, timm's max_grad_norm (0: not)") \
+    X(clip_grad_norm,   FLOAT,  "0",     0, 1e9,        "before each optimizer step, scale all gradients by this / (norm + 1e-6) when their global L2 norm (after the all-reduce and the fp16 loss scaler's unscale) is above this, torch.nn.utils.clip_grad_norm_; metrics.jsonl records the norm as grad_norm (0: off; CPU backend only for now)") \
     X(no_decay_1d,      BOOL,   "false", 0, 0,          "no weight decay on 1-D parameters (batch-norm weights and biases, the linear layer's bias), as PyTorch's two param groups of decay and no decay") \
     X(bn_bias_lr_mult,  FLOAT,  "1",     0, 1e3,        "learning rate multiplier of the batch-norm biases (a param group of its own in PyTorch, lr = this * --lr, scheduled alike)") \
     X(label_smoothing,  FLOAT,  "0",     0, 1,          "label smoothing E of the training loss, nn.CrossEntropyLoss(label_smoothing=E): target (1-E) * one-hot + E / num_classes; below 1 (the test loss stays plain cross-entropy); CPU backend only for now") \

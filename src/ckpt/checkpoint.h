@@ -18,10 +18,20 @@
  *                                    /model/fc.weight                [classes,4w]
  *                                  and per batch-norm layer an int64 scalar
  *                                    /model/<bn>.num_batches_tracked
- *   /optimizer/steps               int64 scalar: SGD steps taken (0: momentum buffers unused)
- *   /optimizer/momentum/<name>     float32, one per parameter, same shape as /model/<name>
- *                                  (attributes momentum, weight_decay: informational only;
- *                                  a resumed run takes them from its configuration)
+ *   /optimizer                     attributes momentum, weight_decay: informational only; a
+ *                                  resumed run takes them from its configuration
+ *   /optimizer/name                string: the optimizer whose state this is, one of
+ *                                  model/optim.h's table (sgd, adamw, rmsprop, lamb, lars);
+ *                                  absent in files written before it was recorded: sgd
+ *   /optimizer/steps               int64 scalar: the optimizer's steps (SGD: calls, 0 when its
+ *                                  momentum is unused; the others: steps taken, the bias
+ *                                  corrections' t)
+ *   /optimizer/<state>/<name>      float32, one per parameter, same shape as /model/<name>, for
+ *                                  each state tensor of the optimizer, under PyTorch's name of it:
+ *                                  sgd: momentum (SGD's momentum buffer); adamw, lamb: exp_avg,
+ *                                  exp_avg_sq; rmsprop: square_avg, momentum_buffer; lars:
+ *                                  momentum_buffer. /optimizer holds nothing else. The state is
+ *                                  every rank's (replicated, not sharded: docs/checkpoints.md)
  *   /train_state/epoch             int64 scalar: the epoch in progress (0-based)
  *   /train_state/step_in_epoch     int64 scalar: optimizer steps completed in that epoch
  *   /train_state/global_step       int64 scalar: optimizer steps completed in the run
@@ -151,22 +161,23 @@ void ckpt_dataset_free(CkptDataset *d);
 int checkpoint_read_dataset(const char *path, CkptDataset *d, char *err, size_t errlen);
 
 /* Writes the checkpoint file `path` atomically (see above). opt may be NULL (no optimizer
- * state is then written: /optimizer/steps 0 and zero momentum). config_json may be NULL. */
-int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+ * state is then written: SGD's, /optimizer/steps 0 and zero momentum). config_json may be NULL. */
+int checkpoint_save(const char *path, const Model *m, const Optimizer *opt, const TrainState *ts,
                     const char *config_json, char *err, size_t errlen);
 
-/* Loads `path` into m (parameters, BN running statistics, num_batches_tracked), opt (momentum
- * buffer and step count; may be NULL) and ts (may be NULL). The file must be a ddptrain
+/* Loads `path` into m (parameters, BN running statistics, num_batches_tracked), opt (its state
+ * tensors and step count; may be NULL) and ts (may be NULL). The file must be a ddptrain
  * checkpoint of the same architecture, width, blocks, num_classes and image size as m, with
- * every tensor present in the right shape and intact. Everything is read into scratch memory
+ * every tensor present in the right shape and intact, and of opt's optimizer (any one of the
+ * table's when opt is NULL). Everything is read into scratch memory
  * first: on error m, opt and ts are unchanged. Calls model_params_changed(m) on success. */
-int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen);
+int checkpoint_load(const char *path, Model *m, Optimizer *opt, TrainState *ts, char *err, size_t errlen);
 
 /* checkpoint_save with the running statistics of every rank of a run on several ranks:
  * rank_buffers (may be NULL: none) holds ts->world_size rows of m->num_buffers floats, row r
  * rank r's own statistics, written as /train_state/rank_buffers; m's buffers (their average)
  * go to /model as always. */
-int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+int checkpoint_save_ranks(const char *path, const Model *m, const Optimizer *opt, const TrainState *ts,
                           const float *rank_buffers, const char *config_json, char *err, size_t errlen);
 
 /* checkpoint_load for rank `rank` of a run on `world_size` ranks: when the checkpoint was
@@ -174,13 +185,13 @@ int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, cons
  * statistics are this rank's row of it and *own is set to 1; otherwise (a checkpoint of one
  * rank, of another number of ranks, or without the rows) they are /model's and *own = 0. The
  * rows are read and checked whether used or not, as checkpoint_verify does. */
-int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+int checkpoint_load_rank(const char *path, Model *m, Optimizer *opt, TrainState *ts, int rank, int world_size,
                          int *own, char *err, size_t errlen);
 
 /* checkpoint_load_rank that also gives the file's /ema, when ema is not NULL: ema->n_averaged
  * is set (0 when the file has none) and, when above 0, decay and the arrays (allocated by the
  * caller: num_params, num_buffers and model_bn_count(m) elements) are filled. */
-int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+int checkpoint_load_ema(const char *path, Model *m, Optimizer *opt, TrainState *ts, int rank, int world_size,
                         int *own, CkptEma *ema, char *err, size_t errlen);
 
 /* The same checks as checkpoint_load, reading every tensor, without changing anything. */
@@ -217,7 +228,7 @@ int checkpoint_find_latest(const char *dir, const Model *m, char *out, size_t ou
                            CheckpointSkipFn on_skip, void *ctx, char *err, size_t errlen);
 
 /* ---- background writer ----------------------------------------------------------------------
- * submit copies the state (parameters, buffers, num_batches_tracked, momentum: a few ms) and
+ * submit copies the state (parameters, buffers, num_batches_tracked, optimizer state: a few ms) and
  * returns; a thread writes the file, points `latest` at it and prunes the directory to `keep`
  * files. Only one write is in flight: submit first waits for the previous one. The HDF5 calls of
  * the thread take hdf5_lock(), so other threads may use HDF5 meanwhile if they take it too. */
@@ -240,17 +251,17 @@ void checkpoint_writer_free(CheckpointWriter *w);
 /* Starts writing the state to `path` (a ckpt-*.h5 name inside the checkpoint directory). If a
  * write was pending it is waited for first: returns that write's status (0, or -1 with err),
  * or 0 if none was pending. opt and config_json may be NULL. */
-int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const Optimizer *opt,
                              const TrainState *ts, const char *config_json, char *err, size_t errlen);
 
 /* checkpoint_writer_submit with every rank's running statistics (checkpoint_save_ranks);
  * rank_buffers is copied, as the rest of the state is. */
-int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const Optimizer *opt,
                                    const TrainState *ts, const float *rank_buffers, const char *config_json,
                                    char *err, size_t errlen);
 
 /* checkpoint_writer_submit_ranks with the moving average (may be NULL; copied as the rest). */
-int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const Optimizer *opt,
                                  const TrainState *ts, const float *rank_buffers, const CkptEma *ema,
                                  const char *config_json, char *err, size_t errlen);
 

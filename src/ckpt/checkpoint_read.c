@@ -32,9 +32,11 @@ typedef struct {
 
 /* Where everything is read before it replaces anything in the caller's model. */
 typedef struct {
-    float *params, *buffers, *momentum;
+    float *params, *buffers;
+    const OptimKind *opt_kind;              /* the optimizer /optimizer/name names (SGD without it) */
+    float *opt_state[OPTIM_MAX_STATE];      /* its state tensors */
     int64_t *nbt;           /* per BN layer, bn_info order */
-    long sgd_steps;
+    long opt_steps;
     TrainState ts;
     float *rank_buffers;    /* ts.world_size rows of num_buffers, when the file has them; else NULL */
     CkptEma ema;            /* /ema, when the file has it (ema.n_averaged > 0); else n_averaged 0 */
@@ -343,6 +345,59 @@ static int r_ema(Reader *r, const Model *m, Scratch *s) {
     return 0;
 }
 
+/* /optimizer/name: the optimizer whose state /optimizer holds, one of the table's (optim.h);
+ * SGD in files written before it was recorded. */
+static int r_opt_name(Reader *r, Scratch *s) {
+    const int has = r_has(r, "/optimizer/name");
+    if (has < 0) return -1;
+    s->opt_kind = optim_kind("sgd");
+    if (!has) return 0;
+    hsize_t d[4];
+    int rank = 0;
+    hid_t ds = r_dataset(r, "/optimizer/name", H5T_STRING, "a string", d, &rank);
+    if (ds < 0) return -1;
+    int rc = 0;
+    hid_t ft = H5Dget_type(ds);
+    char name[64] = "";
+    if (rank != 0 && !(rank == 1 && d[0] == 1)) rc = errf(r->err, r->errlen, "%s: /optimizer/name is not a single string", r->path);
+    else if (ft < 0 || H5Tis_variable_str(ft) != 0)
+        rc = errf(r->err, r->errlen, "%s: /optimizer/name " CKPT_VLEN_REFUSED, r->path);
+    else if (H5Tget_size(ft) >= sizeof name)
+        rc = errf(r->err, r->errlen, "%s: /optimizer/name is longer than any optimizer's name", r->path);
+    else if (H5Dread(ds, ft, H5S_ALL, H5S_ALL, H5P_DEFAULT, name) < 0) rc = r_fail(r, "/optimizer/name");
+    if (ft >= 0) H5Tclose(ft);
+    H5Dclose(ds);
+    if (rc) return rc;
+    name[sizeof name - 1] = '\0';
+    s->opt_kind = optim_kind(name);
+    if (!s->opt_kind) {
+        char shown[64];
+        for (size_t i = 0; i < sizeof shown; i++) shown[i] = name[i] && (name[i] < 32 || name[i] > 126) ? '?' : name[i];
+        return errf(r->err, r->errlen, "%s: /optimizer/name is '%s', no optimizer this ddptrain knows (damaged, or written by "
+                    "a newer one)", r->path, shown);
+    }
+    return 0;
+}
+
+/* /optimizer: its name, the step count and every state tensor of that optimizer, and nothing
+ * else. */
+static int r_optimizer(Reader *r, const Model *m, Scratch *s) {
+    if (r_opt_name(r, s)) return -1;
+    const OptimKind *k = s->opt_kind;
+    const int named = r_has(r, "/optimizer/name") == 1;
+    if (r_check_group_size(r, "/optimizer", 1 + named + k->n_state)) return -1;
+    if (r_long(r, "/optimizer/steps", &s->opt_steps)) return -1;
+    for (int j = 0; j < k->n_state; j++) {
+        char group[64];
+        snprintf_check(group, sizeof group, "/optimizer/%s", k->state[j]);
+        if (r_check_group_size(r, group, m->n_param_info)) return -1;
+        s->opt_state[j] = mallocCheck(m->num_params * sizeof(float));
+        for (int i = 0; i < m->n_param_info; i++)
+            if (r_tensor(r, group, &m->param_info[i], s->opt_state[j] + m->param_info[i].offset)) return -1;
+    }
+    return 0;
+}
+
 /* Everything in the file into s, checked against m. Under hdf5_lock(). */
 static int r_all(Reader *r, const Model *m, Scratch *s) {
     if (r_header(r)) return -1;
@@ -367,10 +422,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
     if (r_check_group_size(r, "/model", m->n_param_info + m->n_buffer_info + n_bn)) return -1;
     if (r_state(r, m, "/model", s->params, s->buffers, s->nbt)) return -1;
 
-    if (r_long(r, "/optimizer/steps", &s->sgd_steps)) return -1;
-    if (r_check_group_size(r, "/optimizer/momentum", m->n_param_info)) return -1;
-    for (int i = 0; i < m->n_param_info; i++)
-        if (r_tensor(r, "/optimizer/momentum", &m->param_info[i], s->momentum + m->param_info[i].offset)) return -1;
+    if (r_optimizer(r, m, s)) return -1;
 
     TrainState *ts = &s->ts;
     memset(ts, 0, sizeof *ts);
@@ -385,7 +437,7 @@ static int r_all(Reader *r, const Model *m, Scratch *s) {
                     : ts->step_in_epoch < 0 || ts->step_in_epoch > CKPT_MAX_STEP ? "/train_state/step_in_epoch"
                     : ts->global_step < 0 || ts->global_step > CKPT_MAX_STEP ? "/train_state/global_step"
                     : ws < 1 || ws > CKPT_MAX_WORLD ? "/train_state/world_size"
-                    : s->sgd_steps < 0 || s->sgd_steps > CKPT_MAX_STEP ? "/optimizer/steps" : NULL;
+                    : s->opt_steps < 0 || s->opt_steps > CKPT_MAX_STEP ? "/optimizer/steps" : NULL;
     for (int k = 0; !bad && k < n_bn; k++)
         if (s->nbt[k] < 0) bad = "a num_batches_tracked of /model";
     if (bad)
@@ -447,12 +499,12 @@ static void scratch_init(Scratch *s, const Model *m) {
     memset(s, 0, sizeof *s);
     s->params = mallocCheck(m->num_params * sizeof(float));
     s->buffers = mallocCheck(m->num_buffers * sizeof(float));
-    s->momentum = mallocCheck(m->num_params * sizeof(float));
     s->nbt = callocCheck((size_t)model_bn_count(m), sizeof(int64_t));
 }
 
 static void scratch_free(Scratch *s) {
-    free(s->params); free(s->buffers); free(s->momentum); free(s->nbt); free(s->rank_buffers);
+    free(s->params); free(s->buffers); free(s->nbt); free(s->rank_buffers);
+    for (int k = 0; k < OPTIM_MAX_STATE; k++) free(s->opt_state[k]);
     free(s->ema.params); free(s->ema.buffers); free(s->ema.nbt);
     memset(s, 0, sizeof *s);
 }
@@ -475,7 +527,7 @@ int checkpoint_verify(const char *path, const Model *m, char *err, size_t errlen
     return rc;
 }
 
-int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+int checkpoint_load_ema(const char *path, Model *m, Optimizer *opt, TrainState *ts, int rank, int world_size,
                         int *own, CkptEma *ema, char *err, size_t errlen) {
     if (opt) CHECK(opt->n == m->num_params);
     CHECK(world_size >= 1 && rank >= 0 && rank < world_size);
@@ -483,6 +535,9 @@ int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, in
     scratch_init(&s, m);
     int rc = read_checked(path, m, &s, err, errlen);
     if (own) *own = 0;
+    if (rc == 0 && opt && s.opt_kind != opt->kind)
+        rc = errf(err, errlen, "%s: the checkpoint holds the state of optimizer %s, not of this run's %s (--optimizer)", path,
+                  s.opt_kind->name, opt->kind->name);
     if (rc == 0) {
         memcpy(m->params, s.params, m->num_params * sizeof(float));
         const int mine = own && s.rank_buffers && s.ts.world_size == world_size;
@@ -491,8 +546,8 @@ int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, in
         if (mine) *own = 1;
         memcpy(m->bn_tracked, s.nbt, (size_t)model_bn_count(m) * sizeof *m->bn_tracked);
         if (opt) {
-            memcpy(opt->buf, s.momentum, m->num_params * sizeof(float));
-            opt->steps = s.sgd_steps;
+            for (int k = 0; k < opt->kind->n_state; k++) memcpy(opt->state[k], s.opt_state[k], m->num_params * sizeof(float));
+            opt->steps = s.opt_steps;
         }
         if (ts) *ts = s.ts;
         if (ema) {
@@ -510,12 +565,12 @@ int checkpoint_load_ema(const char *path, Model *m, SGD *opt, TrainState *ts, in
     return rc;
 }
 
-int checkpoint_load_rank(const char *path, Model *m, SGD *opt, TrainState *ts, int rank, int world_size,
+int checkpoint_load_rank(const char *path, Model *m, Optimizer *opt, TrainState *ts, int rank, int world_size,
                          int *own, char *err, size_t errlen) {
     return checkpoint_load_ema(path, m, opt, ts, rank, world_size, own, NULL, err, errlen);
 }
 
-int checkpoint_load(const char *path, Model *m, SGD *opt, TrainState *ts, char *err, size_t errlen) {
+int checkpoint_load(const char *path, Model *m, Optimizer *opt, TrainState *ts, char *err, size_t errlen) {
     return checkpoint_load_rank(path, m, opt, ts, 0, 1, NULL, err, errlen);
 }
 

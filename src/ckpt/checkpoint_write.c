@@ -28,9 +28,10 @@ typedef struct {
     const TensorInfo *pinfo, *binfo;
     int n_pinfo, n_binfo;
     const float *params, *buffers;
-    const float *momentum;              /* NULL: written as zeros */
+    const OptimKind *opt_kind;          /* the optimizer whose state /optimizer holds */
+    const float *opt_state[OPTIM_MAX_STATE];   /* its state tensors; NULL: written as zeros */
     float momentum_coef, weight_decay;
-    long sgd_steps;
+    long opt_steps;
     const BnCount *bn;
     int n_bn;
     TrainState ts;
@@ -41,7 +42,7 @@ typedef struct {
     const char *arch;                   /* model_architecture */
 } CkptState;
 
-static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const TrainState *ts,
+static void state_from_model(CkptState *s, const Model *m, const Optimizer *opt, const TrainState *ts,
                              const char *config_json, BnCount *bn) {
     memset(s, 0, sizeof *s);
     s->arch = model_architecture(m);
@@ -51,12 +52,14 @@ static void state_from_model(CkptState *s, const Model *m, const SGD *opt, const
     s->pinfo = m->param_info; s->n_pinfo = m->n_param_info;
     s->binfo = m->buffer_info; s->n_binfo = m->n_buffer_info;
     s->params = m->params; s->buffers = m->buffers;
+    s->opt_kind = optim_kind("sgd");   /* without an optimizer: SGD's zero momentum */
     if (opt) {
         CHECK(opt->n == m->num_params);
-        s->momentum = opt->buf;
+        s->opt_kind = opt->kind;
+        for (int k = 0; k < opt->kind->n_state; k++) s->opt_state[k] = opt->state[k];
         s->momentum_coef = opt->momentum;
-        s->weight_decay = opt->weight_decay;
-        s->sgd_steps = opt->steps;
+        s->weight_decay = (float)opt->weight_decay;
+        s->opt_steps = opt->steps;
     }
     s->n_bn = model_bn_count(m);
     for (int k = 0; k < s->n_bn; k++) {
@@ -258,10 +261,15 @@ static int write_contents(Writer *w, const CkptState *s) {
     rc = rc ? rc : w_group(w, "/optimizer");
     rc = rc ? rc : w_attr_f32(w, "/optimizer", "momentum", s->momentum_coef);
     rc = rc ? rc : w_attr_f32(w, "/optimizer", "weight_decay", s->weight_decay);
-    rc = rc ? rc : w_i64(w, "/optimizer/steps", s->sgd_steps);
-    rc = rc ? rc : w_group(w, "/optimizer/momentum");
-    for (int i = 0; i < s->n_pinfo && !rc; i++)
-        rc = w_tensor(w, "/optimizer/momentum", &s->pinfo[i], s->momentum ? s->momentum + s->pinfo[i].offset : NULL);
+    rc = rc ? rc : w_string(w, "/optimizer/name", s->opt_kind->name);
+    rc = rc ? rc : w_i64(w, "/optimizer/steps", s->opt_steps);
+    for (int k = 0; k < s->opt_kind->n_state && !rc; k++) {
+        char group[64];
+        snprintf_check(group, sizeof group, "/optimizer/%s", s->opt_kind->state[k]);
+        const float *st = s->opt_state[k];
+        rc = w_group(w, group);
+        for (int i = 0; i < s->n_pinfo && !rc; i++) rc = w_tensor(w, group, &s->pinfo[i], st ? st + s->pinfo[i].offset : NULL);
+    }
 
     rc = rc ? rc : w_group(w, "/train_state");
     rc = rc ? rc : w_i64(w, "/train_state/epoch", s->ts.epoch);
@@ -356,7 +364,7 @@ static int write_file(const char *path, const CkptState *s, char *err, size_t er
     return 0;
 }
 
-int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+int checkpoint_save_ranks(const char *path, const Model *m, const Optimizer *opt, const TrainState *ts,
                           const float *rank_buffers, const char *config_json, char *err, size_t errlen) {
     CHECK(!rank_buffers || (ts && ts->world_size >= 1));
     BnCount *bn = callocCheck((size_t)model_bn_count(m), sizeof *bn);
@@ -368,7 +376,7 @@ int checkpoint_save_ranks(const char *path, const Model *m, const SGD *opt, cons
     return rc;
 }
 
-int checkpoint_save(const char *path, const Model *m, const SGD *opt, const TrainState *ts,
+int checkpoint_save(const char *path, const Model *m, const Optimizer *opt, const TrainState *ts,
                     const char *config_json, char *err, size_t errlen) {
     return checkpoint_save_ranks(path, m, opt, ts, NULL, config_json, err, errlen);
 }
@@ -378,7 +386,8 @@ int checkpoint_save(const char *path, const Model *m, const SGD *opt, const Trai
 /* The writer's own copy of everything a checkpoint holds, reused between writes. */
 typedef struct {
     CkptState st;
-    float *params, *buffers, *momentum;
+    float *params, *buffers;
+    float *opt_state[OPTIM_MAX_STATE];   /* allocated as an optimizer needs them */
     float *rank_buffers;            /* every rank's running statistics, when submitted */
     size_t rank_buffers_n;          /* floats allocated there */
     CkptEma ema;                    /* copy of the moving average, when submitted */
@@ -389,20 +398,20 @@ typedef struct {
 } Snapshot;
 
 static void snapshot_free(Snapshot *s) {
-    free(s->params); free(s->buffers); free(s->momentum); free(s->rank_buffers);
+    free(s->params); free(s->buffers); free(s->rank_buffers);
+    for (int k = 0; k < OPTIM_MAX_STATE; k++) free(s->opt_state[k]);
     free(s->ema.params); free(s->ema.buffers); free(s->ema.nbt);
     free(s->pinfo); free(s->binfo); free(s->bn); free(s->config);
     memset(s, 0, sizeof *s);
 }
 
-static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const TrainState *ts, const float *rank_buffers,
+static void snapshot_take(Snapshot *s, const Model *m, const Optimizer *opt, const TrainState *ts, const float *rank_buffers,
                           const CkptEma *ema, const char *config_json) {
     if (s->num_params != m->num_params || s->num_buffers != m->num_buffers) {
         snapshot_free(s);
         s->num_params = m->num_params;
         s->num_buffers = m->num_buffers;
         s->params = mallocCheck(m->num_params * sizeof(float));
-        s->momentum = mallocCheck(m->num_params * sizeof(float));
         s->buffers = mallocCheck(m->num_buffers * sizeof(float));
         s->pinfo = mallocCheck((size_t)m->n_param_info * sizeof *s->pinfo);
         s->binfo = mallocCheck((size_t)m->n_buffer_info * sizeof *s->binfo);
@@ -420,9 +429,10 @@ static void snapshot_take(Snapshot *s, const Model *m, const SGD *opt, const Tra
     s->st.buffers = s->buffers;
     s->st.pinfo = s->pinfo;
     s->st.binfo = s->binfo;
-    if (opt) {
-        memcpy(s->momentum, opt->buf, m->num_params * sizeof(float));
-        s->st.momentum = s->momentum;
+    for (int k = 0; opt && k < opt->kind->n_state; k++) {
+        if (!s->opt_state[k]) s->opt_state[k] = mallocCheck(m->num_params * sizeof(float));
+        memcpy(s->opt_state[k], opt->state[k], m->num_params * sizeof(float));
+        s->st.opt_state[k] = s->opt_state[k];
     }
     if (rank_buffers) {
         CHECK(ts && ts->world_size >= 1);
@@ -480,7 +490,7 @@ int checkpoint_writer_wait(CheckpointWriter *w, char *err, size_t errlen) {
     return w->status;
 }
 
-int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Model *m, const Optimizer *opt,
                                  const TrainState *ts, const float *rank_buffers, const CkptEma *ema,
                                  const char *config_json, char *err, size_t errlen) {
     int prev = checkpoint_writer_wait(w, err, errlen);
@@ -497,13 +507,13 @@ int checkpoint_writer_submit_ema(CheckpointWriter *w, const char *path, const Mo
     return prev;
 }
 
-int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+int checkpoint_writer_submit_ranks(CheckpointWriter *w, const char *path, const Model *m, const Optimizer *opt,
                                    const TrainState *ts, const float *rank_buffers, const char *config_json,
                                    char *err, size_t errlen) {
     return checkpoint_writer_submit_ema(w, path, m, opt, ts, rank_buffers, NULL, config_json, err, errlen);
 }
 
-int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const SGD *opt,
+int checkpoint_writer_submit(CheckpointWriter *w, const char *path, const Model *m, const Optimizer *opt,
                              const TrainState *ts, const char *config_json, char *err, size_t errlen) {
     return checkpoint_writer_submit_ranks(w, path, m, opt, ts, NULL, config_json, err, errlen);
 }

@@ -39,6 +39,9 @@ static void configure_gpu(const CudaPlugin *cu, const Config *c, int world_size)
     if (c->nesterov) die("--nesterov: not available on the GPU backend yet; pass --device cpu");
     if (c->label_smoothing > 0) die("--label_smoothing: not available on the GPU backend yet; pass --device cpu");
     if (c->use_blurpool) die("--use_blurpool: not available on the GPU backend yet; pass --device cpu");
+    /* the updates of the other optimizers and the gradients' norm have no GPU kernels yet */
+    if (strcmp(c->optimizer, "sgd") != 0) die("--optimizer %s: not available on the GPU backend yet; pass --device cpu", c->optimizer);
+    if (c->clip_grad_norm > 0) die("--clip_grad_norm: not available on the GPU backend yet; pass --device cpu");
     /* the views are made from host batches; a GPU holds its test split on the device */
     if (strcmp(c->tta, "none") != 0) die("--tta %s: not available on the GPU backend yet; pass --device cpu", c->tta);
     cu->set_tf32((int)c->tf32);

@@ -1,87 +1,111 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
-/* optim.c - see optim.h. */
+/* optim.c - see optim.h: an optimizer's state, its groups and tensors, and the step that hands
+ * them to its kind (optim_kinds.c). */
 #include <string.h>
 
-#include "model.h"
 #include "optim.h"
 #include "base/util.h"
 
-void sgd_init(SGD *o, size_t n, float momentum, float weight_decay) {
+const OptimKind *optim_kind(const char *name) {
+    for (int k = 0; k < optim_n_kinds; k++)
+        if (!strcmp(optim_kinds[k].name, name)) return &optim_kinds[k];
+    return NULL;
+}
+
+void optim_init(Optimizer *o, const OptimKind *kind, const Backend *be, size_t n, const OptimSettings *set) {
+    CHECK(kind && kind->available(be));
+    memset(o, 0, sizeof *o);
+    o->kind = kind;
+    o->be = be;
+    o->n = n;
+    o->momentum = set->momentum;
+    o->weight_decay = set->weight_decay;
+    o->nesterov = set->nesterov;
+    o->beta1 = set->beta1;
+    o->beta2 = set->beta2;
+    o->eps = set->eps;
+    o->trust_coeff = set->trust_coeff;
+    o->max_grad_norm = set->max_grad_norm;
+    for (int k = 0; k < kind->n_state; k++) o->state[k] = be->alloc(n * sizeof(float));   /* zeroed */
+    o->sums = be->alloc(2 * sizeof(double));
+}
+
+void sgd_init(Optimizer *o, size_t n, float momentum, float weight_decay) {
     sgd_init_on(o, &backend_cpu, n, momentum, weight_decay);
 }
 
-void sgd_init_on(SGD *o, const Backend *be, size_t n, float momentum, float weight_decay) {
-    o->be = be;
-    o->n = n;
-    o->momentum = momentum;
-    o->weight_decay = weight_decay;
-    o->nesterov = 0;
-    o->group = NULL;
-    o->n_group = 0;
-    o->buf = be->alloc(n * sizeof(float));
-    o->steps = 0;
+void sgd_init_on(Optimizer *o, const Backend *be, size_t n, float momentum, float weight_decay) {
+    const OptimSettings set = {.momentum = momentum, .weight_decay = weight_decay};
+    optim_init(o, optim_kind("sgd"), be, n, &set);
 }
 
-void sgd_set_groups(SGD *o, const SgdGroup *group, int n_group) {
+/* A copy of n slices that tile [0, total) in order. */
+static OptimGroup *copy_tiling(const OptimGroup *g, int n, size_t total) {
     size_t next = 0;
-    for (int i = 0; i < n_group; i++) {
-        CHECK(group[i].offset == next && group[i].n > 0);
-        next += group[i].n;
+    for (int i = 0; i < n; i++) {
+        CHECK(g[i].offset == next && g[i].n > 0);
+        next += g[i].n;
     }
-    CHECK(next == o->n);
+    CHECK(next == total);
+    OptimGroup *c = mallocCheck((size_t)n * sizeof *c);
+    memcpy(c, g, (size_t)n * sizeof *c);
+    return c;
+}
+
+void optim_set_groups(Optimizer *o, const OptimGroup *group, int n_group) {
     free(o->group);
-    o->group = mallocCheck((size_t)n_group * sizeof *group);
-    memcpy(o->group, group, (size_t)n_group * sizeof *group);
+    o->group = copy_tiling(group, n_group, o->n);
     o->n_group = n_group;
+    free(o->tensor);
+    o->tensor = NULL;
+    o->n_tensor = 0;
 }
 
-int sgd_set_model_groups(SGD *o, const Model *m, int no_decay_1d, double bn_bias_lr_mult) {
-    CHECK(o->n == m->num_params);
-    SgdGroup *g = mallocCheck((size_t)(m->n_param_info > 0 ? m->n_param_info : 1) * sizeof *g);
-    int n = 0;
-    size_t next = 0;
-    for (int i = 0; i < m->n_param_info; i++) {
-        const TensorInfo *t = &m->param_info[i];
-        CHECK(t->offset == next);   /* the tensors tile the flat buffer in order */
-        next += t->numel;
-        const float wd = no_decay_1d && t->ndim == 1 ? 0.0f : o->weight_decay;
-        const double mult = t->role == TENSOR_BN_BIAS ? bn_bias_lr_mult : 1.0;
-        if (n > 0 && g[n - 1].weight_decay == wd && g[n - 1].lr_mult == mult) {
-            g[n - 1].n += t->numel;
-        } else {
-            g[n] = (SgdGroup){ .offset = t->offset, .n = t->numel, .weight_decay = wd, .lr_mult = mult };
-            n++;
-        }
+int optim_set_tensor_groups(Optimizer *o, const TensorInfo *t, int n, int no_decay_1d, double bn_bias_lr_mult) {
+    OptimGroup *per = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof *per);
+    OptimGroup *g = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof *g);
+    int ng = 0;
+    for (int i = 0; i < n; i++) {
+        const double wd = no_decay_1d && t[i].ndim == 1 ? 0.0 : o->weight_decay;
+        const double mult = t[i].role == TENSOR_BN_BIAS ? bn_bias_lr_mult : 1.0;
+        per[i] = (OptimGroup){.offset = t[i].offset, .n = t[i].numel, .weight_decay = wd, .lr_mult = mult};
+        if (ng > 0 && g[ng - 1].weight_decay == wd && g[ng - 1].lr_mult == mult) g[ng - 1].n += t[i].numel;
+        else g[ng++] = per[i];
     }
-    CHECK(next == o->n);
-    if (!(n == 1 && g[0].weight_decay == o->weight_decay && g[0].lr_mult == 1.0)) sgd_set_groups(o, g, n);
+    /* the default settings: the one group of before, no groups installed */
+    if (!(ng == 1 && g[0].weight_decay == o->weight_decay && g[0].lr_mult == 1.0)) optim_set_groups(o, g, ng);
+    if (o->kind->layerwise) {
+        free(o->tensor);
+        o->tensor = copy_tiling(per, n, o->n);
+        o->n_tensor = n;
+    }
+    free(per);
     free(g);
-    return n;
+    return ng;
 }
 
-void sgd_step(SGD *o, float *params, const float *grads, double lr) {
-    sgd_step_unless(o, params, grads, lr, NULL);
+int optim_set_model_groups(Optimizer *o, const Model *m, int no_decay_1d, double bn_bias_lr_mult) {
+    CHECK(o->n == m->num_params);
+    return optim_set_tensor_groups(o, m->param_info, m->n_param_info, no_decay_1d, bn_bias_lr_mult);
 }
 
-/* steps counts calls, skipped or not: it only tells a checkpoint reader whether momentum may
- * be nonzero, and a zero buffer gives the same first update as PyTorch's unset one. */
-void sgd_step_unless(SGD *o, float *params, const float *grads, double lr, const int *skip) {
-    if (!o->group) {
-        o->be->sgd_step(params, grads, o->buf, o->n, (float)lr, o->momentum, o->weight_decay, o->nesterov, skip);
-    } else {
-        for (int i = 0; i < o->n_group; i++) {
-            const SgdGroup *g = &o->group[i];
-            o->be->sgd_step(params + g->offset, grads + g->offset, o->buf + g->offset, g->n, (float)(lr * g->lr_mult),
-                            o->momentum, g->weight_decay, o->nesterov, skip);
-        }
+void optim_step(Optimizer *o, float *params, const float *grads, double lr) {
+    optim_step_unless(o, params, grads, lr, NULL);
+}
+
+void optim_step_unless(Optimizer *o, float *params, const float *grads, double lr, const int *skip) {
+    o->kind->step(o, params, grads, lr, skip);
+}
+
+void optim_free(Optimizer *o) {
+    for (int k = 0; k < OPTIM_MAX_STATE; k++) {
+        if (o->state[k]) o->be->release(o->state[k]);
+        o->state[k] = NULL;
     }
-    o->steps++;
-}
-
-void sgd_free(SGD *o) {
-    o->be->release(o->buf);
-    o->buf = NULL;
+    if (o->sums) o->be->release(o->sums);
+    o->sums = NULL;
     free(o->group);
-    o->group = NULL;
-    o->n_group = 0;
+    free(o->tensor);
+    o->group = o->tensor = NULL;
+    o->n_group = o->n_tensor = 0;
 }

@@ -110,6 +110,26 @@ static inline int conv_shape_valid(const ConvShape *s) {
     X(ACT_TANH, "tanh")              \
     X(ACT_LEAKY_RELU, "leaky_relu")
 
+/* The scalars of one optimizer update of one parameter group (or tensor), as PyTorch's kernels
+ * take them: computed in double where PyTorch computes a Python float, then rounded to float
+ * (model/optim.c). Each update reads the fields its comment in ops/optim_cpu.h names. */
+typedef struct OptimScalars {
+    float lr;            /* the group's learning rate */
+    float weight_decay;  /* the group's */
+    float momentum;      /* RMSprop's and LARS' */
+    int nesterov;        /* LARS */
+    float beta1, one_minus_beta1;   /* first moment: m = m * beta1 + (1 - beta1) * g */
+    float beta2, one_minus_beta2;   /* second moment (RMSprop's alpha, 1 - alpha) */
+    float eps;
+    float decay;         /* AdamW: p *= 1 - lr * weight_decay */
+    float step_size;     /* AdamW: lr / (1 - beta1^t) */
+    float bc1;           /* LAMB: 1 - beta1^t */
+    float bc2_sqrt;      /* AdamW, LAMB: sqrt(1 - beta2^t) */
+    float grad_div;      /* LAMB: the gradients divided by this (its global norm clip; 1: none) */
+    float trust;         /* LAMB, LARS: the tensor's trust ratio (1 where none applies) */
+    int adapt;           /* LAMB, LARS: weight decay and trust ratio apply to this tensor */
+} OptimScalars;
+
 #define ACT_FN_ENUM(e, name) e,
 typedef enum { ACT_FNS(ACT_FN_ENUM) ACT_FN_COUNT } ActFn;
 #undef ACT_FN_ENUM
@@ -258,6 +278,21 @@ typedef struct Backend {
      * nonzero: a step the loss scaler rejected */
     void (*sgd_step)(float *params, const float *grads, float *buf, size_t n, float lr,
                      float momentum, float weight_decay, int nesterov, const int *skip);
+    /* The other optimizers (model/optim.h) and --clip_grad_norm, over a slice of the flat
+     * buffers, with the scalars of OptimScalars; NULL on a backend without them (--optimizer
+     * and --clip_grad_norm are then refused at start-up). sumsq: *out = the sum of x[i]^2 in
+     * double, in an order that depends on n alone (any thread count gives the same bits).
+     * The other four are ops/optim_cpu.h's updates. */
+    void (*sumsq)(const float *x, size_t n, double *out);
+    void (*adamw_step)(float *p, const float *g, float *exp_avg, float *exp_avg_sq, size_t n,
+                       const struct OptimScalars *s);
+    void (*rmsprop_step)(float *p, const float *g, float *square_avg, float *momentum_buffer, size_t n,
+                         const struct OptimScalars *s);
+    void (*lamb_moments)(const float *p, const float *g, float *exp_avg, float *exp_avg_sq, size_t n,
+                         const struct OptimScalars *s, double *sumsq_p_u);
+    void (*lamb_apply)(float *p, const float *exp_avg, const float *exp_avg_sq, size_t n,
+                       const struct OptimScalars *s);
+    void (*lars_step)(float *p, const float *g, float *momentum_buffer, size_t n, const struct OptimScalars *s);
 
     void (*synchronize)(void);      /* wait for queued work (no-op on the CPU) */
     const char *(*describe)(void);

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: BSD-3-Clause */
 /* backend_cpu.c - the Backend over host memory: oneDNN convolutions (conv_cpu.c), the linear layer
- * (linear_cpu.c, oneDNN's sgemm) and the OpenMP kernels of ops_cpu.c, act_cpu.c and scale_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
+ * (linear_cpu.c, oneDNN's sgemm) and the OpenMP kernels of ops_cpu.c, act_cpu.c, scale_cpu.c and optim_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
 #include <math.h>
 #include <string.h>
 
@@ -9,6 +9,7 @@
 #include "conv_cpu.h"
 #include "linear_cpu.h"
 #include "ops_cpu.h"
+#include "optim_cpu.h"
 #include "rules.h"
 #include "scale_cpu.h"
 #include "channels_cpu.h"
@@ -191,6 +192,12 @@ const Backend backend_cpu = {
     .unscale_check = cpu_unscale_check,
     .scaler_update = cpu_scaler_update,
     .sgd_step = cpu_sgd_step,
+    .sumsq = optim_cpu_sumsq,
+    .adamw_step = optim_cpu_adamw,
+    .rmsprop_step = optim_cpu_rmsprop,
+    .lamb_moments = optim_cpu_lamb_moments,
+    .lamb_apply = optim_cpu_lamb_apply,
+    .lars_step = optim_cpu_lars,
     .synchronize = cpu_synchronize,
     .describe = ops_cpu_describe,
 };

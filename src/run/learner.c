@@ -2,6 +2,7 @@
 /* learner.c - see learner.h. */
 #include "learner.h"
 
+#include <math.h>
 #include <string.h>
 
 #include "ckpt/init_from.h"
@@ -94,13 +95,23 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
              m->num_params, model_macs_per_image(m) / 1e9, config_input_size(c), config_input_size(c), m->n_bn,
              c->zero_init_residual ? ", residual branches' last batch norms start at 0" : "", peak);
 
-    sgd_init_on(&l->opt, be, m->num_params, (float)c->momentum, (float)c->weight_decay);
-    l->opt.nesterov = c->nesterov;
-    const int groups = sgd_set_model_groups(&l->opt, m, c->no_decay_1d, c->bn_bias_lr_mult);
+    const OptimKind *kind = optim_kind(c->optimizer);
+    CHECK(kind != NULL && kind->available(be));   /* the option's choices are the table's; device.c refused the rest */
+    const OptimSettings set = {.momentum = (float)c->momentum, .weight_decay = c->weight_decay, .nesterov = c->nesterov,
+                               .beta1 = c->adam_beta1, .beta2 = !strcmp(kind->name, "rmsprop") ? c->rmsprop_alpha : c->adam_beta2,
+                               .eps = c->opt_eps > 0.0 ? c->opt_eps : kind->eps, .trust_coeff = c->lars_trust_coeff,
+                               .max_grad_norm = c->lamb_max_grad_norm};
+    optim_init(&l->opt, kind, be, m->num_params, &set);
+    const int groups = optim_set_model_groups(&l->opt, m, c->no_decay_1d, c->bn_bias_lr_mult);
+    if (strcmp(kind->name, "sgd") != 0)
+        log_info(log, "optimizer: %s: %s (eps %g)", kind->name, kind->doc, set.eps);
     if (l->opt.group)
         log_info(log, "optimizer: %d parameter ranges (%s%s%s)", groups, c->no_decay_1d ? "no weight decay on 1-D parameters" : "",
                  c->no_decay_1d && c->bn_bias_lr_mult != 1.0 ? ", " : "",
                  c->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "");
+    grad_clip_init(&l->clip, be, c->clip_grad_norm);
+    l->grad_norm = NAN;
+    if (l->clip.be) log_info(log, "gradients: clipped to a global L2 norm of %g before every step", c->clip_grad_norm);
 
     if (c->ema_decay > 0.0) {
         ema_init(&l->ema, m, c->ema_decay);
@@ -120,7 +131,8 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
 void learner_update(Learner *l, double lr) {
     Model *m = &l->model;
     scaler_unscale(&l->scaler, m->grads, m->num_params);
-    sgd_step_unless(&l->opt, m->params, m->grads, lr, scaler_skip_flag(&l->scaler));
+    if (l->clip.be) l->grad_norm = grad_clip(&l->clip, m->grads, m->num_params);
+    optim_step_unless(&l->opt, m->params, m->grads, lr, scaler_skip_flag(&l->scaler));
     scaler_update(&l->scaler);
     model_params_changed(m);
 }
@@ -128,7 +140,8 @@ void learner_update(Learner *l, double lr) {
 int learner_has_average(const Learner *l) { return l->ema.be && l->ema.n_averaged > 0; }
 
 void learner_free(Learner *l) {
-    sgd_free(&l->opt);
+    optim_free(&l->opt);
+    grad_clip_free(&l->clip);
     ema_free(&l->ema);
     free(l->ema_host.params);
     free(l->ema_host.buffers);

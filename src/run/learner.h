@@ -11,6 +11,7 @@
 #include "ckpt/checkpoint.h"
 #include "base/config.h"
 #include "model/ema.h"
+#include "model/grad_clip.h"
 #include "base/logger.h"
 #include "model/model.h"
 #include "model/optim.h"
@@ -18,7 +19,9 @@
 
 typedef struct {
     Model model;
-    SGD opt;
+    Optimizer opt;           /* --optimizer's (optim.h) */
+    GradClip clip;           /* --clip_grad_norm; clip.be is NULL when off */
+    float grad_norm;         /* the last step's gradient norm before clipping (NAN when off) */
     Ema ema;                 /* --ema_decay's average (ema.h); ema.be is NULL when off */
     CkptEma ema_host;        /* its host copy for checkpoints and resumes */
     GradScaler scaler;       /* fp16 loss scaling; disabled otherwise */
@@ -33,15 +36,16 @@ int learner_network(const Config *c, NetSpec *net, char *err, size_t errlen);
  * file of another network fails before anything is written: 0, or -1 with one line in err. */
 int learner_check_init_from(const Config *c, const NetSpec *net, char *err, size_t errlen);
 
-/* The model of `net` with its initial weights from --seed (or --init_from), the optimizer with its parameter groups, the
- * EMA and the scaler; logs what was built. The model's activations are sized for the training
+/* The model of `net` with its initial weights from --seed (or --init_from), --optimizer's optimizer with its parameter
+ * groups, the gradient clipping, the EMA and the scaler; logs what was built. The model's activations are sized for the training
  * batch only (model_evaluate chunks a larger evaluation batch). peak_bytes, the run's estimated
  * peak memory (memory_check.h), goes on the model's log line when it is not 0. */
 void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend *be, int world_size, size_t peak_bytes,
                   Logger *log);
 
-/* The optimizer step on the averaged gradients at learning rate lr: unscaled, skipped by the
- * fp16 scaler when a gradient overflowed. */
+/* The optimizer step on the averaged gradients at learning rate lr: unscaled, clipped to
+ * --clip_grad_norm (their norm kept in grad_norm), skipped by the fp16 scaler when a gradient
+ * overflowed. */
 void learner_update(Learner *l, double lr);
 
 /* Whether the EMA holds an average (it starts at the first update). */

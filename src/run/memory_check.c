@@ -7,6 +7,7 @@
 
 #include "base/memavail.h"
 #include "base/util.h"
+#include "model/optim.h"
 #include "model/zoo.h"
 #include "tta.h"
 
@@ -21,7 +22,10 @@ int memory_estimate(RunMemory *rm, const Config *c, const NetSpec *net, const Ba
         if (model_memory(be, net, c->model, K, ev_size, batch, &ev, err, errlen) != 0) return -1;
         rm->eval_model = model_memory_total(&ev);
     }
-    rm->optimizer = P;
+    /* the optimizer's state tensors (optim.h), each of the parameters' size */
+    const OptimKind *opt = optim_kind(c->optimizer);
+    const size_t S = (size_t)(opt ? opt->n_state : 1) * P;
+    rm->optimizer = S;
     /* ema.c: the average, a scratch of the larger, the saved weights and buffers; learner.c's
      * host copy */
     if (c->ema_decay > 0.0) rm->ema = 2 * P + 2 * B + (P > B ? P : B) + P + B;
@@ -35,16 +39,16 @@ int memory_estimate(RunMemory *rm, const Config *c, const NetSpec *net, const Ba
     const int tta = tta_parse(c->tta);
     const int views = tta > 0 ? tta_views(tta) : 0;
     if (views > 0) rm->batches += (size_t)batch * ev_img + (size_t)(1 + views) * batch * K * sizeof(float);
-    /* checkpoint_write.c's background writer keeps a snapshot of weights, momentum and
+    /* checkpoint_write.c's background writer keeps a snapshot of weights, optimizer state and
      * buffers (and the average's); HDF5 copies a tensor through its checksum filter: two of
      * the largest, as measured */
-    rm->checkpoint = 2 * P + B + (c->ema_decay > 0.0 ? P + B : 0) + 2 * rm->model.largest_tensor;
+    rm->checkpoint = P + S + B + (c->ema_decay > 0.0 ? P + B : 0) + 2 * rm->model.largest_tensor;
     rm->resident = memavail_rss_bytes();
     rm->total = rm->resident + rm->batches + rm->checkpoint;
     if (be->on_device) {
-        /* the model, momentum and average live on the GPU; the host keeps the EMA's copy and
-         * the checkpoints' mirror of weights, buffers and momentum (host_mirror.h) */
-        rm->total += (c->ema_decay > 0.0 ? P + B : 0) + 2 * P + B;
+        /* the model, optimizer state and average live on the GPU; the host keeps the EMA's copy
+         * and the checkpoints' mirror of weights, buffers and optimizer state (host_mirror.h) */
+        rm->total += (c->ema_decay > 0.0 ? P + B : 0) + P + S + B;
     } else {
         rm->total += model_memory_total(&rm->model) + rm->eval_model + rm->optimizer + rm->ema;
     }

@@ -110,11 +110,14 @@ void progress_log(Progress *p, Learner *l, Reducer *rd, const ProgressAt *at) {
                     "epoch %ld step %ld/%ld loss %.4f lr %.5f %.1f images/s (data %.0f%%, comm wait %.0f%%)",
                     at->epoch + 1, at->step, at->total_steps, stats[0], at->lr, ips, 100.0 * stats[1] / dt,
                     100.0 * comm_wait / dt);
-    char line[640];
+    char line[640], norm[64] = "";
+    /* --clip_grad_norm: the norm of this step's gradients before clipping (the same on every rank) */
+    if (l->clip.be && isfinite(l->grad_norm)) snprintf_check(norm, sizeof norm, ", \"grad_norm\": %.8g", (double)l->grad_norm);
+    else if (l->clip.be) snprintf_check(norm, sizeof norm, ", \"grad_norm\": null");   /* JSON has no inf */
     snprintf_check(line, sizeof line,
-                   "{\"epoch\": %ld, \"step\": %ld, \"loss\": %.6f, \"lr\": %.8g, \"images_per_sec\": %.2f, "
+                   "{\"epoch\": %ld, \"step\": %ld, \"loss\": %.6f, \"lr\": %.8g%s, \"images_per_sec\": %.2f, "
                    "\"data_sec\": %.4f, \"compute_sec\": %.4f, \"comm_wait_sec\": %.4f, \"time\": %.3f}",
-                   at->epoch + 1, at->step, stats[0], at->lr, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
+                   at->epoch + 1, at->step, stats[0], at->lr, norm, ips, stats[1], dt - stats[1] - comm_wait, comm_wait,
                    t - at->t_train0);
     logger_metrics(p->log, line);
     if (timeacct_write(p->time, at->step, TIMEACCT_DUE) != 0)

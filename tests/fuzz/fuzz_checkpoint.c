@@ -13,7 +13,7 @@
 #include "base/util.h"
 
 static Model g_model;
-static SGD g_opt;
+static Optimizer g_opt;
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     if (!g_model.num_params) {

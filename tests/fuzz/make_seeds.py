@@ -14,7 +14,7 @@ built in BUILDDIR. Seeds are kept small, since a fuzzer mutates every byte:
                16x16), from a 2-step run on 2 ranks' worth of data, rewritten in that format:
                the float tensors keep the Fletcher-32 checksum the loader requires (one chunk
                each), nothing else is filtered; plus variants (amp state, per-rank rows,
-               /config shapes)
+               /config shapes, the state of other optimizers and of an unknown one)
   init_from/   weights files of that model, as --init_from reads them: /model of checkpoint/good
                as torch_to_ddptrain.py writes it (contiguous, no filter) and as a checkpoint holds
                it (chunked, Fletcher-32); a tensor whose data is in an external file, /model an
@@ -201,6 +201,24 @@ def checkpoint_seeds(build):
             del f["/train_state/global_step"]
             f.create_dataset("/train_state/global_step", data=np.int64(-5))
         out("checkpoint", "negative_step", plain(negative_step))
+
+        def optimizer(name, states):
+            # /optimizer of another optimizer (checkpoint.h): its name and its state groups, made
+            # of the momentum's tensors under the checksum
+            def variant(f):
+                mom = {k: f["/optimizer/momentum/" + k][()] for k in f["/optimizer/momentum"]}
+                del f["/optimizer/momentum"]
+                if "name" in f["/optimizer"]:
+                    del f["/optimizer/name"]
+                f.create_dataset("/optimizer/name", data=np.bytes_(name))
+                for st in states:
+                    g = f.create_group("/optimizer/" + st)
+                    for k, v in mom.items():
+                        g.create_dataset(k, data=np.abs(v), chunks=v.shape or None, fletcher32=True)
+            return variant
+        out("checkpoint", "optimizer_adamw", plain(optimizer("adamw", ["exp_avg", "exp_avg_sq"])))
+        out("checkpoint", "optimizer_lars", plain(optimizer("lars", ["momentum_buffer"])))
+        out("checkpoint", "optimizer_unknown", plain(optimizer("adamq", ["exp_avg"])))
     finally:
         shutil.rmtree(tmp)
 

@@ -49,7 +49,7 @@ int main(int argc, char **argv) {
         else die_code(2, "unknown option %s", argv[i]);
     }
     Model m;
-    SGD opt;
+    Optimizer opt;
     model_init(&m, width, blocks, K, S, N);
     model_init_weights(&m, (uint64_t)seed);
     sgd_init(&opt, m.num_params, 0.9f, 1e-4f);
@@ -66,7 +66,7 @@ int main(int argc, char **argv) {
         else if (strstr(name, ".bn2.")) m.bn_tracked[k] = 200 + i;
         else m.bn_tracked[k] = 300 + i;
     }
-    for (size_t i = 0; i < opt.n; i++) opt.buf[i] = 0.01f * rng_normal(&r);
+    for (size_t i = 0; i < opt.n; i++) opt.state[0][i] = 0.01f * rng_normal(&r);
     opt.steps = 42;
     model_params_changed(&m);
 
@@ -109,7 +109,7 @@ int main(int argc, char **argv) {
     printf("ckpt_dump: wrote %s (width %d, blocks %d, %zu parameters) and %s (%d images %dx%d, %d correct)\n",
            ckpt, width, blocks, m.num_params, shard, N, S, S, correct);
     free(img); free(x); free(y); free(y32);
-    sgd_free(&opt);
+    optim_free(&opt);
     model_free(&m);
     return 0;
 }

@@ -364,17 +364,17 @@ int main(int argc, char **argv) {
     free(h);
 
     /* 3 SGD steps on the same batch, or micro-batches (the first one uses the gradients above). */
-    SGD opt;
+    Optimizer opt;
     sgd_init_on(&opt, be, run->num_params, 0.9f, wd);
     opt.nesterov = nesterov;
-    sgd_set_model_groups(&opt, run, no_decay_1d, bn_bias_lr_mult);
+    optim_set_model_groups(&opt, run, no_decay_1d, bn_bias_lr_mult);
     Ema ema;
     if (ema_decay > 0.0) ema_init(&ema, run, ema_decay);
     for (int s = 0; s < steps; s++) {
         if (s > 0) {
             step_gradients(f, run, s, xb, yb, N, accum, NULL);
         }
-        sgd_step(&opt, run->params, run->grads, lr);
+        optim_step(&opt, run->params, run->grads, lr);
         model_params_changed(run);
         if (ema_decay > 0.0 && (s + 1) % ema_every == 0) ema_update(&ema, run);
     }
@@ -434,7 +434,7 @@ int main(int argc, char **argv) {
     H5Fclose(f);
     printf("dump_model: wrote %s (width %d, blocks %d, batch %d x accum %d, %zu parameters, loss %.6f, %s)\n", out,
            width, blocks, N, accum, m.num_params, loss, be->name);
-    sgd_free(&opt);
+    optim_free(&opt);
     if (run != &m) {
         be->release(xb);
         be->release(yb);
