@@ -126,8 +126,12 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
         l->ema_host.params = mallocCheck(m->num_params * sizeof(float));
         l->ema_host.buffers = mallocCheck(m->num_buffers * sizeof(float));
         l->ema_host.nbt = callocCheck((size_t)model_bn_count(m), sizeof(int64_t));
-        log_info(log, "EMA: weights and batch-norm buffers averaged with decay %.17g%s every %ld step%s (%s); evaluation "
-                 "and checkpoints use the average", decay, c->ema_adjust ? " (--ema_adjust: torchvision's adjusted --ema_decay)" : "", c->ema_every, c->ema_every == 1 ? "" : "s",
+        /* the adjusted decay in full, for comparison with train.py's; --ema_decay as given */
+        log_info(log, c->ema_adjust ? "EMA: weights and batch-norm buffers averaged with decay %.17g%s every %ld step%s (%s); "
+                                      "evaluation and checkpoints use the average"
+                                    : "EMA: weights and batch-norm buffers averaged with decay %g%s every %ld step%s (%s); "
+                                      "evaluation and checkpoints use the average",
+                 decay, c->ema_adjust ? " (--ema_adjust: torchvision's adjusted --ema_decay)" : "", c->ema_every, c->ema_every == 1 ? "" : "s",
                  world_size > 1 ? "buffers averaged over the ranks first" : "one rank");
     }
 
