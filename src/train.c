@@ -296,6 +296,11 @@ static void plan_steps(Run *r) {
                  cfg->lr_ref_batch, global);
     }
     CHECK(schedule_init(&r->sched, cfg->lr_schedule, lr, min_lr, cfg->epochs, r->steps_per_epoch, cfg->warmup_steps) == 0);
+    long milestones[SCHED_MAX_MILESTONES];
+    const int n_milestones = config_lr_milestones(cfg, milestones, SCHED_MAX_MILESTONES);
+    CHECK(n_milestones >= 0);   /* config_check_recipe refused it before */
+    schedule_set_epochwise(&r->sched, cfg->lr_step_size, cfg->lr_gamma, milestones, n_milestones, cfg->lr_warmup_epochs,
+                           !strcmp(cfg->lr_warmup_method, "constant"), cfg->lr_warmup_decay);
     r->total_steps = r->steps_per_epoch * cfg->epochs;
     if (cfg->max_steps > 0 && cfg->max_steps < r->total_steps) r->total_steps = cfg->max_steps;
     /* One cycle over the run's optimizer steps, --max_steps included, as OneCycleLR(total_steps) */
@@ -486,7 +491,12 @@ static int train(Run *r) {
             }
             const double lr = schedule_lr(&r->sched, epoch, r->step);
             optimizer_step(r, lr);
-            if (r->learner.ema.be && r->step % cfg->ema_every == 0) ema_step(r);
+            if (r->learner.ema.be && r->step % cfg->ema_every == 0) {
+                ema_step(r);
+                /* torchvision's reference: with --model-ema-steps' adjustment the average restarts
+                 * during the warm-up epochs, so that the next update copies the weights again */
+                if (cfg->ema_adjust && epoch < cfg->lr_warmup_epochs) r->learner.ema.n_averaged = 0;
+            }
             timeacct_step(&r->time, r->step);
             s_done = s + 1;
             if (r->step % cfg->log_interval == 0 || r->step == r->total_steps) log_progress(r, epoch, lr);

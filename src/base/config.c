@@ -251,6 +251,22 @@ int config_parse_args(Config *c, int argc, char **argv) {
     }
 }
 
+int config_lr_milestones(const Config *c, long *out, int max) {
+    const char *s = c->lr_milestones;
+    int n = 0;
+    if (!*s) return 0;
+    for (;;) {
+        char *end;
+        errno = 0;
+        const long v = strtol(s, &end, 10);
+        if (end == s || errno || v < 1 || n >= max || (n > 0 && v <= out[n - 1])) return -1;
+        out[n++] = v;
+        if (*end == '\0') return n;
+        if (*end != ',') return -1;
+        s = end + 1;
+    }
+}
+
 int config_rrc_scale(const Config *c, double *lo, double *hi) {
     const char *s = c->rrc_scale;
     char *end;
@@ -326,6 +342,21 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     const int onecycle = !strcmp(c->lr_schedule, "onecycle");
     if (onecycle && c->warmup_steps > 0)
         return errf(err, errlen, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");
+    if (c->lr_warmup_epochs > 0 && (onecycle || !strcmp(c->lr_schedule, "cosine_step")))
+        return errf(err, errlen, "--lr_warmup_epochs: --lr_schedule %s steps per optimizer step, not per epoch (%s)",
+                    c->lr_schedule, onecycle ? "it warms up by itself, --onecycle_pct_start" : "use --warmup_steps");
+    if (c->lr_warmup_epochs > 0 && c->warmup_steps > 0)
+        return errf(err, errlen, "--lr_warmup_epochs: one warm-up at a time (--warmup_steps %ld is given)", c->warmup_steps);
+    if (c->lr_warmup_epochs > 0 && c->lr_warmup_epochs >= c->epochs)
+        return errf(err, errlen, "--lr_warmup_epochs %ld: must be below --epochs %ld (the schedule after it needs an epoch)",
+                    c->lr_warmup_epochs, c->epochs);
+    long ms[64];
+    const int n_ms = config_lr_milestones(c, ms, 32);
+    if (n_ms < 0)
+        return errf(err, errlen, "--lr_milestones '%s': must be up to 32 positive epochs, ascending, comma-separated",
+                    c->lr_milestones);
+    if (!strcmp(c->lr_schedule, "multistep") && n_ms == 0)
+        return errf(err, errlen, "--lr_schedule multistep: needs --lr_milestones (the epochs where --lr_gamma applies)");
     if (onecycle && c->min_lr != 0.0)
         return errf(err, errlen,
                     "--min_lr: --lr_schedule onecycle ends at --lr / --onecycle_div_factor / --onecycle_final_div_factor");

@@ -46,6 +46,9 @@ int config_json_apply(Config *c, const char *text, size_t len, const char *what,
  * with --warmup_steps or --min_lr). Returns 0, or -1 with one line in err naming the flag. */
 int config_check_recipe(const Config *c, char *err, size_t errlen);
 
+/* --lr_milestones' epochs into out (at most max); their count, or -1 unless they are positive
+ * integers in strictly ascending order, comma-separated, and no more than max. "" gives 0. */
+int config_lr_milestones(const Config *c, long *out, int max);
 /* --rrc_scale's two numbers; -1 unless they are LO,HI with 0 < LO <= HI <= 1. */
 int config_rrc_scale(const Config *c, double *lo, double *hi);
 /* The network's input size: --train_crop_size, or the stored --image_size without it. */

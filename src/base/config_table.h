@@ -68,13 +68,20 @@
     X(no_decay_1d,      BOOL,   "false", 0, 0,          "no weight decay on 1-D parameters (batch-norm weights and biases, the linear layer's bias), as PyTorch's two param groups of decay and no decay") \
     X(bn_bias_lr_mult,  FLOAT,  "1",     0, 1e3,        "learning rate multiplier of the batch-norm biases (a param group of its own in PyTorch, lr = this * --lr, scheduled alike)") \
     X(label_smoothing,  FLOAT,  "0",     0, 1,          "label smoothing E of the training loss, nn.CrossEntropyLoss(label_smoothing=E): target (1-E) * one-hot + E / num_classes; below 1 (the test loss stays plain cross-entropy); CPU backend only for now") \
-    X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant|onecycle", 0, "cosine: annealed per epoch; cosine_step: per optimizer step; constant; onecycle: OneCycleLR(max_lr=--lr, total_steps=the run's optimizer steps, cycle_momentum=False) stepped per optimizer step") \
+    X(lr_schedule,      CHOICE, "cosine", "cosine|cosine_step|constant|onecycle|step|multistep|exponential", 0, "cosine: annealed per epoch (CosineAnnealingLR(T_max=--epochs - --lr_warmup_epochs, eta_min=--min_lr)); cosine_step: per optimizer step; constant; onecycle: OneCycleLR(max_lr=--lr, total_steps=the run's optimizer steps, cycle_momentum=False) stepped per optimizer step; step: StepLR(--lr_step_size, --lr_gamma); multistep: MultiStepLR(--lr_milestones, --lr_gamma); exponential: ExponentialLR(--lr_gamma); all but cosine_step and onecycle stepped per epoch, as torchvision's reference script") \
+    X(lr_step_size,     INT,    "30",    1, 1000000,    "--lr_schedule step: multiply the learning rate by --lr_gamma every this many epochs (StepLR's step_size)") \
+    X(lr_gamma,         FLOAT,  "0.1",   0, 1e3,        "--lr_schedule step, multistep and exponential: the learning rate's factor (their gamma)") \
+    X(lr_milestones,    STR,    "",      0, 0,          "--lr_schedule multistep: the epochs, ascending and comma-separated (\"30,60,80\"), at which the learning rate is multiplied by --lr_gamma, counted as MultiStepLR counts them: from the end of --lr_warmup_epochs") \
+    X(lr_warmup_epochs, INT,    "0",     0, 1000000,    "torchvision's warm-up in epochs: SequentialLR of --lr_warmup_method's schedule over this many epochs, then --lr_schedule (cosine, constant, step, multistep, exponential) from --lr; 0: none") \
+    X(lr_warmup_method, CHOICE, "linear", "linear|constant", 0, "--lr_warmup_epochs' schedule: linear (LinearLR(start_factor=--lr_warmup_decay)) or constant (ConstantLR(factor=--lr_warmup_decay))") \
+    X(lr_warmup_decay,  FLOAT,  "0.01",  1e-12, 1,      "--lr_warmup_epochs starts at --lr times this (LinearLR's start_factor, ConstantLR's factor)") \
     X(onecycle_pct_start, FLOAT, "0.3",  0, 1,          "share of the steps --lr_schedule onecycle rises in (OneCycleLR's pct_start)") \
     X(onecycle_anneal,  CHOICE, "cos",   "cos|linear", 0, "--lr_schedule onecycle's anneal_strategy") \
     X(onecycle_div_factor, FLOAT, "25",  1e-6, 1e12,    "--lr_schedule onecycle starts at --lr / this (OneCycleLR's div_factor)") \
     X(onecycle_final_div_factor, FLOAT, "1e4", 1e-6, 1e12, "--lr_schedule onecycle ends at --lr / onecycle_div_factor / this (OneCycleLR's final_div_factor)") \
     X(ema_decay,        FLOAT,  "0",     0, 1,          "exponential moving average of the weights and batch-norm buffers, AveragedModel(use_buffers=True) with ema = D * ema + (1-D) * p, evaluated and checkpointed instead of the trained weights (0: off; below 1)") \
     X(ema_every,        INT,    "1",     1, 1000000000, "update the --ema_decay average every N optimizer steps (at global steps N, 2N, ...)") \
+    X(ema_adjust,       BOOL,   "false", 0, 0,          "torchvision's --model-ema-steps adjustment: the EMA's decay becomes 1 - min(1, (1 - --ema_decay) x ranks x --batch_size x --ema_every / --epochs); and the average restarts (a copy of the weights) at every update during --lr_warmup_epochs, as its reference script") \
     X(min_lr,           FLOAT,  "0",     0, 1e3,        "learning rate at the end of the cosine schedule") \
     X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \

@@ -7,7 +7,7 @@
 #include "base/util.h"
 
 void ema_init(Ema *e, const Model *m, double decay) {
-    CHECK(decay > 0.0 && decay < 1.0);
+    CHECK(decay >= 0.0 && decay < 1.0);   /* 0: --ema_adjust's clamp, a copy */
     memset(e, 0, sizeof *e);
     const Backend *be = m->be;
     e->be = be;

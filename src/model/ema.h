@@ -37,7 +37,7 @@ typedef struct {
     int swapped;
 } Ema;
 
-/* An empty average (n_averaged 0) for m's layout on m's backend; 0 < decay < 1. */
+/* An empty average (n_averaged 0) for m's layout on m's backend; 0 <= decay < 1 (0: a copy of the weights). */
 void ema_init(Ema *e, const Model *m, double decay);
 void ema_free(Ema *e);
 

@@ -11,6 +11,9 @@ int schedule_init(Schedule *s, const char *kind_name, double base_lr, double min
     else if (!strcmp(kind_name, "cosine_step")) s->kind = SCHED_COSINE_STEP;
     else if (!strcmp(kind_name, "constant")) s->kind = SCHED_CONSTANT;
     else if (!strcmp(kind_name, "onecycle")) s->kind = SCHED_ONECYCLE;
+    else if (!strcmp(kind_name, "step")) s->kind = SCHED_STEP;
+    else if (!strcmp(kind_name, "multistep")) s->kind = SCHED_MULTISTEP;
+    else if (!strcmp(kind_name, "exponential")) s->kind = SCHED_EXPONENTIAL;
     else return -1;
     s->base_lr = base_lr;
     s->min_lr = min_lr;
@@ -19,7 +22,74 @@ int schedule_init(Schedule *s, const char *kind_name, double base_lr, double min
     s->warmup_steps = warmup_steps;
     s->onecycle = (OneCycle){ .total_steps = s->epochs * s->steps_per_epoch, .pct_start = 0.3, .div_factor = 25.0,
                               .final_div_factor = 1e4, .anneal_linear = 0 };
+    schedule_set_epochwise(s, 30, 0.1, NULL, 0, 0, 0, 0.01);
     return 0;
+}
+
+void schedule_set_epochwise(Schedule *s, long step_size, double gamma, const long *milestones, int n_milestones,
+                            long warmup_epochs, int warmup_constant, double warmup_decay) {
+    s->step_size = step_size > 0 ? step_size : 1;
+    s->gamma = gamma;
+    s->n_milestones = n_milestones < SCHED_MAX_MILESTONES ? n_milestones : SCHED_MAX_MILESTONES;
+    for (int i = 0; i < s->n_milestones; i++) s->milestones[i] = milestones[i];
+    s->warmup_epochs = warmup_epochs > 0 ? warmup_epochs : 0;
+    s->warmup_constant = warmup_constant;
+    s->warmup_decay = warmup_decay;
+}
+
+/* The main schedule's lr at its own epoch k (k = 0 where SequentialLR calls step(0), which takes
+ * the closed form: base_lr for all of these), then each step() as torch's chainable get_lr()
+ * computes it from the previous lr, in its operations' order, so that the values agree with
+ * PyTorch's to the last few bits rather than to a closed form's rounding. */
+static double main_lr(const Schedule *s, long k) {
+    const double base = s->base_lr, eta_min = s->min_lr;
+    double lr = base;
+    if (s->kind == SCHED_COSINE) {
+        /* CosineAnnealingLR(T_max = epochs - warm-up) */
+        const double T = (double)(s->epochs - s->warmup_epochs);
+        for (long e = 1; e <= k; e++) {
+            if ((e - 1 - (long)T) % (2 * (long)T) == 0)
+                lr = lr + (base - eta_min) * (1 - cos(M_PI / T)) / 2;
+            else
+                lr = (1 + cos(M_PI * (double)e / T)) / (1 + cos(M_PI * (double)(e - 1) / T)) * (lr - eta_min) + eta_min;
+        }
+        return lr;
+    }
+    for (long e = 1; e <= k; e++) {
+        switch (s->kind) {
+        case SCHED_STEP:
+            if (e % s->step_size == 0) lr = lr * s->gamma;
+            break;
+        case SCHED_MULTISTEP:   /* gamma ** (times e is a milestone) */
+            for (int i = 0; i < s->n_milestones; i++)
+                if (s->milestones[i] == e) lr = lr * s->gamma;
+            break;
+        case SCHED_EXPONENTIAL: lr = lr * s->gamma; break;
+        default: break;         /* constant */
+        }
+    }
+    return lr;
+}
+
+/* The warm-up's lr at epoch e < warmup_epochs: torch's LinearLR / ConstantLR chainable get_lr()
+ * from base_lr, its first value base_lr * start_factor at e = 0. */
+static double warmup_lr(const Schedule *s, long e) {
+    const double f = s->warmup_decay, W = (double)s->warmup_epochs;
+    double lr = s->base_lr * f;
+    for (long i = 1; i <= e; i++) {
+        if (s->warmup_constant) {
+            if (i == s->warmup_epochs) lr = lr * (1.0 / f);   /* never reached before the switch */
+        } else if (i <= s->warmup_epochs) {
+            lr = lr * (1.0 + (1.0 - f) / (W * f + (double)(i - 1) * (1.0 - f)));
+        }
+    }
+    return lr;
+}
+
+/* The per-epoch schedules of torchvision's reference script, SequentialLR's switch included. */
+static double epochwise_lr(const Schedule *s, long epoch) {
+    if (epoch < s->warmup_epochs) return warmup_lr(s, epoch);
+    return main_lr(s, epoch - s->warmup_epochs);
 }
 
 /* OneCycleLR.get_lr, its operations in its order (Python floats are doubles): phase 1 from
@@ -58,7 +128,13 @@ double schedule_lr(const Schedule *s, long epoch, long step) {
     case SCHED_COSINE_STEP: t = (double)step / (double)(s->epochs * s->steps_per_epoch); break;
     case SCHED_CONSTANT: t = -1.0; break;
     case SCHED_ONECYCLE: return onecycle_lr(s, step);
+    case SCHED_STEP:
+    case SCHED_MULTISTEP:
+    case SCHED_EXPONENTIAL: lr = epochwise_lr(s, epoch); t = -1.0; break;
     }
+    /* cosine with epochs of warm-up: SequentialLR's, torch's chainable form over epochs - W */
+    if (s->kind == SCHED_COSINE && s->warmup_epochs > 0) { lr = epochwise_lr(s, epoch); t = -1.0; }
+    if (s->kind == SCHED_CONSTANT && s->warmup_epochs > 0) lr = epochwise_lr(s, epoch);
     if (t >= 0.0) {
         if (t > 1.0) t = 1.0;
         lr = s->min_lr + (s->base_lr - s->min_lr) * 0.5 * (1.0 + cos(M_PI * t));

@@ -3,7 +3,12 @@
 #ifndef DDP_SCHEDULE_H
 #define DDP_SCHEDULE_H
 
-typedef enum { SCHED_COSINE, SCHED_COSINE_STEP, SCHED_CONSTANT, SCHED_ONECYCLE } ScheduleKind;
+typedef enum {
+    SCHED_COSINE, SCHED_COSINE_STEP, SCHED_CONSTANT, SCHED_ONECYCLE,
+    SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL   /* torchvision's per-epoch ones */
+} ScheduleKind;
+
+#define SCHED_MAX_MILESTONES 32
 
 /* torch.optim.lr_scheduler.OneCycleLR(max_lr=base_lr, total_steps, pct_start, anneal_strategy,
  * div_factor, final_div_factor, cycle_momentum=False, three_phase=False), stepped once per
@@ -19,6 +24,17 @@ typedef struct {
     double base_lr, min_lr;
     long epochs, steps_per_epoch, warmup_steps;
     OneCycle onecycle;      /* SCHED_ONECYCLE only */
+    /* torchvision's per-epoch rules (set by schedule_set_epochwise after schedule_init):
+     * StepLR(step_size, gamma), MultiStepLR(milestones, gamma), ExponentialLR(gamma), and the
+     * warm-up SequentialLR puts before them: LinearLR(start_factor=warmup_decay) or
+     * ConstantLR(factor=warmup_decay) over warmup_epochs epochs. */
+    long step_size;
+    double gamma;
+    long milestones[SCHED_MAX_MILESTONES];
+    int n_milestones;
+    long warmup_epochs;
+    int warmup_constant;
+    double warmup_decay;
 } Schedule;
 
 /* kind_name: "cosine" (PyTorch CosineAnnealingLR(T_max=epochs) stepped once per epoch, as the
@@ -27,6 +43,15 @@ typedef struct {
  * steps; change s->onecycle after this call). Returns -1 for an unknown name. */
 int schedule_init(Schedule *s, const char *kind_name, double base_lr, double min_lr, long epochs,
                   long steps_per_epoch, long warmup_steps);
+
+/* torchvision's reference train.py: the main schedule's StepLR step_size, gamma (StepLR,
+ * MultiStepLR, ExponentialLR), MultiStepLR's milestones (ascending, counted in the main
+ * schedule's epochs, that is after the warm-up), and with warmup_epochs > 0 the SequentialLR of
+ * LinearLR(start_factor=warmup_decay, total_iters=warmup_epochs) (or ConstantLR(factor=
+ * warmup_decay) when warmup_constant) and the main schedule, milestones=[warmup_epochs]; a
+ * cosine's T_max becomes epochs - warmup_epochs, as train.py's. */
+void schedule_set_epochwise(Schedule *s, long step_size, double gamma, const long *milestones, int n_milestones,
+                            long warmup_epochs, int warmup_constant, double warmup_decay);
 
 /* lr for optimizer step `step` (0-based, global) which lies in epoch `epoch` (0-based). Linear
  * warm-up from base_lr/warmup_steps to base_lr over the first warmup_steps steps multiplies it. */

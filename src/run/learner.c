@@ -114,12 +114,24 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
     if (l->clip.be) log_info(log, "gradients: clipped to a global L2 norm of %g before every step", c->clip_grad_norm);
 
     if (c->ema_decay > 0.0) {
-        ema_init(&l->ema, m, c->ema_decay);
+        /* torchvision's --model-ema-steps adjustment of the decay, as its train.py computes it */
+        double decay = c->ema_decay;
+        if (c->ema_adjust) {
+            const double adjust = (double)world_size * (double)c->batch_size * (double)c->ema_every / (double)c->epochs;
+            double alpha = 1.0 - c->ema_decay;
+            alpha = fmin(1.0, alpha * adjust);
+            decay = 1.0 - alpha;
+        }
+        ema_init(&l->ema, m, decay);
         l->ema_host.params = mallocCheck(m->num_params * sizeof(float));
         l->ema_host.buffers = mallocCheck(m->num_buffers * sizeof(float));
         l->ema_host.nbt = callocCheck((size_t)model_bn_count(m), sizeof(int64_t));
-        log_info(log, "EMA: weights and batch-norm buffers averaged with decay %g every %ld step%s (%s); evaluation "
-                 "and checkpoints use the average", c->ema_decay, c->ema_every, c->ema_every == 1 ? "" : "s",
+        /* the adjusted decay in full, for comparison with train.py's; --ema_decay as given */
+        log_info(log, c->ema_adjust ? "EMA: weights and batch-norm buffers averaged with decay %.17g%s every %ld step%s (%s); "
+                                      "evaluation and checkpoints use the average"
+                                    : "EMA: weights and batch-norm buffers averaged with decay %g%s every %ld step%s (%s); "
+                                      "evaluation and checkpoints use the average",
+                 decay, c->ema_adjust ? " (--ema_adjust: torchvision's adjusted --ema_decay)" : "", c->ema_every, c->ema_every == 1 ? "" : "s",
                  world_size > 1 ? "buffers averaged over the ranks first" : "one rank");
     }
 
