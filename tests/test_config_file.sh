@@ -92,7 +92,7 @@ refused wrong_type    '{"epochs": "2"}'                      'key "epochs": the 
 refused bool_type     '{"nesterov": 1}'                      'key "nesterov": the value must be true or false, not a number'
 refused out_of_range  '{"momentum": 1.5}'                    'key "momentum": --momentum: 1.5 is out of range'
 refused not_integer   '{"epochs": 2.5}'                      "key \"epochs\": --epochs: '2.5' is not an integer"
-refused bad_choice    '{"lr_schedule": "step"}'              "key \"lr_schedule\": --lr_schedule: 'step' is not one of"
+refused bad_choice    '{"lr_schedule": "stepwise"}'          "key \"lr_schedule\": --lr_schedule: 'stepwise' is not one of"
 refused repeated      '{"lr": 0.1, "lr": 0.2}'               'key "lr" appears twice'
 refused null_value    '{"lr": null}'                         'malformed JSON at line 1, column 8 (key "lr"): a value must be a string, a number, true or false, not null'
 refused nested        '{"lr": {"x": 1}}'                     'malformed JSON at line 1, column 8 (key "lr"): a value must be'
