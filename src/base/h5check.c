@@ -636,89 +636,93 @@ int h5w_check_header(Check *c, uint64_t addr, const char *what) {
     return rc;
 }
 
-int h5check_file(const char *path, char *err, size_t errlen) {
-    Check c = {.path = path, .err = err, .errlen = errlen, .fd = -1, .gcol_addr = UINT64_MAX};
-    c.fd = open(path, O_RDONLY | O_CLOEXEC);
-    if (c.fd < 0) {
+int h5w_check_superblock(Check *c, uint64_t *root_out) {
+    const char *path = c->path;
+    char *err = c->err;
+    const size_t errlen = c->errlen;
+    c->fd = open(path, O_RDONLY | O_CLOEXEC);
+    if (c->fd < 0) {
         snprintf(err, errlen, "%s: cannot open: %s", path, strerror(errno));
         return -1;
     }
     struct stat st;
     int rc = 0;
-    if (fstat(c.fd, &st) != 0) {
+    if (fstat(c->fd, &st) != 0) {
         snprintf(err, errlen, "%s: cannot stat: %s", path, strerror(errno));
         rc = -1;
         goto out;
     }
-    c.file_size = (uint64_t)st.st_size;
-    c.cache = malloc(CACHE_BLOCKS * CACHE_BLOCK);   /* without it, every read is a pread */
+    c->file_size = (uint64_t)st.st_size;
+    c->cache = malloc(CACHE_BLOCKS * CACHE_BLOCK);   /* without it, every read is a pread */
     /* The superblock is at 0 or after a user block of 512, 1024, 2048, ... bytes. */
     static const unsigned char sig[8] = {0x89, 'H', 'D', 'F', '\r', '\n', 0x1a, '\n'};
     unsigned char sb[128];
     uint64_t at = 0;
     for (;;) {
-        if (read_at(&c, at, sb, 8) != 0) goto out;   /* no signature: HDF5's open says so */
+        if (read_at(c, at, sb, 8) != 0) goto out;   /* no signature: HDF5's open says so */
         if (memcmp(sb, sig, 8) == 0) break;
         at = at ? at * 2 : 512;
     }
-    const size_t got = c.file_size - at < sizeof sb ? (size_t)(c.file_size - at) : sizeof sb;
-    if (got < 24 || read_at(&c, at, sb, got) != 0) { rc = h5w_fail(&c, "a superblock cut short"); goto out; }
+    const size_t got = c->file_size - at < sizeof sb ? (size_t)(c->file_size - at) : sizeof sb;
+    if (got < 24 || read_at(c, at, sb, got) != 0) { rc = h5w_fail(c, "a superblock cut short"); goto out; }
     const int version = sb[8];
     size_t p;
     if (version <= 1) {
-        c.sizeof_addr = sb[13];
-        c.sizeof_len = sb[14];
+        c->sizeof_addr = sb[13];
+        c->sizeof_len = sb[14];
         p = version == 0 ? 24 : 28;
     } else if (version <= 3) {
-        c.sizeof_addr = sb[9];
-        c.sizeof_len = sb[10];
+        c->sizeof_addr = sb[9];
+        c->sizeof_len = sb[10];
         p = 12;
     } else {
-        rc = h5w_fail(&c, "superblock version %d", version);
+        rc = h5w_fail(c, "superblock version %d", version);
         goto out;
     }
-    if ((c.sizeof_addr != 2 && c.sizeof_addr != 4 && c.sizeof_addr != 8) ||
-        (c.sizeof_len != 2 && c.sizeof_len != 4 && c.sizeof_len != 8)) {
-        rc = h5w_fail(&c, "addresses of %d and lengths of %d bytes", c.sizeof_addr, c.sizeof_len);
+    if ((c->sizeof_addr != 2 && c->sizeof_addr != 4 && c->sizeof_addr != 8) ||
+        (c->sizeof_len != 2 && c->sizeof_len != 4 && c->sizeof_len != 8)) {
+        rc = h5w_fail(c, "addresses of %d and lengths of %d bytes", c->sizeof_addr, c->sizeof_len);
         goto out;
     }
-    const size_t O = (size_t)c.sizeof_addr, L = (size_t)c.sizeof_len;
+    const size_t O = (size_t)c->sizeof_addr, L = (size_t)c->sizeof_len;
     /* v0/1: base, free space, end of file and driver addresses, then the root's symbol table
      * entry (link name offset, a length; object header address); v2/3: base, extension, end
      * of file, root object header address. */
     const size_t root_at = version <= 1 ? p + 4 * O + L : p + 3 * O;
-    if (root_at + O > got) { rc = h5w_fail(&c, "a superblock cut short"); goto out; }
-    c.base = le(sb + p, (int)O);
-    if (c.base != at && c.base != 0) { rc = h5w_fail(&c, "a base address of %llu", (unsigned long long)c.base); goto out; }
-    c.undef = O == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * O)) - 1;
+    if (root_at + O > got) { rc = h5w_fail(c, "a superblock cut short"); goto out; }
+    c->base = le(sb + p, (int)O);
+    if (c->base != at && c->base != 0) { rc = h5w_fail(c, "a base address of %llu", (unsigned long long)c->base); goto out; }
+    c->undef = O == 8 ? UINT64_MAX : (UINT64_C(1) << (8 * O)) - 1;
     const uint64_t eof = le(sb + p + 2 * O, (int)O);
-    c.end = eof < c.file_size - c.base ? eof : c.file_size - c.base;
-    c.budget = 2 * c.file_size + (1u << 20);
+    c->end = eof < c->file_size - c->base ? eof : c->file_size - c->base;
+    c->budget = 2 * c->file_size + (1u << 20);
     /* v0/1 give the groups' K values; v2/3 files have HDF5's defaults unless their superblock
      * extension holds a B-tree 'K' values message */
-    c.leaf_k = 4;
-    c.node_k = 16;
+    c->leaf_k = 4;
+    c->node_k = 16;
     if (version <= 1) {
-        c.leaf_k = (unsigned)le(sb + 16, 2);
-        c.node_k = (unsigned)le(sb + 18, 2);
-    } else if (le(sb + p + O, (int)O) != c.undef) {
-        c.extension = 1;
-        rc = h5w_check_header(&c, le(sb + p + O, (int)O), "the superblock extension");
-        c.extension = 0;
+        c->leaf_k = (unsigned)le(sb + 16, 2);
+        c->node_k = (unsigned)le(sb + 18, 2);
+    } else if (le(sb + p + O, (int)O) != c->undef) {
+        c->extension = 1;
+        rc = h5w_check_header(c, le(sb + p + O, (int)O), "the superblock extension");
+        c->extension = 0;
         if (rc != 0) goto out;
     }
-    if (c.leaf_k == 0 || c.node_k == 0) { rc = h5w_fail(&c, "groups of K %u and %u", c.leaf_k, c.node_k); goto out; }
+    if (c->leaf_k == 0 || c->node_k == 0) { rc = h5w_fail(c, "groups of K %u and %u", c->leaf_k, c->node_k); goto out; }
     const uint64_t root = le(sb + root_at, (int)O);
-    c.root = 1;
-    rc = h5w_check_header(&c, root, "the root group's object header");
-    c.root = 0;
-    if (rc == 0 && c.has_stab) rc = h5w_check_group(&c, root, "/", 0);
-    else if (rc == 0) rc = h5w_check_links(&c, root, "/", 0);
+    c->root = 1;
+    rc = h5w_check_header(c, root, "the root group's object header");
+    c->root = 0;
+    *root_out = root;
 out:
-    free(c.cache);
-    free(c.groups);
-    free(c.gcol_size);
-    free(c.links);
-    close(c.fd);
     return rc;
+}
+
+void h5w_release(Check *c) {
+    free(c->cache);
+    free(c->groups);
+    free(c->gcol_size);
+    free(c->links);
+    if (c->fd >= 0) close(c->fd);
 }

@@ -243,3 +243,14 @@ static int check_object(Check *c, uint64_t addr, const char *parent, const char 
         if ((unsigned char)*s < 0x20 || (unsigned char)*s > 0x7e) *s = '?';
     return c->has_stab ? h5w_check_group(c, addr, path, depth) : h5w_check_links(c, addr, path, depth);
 }
+
+/* The whole file: its superblock and root header (h5check.c), then the groups from the root
+ * down. Here rather than in h5check.c so that the walk's files call one way. */
+int h5check_file(const char *path, char *err, size_t errlen) {
+    Check c = {.path = path, .err = err, .errlen = errlen, .fd = -1, .gcol_addr = UINT64_MAX};
+    uint64_t root = 0;
+    int rc = h5w_check_superblock(&c, &root);
+    if (rc == 0) rc = c.has_stab ? h5w_check_group(&c, root, "/", 0) : h5w_check_links(&c, root, "/", 0);
+    h5w_release(&c);
+    return rc;
+}

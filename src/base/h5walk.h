@@ -111,6 +111,11 @@ int h5w_btree_node_head(Check *c, uint64_t addr, int type, int *level, unsigned 
  * v1 B-tree (h5check.c): every chunk inside the file, of a chunk's size, in order. */
 int h5w_check_chunk_index(Check *c);
 /* The old-style group at addr whose symbol table message was just read (h5check_groups.c). */
+/* The file opened and its superblock, extension and root group's header checked (h5check.c):
+ * 0 with the root's header address in *root, or -1 with c->err; h5w_release frees what it took
+ * either way. c holds path, err, errlen, fd -1 and gcol_addr UINT64_MAX on entry. */
+int h5w_check_superblock(Check *c, uint64_t *root);
+void h5w_release(Check *c);
 int h5w_check_group(Check *c, uint64_t addr, const char *path, int depth);
 /* The new-style group at addr whose hard links were just read into c->links. */
 int h5w_check_links(Check *c, uint64_t addr, const char *path, int depth);
