@@ -131,7 +131,7 @@ def main():
           f"crop {crop} (scale {lo:g}-{hi:g}), evaluation Resize({vresize}) CenterCrop({vcrop}), global batch "
           f"{global_batch} ({a.ranks} x {c['batch_size']} x {c['grad_accum_steps']}), lr {lr:g}, {steps_per_epoch} steps "
           f"per epoch, {total} steps, {torch.get_num_threads()} threads, {a.workers} loader workers", flush=True)
-    opt, base, sched, criterion, ema = optimisation(model, c, lr, total)
+    opt, base, sched, criterion, ema = optimisation(model, c, lr, total, a.ranks)
     level = {"none": 0, "flip": 1, "flip_shift": 2}[c["tta"]]
     step, t0 = 0, time.time()
     for epoch in range(c["epochs"]):

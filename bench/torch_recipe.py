@@ -10,12 +10,15 @@ usage: torch_recipe.py RECIPE.json --data DIR [--ranks R] [--set NAME=VALUE ...]
 One process, no DDP: each optimizer step takes the global batch of R ranks (batch_size x
 grad_accum_steps x R images, one forward), so batch norm sees the global batch, as ddptrain
 does with --sync_bn (without it each ddptrain rank normalises over its own batch). The recipe's
-options map onto PyTorch as docs/recipes.md says: SGD(momentum, weight_decay, nesterov) with the
-param groups of no_decay_1d and bn_bias_lr_mult, CrossEntropyLoss(label_smoothing), the lr
-scaled by lr_ref_batch, the schedule (cosine per epoch as CosineAnnealingLR(T_max=epochs),
-cosine_step, constant, onecycle as OneCycleLR, with the linear warm-up), AveragedModel(
-use_buffers=True) for ema_decay every ema_every steps, and airbench's test-time augmentation for
-tta. Training batches as data/README.md describes ddptrain's: every epoch a random order (from
+options map onto PyTorch as docs/recipes.md says: the optimizer (torch.optim's SGD, AdamW and
+RMSprop; LAMB and LARS as tests/helpers/optim_torch.py writes timm's rules) with the param groups
+of no_decay_1d and bn_bias_lr_mult, clip_grad_norm_, CrossEntropyLoss(label_smoothing), the lr
+scaled by lr_ref_batch, the schedule (cosine per epoch as CosineAnnealingLR(T_max=epochs less
+the warm-up), cosine_step, constant, onecycle as OneCycleLR, step, multistep and exponential as
+torchvision's train.py steps them per epoch after lr_warmup_epochs of LinearLR or ConstantLR, or
+the linear warm-up of warmup_steps), AveragedModel(use_buffers=True) for ema_decay every
+ema_every steps (ema_adjust as torchvision's --model-ema-steps), and airbench's test-time
+augmentation for tta. Training batches as data/README.md describes ddptrain's: every epoch a random order (from
 numpy, not ddptrain's generator: the same distribution, other samples), crop_padding pixels of
 zero padding before normalisation, a random 32x32 crop and a horizontal flip with probability 0.5 (or
 alternating: a coin per image, then the other side every epoch),
@@ -38,6 +41,7 @@ import torch.nn.functional as F
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
 from miniresnet_torch import MiniResNet  # noqa: E402
+from optim_torch import Lamb, Lars  # noqa: E402
 
 # ddptrain's defaults for the options that change what is computed (src/base/config_table.h)
 DEFAULTS = {
@@ -47,7 +51,13 @@ DEFAULTS = {
     "lr_schedule": "cosine", "onecycle_pct_start": 0.3, "onecycle_anneal": "cos", "onecycle_div_factor": 25.0,
     "onecycle_final_div_factor": 1e4, "min_lr": 0.0, "warmup_steps": 0, "seed": 42, "ema_decay": 0.0,
     "ema_every": 1, "tta": "none", "eval_batch_size": 256, "num_classes": 10, "image_size": 32,
+    "optimizer": "sgd", "adam_beta1": 0.9, "adam_beta2": 0.999, "rmsprop_alpha": 0.9, "opt_eps": 0.0,
+    "lars_trust_coeff": 0.001, "lamb_max_grad_norm": 1.0, "clip_grad_norm": 0.0, "lr_step_size": 30,
+    "lr_gamma": 0.1, "lr_milestones": "", "lr_warmup_epochs": 0, "lr_warmup_method": "linear",
+    "lr_warmup_decay": 0.01, "ema_adjust": False,
 }
+# the optimizers' own epsilon where --opt_eps is 0 (config_table.h)
+OPT_EPS = {"sgd": 0.0, "adamw": 1e-8, "rmsprop": 0.0316, "lamb": 1e-6, "lars": 1e-8}
 # options that change nothing here (how ddptrain runs, not what it computes)
 IGNORED = {"data_dir", "job_dir", "config", "prefetch", "use_amp", "amp_dtype", "amp_activations", "device",
            "tf32", "cudnn_benchmark", "threads", "eval_every", "eval_every_steps", "log_interval", "save_every",
@@ -105,11 +115,30 @@ def param_groups(model, lr, c):
     return [g for g in groups if g["params"]]
 
 
-def optimisation(model, c, lr, total):
-    """The recipe's SGD with its parameter groups, the groups' base learning rates, OneCycleLR
-    (or None: lr_factor sets the rates), the loss and the EMA (or None)."""
-    opt = torch.optim.SGD(param_groups(model, lr, c), lr=lr, momentum=c["momentum"],
-                          weight_decay=c["weight_decay"], nesterov=bool(c["nesterov"]))
+def make_optimizer(model, c, lr):
+    """--optimizer over the recipe's parameter groups: torch.optim's SGD, AdamW and RMSprop, or
+    the LAMB and LARS of tests/helpers/optim_torch.py (timm's update rules)."""
+    groups = param_groups(model, lr, c)
+    kind, eps = c["optimizer"], float(c["opt_eps"]) or OPT_EPS[c["optimizer"]]
+    wd = c["weight_decay"]
+    if kind == "sgd":
+        return torch.optim.SGD(groups, lr=lr, momentum=c["momentum"], weight_decay=wd, nesterov=bool(c["nesterov"]))
+    if kind == "adamw":
+        return torch.optim.AdamW(groups, lr=lr, betas=(c["adam_beta1"], c["adam_beta2"]), eps=eps, weight_decay=wd)
+    if kind == "rmsprop":
+        return torch.optim.RMSprop(groups, lr=lr, alpha=c["rmsprop_alpha"], eps=eps, weight_decay=wd,
+                                   momentum=c["momentum"])
+    if kind == "lamb":
+        return Lamb(groups, lr=lr, betas=(c["adam_beta1"], c["adam_beta2"]), eps=eps, weight_decay=wd,
+                    max_grad_norm=c["lamb_max_grad_norm"] or None)
+    return Lars(groups, lr=lr, momentum=c["momentum"], weight_decay=wd, nesterov=bool(c["nesterov"]),
+                trust_coeff=c["lars_trust_coeff"], eps=eps)
+
+
+def optimisation(model, c, lr, total, ranks=1):
+    """The recipe's optimizer with its parameter groups, the groups' base learning rates,
+    OneCycleLR (or None: lr_factor sets the rates), the loss and the EMA (or None)."""
+    opt = make_optimizer(model, c, lr)
     base = [g["lr"] for g in opt.param_groups]
     sched = None
     if c["lr_schedule"] == "onecycle":
@@ -121,6 +150,8 @@ def optimisation(model, c, lr, total):
     ema = None
     if c["ema_decay"] > 0:
         d = c["ema_decay"]
+        if c["ema_adjust"]:   # torchvision's --model-ema-steps adjustment (train.py)
+            d = 1.0 - min(1.0, (1.0 - d) * ranks * c["batch_size"] * c["ema_every"] / c["epochs"])
         ema = torch.optim.swa_utils.AveragedModel(model, avg_fn=lambda e, p, n: d * e + (1 - d) * p, use_buffers=True)
     return opt, base, sched, criterion, ema
 
@@ -131,6 +162,8 @@ def train_step(model, optimisation, c, x, y, step):
     opt.zero_grad(set_to_none=True)
     loss = criterion(model(x), y)
     loss.backward()
+    if c["clip_grad_norm"] > 0:
+        torch.nn.utils.clip_grad_norm_(model.parameters(), c["clip_grad_norm"])
     opt.step()
     if sched is not None:
         sched.step()
@@ -139,12 +172,39 @@ def train_step(model, optimisation, c, x, y, step):
     return loss
 
 
+def epoch_factor(c, e):
+    """torchvision's per-epoch schedules (train.py): SequentialLR of the warm-up (LinearLR or
+    ConstantLR from lr_warmup_decay over lr_warmup_epochs) and the main schedule counted from
+    the warm-up's end, as a factor of lr; None for the schedules lr_factor computes."""
+    w = c["lr_warmup_epochs"]
+    if e < w:
+        d = c["lr_warmup_decay"]
+        return d + (1.0 - d) * e / w if c["lr_warmup_method"] == "linear" else d
+    k, e = c["lr_schedule"], e - w
+    if k == "step":
+        return c["lr_gamma"] ** (e // c["lr_step_size"])
+    if k == "multistep":
+        marks = [int(v) for v in str(c["lr_milestones"]).split(",") if v.strip()]
+        return c["lr_gamma"] ** sum(1 for m in marks if m <= e)
+    if k == "exponential":
+        return c["lr_gamma"] ** e
+    if k == "constant" and w > 0:
+        return 1.0
+    if k == "cosine" and w > 0:
+        return None   # CosineAnnealingLR(T_max=epochs - warm-up): lr_factor
+    return None
+
+
 def lr_factor(c, epoch, step, total, steps_per_epoch, lr, min_lr):
     """The learning rate of a step as a factor of lr (so that the bias group scales alike)."""
     kind = c["lr_schedule"]
     if kind == "onecycle":
         return None   # OneCycleLR
-    t = {"cosine": epoch / c["epochs"], "cosine_step": step / (c["epochs"] * steps_per_epoch),
+    f = epoch_factor(c, epoch)
+    if f is not None:
+        return f
+    w = c["lr_warmup_epochs"]
+    t = {"cosine": (epoch - w) / (c["epochs"] - w), "cosine_step": step / (c["epochs"] * steps_per_epoch),
          "constant": -1.0}[kind]
     v = lr
     if t >= 0.0:
@@ -231,7 +291,7 @@ def main():
           f"{total} steps, on {device}", flush=True)
 
     model = MiniResNet(c["width"], c["blocks"], c["num_classes"]).to(device)
-    opt, base, sched, criterion, ema = optimisation(model, c, lr, total)
+    opt, base, sched, criterion, ema = optimisation(model, c, lr, total, a.ranks)
 
     coins = rng.integers(0, 2, len(ytr))   # alternating_flip: each image's side in even epochs
     step, t0 = 0, time.time()
