@@ -146,7 +146,7 @@ def main():
                 for g, b in zip(opt.param_groups, base):
                     g["lr"] = b * k
             x = x.contiguous(memory_format=torch.channels_last)
-            loss = train_step(model, (opt, base, sched, criterion, ema), c, x, y, step)
+            loss = train_step(model, (opt, base, sched, criterion, ema), c, x, y, step, epoch)
             step += 1
             tw = time.time()
         train_s = time.time() - te

@@ -156,7 +156,7 @@ def optimisation(model, c, lr, total, ranks=1):
     return opt, base, sched, criterion, ema
 
 
-def train_step(model, optimisation, c, x, y, step):
+def train_step(model, optimisation, c, x, y, step, epoch=0):
     """One SGD step of the recipe (step counts the steps before it); returns the loss."""
     opt, _, sched, criterion, ema = optimisation
     opt.zero_grad(set_to_none=True)
@@ -169,6 +169,8 @@ def train_step(model, optimisation, c, x, y, step):
         sched.step()
     if ema is not None and (step + 1) % c["ema_every"] == 0:
         ema.update_parameters(model)
+        if c["ema_adjust"] and epoch < c["lr_warmup_epochs"]:
+            ema.n_averaged.fill_(0)   # torchvision: the average copies the weights during warm-up
     return loss
 
 
@@ -312,7 +314,7 @@ def main():
             imgs = augment(xtr[idx], rng, c["crop_padding"], flips) if c["augment"] else xtr[idx]
             x = normalise(imgs, mean, std).to(device)
             y = torch.from_numpy(ytr[idx]).to(device)
-            train_step(model, (opt, base, sched, criterion, ema), c, x, y, step)
+            train_step(model, (opt, base, sched, criterion, ema), c, x, y, step, epoch)
             step += 1
         net = ema.module if ema is not None and int(ema.n_averaged) > 0 else model
         acc, test_loss = evaluate(net, xte, yte, tmean, tstd, c, device)
