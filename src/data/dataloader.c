@@ -17,8 +17,10 @@
  *
  * Determinism: the batch contents depend only on (seed, epoch, rank, batch index): the order
  * from rng(seed, epoch, rank), the augmentation of batch b from its own stream
- * rng(seed ^ AUG_SALT, epoch << 32 | rank, b). So prefetch on/off, thread timing and resuming
- * at any batch all give bit-identical batches.
+ * rng(seed ^ AUG_SALT, epoch << 32 | rank, b), the pixel augmentations of the sample at
+ * position p of the epoch from rng(seed ^ PIXAUG_SALT, epoch << 32 | rank, p) in the worker
+ * that makes it. So prefetch on/off, thread timing and resuming at any batch all give
+ * bit-identical batches.
  *
  * A batch is a plan (make_plan: every random draw) applied to the images
  * (dataloader_apply_plan: none), so that device_data.cu can apply the very same plans on the
