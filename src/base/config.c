@@ -330,7 +330,8 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (config_color_jitter(c, jit) != 0)
         return errf(err, errlen, "--color_jitter %s: must be B,C,S,H, four numbers >= 0 with H at most 0.5 (ColorJitter's "
                     "brightness, contrast, saturation, hue)", c->color_jitter);
-    if (!c->augment && (strcmp(c->auto_augment, "none") != 0 || *c->color_jitter))
+    const int jitter = jit[0] > 0 || jit[1] > 0 || jit[2] > 0 || jit[3] > 0;
+    if (!c->augment && (strcmp(c->auto_augment, "none") != 0 || jitter))
         return errf(err, errlen, "--%s: needs --augment (the pixel augmentations follow its crop and flip)",
                     strcmp(c->auto_augment, "none") != 0 ? "auto_augment" : "color_jitter");
     double lo, hi;
