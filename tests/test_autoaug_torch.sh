@@ -13,6 +13,10 @@
 #   - 120 images through AutoAugment imagenet, cifar10, svhn, RandAugment (magnitude 9, 2 ops; 30, 3 ops),
 #     TrivialAugmentWide and ColorJitter, replayed on the draws ours took: at most 1 apart
 #     (an ulp of a magnitude may move a value by one), almost all identical.
+#   - the loader's first batch of 64 with --crop_padding 4 and svhn, and ta_wide with ColorJitter,
+#     against RandomCrop(32, padding=4) at its offsets, RandomHorizontalFlip, the policy and
+#     ColorJitter on PIL, PILToTensor, ConvertImageDtype, Normalize: the same levels; the policy
+#     applied before the flip must fail the check.
 # Skips (77) without python3 with torch, torchvision, PIL and numpy.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, torchvision, PIL, numpy") || {
@@ -54,4 +58,17 @@ for p in "imagenet 9 2 0,0,0,0" "cifar10 9 2 0,0,0,0" "svhn 9 2 0,0,0,0" "ra 9 2
     # shellcheck disable=SC2086
     check "$p" policy "$TMP/p$i" $p --tol 1
 done
+
+echo "== the loader's batches"
+"$DDPDATA" synth --out "$TMP/data" --size 32 --train 128 --test 16 >/dev/null || bad "ddptrain-data synth"
+for p in "svhn 9 2 0,0,0,0" "ta_wide 9 2 0.4,0.4,0.4,0.1"; do
+    rm -rf "$TMP/ld" && mkdir "$TMP/ld"
+    # shellcheck disable=SC2086
+    set -- $p
+    "$DUMP" loader "$TMP/data" "$TMP/ld" "$1" "$4" || bad "autoaug_dump loader $p"
+    # shellcheck disable=SC2086
+    check "the loader with $p" loader "$TMP/ld" $p --tol 1
+done
+rm -rf "$TMP/ld" && mkdir "$TMP/ld" && "$DUMP" loader "$TMP/data" "$TMP/ld" svhn 0,0,0,0 || bad "autoaug_dump loader svhn"
+refused "the policy before the flip" loader "$TMP/ld" svhn 9 2 0,0,0,0 --against aug_then_flip --tol 1
 finish

@@ -13,13 +13,21 @@
  *          N random images through autoaug_apply: index.txt lists "K W H" then the draws
  *          ("i:BOUND:V", "f:WHICH:V", "p:4:V") then "|" and the ops with their magnitudes
  *        autoaug_dump tables
- *          every magnitude of every policy's ops at 32x24 and 128x128 images, for the tables' check */
+ *          every magnitude of every policy's ops at 32x24 and 128x128 images, for the tables' check
+ *        autoaug_dump loader DATA OUT POLICY B,C,S,H
+ *          the first training batch of epoch 1 the loader makes of the 32x32 shards in DATA with
+ *          --crop_padding 4 and the policy: OUT/index.txt lists "K OX OY FLIP" and the sample's
+ *          draws as above (the draws do not depend on the pixels: they are taken again from the
+ *          sample's stream on a scratch image), OUT/K.src the stored image, OUT/K.out the batch's
+ *          float32 pixels; OUT/norm.txt the normalisation's mean and std; the plan (offsets,
+ *          flip) from a second loader without the policy, whose draws are the same */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/autoaug.h"
+#include "data/dataloader.h"
 #include "data/pil_ops.h"
 #include "base/rng.h"
 #include "base/util.h"
@@ -146,12 +154,69 @@ static int tables(void) {
     return 0;
 }
 
+#define PIXAUG_SALT 0x7069786175673031ULL   /* dataloader.c's: a sample's pixel augmentations */
+
+static int loader(const char *data, const char *out, const char *name, const char *jitter) {
+    DataLoaderOptions o = {.data_dir = data, .split = "train", .rank = 0, .world_size = 1, .batch_size = 64,
+                           .augment = 1, .crop_pad = 4, .shuffle = 1, .drop_last = 1, .seed = 5, .num_classes = 10,
+                           .image_size = 32, .prefetch = 1, .workers = 2, .ra_magnitude = 9, .ra_num_ops = 2};
+    DataLoaderOptions plain = o;
+    o.auto_augment = autoaug_policy(name);
+    if (o.auto_augment < 0 || sscanf(jitter, "%lf,%lf,%lf,%lf", &o.color_jitter[0], &o.color_jitter[1],
+                                     &o.color_jitter[2], &o.color_jitter[3]) != 4)
+        die("autoaug_dump: bad policy or jitter");
+    char err[512];
+    DataLoader *dl = dataloader_open(&o, err, sizeof err), *pl = dataloader_open(&plain, err, sizeof err);
+    if (!dl || !pl) die("%s", err);
+    const int S = 32, B = 64;
+    float *x = mallocCheck((size_t)B * S * S * 3 * sizeof(float));
+    int labels[64];
+    SamplePlan plan[64];
+    dataloader_start_epoch(dl, 1, 0);
+    dataloader_start_epoch(pl, 1, 0);
+    if (dataloader_next(dl, x, labels) != B || dataloader_next_plan(pl, plan, labels) != B) die("autoaug_dump: short batch");
+    const uint8_t *images = dataloader_images(pl);
+    CHECK(images != NULL && dataloader_images(dl) == NULL);
+    char path[4096];
+    float mean[3], std[3];
+    dataloader_norm(pl, mean, std);
+    snprintf(path, sizeof path, "%s/norm.txt", out);
+    FILE *f = fopen(path, "w");
+    if (!f) die("%s: cannot write", path);
+    fprintf(f, "%a %a %a %a %a %a\n", mean[0], mean[1], mean[2], std[0], std[1], std[2]);
+    fclose(f);
+    snprintf(path, sizeof path, "%s/index.txt", out);
+    FILE *idx = fopen(path, "w");
+    if (!idx) die("%s: cannot write", path);
+    PixelAug a = {o.auto_augment, o.ra_magnitude, o.ra_num_ops,
+                  {o.color_jitter[0], o.color_jitter[1], o.color_jitter[2], o.color_jitter[3]}};
+    uint8_t scratch[32 * 32 * 3], tmp[32 * 32 * 3];
+    for (int i = 0; i < B; i++) {
+        Rng r;
+        rng_init(&r, o.seed ^ PIXAUG_SALT, (uint64_t)1 << 32, (uint64_t)i);
+        memset(scratch, 0, sizeof scratch);
+        AutoAugTrace t;
+        autoaug_apply(&a, &r, scratch, S, S, tmp, &t);
+        fprintf(idx, "%d %d %d %d", i, plan[i].ox, plan[i].oy, plan[i].flip);
+        for (int d = 0; d < t.n; d++) fprintf(idx, " %c:%d:%a", t.kind[d], t.bound[d], t.value[d]);
+        fprintf(idx, " |\n");
+        write_file(out, i, "src", images + (size_t)plan[i].index * S * S * 3, (size_t)S * S * 3);
+        write_file(out, i, "out", (const uint8_t *)(x + (size_t)i * S * S * 3), (size_t)S * S * 3 * sizeof(float));
+    }
+    fclose(idx);
+    free(x);
+    dataloader_free(dl);
+    dataloader_free(pl);
+    return 0;
+}
+
 int main(int argc, char **argv) {
+    if (argc == 6 && !strcmp(argv[1], "loader")) return loader(argv[2], argv[3], argv[4], argv[5]);
     if (argc >= 5 && !strcmp(argv[1], "ops"))
         return ops(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argc > 5 && !strcmp(argv[5], "--wrong_sign"));
     if (argc == 9 && !strcmp(argv[1], "policy"))
         return policy(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argv[5], atoi(argv[6]), atoi(argv[7]), argv[8]);
     if (argc == 2 && !strcmp(argv[1], "tables")) return tables();
-    fprintf(stderr, "usage: autoaug_dump ops DIR N SEED [--wrong_sign] | policy DIR N SEED POLICY MAG NUM_OPS B,C,S,H | tables\n");
+    fprintf(stderr, "usage: autoaug_dump ops DIR N SEED [--wrong_sign] | policy DIR N SEED POLICY MAG NUM_OPS B,C,S,H | tables | loader DATA OUT POLICY B,C,S,H\n");
     return 2;
 }
