@@ -279,6 +279,20 @@ int config_rrc_scale(const Config *c, double *lo, double *hi) {
     return *lo > 0.0 && *lo <= *hi && *hi <= 1.0 ? 0 : -1;   /* false for NaN too */
 }
 
+int config_color_jitter(const Config *c, double j[4]) {
+    j[0] = j[1] = j[2] = j[3] = 0.0;
+    const char *s = c->color_jitter;
+    if (!*s) return 0;
+    for (int i = 0; i < 4; i++) {
+        char *end;
+        errno = 0;
+        j[i] = strtod(s, &end);
+        if (end == s || errno || !(j[i] >= 0.0 && j[i] < 1e6) || *end != (i < 3 ? ',' : '\0')) return -1;
+        s = end + 1;
+    }
+    return j[3] <= 0.5 ? 0 : -1;
+}
+
 long config_input_size(const Config *c) { return c->train_crop_size ? c->train_crop_size : c->image_size; }
 
 long config_eval_size(const Config *c) { return c->val_crop_size ? c->val_crop_size : config_input_size(c); }
@@ -312,6 +326,14 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->ema_decay >= 1.0) return errf(err, errlen, "--ema_decay %g: must be below 1 (0: off)", c->ema_decay);
     if (c->label_smoothing >= 1.0)
         return errf(err, errlen, "--label_smoothing %g: must be below 1", c->label_smoothing);
+    double jit[4];
+    if (config_color_jitter(c, jit) != 0)
+        return errf(err, errlen, "--color_jitter %s: must be B,C,S,H, four numbers >= 0 with H at most 0.5 (ColorJitter's "
+                    "brightness, contrast, saturation, hue)", c->color_jitter);
+    const int jitter = jit[0] > 0 || jit[1] > 0 || jit[2] > 0 || jit[3] > 0;
+    if (!c->augment && (strcmp(c->auto_augment, "none") != 0 || jitter))
+        return errf(err, errlen, "--%s: needs --augment (the pixel augmentations follow its crop and flip)",
+                    strcmp(c->auto_augment, "none") != 0 ? "auto_augment" : "color_jitter");
     double lo, hi;
     if (config_rrc_scale(c, &lo, &hi) != 0)
         return errf(err, errlen, "--rrc_scale %s: must be LO,HI with 0 < LO <= HI <= 1 (RandomResizedCrop's scale)",

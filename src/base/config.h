@@ -51,6 +51,8 @@ int config_check_recipe(const Config *c, char *err, size_t errlen);
 int config_lr_milestones(const Config *c, long *out, int max);
 /* --rrc_scale's two numbers; -1 unless they are LO,HI with 0 < LO <= HI <= 1. */
 int config_rrc_scale(const Config *c, double *lo, double *hi);
+/* --color_jitter as four numbers (all 0 when empty); -1 when it is not B,C,S,H with each >= 0 and H <= 0.5. */
+int config_color_jitter(const Config *c, double j[4]);
 /* The network's input size: --train_crop_size, or the stored --image_size without it. */
 long config_input_size(const Config *c);
 /* The size the network is evaluated at: --val_crop_size, else the input size. */

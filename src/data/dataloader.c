@@ -17,8 +17,10 @@
  *
  * Determinism: the batch contents depend only on (seed, epoch, rank, batch index): the order
  * from rng(seed, epoch, rank), the augmentation of batch b from its own stream
- * rng(seed ^ AUG_SALT, epoch << 32 | rank, b). So prefetch on/off, thread timing and resuming
- * at any batch all give bit-identical batches.
+ * rng(seed ^ AUG_SALT, epoch << 32 | rank, b), the pixel augmentations of the sample at
+ * position p of the epoch from rng(seed ^ PIXAUG_SALT, epoch << 32 | rank, p) in the worker
+ * that makes it. So prefetch on/off, thread timing and resuming at any batch all give
+ * bit-identical batches.
  *
  * A batch is a plan (make_plan: every random draw) applied to the images
  * (dataloader_apply_plan: none), so that device_data.cu can apply the very same plans on the
@@ -37,6 +39,7 @@
 #include "base/rng.h"
 #include "shards.h"
 #include "transform.h"
+#include "transform_aug.h"
 #include "base/util.h"
 #include "workpool.h"
 
@@ -45,6 +48,7 @@
 #define READ_PIECE 4096   /* samples per HDF5 read at open (12 MiB at 32x32) */
 #define CHUNK_SALT 0x6368756e6b733031ULL    /* "chunks01": the epoch's order of chunks */
 #define WINDOW_SALT 0x77696e646f773031ULL   /* "window01": the shuffle within a window */
+#define PIXAUG_SALT 0x7069786175673031ULL   /* "pixaug01": a sample's pixel augmentations */
 
 /* What a streamed shard was when the loader opened it: a file replaced or rewritten since
  * (another inode, size or modification time) is refused on the next read, as the samples it
@@ -78,6 +82,8 @@ struct DataLoader {
     uint16_t *dims;                  /* JPEG: [n][2], sample i's height and width */
     size_t share_bytes;              /* the whole share as stored */
     Transform tf;                    /* the view a batch holds (transform.h) */
+    PixelAug aug;                    /* the pixel augmentations (autoaug.h) */
+    int pixaug;                      /* 1: aug is on (training with augment) */
     size_t out_floats;               /* floats per output image, O*O*3 */
     int max_out;                     /* the output size at open, which the buffers hold */
     WorkPool *pool;                  /* opt.workers threads making a batch's samples */
@@ -195,6 +201,7 @@ typedef struct {
     const SamplePlan *plan;
     const PixelBox *box;
     float *x;
+    size_t first;                    /* the epoch position of the batch's first sample */
 } SampleJob;
 
 /* Sample i of a batch, on worker `worker`: decoded when stored as JPEG (at the DCT scale the
@@ -232,18 +239,28 @@ static void make_sample(void *vjob, int i, int worker) {
             v.w = v.h = dl->S;
         }
     }
-    transform_apply(&dl->tf, &v, p->ox, p->oy, p->flip, box, job->x + (size_t)i * dl->out_floats, &dl->scratch[worker]);
+    float *dst = job->x + (size_t)i * dl->out_floats;
+    if (dl->pixaug) {
+        /* the sample's own stream: its pixels are the same whichever worker makes them */
+        Rng r;
+        rng_init(&r, dl->opt.seed ^ PIXAUG_SALT, ((uint64_t)(uint32_t)dl->epoch << 32) | (uint32_t)dl->opt.rank,
+                 (uint64_t)(job->first + (size_t)i));
+        transform_apply_aug(&dl->tf, &v, p->ox, p->oy, p->flip, box, dst, &dl->scratch[worker], &dl->aug, &r);
+    } else {
+        transform_apply(&dl->tf, &v, p->ox, p->oy, p->flip, box, dst, &dl->scratch[worker]);
+    }
     free(dec.rgb);
 }
 
-static void make_samples(const DataLoader *dl, const SamplePlan *plan, const PixelBox *box, int n, float *x) {
-    SampleJob job = {dl, plan, box, x};
+static void make_samples(const DataLoader *dl, const SamplePlan *plan, const PixelBox *box, int n, float *x, size_t first) {
+    SampleJob job = {dl, plan, box, x, first};
     workpool_run(dl->pool, n, make_sample, &job);
 }
 
 void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, float *x) {
     CHECK(dl->tf.mode != TF_RRC);   /* a plan holds no box (dataloader.h) */
-    make_samples(dl, plan, NULL, n, x);
+    CHECK(!dl->pixaug);             /* nor the sample's position, which its augmentations draw from */
+    make_samples(dl, plan, NULL, n, x, 0);
 }
 
 /* The window holding position p of this epoch's order. */
@@ -356,7 +373,7 @@ static void stream_batch(DataLoader *dl, size_t b) {
 static int produce(DataLoader *dl, size_t b, SamplePlan *plan, PixelBox *box, float *x, int *labels) {
     if (dl->streaming) stream_batch(dl, b);
     int n = make_plan(dl, b, plan, box, labels);
-    make_samples(dl, plan, box, n, x);
+    make_samples(dl, plan, box, n, x, b * (size_t)dl->opt.batch_size);
     return n;
 }
 
@@ -425,6 +442,9 @@ static int choose_view(DataLoader *dl, const DataLoaderOptions *opt, char *err, 
                     dl->S, dl->jpeg ? " on their shorter side" : "", t->out);
     dl->out_floats = (size_t)t->out * t->out * 3;
     dl->max_out = t->out;
+    dl->aug = (PixelAug){opt->auto_augment, opt->ra_magnitude, opt->ra_num_ops,
+                         {opt->color_jitter[0], opt->color_jitter[1], opt->color_jitter[2], opt->color_jitter[3]}};
+    dl->pixaug = opt->augment && autoaug_active(&dl->aug);
     return 0;
 }
 
@@ -659,7 +679,7 @@ int dataloader_num_classes(const DataLoader *dl) { return dl->attrs.num_classes;
 int dataloader_image_size(const DataLoader *dl) { return dl->S; }
 int dataloader_batch_size(const DataLoader *dl) { return dl->opt.batch_size; }
 const uint8_t *dataloader_images(const DataLoader *dl) {
-    return dl->jpeg || dl->tf.mode != TF_PAD_CROP ? NULL : dl->images;
+    return dl->jpeg || dl->tf.mode != TF_PAD_CROP || dl->pixaug ? NULL : dl->images;
 }
 int dataloader_output_size(const DataLoader *dl) { return dl->tf.out; }
 int dataloader_jpeg(const DataLoader *dl) { return dl->jpeg; }

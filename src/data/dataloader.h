@@ -64,6 +64,13 @@ typedef struct {
     double rrc_scale_lo, rrc_scale_hi;
     int resize_size, out_size;
     int workers;              /* threads that make a batch's samples (0: 1) */
+    /* With augment: torchvision's per-image pixel augmentations of the view after its crop and
+     * flip, before normalisation (autoaug.h), from a stream per sample of
+     * (seed, epoch, rank, position in the epoch). Such a loader's plans cannot be applied
+     * elsewhere: dataloader_images is NULL and dataloader_apply_plan refuses. */
+    int auto_augment;         /* autoaug.h's AA_*; 0: none */
+    int ra_magnitude, ra_num_ops;
+    double color_jitter[4];   /* ColorJitter's brightness, contrast, saturation, hue; 0: that one off */
 } DataLoaderOptions;
 
 enum { DL_MEMORY_YES = 0, DL_MEMORY_NO = 1, DL_MEMORY_AUTO = 2 };
@@ -133,7 +140,8 @@ int dataloader_batch_size(const DataLoader *dl);
  * (SamplePlan.index indexes it, n = dataloader_num_samples), and the normalisation table,
  * float [3][256]: lut[c * 256 + v] is the normalised value of pixel value v in channel c.
  * Both stay valid and unchanged until dataloader_free. The images are NULL when streaming, for
- * JPEG shards, and with crop_size or out_size (plans then carry only a part of the view). */
+ * JPEG shards, with crop_size or out_size (plans then carry only a part of the view), and with
+ * pixel augmentations (auto_augment, color_jitter: made on the host alone). */
 const uint8_t *dataloader_images(const DataLoader *dl);
 const float *dataloader_lut(const DataLoader *dl);
 

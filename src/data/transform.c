@@ -12,6 +12,8 @@
 void transform_scratch_free(TransformScratch *s) {
     resample_scratch_free(&s->rs);
     free(s->pix);
+    free(s->aug);
+    free(s->aug_tmp);
     memset(s, 0, sizeof *s);
 }
 

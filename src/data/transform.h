@@ -40,6 +40,8 @@ typedef struct {
     ResampleScratch rs;
     uint8_t *pix;           /* the out x out view before normalisation */
     size_t cap;
+    uint8_t *aug, *aug_tmp; /* transform_aug.h: the flipped view and the ops' scratch */
+    size_t aug_cap;
 } TransformScratch;
 
 void transform_scratch_free(TransformScratch *s);

@@ -22,8 +22,10 @@ static void open_device_data(Batches *b, int max_batch, Logger *log) {
      * as those of a split too large for the GPU. */
     if (dataloader_streaming(b->dl[BATCH_TRAIN])) {
         snprintf(derr, sizeof derr, "the training split is streamed from the shards (--data_in_memory)");
-    } else if (!dataloader_images(b->dl[BATCH_TRAIN])) {
+    } else if (dataloader_jpeg(b->dl[BATCH_TRAIN])) {
         snprintf(derr, sizeof derr, "the training split is held as JPEG files, decoded on the host");
+    } else if (!dataloader_images(b->dl[BATCH_TRAIN])) {
+        snprintf(derr, sizeof derr, "--auto_augment and --color_jitter are made on the host");
     } else {
         b->dd[BATCH_TRAIN] = cu->device_data_open(b->dl[BATCH_TRAIN], max_batch, derr, sizeof derr);
     }

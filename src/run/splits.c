@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "base/memavail.h"
+#include "data/autoaug.h"
 #include "base/util.h"
 
 /* mode < 0: as --data_in_memory says. */
@@ -33,6 +34,11 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
         .workers = (int)c->data_workers,
     };
     config_rrc_scale(c, &o.rrc_scale_lo, &o.rrc_scale_hi);
+    if (train) {   /* the pixel augmentations (autoaug.h) of training batches */
+        o.auto_augment = autoaug_policy(c->auto_augment);
+        o.ra_magnitude = (int)c->ra_magnitude, o.ra_num_ops = (int)c->ra_num_ops;
+        config_color_jitter(c, o.color_jitter);
+    }
     return dataloader_open(&o, err, n);
 }
 
