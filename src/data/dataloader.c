@@ -17,8 +17,9 @@
  *
  * Determinism: the batch contents depend only on (seed, epoch, rank, batch index): the order
  * from rng(seed, epoch, rank), the augmentation of batch b from its own stream
- * rng(seed ^ AUG_SALT, epoch << 32 | rank, b). So prefetch on/off, thread timing and resuming
- * at any batch all give bit-identical batches.
+ * rng(seed ^ AUG_SALT, epoch << 32 | rank, b), random erasing's of each sample and mixing's of
+ * each batch from streams of their own (random_erase.h, mix.h). So prefetch on/off, thread
+ * timing and resuming at any batch all give bit-identical batches.
  *
  * A batch is a plan (make_plan: every random draw) applied to the images
  * (dataloader_apply_plan: none), so that device_data.cu can apply the very same plans on the
