@@ -375,6 +375,8 @@ static void optimizer_step(Run *r, double lr) {
         trace_event(r->trace, "data wait", "data", -1, 0, t0, t1);
         /* dropout's draws: a function of (seed, step, rank, micro-batch), so a resume redraws them */
         model_set_noise(m, (uint64_t)cfg->seed, (uint64_t)r->step, r->world.boot.rank, (int)micro);
+        /* mixup and cutmix: the weight of the batch's own labels in its targets */
+        m->mix = (float)dataloader_batch_lambda(r->data.train);
         /* the loss stays with the model until the next log line */
         model_forward_train(m, xb, yb, n, 1.0f / (float)cfg->grad_accum_steps);
         double t2 = now_sec();

@@ -684,7 +684,7 @@ static void test_softmax_xent(void) {
     float *dz = falloc((size_t)N * K);
     int correct = -1;
     const float scale = 2.5f;
-    const float loss = softmax_xent(q.z, lab, N, K, scale, 0.0f, dz, &correct);
+    const float loss = softmax_xent(q.z, lab, N, K, scale, 0.0f, 1.0f, dz, &correct);
     const double want_loss = xent_ref(&q);
     check_f("softmax_xent loss", &loss, &want_loss, 1, 1e-6);
     int want_correct = 0;
@@ -700,7 +700,7 @@ static void test_softmax_xent(void) {
 
     /* label smoothing 0.1: loss and gradient of the smoothed target */
     q.eps = 0.1;
-    const float sloss = softmax_xent(q.z, lab, N, K, scale, 0.1f, dz, NULL);
+    const float sloss = softmax_xent(q.z, lab, N, K, scale, 0.1f, 1.0f, dz, NULL);
     const double want_sloss = xent_ref(&q);
     check_f("softmax_xent label smoothing 0.1: loss", &sloss, &want_sloss, 1, 1e-6);
     check_true("softmax_xent label smoothing 0.1: loss differs from the plain one", fabs(want_sloss - want_loss) > 1e-3);
@@ -710,7 +710,7 @@ static void test_softmax_xent(void) {
 
     /* huge logits: no overflow, still the exact loss */
     for (int i = 0; i < N * K; i++) q.z[i] = q.z[i] * 0.01f + 1000.0f;
-    const float big = softmax_xent(q.z, lab, N, K, 1.0f, 0.0f, dz, NULL);
+    const float big = softmax_xent(q.z, lab, N, K, 1.0f, 0.0f, 1.0f, dz, NULL);
     const double want_big = xent_ref(&q);
     check_f("softmax_xent with logits ~1000 (stable)", &big, &want_big, 1, 1e-6);
     free(q.z); free(dz); free(fd);

@@ -724,12 +724,12 @@ static void test_head(int N, int HW, int C, int K) {
     const float scale = 0.75f;
     float *dl = falloc((size_t)N * K);
     int correct = -1;
-    const float loss = softmax_xent(logits, lab, N, K, scale, 0.0f, dl, &correct);
+    const float loss = softmax_xent(logits, lab, N, K, scale, 0.0f, 1.0f, dl, &correct);
     cuda_upload(d_lg, logits, (size_t)N * K * sizeof(float));
     int *d_lab = up(lab, (size_t)N * sizeof(int));
     float *d_dl = cuda_malloc((size_t)N * K * sizeof(float)), *d_loss = cuda_malloc(sizeof(float));
     int *d_cor = cuda_malloc(sizeof(int));
-    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, d_dl, d_loss, d_cor);
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, 1.0f, d_dl, d_loss, d_cor);
     float gloss = 0.0f;
     int gcor = -1;
     cuda_download(&gloss, d_loss, sizeof gloss);
@@ -741,7 +741,7 @@ static void test_head(int N, int HW, int C, int K) {
     check_true(name, gcor == correct);
     snprintf(name, sizeof name, "softmax xent N%d K%d: dlogits", N, K);
     check_f(name, gdl, dl, (size_t)N * K, 1e-6);
-    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, NULL, d_loss, NULL);   /* evaluation form */
+    cuda_softmax_xent(d_lg, d_lab, N, K, scale, 0.0f, 1.0f, NULL, d_loss, NULL);   /* evaluation form */
     float gloss2 = 0.0f;
     cuda_download(&gloss2, d_loss, sizeof gloss2);
     snprintf(name, sizeof name, "softmax xent N%d K%d: loss without gradient, reproducible", N, K);

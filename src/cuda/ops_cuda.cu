@@ -1167,11 +1167,12 @@ __global__ void k_softmax_xent(const float *__restrict__ logits, const int *__re
 }
 
 extern "C" void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                                  float smoothing, float *dlogits, float *loss, int *correct) {
+                                  float smoothing, float mix, float *dlogits, float *loss, int *correct) {
     REQUIRE_ACTIVE();
     CHECK(N > 0 && K > 0 && loss != NULL);
-    /* Label smoothing has not run on a GPU yet: ddptrain refuses --label_smoothing there. */
-    CHECK(smoothing == 0.0f);
+    /* Label smoothing and mixed targets have not run on a GPU yet: ddptrain refuses
+     * --label_smoothing, --mixup_alpha and --cutmix_alpha there. */
+    CHECK(smoothing == 0.0f && mix == 1.0f);
     k_softmax_xent<<<1, XENT_THREADS, 0, g_cu.stream>>>(logits, labels, N, K, scale, dlogits, loss, correct,
                                                         g_cu.flags);
     KERNEL_CHECK("k_softmax_xent");

@@ -179,12 +179,12 @@ void cuda_linear_forward(const float *x, const float *w, const float *b, float *
 void cuda_linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
                           float *db, int N, int I, int O);
 /* Mean softmax cross-entropy over N rows of K logits into *loss (device float). `smoothing`
- * must be 0: label smoothing (ops_cpu.h's softmax_xent) is the CPU's only until a kernel for it
- * has run on a GPU. dlogits (may be NULL) receives
+ * must be 0 and `mix` 1: label smoothing and mixed targets (ops_cpu.h's softmax_xent) are the
+ * CPU's only until a kernel for them has run on a GPU. dlogits (may be NULL) receives
  * d(loss*scale)/dlogits; *correct (device int, may be NULL) the number of rows whose argmax is
  * the label. A label outside [0, K) sets the flag cuda_sync reports. */
 void cuda_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                       float smoothing, float *dlogits, float *loss, int *correct);
+                       float smoothing, float mix, float *dlogits, float *loss, int *correct);
 
 /* ---- elementwise helpers of the model's backward, and the optimizer ---- */
 

@@ -19,8 +19,9 @@
  * from rng(seed, epoch, rank), the augmentation of batch b from its own stream
  * rng(seed ^ AUG_SALT, epoch << 32 | rank, b), the pixel augmentations of the sample at
  * position p of the epoch from rng(seed ^ PIXAUG_SALT, epoch << 32 | rank, p) in the worker
- * that makes it. So prefetch on/off, thread timing and resuming at any batch all give
- * bit-identical batches.
+ * that makes it, random erasing's of each sample and mixing's of each batch from streams of
+ * their own (random_erase.h, mix.h). So prefetch on/off, thread timing and resuming at any
+ * batch all give bit-identical batches.
  *
  * A batch is a plan (make_plan: every random draw) applied to the images
  * (dataloader_apply_plan: none), so that device_data.cu can apply the very same plans on the
@@ -36,6 +37,9 @@
 
 #include "crops.h"
 #include "jpegs.h"
+#include "mix.h"
+#include "ra_sampler.h"
+#include "random_erase.h"
 #include "base/rng.h"
 #include "shards.h"
 #include "transform.h"
@@ -74,6 +78,9 @@ struct DataLoader {
     int S;                           /* image size: the side of a raw shard's images, a JPEG shard's shorter side */
     size_t per;                      /* bytes per raw image, S*S*3 */
     size_t n, global_n, num_batches;
+    size_t epoch_n;                  /* positions of an epoch's order: n, or RASampler's count */
+    uint32_t *ra_perm;               /* ra_reps > 1: [n] the epoch's permutation of the split */
+    double lam;                      /* dataloader_batch_lambda */
     int num_shards;
     uint8_t *images;                 /* raw: [n, S, S, 3]; JPEG: the files, off[n] bytes; in assignment order */
     int32_t *labels;                 /* [n] */
@@ -119,6 +126,7 @@ struct DataLoader {
     pthread_mutex_t mu;
     pthread_cond_t cv;
     int quit, busy, ready, pre_n;
+    double pre_lam;
     uint64_t gen;                    /* bumped by start_epoch: a batch of an older epoch is dropped */
     size_t want, ready_batch;
     float *pre_x;
@@ -134,7 +142,7 @@ _Static_assert(sizeof(SamplePlan) == 12, "SamplePlan is copied to the GPU as is"
  * same plan. */
 static int make_plan(const DataLoader *dl, size_t b, SamplePlan *plan, PixelBox *box, int *labels) {
     size_t B = (size_t)dl->opt.batch_size, start = b * B;
-    size_t n = dl->n - start < B ? dl->n - start : B;
+    size_t n = dl->epoch_n - start < B ? dl->epoch_n - start : B;
     const int pad = dl->opt.crop_pad < 0 ? 0 : dl->opt.crop_pad > 0 ? dl->opt.crop_pad : DL_CROP_PAD;
     Rng r;
     rng_init(&r, dl->opt.seed ^ AUG_SALT, ((uint64_t)(uint32_t)dl->epoch << 32) | (uint32_t)dl->opt.rank, (uint64_t)b);
@@ -201,7 +209,7 @@ typedef struct {
     const SamplePlan *plan;
     const PixelBox *box;
     float *x;
-    size_t first;                    /* the epoch position of the batch's first sample */
+    size_t pos0;                     /* the epoch position of the batch's first sample */
 } SampleJob;
 
 /* Sample i of a batch, on worker `worker`: decoded when stored as JPEG (at the DCT scale the
@@ -239,27 +247,33 @@ static void make_sample(void *vjob, int i, int worker) {
             v.w = v.h = dl->S;
         }
     }
-    float *dst = job->x + (size_t)i * dl->out_floats;
+    float *x = job->x + (size_t)i * dl->out_floats;
     if (dl->pixaug) {
         /* the sample's own stream: its pixels are the same whichever worker makes them */
         Rng r;
         rng_init(&r, dl->opt.seed ^ PIXAUG_SALT, ((uint64_t)(uint32_t)dl->epoch << 32) | (uint32_t)dl->opt.rank,
-                 (uint64_t)(job->first + (size_t)i));
-        transform_apply_aug(&dl->tf, &v, p->ox, p->oy, p->flip, box, dst, &dl->scratch[worker], &dl->aug, &r);
+                 (uint64_t)(job->pos0 + (size_t)i));
+        transform_apply_aug(&dl->tf, &v, p->ox, p->oy, p->flip, box, x, &dl->scratch[worker], &dl->aug, &r);
     } else {
-        transform_apply(&dl->tf, &v, p->ox, p->oy, p->flip, box, dst, &dl->scratch[worker]);
+        transform_apply(&dl->tf, &v, p->ox, p->oy, p->flip, box, x, &dl->scratch[worker]);
     }
     free(dec.rgb);
+    if (dl->opt.random_erase > 0) {   /* after the normalisation, as the reference recipe */
+        Rng r;
+        random_erase_stream(&r, dl->opt.seed, dl->epoch, dl->opt.rank, job->pos0 + (size_t)i);
+        random_erase_apply(x, dl->tf.out, dl->tf.out, random_erase_box(&r, dl->tf.out, dl->tf.out, dl->opt.random_erase, NULL));
+    }
 }
 
-static void make_samples(const DataLoader *dl, const SamplePlan *plan, const PixelBox *box, int n, float *x, size_t first) {
-    SampleJob job = {dl, plan, box, x, first};
+static void make_samples(const DataLoader *dl, const SamplePlan *plan, const PixelBox *box, int n, float *x, size_t pos0) {
+    SampleJob job = {dl, plan, box, x, pos0};
     workpool_run(dl->pool, n, make_sample, &job);
 }
 
 void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, float *x) {
     CHECK(dl->tf.mode != TF_RRC);   /* a plan holds no box (dataloader.h) */
     CHECK(!dl->pixaug);             /* nor the sample's position, which its augmentations draw from */
+    CHECK(dl->opt.random_erase <= 0);   /* nor the erasing's draws (the GPU refuses it) */
     make_samples(dl, plan, NULL, n, x, 0);
 }
 
@@ -368,12 +382,20 @@ static void stream_batch(DataLoader *dl, size_t b) {
     }
 }
 
-/* Fills x/labels with batch b of the current epoch; returns its size. `plan` is scratch of
- * batch_size entries owned by the calling thread. */
-static int produce(DataLoader *dl, size_t b, SamplePlan *plan, PixelBox *box, float *x, int *labels) {
+/* Fills x/labels with batch b of the current epoch, *lam with its labels' weight; returns its
+ * size. `plan` is scratch of batch_size entries owned by the calling thread. */
+static int produce(DataLoader *dl, size_t b, SamplePlan *plan, PixelBox *box, float *x, int *labels, double *lam) {
     if (dl->streaming) stream_batch(dl, b);
     int n = make_plan(dl, b, plan, box, labels);
     make_samples(dl, plan, box, n, x, b * (size_t)dl->opt.batch_size);
+    *lam = 1.0;
+    if (dl->opt.mixup_alpha > 0 || dl->opt.cutmix_alpha > 0) {   /* the whole batch, once its samples are made */
+        Rng r;
+        mix_stream(&r, dl->opt.seed, dl->epoch, dl->opt.rank, b);
+        const MixDraws d = mix_draw(&r, dl->opt.mixup_alpha, dl->opt.cutmix_alpha, dl->tf.out, dl->tf.out);
+        mix_apply(&d, x, n, dl->tf.out, dl->tf.out);
+        *lam = d.lambda;
+    }
     return n;
 }
 
@@ -388,13 +410,15 @@ static void *worker_main(void *arg) {
         uint64_t g = dl->gen;
         dl->busy = 1;
         pthread_mutex_unlock(&dl->mu);
-        int n = produce(dl, b, dl->pre_plan, dl->pre_box, dl->pre_x, dl->pre_labels);
+        double lam;
+        int n = produce(dl, b, dl->pre_plan, dl->pre_box, dl->pre_x, dl->pre_labels, &lam);
         pthread_mutex_lock(&dl->mu);
         dl->busy = 0;
         if (g == dl->gen) {
             dl->ready = 1;
             dl->ready_batch = b;
             dl->pre_n = n;
+            dl->pre_lam = lam;
             dl->want = b + 1;       /* produced as soon as the caller takes this one */
         }
         pthread_cond_broadcast(&dl->cv);
@@ -525,6 +549,7 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
     CHECK(dl->data_dir && dl->split);
     dl->opt.data_dir = dl->data_dir;
     dl->opt.split = dl->split;
+    dl->lam = 1.0;
     if (opt->batch_size < 1 || opt->world_size < 1 || opt->rank < 0 || opt->rank >= opt->world_size)
         return open_fail(dl, err, errlen, "%s: invalid loader options (batch %d, rank %d of %d)",
                          dl->data_dir, opt->batch_size, opt->rank, opt->world_size);
@@ -552,7 +577,10 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
     size_t *counts = mallocCheck((size_t)set.num_shards * sizeof(size_t));
     for (int i = 0; i < set.num_shards; i++) counts[i] = set.shards[i].n;
     ShardSlice *sl = mallocCheck((size_t)set.num_shards * sizeof(ShardSlice));
-    int ns = shards_assign(counts, set.num_shards, opt->rank, opt->world_size, sl, set.num_shards);
+    /* RASampler's ranks read each other's samples: every rank takes the whole split, as one
+     * rank of one would */
+    const int ra = opt->ra_reps > 1;
+    int ns = shards_assign(counts, set.num_shards, ra ? 0 : opt->rank, ra ? 1 : opt->world_size, sl, set.num_shards);
     free(counts);
     CHECK(ns <= set.num_shards);
     for (int k = 0; k < ns; k++) dl->n += sl[k].end - sl[k].begin;
@@ -614,6 +642,18 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
     else
         snprintf(dl->memory_note, sizeof dl->memory_note, "%s: the %s share is %.1f MiB%s%s", dl->streaming ? "streamed" : "in memory",
                  dl->split, share_mib, what, opt->in_memory == DL_MEMORY_AUTO ? " (no budget given)" : "");
+    dl->epoch_n = ra ? ra_sampler_count(dl->n, opt->world_size) : dl->n;
+    if (ra && (dl->streaming || dl->epoch_n == 0 || dl->n * (size_t)opt->ra_reps < (size_t)opt->world_size)) {
+        free(sl);
+        shardset_free(&set);
+        if (!dl->streaming)
+            return open_fail(dl, err, errlen, "%s: --ra_reps %d: the %s split's %zu samples leave no sample to a rank (RASampler "
+                             "takes n // 256 * 256 / %d ranks each)", dl->data_dir, opt->ra_reps, dl->split, dl->n, opt->world_size);
+        return open_fail(dl, err, errlen, "%s: --ra_reps %d needs the whole %s split in memory on every rank, but it would be "
+                         "streamed (%s); pass --data_in_memory yes or drop --ra_reps", dl->data_dir, opt->ra_reps, dl->split,
+                         dl->memory_note);
+    }
+    if (ra) dl->ra_perm = mallocCheck(dl->n * sizeof(uint32_t));
     if (dl->streaming) {
         dl->C = opt->chunk_images > 0 ? (size_t)opt->chunk_images : DL_CHUNK_IMAGES;
         dl->W = opt->window_chunks > 0 ? (size_t)opt->window_chunks : DL_WINDOW_CHUNKS;
@@ -650,7 +690,7 @@ DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errl
         for (int v = 0; v < 256; v++)
             dl->lut[c][v] = ((float)v / 255.0f - dl->attrs.mean[c]) / dl->attrs.std[c];
     size_t B = (size_t)opt->batch_size;
-    dl->num_batches = opt->drop_last ? dl->n / B : (dl->n + B - 1) / B;
+    dl->num_batches = opt->drop_last ? dl->epoch_n / B : (dl->epoch_n + B - 1) / B;
     dl->plan = mallocCheck(B * sizeof(SamplePlan));
     dl->box = mallocCheck(B * sizeof(PixelBox));
     dl->pool = workpool_create(dl->opt.workers);
@@ -745,7 +785,11 @@ void dataloader_start_epoch(DataLoader *dl, int epoch, size_t start_batch) {
     } else {
         for (uint32_t i = 0; i < (uint32_t)dl->n; i++) dl->order[i] = i;
     }
-    if (dl->opt.shuffle && !dl->streaming) {
+    if (dl->ra_perm) {   /* RASampler: this rank's share of the repeated permutation of the split */
+        if (dl->opt.shuffle) ra_sampler_perm(dl->opt.seed, epoch, dl->n, dl->ra_perm);
+        else for (uint32_t i = 0; i < (uint32_t)dl->n; i++) dl->ra_perm[i] = i;
+        CHECK(ra_sampler_indices(dl->ra_perm, dl->n, dl->opt.ra_reps, dl->opt.rank, dl->opt.world_size, dl->order) == dl->epoch_n);
+    } else if (dl->opt.shuffle && !dl->streaming) {
         Rng r;
         rng_init(&r, dl->opt.seed, (uint64_t)(uint32_t)epoch, (uint64_t)(uint32_t)dl->opt.rank);
         rng_shuffle_u32(&r, dl->order, (uint32_t)dl->n);
@@ -781,13 +825,14 @@ int dataloader_next(DataLoader *dl, float *x, int *labels) {
     double t0 = now_sec();
     int n;
     if (!dl->has_thread) {
-        n = produce(dl, dl->next_batch, dl->plan, dl->box, x, labels);
+        n = produce(dl, dl->next_batch, dl->plan, dl->box, x, labels, &dl->lam);
         dl->wait += now_sec() - t0;
     } else {
         pthread_mutex_lock(&dl->mu);
         while (!(dl->ready && dl->ready_batch == dl->next_batch)) pthread_cond_wait(&dl->cv, &dl->mu);
         dl->wait += now_sec() - t0;
         n = dl->pre_n;
+        dl->lam = dl->pre_lam;
         memcpy(x, dl->pre_x, (size_t)n * dl->out_floats * sizeof(float));
         memcpy(labels, dl->pre_labels, (size_t)n * sizeof(int));
         dl->ready = 0;
@@ -827,12 +872,15 @@ int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels) {
     if (dl->next_batch >= dl->num_batches) return 0;
     double t0 = now_sec();
     CHECK(dl->tf.mode != TF_RRC);   /* a plan holds no box (dataloader.h) */
+    CHECK(dl->opt.random_erase <= 0 && dl->opt.mixup_alpha <= 0 && dl->opt.cutmix_alpha <= 0);   /* host-made only */
     if (dl->streaming) stream_batch(dl, dl->next_batch);
     int n = make_plan(dl, dl->next_batch, plan, NULL, labels);
     dl->wait += now_sec() - t0;
     dl->next_batch++;
     return n;
 }
+
+double dataloader_batch_lambda(const DataLoader *dl) { return dl->lam; }
 
 double dataloader_take_wait_time(DataLoader *dl) {
     double w = dl->wait;
@@ -847,6 +895,7 @@ void dataloader_free(DataLoader *dl) {
     free(dl->images);
     free(dl->labels);
     free(dl->order);
+    free(dl->ra_perm);
     free(dl->plan);
     free(dl->box);
     free(dl->off);

@@ -71,6 +71,14 @@ typedef struct {
     int auto_augment;         /* autoaug.h's AA_*; 0: none */
     int ra_magnitude, ra_num_ops;
     double color_jitter[4];   /* ColorJitter's brightness, contrast, saturation, hue; 0: that one off */
+    /* torchvision's reference recipe (random_erase.h, mix.h, ra_sampler.h): RandomErasing's
+     * probability per sample (0: off); the alphas of RandomMixup and RandomCutmix per batch (0:
+     * off; both: one of the two per batch); RASampler's repetitions (0 or 1: off), with which
+     * every rank reads the whole split (in memory) and takes its share of each epoch's
+     * repeated permutation. */
+    double random_erase;
+    double mixup_alpha, cutmix_alpha;
+    int ra_reps;
 } DataLoaderOptions;
 
 enum { DL_MEMORY_YES = 0, DL_MEMORY_NO = 1, DL_MEMORY_AUTO = 2 };
@@ -83,7 +91,8 @@ enum { DL_MEMORY_YES = 0, DL_MEMORY_NO = 1, DL_MEMORY_AUTO = 2 };
  * has shape [10,32,32] but [N,32,32,3] uint8 is required"). Nothing is left open. */
 DataLoader *dataloader_open(const DataLoaderOptions *opt, char *err, size_t errlen);
 
-/* Samples held by this rank, and batches per epoch for it (floor or ceil by drop_last). */
+/* Samples held by this rank (with ra_reps > 1 the whole split), and batches per epoch for it
+ * (floor or ceil by drop_last, of the samples an epoch takes: RASampler's count with ra_reps). */
 size_t dataloader_num_samples(const DataLoader *dl);
 size_t dataloader_num_batches(const DataLoader *dl);
 /* The same counts summed over all ranks' assignments: computed from the shard headers, so
@@ -123,6 +132,11 @@ void dataloader_set_output_size(DataLoader *dl, int size);
  * dataloader_output_size), labels [n].
  * Returns n (batch_size, or fewer for a short last batch), 0 at the end of the epoch. */
 int dataloader_next(DataLoader *dl, float *x, int *labels);
+
+/* The weight of the labels of the batch dataloader_next gave last under mixup or cutmix: its
+ * targets are lambda * onehot(labels[i]) + (1 - lambda) * onehot(labels[i - 1]), the labels
+ * rolled by one (labels[n - 1] for i = 0). 1 without mixing. */
+double dataloader_batch_lambda(const DataLoader *dl);
 
 /* The next batch as a plan instead of pixels: plan [n] and labels [n], with the batch
  * counting, epochs, resume point and the random draws of dataloader_next (the two advance the

@@ -38,6 +38,11 @@ static void configure_gpu(const CudaPlugin *cu, const Config *c, int world_size)
     /* their kernels are written but have not yet run on a GPU (ops_cuda.h) */
     if (c->nesterov) die("--nesterov: not available on the GPU backend yet; pass --device cpu");
     if (c->label_smoothing > 0) die("--label_smoothing: not available on the GPU backend yet; pass --device cpu");
+    /* the batches of a split held on the GPU are made there from plans, without these draws */
+    if (c->random_erase > 0) die("--random_erase: not available on the GPU backend yet; pass --device cpu");
+    if (c->mixup_alpha > 0 || c->cutmix_alpha > 0)
+        die("--%s: not available on the GPU backend yet; pass --device cpu", c->mixup_alpha > 0 ? "mixup_alpha" : "cutmix_alpha");
+    if (c->ra_reps > 1) die("--ra_reps: not available on the GPU backend yet; pass --device cpu");
     if (c->use_blurpool) die("--use_blurpool: not available on the GPU backend yet; pass --device cpu");
     /* the updates of the other optimizers and the gradients' norm have no GPU kernels yet */
     if (strcmp(c->optimizer, "sgd") != 0) die("--optimizer %s: not available on the GPU backend yet; pass --device cpu", c->optimizer);

@@ -51,7 +51,7 @@ static void aux_node_forward(Model *m, ModelStep *st, int N, int train) {
         be->upload(st->aux_weight, &w, sizeof w);
         st->aux_ready = 1;
     }
-    be->softmax_xent(model_value(m, st->in), m->labels, N, st->C, m->loss_scale * w, m->label_smoothing, st->dlogits,
+    be->softmax_xent(model_value(m, st->in), m->labels, N, st->C, m->loss_scale * w, m->label_smoothing, m->mix, st->dlogits,
                      st->aux_loss, st->aux_correct);
     if (m->grad_scale) be->scale_inplace(st->dlogits, (size_t)N * st->C, m->grad_scale);
 }

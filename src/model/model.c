@@ -182,6 +182,7 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
         return -1;
     }
     m->be = be;
+    m->mix = 1.0f;
     m->num_classes = num_classes;
     m->image_size = m->input_size = image_size;
     m->max_batch = max_batch;
@@ -482,6 +483,7 @@ static void forward_to_loss(Model *m, const float *x, const int *labels, int N, 
     for (int i = 0; i < m->n_step; i++)
         if (train || !m->step[i].train_only) node_kind(m->step[i].kind)->forward(m, &m->step[i], N, train);
     be->softmax_xent(m->logits, labels, N, m->num_classes, loss_scale, train ? m->label_smoothing : 0.0f,
+                     train ? m->mix : 1.0f,
                      train ? m->dlogits : NULL, m->loss, m->correct);
     if (train && m->grad_scale) be->scale_inplace(m->dlogits, (size_t)N * m->num_classes, m->grad_scale);
     for (int i = 0; train && i < m->n_step; i++) {

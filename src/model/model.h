@@ -103,6 +103,9 @@ typedef struct Model {
     /* Label smoothing of the training loss (nn.CrossEntropyLoss(label_smoothing=...)), 0 after
      * model_init; evaluation's loss is always the plain cross-entropy. */
     float label_smoothing;
+    /* The weight of the labels in the next training forward's targets under mixup or cutmix
+     * (dataloader_batch_lambda; the rest goes to the labels rolled by one), 1 after model_init. */
+    float mix;
 
     /* The labels and loss scale of the forward under way, for the auxiliary losses' steps */
     const int *labels;

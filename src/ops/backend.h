@@ -250,10 +250,11 @@ typedef struct Backend {
     void (*linear_forward)(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
     void (*linear_backward)(const float *x, const float *w, const float *dy, float *dx, float *dw,
                             float *db, int N, int I, int O);
-    /* *loss = mean cross-entropy, label-smoothed by `smoothing` (ops_cpu.h); *correct = argmax
-     * hits; both in backend memory */
+    /* *loss = mean cross-entropy, label-smoothed by `smoothing`, the targets mixed with the
+     * labels rolled by one at weight `mix` < 1 (ops_cpu.h); *correct = argmax hits; both in
+     * backend memory */
     void (*softmax_xent)(const float *logits, const int *labels, int N, int K, float scale,
-                         float smoothing, float *dlogits, float *loss, int *correct);
+                         float smoothing, float mix, float *dlogits, float *loss, int *correct);
     void (*relu_mask_copy)(float *g, const float *y, float *out, size_t n);   /* g = out = g*(y>0) */
     void (*add_inplace)(float *d, const float *s, size_t n);
     /* Activation storage. A device backend may keep activations and their gradients in a

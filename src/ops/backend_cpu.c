@@ -48,8 +48,8 @@ static void cpu_bn_backward_apply(const float *x, const float *g, float *dx, siz
 }
 
 static void cpu_softmax_xent(const float *logits, const int *labels, int N, int K, float scale,
-                             float smoothing, float *dlogits, float *loss, int *correct) {
-    *loss = softmax_xent(logits, labels, N, K, scale, smoothing, dlogits, correct);
+                             float smoothing, float mix, float *dlogits, float *loss, int *correct) {
+    *loss = softmax_xent(logits, labels, N, K, scale, smoothing, mix, dlogits, correct);
 }
 
 static void cpu_relu_forward(const float *restrict x, float *restrict y, size_t n) {

@@ -514,36 +514,42 @@ void avgpool_backward(const float *dy, float *dx, int N, int HW, int C) {
         }
 }
 
-float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing,
+/* Row z's loss against label lab: -log p[lab], label-smoothed. */
+static double row_xent(const float *z, int lab, int K, double zmax, double se, float smoothing) {
+    const double nll = log(se) - ((double)z[lab] - zmax);
+    if (smoothing == 0.0f) return nll;
+    double sz = 0.0;   /* -log p[k] = log(se) - (z[k] - zmax), averaged over the K classes */
+    for (int k = 0; k < K; k++) sz += (double)z[k] - zmax;
+    return (1.0 - (double)smoothing) * nll + (double)smoothing * (log(se) - sz / K);
+}
+
+float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing, float mix,
                    float *dlogits, int *correct) {
     /* Sequential: N x K is tiny (64 x 10), and a fixed order keeps the loss bitwise stable. */
     double loss = 0.0;
     int ok = 0;
     for (int n = 0; n < N; n++) {
         const float *z = logits + (size_t)n * K;
-        const int lab = labels[n];
-        CHECK(lab >= 0 && lab < K);
+        const int lab = labels[n], lab2 = labels[(n + N - 1) % N];   /* the second: the labels rolled by one */
+        CHECK(lab >= 0 && lab < K && lab2 >= 0 && lab2 < K);
         int arg = 0;
         for (int k = 1; k < K; k++)
             if (z[k] > z[arg]) arg = k;
-        ok += arg == lab;
+        ok += arg == (mix >= 0.5f ? lab : lab2);
         const double zmax = z[arg];
         double se = 0.0;
         for (int k = 0; k < K; k++) se += exp((double)z[k] - zmax);
-        const double nll = log(se) - ((double)z[lab] - zmax);
-        if (smoothing == 0.0f) {
-            loss += nll;
-        } else {   /* -log p[k] = log(se) - (z[k] - zmax), averaged over the K classes */
-            double sz = 0.0;
-            for (int k = 0; k < K; k++) sz += (double)z[k] - zmax;
-            loss += (1.0 - (double)smoothing) * nll + (double)smoothing * (log(se) - sz / K);
-        }
+        /* the loss is linear in the target: no one-hot vector is made */
+        if (mix == 1.0f) loss += row_xent(z, lab, K, zmax, se, smoothing);
+        else loss += (double)mix * row_xent(z, lab, K, zmax, se, smoothing) + (1.0 - (double)mix) * row_xent(z, lab2, K, zmax, se, smoothing);
         if (dlogits) {
             const double f = (double)scale / N;
-            const double off = (double)smoothing / K, on = 1.0 - (double)smoothing + off;
+            const double off = (double)smoothing / K, on = 1.0 - (double)smoothing;
+            const double w1 = mix == 1.0f ? 1.0 : (double)mix, w2 = 1.0 - w1;
             for (int k = 0; k < K; k++) {
                 const double p = exp((double)z[k] - zmax) / se;
-                dlogits[(size_t)n * K + k] = (float)(f * (p - (k == lab ? on : off)));
+                const double t = mix == 1.0f ? (k == lab ? on + off : off) : off + on * (w1 * (k == lab) + w2 * (k == lab2));
+                dlogits[(size_t)n * K + k] = (float)(f * (p - t));
             }
         }
     }

@@ -109,8 +109,13 @@ void avgpool_backward(const float *dy, float *dx, int N, int HW, int C);
  * receives d(loss * scale)/dlogits. `correct` (may be NULL) gets the number of rows whose argmax
  * equals the label. Labels must be in [0, K). With label smoothing E (nn.CrossEntropyLoss's
  * label_smoothing) a row's loss is (1-E) * (-log p[label]) + E * mean over k of (-log p[k]),
- * and its gradient p - ((1-E) * onehot + E/K); E = 0 is the plain loss, bit for bit. */
-float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing,
+ * and its gradient p - ((1-E) * onehot + E/K); E = 0 is the plain loss, bit for bit.
+ * mix < 1 (mixup and cutmix, data/mix.h): row n's target is mix * t(labels[n]) +
+ * (1 - mix) * t(labels[n - 1]) (labels[N - 1] for row 0; t the smoothed one-hot), so its loss
+ * is mix * CE(labels[n]) + (1 - mix) * CE(labels[n - 1]), torch's CrossEntropyLoss with those
+ * probabilities as the target; a row is correct when its argmax is the label of the larger
+ * weight (its own at mix >= 0.5). mix = 1 is the loss without mixing, bit for bit. */
+float softmax_xent(const float *logits, const int *labels, int N, int K, float scale, float smoothing, float mix,
                    float *dlogits, int *correct);
 
 #endif

@@ -32,6 +32,9 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
         .resize_size = (int)c->val_resize_size,
         .out_size = !c->train_crop_size ? 0 : train ? (int)config_input_size(c) : (int)config_eval_size(c),
         .workers = (int)c->data_workers,
+        .random_erase = train ? c->random_erase : 0.0,
+        .mixup_alpha = train ? c->mixup_alpha : 0.0, .cutmix_alpha = train ? c->cutmix_alpha : 0.0,
+        .ra_reps = train ? (int)c->ra_reps : 0,
     };
     config_rrc_scale(c, &o.rrc_scale_lo, &o.rrc_scale_hi);
     if (train) {   /* the pixel augmentations (autoaug.h) of training batches */
