@@ -20,7 +20,10 @@
 #include "comm.h"
 #include "base/config.h"
 
-#define AGREE_MAX_FIELDS 96
+/* Every option of the config table (agree_add_config) and a few fields more: counted from the
+ * table, so that a new option cannot overflow it. */
+#define AGREE_COUNT_OPTION(name, type, def, min, max, help) +1
+#define AGREE_MAX_FIELDS (32 DDP_CONFIG_TABLE(AGREE_COUNT_OPTION))
 
 typedef struct {
     int n;
