@@ -45,6 +45,7 @@
 #include "transform.h"
 #include "transform_aug.h"
 #include "base/util.h"
+#include "loader_state.h"
 #include "workpool.h"
 
 #define AUG_SALT 0x6175676d656e7431ULL   /* "augment1": separates the augmentation streams */
@@ -53,87 +54,6 @@
 #define CHUNK_SALT 0x6368756e6b733031ULL    /* "chunks01": the epoch's order of chunks */
 #define WINDOW_SALT 0x77696e646f773031ULL   /* "window01": the shuffle within a window */
 #define PIXAUG_SALT 0x7069786175673031ULL   /* "pixaug01": a sample's pixel augmentations */
-
-/* What a streamed shard was when the loader opened it: a file replaced or rewritten since
- * (another inode, size or modification time) is refused on the next read, as the samples it
- * holds are no longer those the epoch's order was drawn for. */
-typedef struct {
-    dev_t dev;
-    ino_t ino;
-    off_t size;
-    struct timespec mtime;
-    size_t n;                        /* samples, as its header said */
-} ShardId;
-
-typedef struct {
-    char *path;                      /* shard file */
-    size_t begin, count;             /* samples [begin, begin+count) of the shard */
-    size_t off;                      /* where they start in assignment order */
-    ShardId id;
-} Slice;
-
-struct DataLoader {
-    DataLoaderOptions opt;
-    char *data_dir, *split;          /* owned copies of opt's strings */
-    int S;                           /* image size: the side of a raw shard's images, a JPEG shard's shorter side */
-    size_t per;                      /* bytes per raw image, S*S*3 */
-    size_t n, global_n, num_batches;
-    size_t epoch_n;                  /* positions of an epoch's order: n, or RASampler's count */
-    uint32_t *ra_perm;               /* ra_reps > 1: [n] the epoch's permutation of the split */
-    double lam;                      /* dataloader_batch_lambda */
-    int num_shards;
-    uint8_t *images;                 /* raw: [n, S, S, 3]; JPEG: the files, off[n] bytes; in assignment order */
-    int32_t *labels;                 /* [n] */
-    int jpeg;                        /* the shards hold JPEG files (data/README.md) */
-    uint64_t *off;                   /* JPEG: [n + 1], sample i's bytes are [off[i], off[i+1]) of the share */
-    uint16_t *dims;                  /* JPEG: [n][2], sample i's height and width */
-    size_t share_bytes;              /* the whole share as stored */
-    Transform tf;                    /* the view a batch holds (transform.h) */
-    PixelAug aug;                    /* the pixel augmentations (autoaug.h) */
-    int pixaug;                      /* 1: aug is on (training with augment) */
-    size_t out_floats;               /* floats per output image, O*O*3 */
-    int max_out;                     /* the output size at open, which the buffers hold */
-    WorkPool *pool;                  /* opt.workers threads making a batch's samples */
-    TransformScratch *scratch;       /* [opt.workers] */
-    PixelBox *box, *pre_box;         /* the RandomResizedCrop boxes of the caller's and the worker's plans */
-    ShardAttrs attrs;
-    float lut[3][256];               /* normalised value of each pixel value, per channel */
-    char describe[1024];
-    uint64_t shard_list_hash;        /* see dataloader_shard_list_hash */
-    char memory_note[256];
-
-    Slice *slices;                   /* the shard ranges of the share, in assignment order */
-    int num_slices;
-
-    /* streaming (NULL/0 otherwise) */
-    int streaming;
-    size_t C, W, num_chunks, num_windows;
-    uint32_t *chunk_perm;            /* [num_chunks] this epoch's order of chunks */
-    uint32_t *chunk_win;             /* [num_chunks] the window chunk c is in this epoch */
-    size_t *win_start;               /* [num_windows + 1] first position of each window */
-    uint8_t **chunk_data;            /* [num_chunks] the chunk's images, or NULL when not held */
-    size_t held, peak;               /* bytes in chunk_data (atomic: read by the caller) */
-
-    /* epoch state: written only by dataloader_start_epoch while the worker is idle */
-    int started, epoch;
-    uint32_t *order;                 /* [n] this epoch's permutation of 0..n-1 */
-    size_t next_batch;               /* the batch the caller gets next */
-    double wait;
-
-    /* prefetch: a one-batch buffer filled by the worker while the caller trains */
-    int has_thread;
-    pthread_t thread;
-    pthread_mutex_t mu;
-    pthread_cond_t cv;
-    int quit, busy, ready, pre_n;
-    double pre_lam;
-    uint64_t gen;                    /* bumped by start_epoch: a batch of an older epoch is dropped */
-    size_t want, ready_batch;
-    float *pre_x;
-    int *pre_labels;
-    SamplePlan *pre_plan;            /* the worker's plan scratch */
-    SamplePlan *plan;                /* the caller's, when it makes a batch itself */
-};
 
 _Static_assert(sizeof(SamplePlan) == 12, "SamplePlan is copied to the GPU as is");
 
@@ -277,115 +197,10 @@ void dataloader_apply_plan(const DataLoader *dl, const SamplePlan *plan, int n, 
     make_samples(dl, plan, NULL, n, x, 0);
 }
 
-/* The window holding position p of this epoch's order. */
-static size_t window_of(const DataLoader *dl, size_t p) {
-    size_t lo = 0, hi = dl->num_windows;   /* win_start[lo] <= p < win_start[hi] */
-    while (hi - lo > 1) {
-        size_t mid = lo + (hi - lo) / 2;
-        if (dl->win_start[mid] <= p) lo = mid; else hi = mid;
-    }
-    return lo;
-}
-
-static void add_held(DataLoader *dl, size_t bytes, int sign) {
-    size_t h = __atomic_load_n(&dl->held, __ATOMIC_RELAXED);
-    h = sign > 0 ? h + bytes : h - bytes;
-    __atomic_store_n(&dl->held, h, __ATOMIC_RELAXED);
-    if (h > __atomic_load_n(&dl->peak, __ATOMIC_RELAXED)) __atomic_store_n(&dl->peak, h, __ATOMIC_RELAXED);
-}
-
-static int same_file(const ShardId *id, const struct stat *st) {
-    return st->st_dev == id->dev && st->st_ino == id->ino && st->st_size == id->size &&
-           st->st_mtim.tv_sec == id->mtime.tv_sec && st->st_mtim.tv_nsec == id->mtime.tv_nsec;
-}
-
-/* Ends the process with one line naming the shard when it is not the file the loader opened
- * (checked before and after each read: a file replaced during the read is caught too). */
-static void check_shard_unchanged(const Slice *s) {
-    struct stat st;
-    if (stat(s->path, &st) != 0) {
-        char ebuf[128];   /* strerror's buffer is shared between threads (this is the prefetch one) */
-        die("%s: the shard changed since it was opened: %s now (it held %zu samples); restart the run to use the new files",
-            s->path, strerror_r(errno, ebuf, sizeof ebuf), s->id.n);
-    }
-    if (same_file(&s->id, &st)) return;
-    char err[512], now[96];
-    ShardInfo info;
-    if (shard_read_info(&info, s->path, 0, 0, NULL, err, sizeof err) == 0) {
-        snprintf(now, sizeof now, "%zu samples now", info.n);
-        shard_info_free(&info);
-    } else {
-        snprintf(now, sizeof now, "no readable shard now");
-    }
-    die("%s: the shard changed since it was opened (replaced or rewritten during the run: %zu samples then, %s); restart the run to use the new files",
-        s->path, s->id.n, now);
-}
-
-/* Streaming: makes the chunks of the windows batch b's samples lie in resident, and frees every
- * other chunk. A chunk that cannot be read ends the process naming the file: the epoch cannot
- * go on without it. */
-/* Bytes chunk c takes in memory. */
-static size_t chunk_bytes(const DataLoader *dl, size_t c) {
-    if (!dl->jpeg) return dl->C * dl->per;
-    const size_t a = c * dl->C, z = a + dl->C < dl->n ? a + dl->C : dl->n;
-    return (size_t)(dl->off[z] - dl->off[a]);
-}
-
-/* Samples [a, a + count) of slice s (assignment order) into buf: their raw images, or their
- * JPEG files, which must be the bytes the loader recorded at open. */
-static int read_samples(const DataLoader *dl, const Slice *s, size_t a, size_t count, uint8_t *buf, char *err,
-                        size_t errlen) {
-    const size_t first = s->begin + (a - s->off);
-    if (!dl->jpeg) return shard_read_range(s->path, first, count, dl->S, buf, NULL, err, errlen);
-    uint64_t *off = mallocCheck((count + 1) * sizeof(uint64_t));
-    uint8_t *bytes = NULL;
-    int rc = shard_read_jpeg_range(s->path, first, count, off, NULL, &bytes, NULL, err, errlen);
-    if (rc == 0 && off[count] != dl->off[a + count] - dl->off[a])
-        rc = errf(err, errlen, "%s: samples %zu to %zu hold %llu bytes, %llu when the shard was opened (rewritten?)",
-                  s->path, first, first + count - 1, (unsigned long long)off[count],
-                  (unsigned long long)(dl->off[a + count] - dl->off[a]));
-    if (rc == 0) memcpy(buf, bytes, (size_t)off[count]);
-    free(bytes);
-    free(off);
-    return rc;
-}
-
-static void stream_batch(DataLoader *dl, size_t b) {
-    size_t B = (size_t)dl->opt.batch_size, start = b * B;
-    size_t end = start + B < dl->n ? start + B : dl->n;
-    size_t wf = window_of(dl, start), wl = window_of(dl, end - 1);
-    for (size_t c = 0; c < dl->num_chunks; c++)
-        if (dl->chunk_data[c] && (dl->chunk_win[c] < wf || dl->chunk_win[c] > wl)) {
-            free(dl->chunk_data[c]);
-            dl->chunk_data[c] = NULL;
-            add_held(dl, chunk_bytes(dl, c), -1);
-        }
-    size_t j1 = (wl + 1) * dl->W < dl->num_chunks ? (wl + 1) * dl->W : dl->num_chunks;
-    for (size_t j = wf * dl->W; j < j1; j++) {
-        size_t c = dl->chunk_perm[j];
-        if (dl->chunk_data[c]) continue;
-        uint8_t *buf = mallocCheck(chunk_bytes(dl, c));
-        size_t a = c * dl->C, z = a + dl->C < dl->n ? a + dl->C : dl->n;
-        for (int k = 0; k < dl->num_slices; k++) {
-            const Slice *s = &dl->slices[k];
-            size_t sa = s->off > a ? s->off : a, sz = s->off + s->count < z ? s->off + s->count : z;
-            if (sa >= sz) continue;
-            char err[512];
-            check_shard_unchanged(s);
-            const size_t at = dl->jpeg ? (size_t)(dl->off[sa] - dl->off[a]) : (sa - a) * dl->per;
-            int rc = read_samples(dl, s, sa, sz - sa, buf + at, err, sizeof err);
-            check_shard_unchanged(s);
-            if (rc != 0) die("%s", err);
-        }
-        dl->chunk_data[c] = buf;
-        add_held(dl, chunk_bytes(dl, c), +1);
-    }
-}
-
 /* Fills x/labels with batch b of the current epoch, *lam with its labels' weight; returns its
  * size. `plan` is scratch of batch_size entries owned by the calling thread. */
 static int produce(DataLoader *dl, size_t b, SamplePlan *plan, PixelBox *box, float *x, int *labels, double *lam) {
-    if (dl->streaming) stream_batch(dl, b);
+    if (dl->streaming) loader_stream_batch(dl, b);
     int n = make_plan(dl, b, plan, box, labels);
     make_samples(dl, plan, box, n, x, b * (size_t)dl->opt.batch_size);
     *lam = 1.0;
@@ -873,7 +688,7 @@ int dataloader_next_plan(DataLoader *dl, SamplePlan *plan, int *labels) {
     double t0 = now_sec();
     CHECK(dl->tf.mode != TF_RRC);   /* a plan holds no box (dataloader.h) */
     CHECK(dl->opt.random_erase <= 0 && dl->opt.mixup_alpha <= 0 && dl->opt.cutmix_alpha <= 0);   /* host-made only */
-    if (dl->streaming) stream_batch(dl, dl->next_batch);
+    if (dl->streaming) loader_stream_batch(dl, dl->next_batch);
     int n = make_plan(dl, dl->next_batch, plan, NULL, labels);
     dl->wait += now_sec() - t0;
     dl->next_batch++;
