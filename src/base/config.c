@@ -339,7 +339,10 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->val_resize_size && c->val_resize_size < eval)
         return errf(err, errlen, "--val_resize_size %ld: smaller than the centre crop (%ld) taken from it",
                     c->val_resize_size, eval);
-    const int onecycle = !strcmp(c->lr_schedule, "onecycle");
+    if (c->lookahead_every > 0 && c->ema_decay > 0.0)
+        return errf(err, errlen, "--lookahead_every: not with --ema_decay (the checkpoints' /ema holds Lookahead's slow "
+                    "weights)");
+    const int onecycle = !strcmp(c->lr_schedule, "onecycle") || !strcmp(c->lr_schedule, "triangle");
     if (onecycle && c->warmup_steps > 0)
         return errf(err, errlen, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");
     if (c->lr_warmup_epochs > 0 && (onecycle || !strcmp(c->lr_schedule, "cosine_step")))

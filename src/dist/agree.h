@@ -20,7 +20,7 @@
 #include "comm.h"
 #include "base/config.h"
 
-#define AGREE_MAX_FIELDS 96
+#define AGREE_MAX_FIELDS 128
 
 typedef struct {
     int n;

@@ -25,11 +25,17 @@ void ema_init(Ema *e, const Model *m, double decay) {
     e->saved_nbt = callocCheck((size_t)e->n_bn, sizeof *e->saved_nbt);
     /* As PyTorch multiplies a float32 tensor by a Python float: the scalar rounded to float32;
      * 1 - D is computed in double first, as Python does. */
-    const float d = (float)decay, rest = (float)(1.0 - decay);
     e->d_decay = be->alloc(sizeof(float));
     e->d_rest = be->alloc(sizeof(float));
-    be->upload(e->d_decay, &d, sizeof d);
-    be->upload(e->d_rest, &rest, sizeof rest);
+    ema_set_decay(e, decay);
+}
+
+void ema_set_decay(Ema *e, double decay) {
+    CHECK(decay >= 0.0 && decay < 1.0);
+    e->decay = decay;
+    const float d = (float)decay, rest = (float)(1.0 - decay);
+    e->be->upload(e->d_decay, &d, sizeof d);
+    e->be->upload(e->d_rest, &rest, sizeof rest);
 }
 
 void ema_free(Ema *e) {

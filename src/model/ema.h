@@ -41,6 +41,9 @@ typedef struct {
 void ema_init(Ema *e, const Model *m, double decay);
 void ema_free(Ema *e);
 
+/* A new decay for the next updates (0 <= decay < 1): Lookahead's, which changes at every pull. */
+void ema_set_decay(Ema *e, double decay);
+
 /* AveragedModel.update_parameters(m). */
 void ema_update(Ema *e, const Model *m);
 
