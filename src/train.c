@@ -331,7 +331,7 @@ static void resume_or_start(Run *r) {
     r->start_step = resumed ? ts.step_in_epoch : 0;
     /* a run's first start: the whitening from the data, then Lookahead's slow copy of it all (a
      * checkpoint holds both) */
-    if (!resumed) whitening_init(&r->learner, r->data.train, r->comm, cfg, &r->log);
+    if (!resumed && !cfg->init_from[0]) whitening_init(&r->learner, r->data.train, r->comm, cfg, &r->log);
     if (r->learner.lookahead && r->learner.ema.n_averaged == 0) learner_lookahead_start(&r->learner);
     log_info(&r->log, "training: %ld epochs x %ld steps (batch %ld x accum %ld x %d ranks = %ld images per step), %ld steps in all%s",
              cfg->epochs, r->steps_per_epoch, cfg->batch_size, cfg->grad_accum_steps, r->world.boot.world_size,

@@ -200,10 +200,7 @@ double learner_lookahead_decay(const Learner *l, long step, long total) {
 void learner_lookahead_pull(Learner *l, double decay) {
     Model *m = &l->model;
     Ema *e = &l->ema;
-    if (decay < 1.0) {
-        ema_set_decay(e, decay);
-        ema_update(e, m);
-    }
+    if (decay < 1.0) ema_lerp(e, m, 1.0 - decay);   /* airbench's ema.lerp_(net, 1 - decay) */
     m->be->copy(m->params, e->params, e->num_params * sizeof(float));
     m->be->copy(m->buffers, e->buffers, e->num_buffers * sizeof(float));
     model_params_changed(m);

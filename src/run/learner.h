@@ -62,8 +62,8 @@ int learner_has_average(const Learner *l);
 int learner_set_epoch(Learner *l, long epoch);
 /* Lookahead (airbench's LookaheadState): the slow copy taken from the model (at the start of a
  * run, after any whitening); the decay of the pull at global step `step` of `total`,
- * lookahead_decay^every x (step / total)^3; the pull: slow = D * slow + (1 - D) * model over
- * parameters and buffers (ema.h's arithmetic; D 1: slow unchanged), then the model set to it. */
+ * lookahead_decay^every x (step / total)^3; the pull: slow.lerp_(model, 1 - D) over parameters
+ * and buffers (ema_lerp; D 1: slow unchanged), then the model set to it. */
 void learner_lookahead_start(Learner *l);
 double learner_lookahead_decay(const Learner *l, long step, long total);
 void learner_lookahead_pull(Learner *l, double decay);
