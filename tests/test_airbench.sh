@@ -11,7 +11,7 @@
 # padcrop) against F.pad(mode='reflect') + crop + flip exactly, and not against zero padding;
 # --lr_schedule triangle against LambdaLR with airbench's get_lr to 1e-12, and not against
 # another rise. Lookahead and the whitening bias's freezing resume bit for bit; 2 ranks whiten
-# as 1 does from the same images; the refusals are one line.
+# as 1 does from the same images; "dirac" is torch.nn.init.dirac_; the refusals are one line.
 # shellcheck disable=SC2086
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 mpi_leak_checks_off   # ranks started by mpirun (see tests/helpers/lib.sh)
@@ -75,6 +75,22 @@ print("2 ranks' whitening vs 1 rank's: %.3g" % r)
 sys.exit(0 if r < 1e-6 and np.abs(a).max() > 0 else 1)
 PYEOF
     then ok "2 ranks whiten as 1"; else bad "2 ranks whiten otherwise than 1"; fi
+    # "dirac": true against torch.nn.init.dirac_ on the first in-channels filters (--lr 0 above:
+    # the convolutions' weights are the initial ones)
+    if "$PY" - "$TMP/one/checkpoints/ckpt-000000001.h5" <<'PYEOF'
+import sys, h5py, numpy as np, torch
+f = h5py.File(sys.argv[1], "r")["model"]
+bad = 0
+for k in ("2.conv1.weight", "2.conv2.weight", "3.conv1.weight", "4.conv2.weight"):
+    w = f[k][()]
+    t = torch.from_numpy(w.copy())
+    torch.nn.init.dirac_(t[:w.shape[1]])
+    if not np.array_equal(t.numpy(), w) or (w.shape[0] > w.shape[1] and not np.abs(w[w.shape[1]:]).max() > 0):
+        bad += 1
+print("dirac: %d of 4 convolutions differ from torch.nn.init.dirac_" % bad)
+sys.exit(1 if bad else 0)
+PYEOF
+    then ok "dirac initialisation as torch.nn.init.dirac_"; else bad "dirac initialisation"; fi
 else
     echo "(no mpirun: the 2-rank whitening was not run)"
 fi
