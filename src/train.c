@@ -42,6 +42,7 @@
 #include "base/trace.h"
 #include "base/util.h"
 #include "run/version.h"
+#include "run/whitening.h"
 #include "dist/world.h"
 
 /* Steps between preemption checks of several ranks on GPUs (each check is a host round trip). */
@@ -311,7 +312,7 @@ static void plan_steps(Run *r) {
     const char *why = schedule_onecycle_problem(&r->sched);
     if (why) {
         g_die_quiet = r->world.boot.rank != 0;
-        die_code(2, "--lr_schedule onecycle over %ld steps: %s (change --onecycle_pct_start)", r->total_steps, why);
+        die_code(2, "--lr_schedule %s over %ld steps: %s (change --onecycle_pct_start)", cfg->lr_schedule, r->total_steps, why);
     }
 }
 
@@ -328,6 +329,10 @@ static void resume_or_start(Run *r) {
                  r->step + 1, r->time.redo_until);
     r->start_epoch = resumed ? ts.epoch : 0;
     r->start_step = resumed ? ts.step_in_epoch : 0;
+    /* a run's first start: the whitening from the data, then Lookahead's slow copy of it all (a
+     * checkpoint holds both) */
+    if (!resumed && !cfg->init_from[0]) whitening_init(&r->learner, r->data.train, r->comm, cfg, &r->log);
+    if (r->learner.lookahead && r->learner.ema.n_averaged == 0) learner_lookahead_start(&r->learner);
     log_info(&r->log, "training: %ld epochs x %ld steps (batch %ld x accum %ld x %d ranks = %ld images per step), %ld steps in all%s",
              cfg->epochs, r->steps_per_epoch, cfg->batch_size, cfg->grad_accum_steps, r->world.boot.world_size,
              cfg->batch_size * cfg->grad_accum_steps * r->world.boot.world_size, r->total_steps,
@@ -396,6 +401,22 @@ static void optimizer_step(Run *r, double lr) {
     r->progress.steps++;
     r->progress.data_wait += dataloader_take_wait_time(r->data.train);
     r->progress.step_time += now_sec() - t_begin;
+}
+
+/* airbench's Lookahead after an optimizer step: a pull every --lookahead_every steps, and at the
+ * run's last step the weights set to the slow copy. The buffers are pulled as the ranks'
+ * average (as ema_step averages them), so the slow copy is the same on every rank. */
+static void lookahead_step(Run *r) {
+    Learner *l = &r->learner;
+    const int every = r->step % l->lookahead_every == 0, last = r->step >= r->total_steps;
+    if (!every && !last) return;
+    if (r->world.boot.world_size > 1) {
+        reducer_drain(&r->reducer);
+        replica_buffers_average(&r->replica);
+    }
+    if (every) learner_lookahead_pull(l, learner_lookahead_decay(l, r->step, r->total_steps));
+    if (last) learner_lookahead_pull(l, 1.0);
+    /* the model's buffers are the slow copy's now: the rank's own are not restored */
 }
 
 /* AveragedModel.update_parameters after an optimizer step. The parameters are the same on
@@ -478,6 +499,9 @@ static int train(Run *r) {
     for (long epoch = r->start_epoch; epoch < cfg->epochs && !done && !r->eval.target_reached; epoch++) {
         const long s0 = epoch == r->start_epoch ? r->start_step : 0;
         set_train_crop(r, epoch);
+        if (learner_set_epoch(&r->learner, epoch))
+            log_info(&r->log, "epoch %ld: the whitening convolution's bias is frozen from here (--whiten_bias_epochs %ld)",
+                     epoch + 1, cfg->whiten_bias_epochs);
         dataloader_start_epoch(r->data.train, (int)epoch, (size_t)(s0 * cfg->grad_accum_steps));
         model_take_loss_sum(&r->learner.model);   /* a log window does not span epochs */
         progress_open_window(&r->progress, &r->reducer, now_sec());
@@ -493,7 +517,8 @@ static int train(Run *r) {
             }
             const double lr = schedule_lr(&r->sched, epoch, r->step);
             optimizer_step(r, lr);
-            if (r->learner.ema.be && r->step % cfg->ema_every == 0) {
+            if (r->learner.lookahead) lookahead_step(r);
+            if (r->learner.ema.be && !r->learner.lookahead && r->step % cfg->ema_every == 0) {
                 ema_step(r);
                 /* torchvision's reference: with --model-ema-steps' adjustment the average restarts
                  * during the warm-up epochs, so that the next update copies the weights again */

@@ -361,9 +361,13 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
     if (c->val_resize_size && c->val_resize_size < eval)
         return errf(err, errlen, "--val_resize_size %ld: smaller than the centre crop (%ld) taken from it",
                     c->val_resize_size, eval);
-    const int onecycle = !strcmp(c->lr_schedule, "onecycle");
+    if (c->lookahead_every > 0 && c->ema_decay > 0.0)
+        return errf(err, errlen, "--lookahead_every: not with --ema_decay (the checkpoints' /ema holds Lookahead's slow "
+                    "weights)");
+    const int onecycle = !strcmp(c->lr_schedule, "onecycle") || !strcmp(c->lr_schedule, "triangle");
     if (onecycle && c->warmup_steps > 0)
-        return errf(err, errlen, "--warmup_steps: --lr_schedule onecycle warms up by itself (--onecycle_pct_start)");
+        return errf(err, errlen, "--warmup_steps: --lr_schedule %s warms up by itself (--onecycle_pct_start)",
+                    c->lr_schedule);
     if (c->lr_warmup_epochs > 0 && (onecycle || !strcmp(c->lr_schedule, "cosine_step")))
         return errf(err, errlen, "--lr_warmup_epochs: --lr_schedule %s steps per optimizer step, not per epoch (%s)",
                     c->lr_schedule, onecycle ? "it warms up by itself, --onecycle_pct_start" : "use --warmup_steps");
@@ -381,7 +385,8 @@ int config_check_recipe(const Config *c, char *err, size_t errlen) {
         return errf(err, errlen, "--lr_schedule multistep: needs --lr_milestones (the epochs where --lr_gamma applies)");
     if (onecycle && c->min_lr != 0.0)
         return errf(err, errlen,
-                    "--min_lr: --lr_schedule onecycle ends at --lr / --onecycle_div_factor / --onecycle_final_div_factor");
+                    "--min_lr: --lr_schedule %s ends at --lr / --onecycle_div_factor / --onecycle_final_div_factor",
+                    c->lr_schedule);
     return 0;
 }
 

@@ -123,6 +123,9 @@ extern "C" DeviceData *device_data_open(const DataLoader *dl, int max_batch, cha
     if (max_batch < dataloader_batch_size(dl))
         return open_fail(NULL, err, errlen, "GPU batches: max_batch %d is below the loader's batch size %d",
                          max_batch, dataloader_batch_size(dl));
+    /* the GPU's crop pads with zeros only: reflection is made on the host */
+    if (dataloader_pad_reflect(dl))
+        return open_fail(NULL, err, errlen, "GPU batches: --crop_pad_mode reflect is applied on the host only");
     const int S = dataloader_image_size(dl);
     const size_t per = (size_t)S * (size_t)S * 3, n = dataloader_num_samples(dl);
     if (per >= ((size_t)1 << 31))

@@ -274,6 +274,10 @@ static int choose_view(DataLoader *dl, const DataLoaderOptions *opt, char *err, 
     } else {
         t->mode = TF_PAD_CROP;
         t->out = dl->S;
+        t->reflect = opt->crop_pad_reflect;
+        if (t->reflect && opt->crop_pad >= dl->S)
+            return errf(err, errlen, "%s: a reflected padding of %d pixels needs images larger than that, not %d",
+                        dl->data_dir, opt->crop_pad, dl->S);
     }
     if (t->out > dl->S)
         return errf(err, errlen, "%s: the %s images are stored at %d pixels%s, smaller than the %d-pixel crop asked for; "
@@ -544,6 +548,8 @@ void dataloader_order_shape(const DataLoader *dl, long *chunk_images, long *wind
     *chunk_images = dl->streaming ? (long)dl->C : 0;
     *window_chunks = dl->streaming ? (long)dl->W : 0;
 }
+
+int dataloader_pad_reflect(const DataLoader *dl) { return dl->tf.mode == TF_PAD_CROP && dl->tf.reflect; }
 const char *dataloader_memory_note(const DataLoader *dl) { return dl->memory_note; }
 size_t dataloader_bytes_held(const DataLoader *dl) {
     return dl->streaming ? __atomic_load_n(&dl->held, __ATOMIC_RELAXED) : dl->share_bytes;

@@ -39,6 +39,7 @@ typedef struct {
     int batch_size;
     int augment;              /* random crop with crop_pad pixels of zero padding + horizontal flip */
     int crop_pad;             /* 0: DL_CROP_PAD; negative: no crop (flips only) */
+    int crop_pad_reflect;     /* the crop's padding mirrors the image instead of zeros */
     int alternating_flip;     /* flip in every other epoch from a per-image coin, not p=0.5 each time */
     int shuffle;              /* per-epoch permutation from (seed, epoch, rank) */
     int drop_last;            /* training: only full batches; evaluation: keep the short last one */
@@ -158,6 +159,8 @@ int dataloader_batch_size(const DataLoader *dl);
  * pixel augmentations (auto_augment, color_jitter: made on the host alone). */
 const uint8_t *dataloader_images(const DataLoader *dl);
 const float *dataloader_lut(const DataLoader *dl);
+/* 1 when the crops' padding is reflection (transform.h), which plans applied elsewhere must do too. */
+int dataloader_pad_reflect(const DataLoader *dl);
 
 /* Seconds the caller spent blocked in dataloader_next (or making plans in
  * dataloader_next_plan) since the last call (data wait). */

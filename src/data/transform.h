@@ -2,8 +2,9 @@
 /* transform.h - a sample's network input made from its stored image: the float32 NHWC pixels,
  * normalised through the loader's table, of one of three views:
  *
- *   TF_PAD_CROP  CIFAR's augmentation: the S x S image padded with zeros, a crop of its own size
- *                at the plan's offset, flipped when the plan says (data/README.md);
+ *   TF_PAD_CROP  CIFAR's augmentation: the S x S image padded with zeros (or by reflection,
+ *                F.pad(mode='reflect'): airbench's translate), a crop of its own size at the
+ *                plan's offset, flipped when the plan says (data/README.md);
  *   TF_RRC       torchvision's RandomResizedCrop: the plan's box of the image resized to
  *                out x out with Pillow's bilinear filter (resample.h), flipped when the plan says;
  *   TF_CENTRE    torchvision's Resize(resize) + CenterCrop(out): the shorter side scaled to
@@ -26,6 +27,7 @@ typedef struct {
     int out;                /* output height and width */
     int resize;             /* TF_CENTRE: the shorter side's length before the crop */
     const float *lut;       /* [3][256]: the normalised value of each pixel value per channel */
+    int reflect;            /* TF_PAD_CROP: the padding mirrors the image (index -1 reads 1, S reads S - 2) */
 } Transform;
 
 /* An image as stored or decoded: h rows of w RGB pixels, `stride` bytes apart. */

@@ -25,11 +25,20 @@ void ema_init(Ema *e, const Model *m, double decay) {
     e->saved_nbt = callocCheck((size_t)e->n_bn, sizeof *e->saved_nbt);
     /* As PyTorch multiplies a float32 tensor by a Python float: the scalar rounded to float32;
      * 1 - D is computed in double first, as Python does. */
-    const float d = (float)decay, rest = (float)(1.0 - decay);
     e->d_decay = be->alloc(sizeof(float));
     e->d_rest = be->alloc(sizeof(float));
-    be->upload(e->d_decay, &d, sizeof d);
-    be->upload(e->d_rest, &rest, sizeof rest);
+    e->d_minus1 = be->alloc(sizeof(float));
+    const float minus1 = -1.0f;
+    be->upload(e->d_minus1, &minus1, sizeof minus1);
+    ema_set_decay(e, decay);
+}
+
+void ema_set_decay(Ema *e, double decay) {
+    CHECK(decay >= 0.0 && decay < 1.0);
+    e->decay = decay;
+    const float d = (float)decay, rest = (float)(1.0 - decay);
+    e->be->upload(e->d_decay, &d, sizeof d);
+    e->be->upload(e->d_rest, &rest, sizeof rest);
 }
 
 void ema_free(Ema *e) {
@@ -37,7 +46,7 @@ void ema_free(Ema *e) {
     const Backend *be = e->be;
     be->release(e->params); be->release(e->buffers); be->release(e->tmp);
     be->release(e->saved_params); be->release(e->saved_buffers);
-    be->release(e->d_decay); be->release(e->d_rest);
+    be->release(e->d_decay); be->release(e->d_rest); be->release(e->d_minus1);
     free(e->nbt); free(e->saved_nbt);
     memset(e, 0, sizeof *e);
 }
@@ -49,6 +58,33 @@ static void average(Ema *e, float *avg, const float *p, size_t n) {
     be->copy(e->tmp, p, n * sizeof(float));
     be->scale_inplace(e->tmp, n, e->d_rest);
     be->add_inplace(avg, e->tmp, n);
+}
+
+/* avg = lerp(avg, p, w) over n floats: d_decay holds w, d_rest 1 - w (float32's). */
+static void lerp(Ema *e, float *avg, const float *p, size_t n, int low) {
+    const Backend *be = e->be;
+    be->copy(e->tmp, avg, n * sizeof(float));
+    be->scale_inplace(e->tmp, n, e->d_minus1);
+    be->add_inplace(e->tmp, p, n);                    /* p - avg */
+    if (low) {
+        be->scale_inplace(e->tmp, n, e->d_decay);     /* w (p - avg) */
+        be->add_inplace(avg, e->tmp, n);
+    } else {
+        be->scale_inplace(e->tmp, n, e->d_rest);      /* (p - avg)(1 - w) */
+        be->scale_inplace(e->tmp, n, e->d_minus1);
+        be->copy(avg, p, n * sizeof(float));
+        be->add_inplace(avg, e->tmp, n);
+    }
+}
+
+void ema_lerp(Ema *e, const Model *m, double weight) {
+    CHECK(!e->swapped && m->num_params == e->num_params && m->num_buffers == e->num_buffers);
+    const float w = (float)weight, rest = 1.0f - w;   /* PyTorch's scalar, and 1 - it, in float32 */
+    e->be->upload(e->d_decay, &w, sizeof w);
+    e->be->upload(e->d_rest, &rest, sizeof rest);
+    lerp(e, e->params, m->params, e->num_params, w < 0.5f);
+    lerp(e, e->buffers, m->buffers, e->num_buffers, w < 0.5f);
+    e->n_averaged++;
 }
 
 void ema_update(Ema *e, const Model *m) {

@@ -32,6 +32,7 @@ typedef struct {
     int64_t *nbt;             /* host: num_batches_tracked per batch-norm layer (bn_info order) */
     float *tmp;               /* backend scratch of max(num_params, num_buffers) floats */
     float *d_decay, *d_rest;  /* backend scalars (float)D and (float)(1 - D) */
+    float *d_minus1;          /* backend scalar -1 (ema_lerp) */
     float *saved_params, *saved_buffers;   /* the model's own while the average is in it */
     int64_t *saved_nbt;
     int swapped;
@@ -40,6 +41,15 @@ typedef struct {
 /* An empty average (n_averaged 0) for m's layout on m's backend; 0 <= decay < 1 (0: a copy of the weights). */
 void ema_init(Ema *e, const Model *m, double decay);
 void ema_free(Ema *e);
+
+/* A new decay for the next updates (0 <= decay < 1): Lookahead's, which changes at every pull. */
+void ema_set_decay(Ema *e, double decay);
+
+/* torch's avg.lerp_(p, weight) over the parameters and buffers (not num_batches_tracked), as
+ * airbench's Lookahead updates its copy: avg + w * (p - avg) when w < 0.5, else
+ * p - (p - avg) * (1 - w), w and 1 - w in float32; n_averaged += 1. Changes the decay's scalars:
+ * ema_set_decay before the next ema_update. */
+void ema_lerp(Ema *e, const Model *m, double weight);
 
 /* AveragedModel.update_parameters(m). */
 void ema_update(Ema *e, const Model *m);

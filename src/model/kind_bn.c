@@ -17,6 +17,8 @@ static void bn_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout
     (void)be;
     st->bn = (int)NB->size;
     st->w_off = layout_add(P, n->name, "weight", TENSOR_BN_WEIGHT, st->bn, 1, n->C, 0, 0, 0);
+    /* "affine_weight": false, airbench's weight.requires_grad = False: the weight stays at its 1 */
+    if (!n->affine_weight) P->info[P->n - 1].frozen = 1;
     st->b_off = layout_add(P, n->name, "bias", TENSOR_BN_BIAS, st->bn, 1, n->C, 0, 0, 0);
     st->rmean_off = layout_add(B, n->name, "running_mean", TENSOR_BN_RUNNING_MEAN, st->bn, 1, n->C, 0, 0, 0);
     st->rvar_off = layout_add(B, n->name, "running_var", TENSOR_BN_RUNNING_VAR, st->bn, 1, n->C, 0, 0, 0);
@@ -132,8 +134,9 @@ const NodeKindDef node_kind_bn = {
     /* eps above 0 and at most 1; momentum in 0..1 (PyTorch's: the weight of the batch) */
     .fields = {{F_ZERO_INIT, .def_doc = "false"},
                {F_EPS, .rdef = 1e-5f, .rmin = 1e-12f, .rmax = 1.0f, .def_doc = "1e-5"},
-               {F_MOMENTUM, .rdef = 0.1f, .rmin = 0.0f, .rmax = 1.0f, .def_doc = "0.1"}},
-    .n_fields = 3,
+               {F_MOMENTUM, .rdef = 0.1f, .rmin = 0.0f, .rmax = 1.0f, .def_doc = "0.1"},
+               {F_AFFINE_WEIGHT, .def = 1, .def_doc = "true; false: the weight is held at 1, not trained"}},
+    .n_fields = 4,
     .layout = bn_layout,
     .alloc = bn_alloc,
     .release = bn_release,

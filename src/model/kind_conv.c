@@ -27,6 +27,12 @@ static int conv_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c) 
     if (n->kw >= 1 && n->kw <= NET_MAX_KERNEL && (n->padw < 0 || n->padw >= span_w))
         return node_err(c, n, "padding", "a width's padding of %d is not in 0..%d (below the kernel's span)", n->padw,
                         span_w - 1);
+    /* a whitening convolution: both signs of one filter per input value of a patch (whiten.h) */
+    if (n->whiten && n->in != NET_INPUT)
+        return node_err(c, n, "whiten", "a whitening convolution reads the image (\"in\": \"input\")");
+    if (n->whiten && (n->groups != 1 || n->dilation != 1 || out != 2 * n->C * n->k * n->kw))
+        return node_err(c, n, "whiten", "a whitening convolution has groups 1, dilation 1 and out_channels 2 x in x "
+                        "kernel x kernel (%d here), not %d", 2 * n->C * n->k * n->kw, out);
     const int H = n->H, W = n->W;
     if (node_window(n, H, W, c)) return -1;
     n->H = window_out_size_dilated(H, n->k, n->dilation, n->stride, n->pad);
@@ -54,7 +60,11 @@ static void conv_layout(const Backend *be, const NetNode *n, ModelStep *st, Layo
                              .groups = n->groups, .dilation = n->dilation, .kw = n->kw, .padw = n->padw};
     be->conv2d_init(&st->conv, &shape);
     st->w_off = layout_add(P, n->name, "weight", TENSOR_CONV_WEIGHT, -1, 4, n->C, st->C_in / n->groups, n->k, n->kw);
+    /* airbench's whitening layer: the weight computed from the data (whiten.h), requires_grad=False;
+     * the bias trained for --whiten_bias_epochs */
+    if (n->whiten) P->info[P->n - 1].frozen = 1;
     if (n->bias) st->b_off = layout_add(P, n->name, "bias", TENSOR_CONV_BIAS, -1, 1, n->C, 0, 0, 0);
+    if (n->bias && n->whiten) P->info[P->n - 1].whiten_bias = 1;
 }
 
 static void conv_release(const Backend *be, ModelStep *st) { be->conv2d_free(&st->conv); }
@@ -91,6 +101,12 @@ static void conv_init(const Model *m, const ModelStep *st, float *params, float 
     case NET_INIT_INCEPTION: rng_fill_normal(r, w, n, node->init_std > 0 ? node->init_std : 0.1f); break;
     case NET_INIT_CONVNEXT: rng_fill_normal(r, w, n, node->init_std > 0 ? node->init_std : 0.02f); break;
     default: rng_fill_normal(r, w, n, sqrtf(2.0f / (float)((size_t)st->C * taps))); break;
+    }
+    /* torch.nn.init.dirac_(weight[:in]): filter o < in passes input channel o through, unchanged */
+    if (node->dirac) {
+        const int cin = st->C_in / node->groups, nd = st->C < cin ? st->C : cin;
+        for (size_t i = 0; i < (size_t)nd * fan_in; i++) w[i] = 0.0f;
+        for (int o = 0; o < nd; o++) w[(size_t)o * fan_in + (size_t)o * taps + (size_t)(node->k / 2) * node->kw + node->kw / 2] = 1.0f;
     }
     if (!node->bias) return;
     if (m->net.init == NET_INIT_PYTORCH || m->net.init == NET_INIT_REGNET)
@@ -154,8 +170,11 @@ const NodeKindDef node_kind_conv = {
                {F_GROUPS, .def = 1, .min = 1, .def_doc = "1"},
                {F_DILATION, .def = 1, .min = 1, .def_doc = "1"},
                {F_BIAS, .def_doc = "false"},
-               {F_INIT_STD, .rmin = 0, .rmax = 10, .def_doc = "the family's"}},
-    .n_fields = 8,
+               {F_INIT_STD, .rmin = 0, .rmax = 10, .def_doc = "the family's"},
+               {F_DIRAC, .def_doc = "false; true: the first in-channels filters start as the identity (airbench's)"},
+               {F_WHITEN, .def_doc = "false; true: the weight is the whitening of the training images' patches, not "
+                                     "trained; out_channels 2 x in x kernel x kernel"}},
+    .n_fields = 10,
     .shape = conv_shape,
     .backend_lacks = conv_backend_lacks,
     .layout = conv_layout,

@@ -18,11 +18,25 @@ static int linear_shape(NetNode *n, const NetNode *const *ins, const NetCheck *c
     return 0;
 }
 
+/* The GPU backend's kernels add a bias always and have no scalar scale after them yet. */
+static const char *linear_backend_lacks(const Backend *be, const NetNode *n) {
+    return be->on_device && (!n->bias || n->output_scale != 1.0f) ? "linear layer without bias or with an output_scale"
+                                                                   : NULL;
+}
+
 static void linear_layout(const Backend *be, const NetNode *n, ModelStep *st, Layout *P, Layout *B, Layout *NB) {
     (void)be; (void)B; (void)NB;
     st->w_off = layout_add(P, n->name, "weight", TENSOR_LINEAR_WEIGHT, -1, 2, n->C, st->C_in, 0, 0);
-    st->b_off = layout_add(P, n->name, "bias", TENSOR_LINEAR_BIAS, -1, 1, n->C, 0, 0, 0);
+    if (n->bias) st->b_off = layout_add(P, n->name, "bias", TENSOR_LINEAR_BIAS, -1, 1, n->C, 0, 0, 0);
 }
+
+/* "output_scale" other than 1: the constant on the backend, for scale_inplace */
+static void linear_alloc(const Backend *be, ModelStep *st, int max_batch) {
+    (void)max_batch;
+    st->scale = be->alloc(sizeof(float));
+}
+
+static void linear_release(const Backend *be, ModelStep *st) { be->release(st->scale); }
 
 /* nn.Linear's default (PyTorch's, ResNet's, AlexNet's, ShuffleNet's init): weight and bias
  * uniform within 1/sqrt(in). The other families' __init__: MobileNet, RegNet and VGG draw the
@@ -35,7 +49,8 @@ static void linear_init(const Model *m, const ModelStep *st, float *params, floa
     (void)buffers;
     const NetNode *node = step_node(m, st);
     const size_t nw = (size_t)st->C * st->C_in;
-    float *w = params + st->w_off, *b = params + st->b_off;
+    float *w = params + st->w_off, *b = node->bias ? params + st->b_off : NULL;
+    m->be->upload(st->scale, &node->output_scale, sizeof(float));
     switch (m->net.init) {
     case NET_INIT_MOBILENET:
     case NET_INIT_REGNET: rng_fill_normal(r, w, nw, 0.01f); break;
@@ -47,33 +62,40 @@ static void linear_init(const Model *m, const ModelStep *st, float *params, floa
     case NET_INIT_GOOGLENET:
     case NET_INIT_INCEPTION:
         rng_fill_normal(r, w, nw, node->init_std > 0 ? node->init_std : m->net.init == NET_INIT_GOOGLENET ? 0.01f : 0.1f);
-        rng_fill_uniform(r, b, (size_t)st->C, 1.0f / sqrtf((float)st->C_in));
+        if (b) rng_fill_uniform(r, b, (size_t)st->C, 1.0f / sqrtf((float)st->C_in));
         return;
     default: {
         const float bound = 1.0f / sqrtf((float)st->C_in);
         rng_fill_uniform(r, w, nw, bound);
-        rng_fill_uniform(r, b, (size_t)st->C, bound);
+        if (b) rng_fill_uniform(r, b, (size_t)st->C, bound);
         return;
     }
     }
-    for (int i = 0; i < st->C; i++) b[i] = 0.0f;
+    for (int i = 0; b && i < st->C; i++) b[i] = 0.0f;
 }
 
+/* Without a bias the kernels take NULL for it (linear_cpu.h); the output scale after the sum, as
+ * airbench's Mul follows its nn.Linear(bias=False), and on dy first in the backward. */
 static void linear_node_forward(Model *m, ModelStep *st, int N, int train) {
     (void)train;
-    m->be->linear_forward(model_value(m, st->in), m->params + st->w_off, m->params + st->b_off, st->y,
+    const NetNode *n = step_node(m, st);
+    m->be->linear_forward(model_value(m, st->in), m->params + st->w_off, n->bias ? m->params + st->b_off : NULL, st->y,
                           N * st->H * st->W, st->C_in, st->C);
+    if (n->output_scale != 1.0f) m->be->scale_inplace(st->y, (size_t)N * st->H * st->W * st->C, st->scale);
 }
 
 static void linear_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     Model *m = s->m;
     /* dx is needed by the linear kernel's contract; the image never feeds a linear layer */
     CHECK(st->in >= 0);
+    const NetNode *n = step_node(m, st);
     GradOut g;
     float *dx = grad_begin(s, st->in, &g);
-    if (!s->dry)
+    if (!s->dry) {
+        if (n->output_scale != 1.0f) m->be->scale_inplace(dy, (size_t)N * st->H * st->W * st->C, st->scale);
         m->be->linear_backward(model_value(m, st->in), m->params + st->w_off, dy, dx, m->grads + st->w_off,
-                               m->grads + st->b_off, N * st->H * st->W, st->C_in, st->C);
+                               n->bias ? m->grads + st->b_off : NULL, N * st->H * st->W, st->C_in, st->C);
+    }
     grad_done(s, &g, N);
 }
 
@@ -86,11 +108,16 @@ static int linear_float_out(const NetNode *n) { return n->H == 1 && n->W == 1; }
 static int linear_onnx(OnnxGraph *g, const NetNode *n) {
     if (n->H == 1 && n->W == 1) {
         const char *x = onnx_in_flat(g, n, 0);
-        onnx_op(g, "Gemm", onnx_out(g, n, 2), x, onnx_param(g, n, "weight", 0, NULL), onnx_param(g, n, "bias", 0, NULL),
-                NULL);
+        /* without a bias the scale is Gemm's alpha; with one a scale is refused (not needed yet) */
+        if (n->bias && n->output_scale != 1.0f) return onnx_err(g, n, "an output_scale with a bias has no ONNX form here");
+        onnx_op(g, "Gemm", onnx_out(g, n, 2), x, onnx_param(g, n, "weight", 0, NULL),
+                n->bias ? onnx_param(g, n, "bias", 0, NULL) : NULL, NULL);
         onnx_attr_int(g, "transB", 1);
+        if (n->output_scale != 1.0f) onnx_attr_float(g, "alpha", n->output_scale);
         return 0;
     }
+    if (!n->bias || n->output_scale != 1.0f) return onnx_err(g, n, "a per-pixel linear layer without bias or with an "
+                                                             "output_scale has no ONNX form here");
     int C, H, W;
     onnx_in_shape(g, n, 0, &C, &H, &W);
     const char *x = onnx_in(g, n, 0);
@@ -104,14 +131,20 @@ const NodeKindDef node_kind_linear = {
     .name = "linear",
     .doc = "`nn.Linear` over the channels: a classifier's layer on a 1x1 map, at every pixel on a larger one; the last "
            "node gives the logits",
-    .tensors = "`NAME.weight`, `NAME.bias`",
+    .tensors = "`NAME.weight`, `NAME.bias` (with a bias)",
     .inputs = 1,
     .float_out = linear_float_out,
     .fields = {{F_OUT_FEATURES, .min = 1, .def_doc = "`--num_classes`"},
-               {F_INIT_STD, .rmin = 0, .rmax = 10, .def_doc = "the family's"}},
-    .n_fields = 2,
+               {F_INIT_STD, .rmin = 0, .rmax = 10, .def_doc = "the family's"},
+               {F_BIAS, .def = 1, .def_doc = "true"},
+               {F_OUTPUT_SCALE, .rdef = 1.0f, .rmin = -1e6f, .rmax = 1e6f,
+                .def_doc = "1; the output times this constant (airbench's `Mul(1/9)`)"}},
+    .n_fields = 4,
     .shape = linear_shape,
+    .backend_lacks = linear_backend_lacks,
     .layout = linear_layout,
+    .alloc = linear_alloc,
+    .release = linear_release,
     .init = linear_init,
     .forward = linear_node_forward,
     .backward = linear_node_backward,

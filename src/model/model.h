@@ -48,6 +48,9 @@ typedef struct {
     int shape[4];
     TensorRole role;
     int bn;               /* the batch-norm layer a BN tensor belongs to (bn_info order), else -1 */
+    int frozen;           /* a parameter that is not trained (requires_grad=False): the optimizer's group of it
+                           * has learning rate 0 (optim.h) */
+    int whiten_bias;      /* the bias of a whitening convolution: frozen after --whiten_bias_epochs */
 } TensorInfo;
 
 /* One step of the forward: a node of the table, or a batch norm with the add and the ReLU

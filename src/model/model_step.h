@@ -44,7 +44,8 @@ struct ModelStep {
     double *count;            /* bn: values behind those statistics (all ranks' with sync BN) */
     int32_t *arg;             /* maxpool: the input pixel of each output */
     uint8_t *keep;            /* dropout: the mask of the last training forward */
-    float *scale;             /* stochastic_depth: each image's factor in the last training forward */
+    float *scale;             /* stochastic_depth: each image's factor in the last training forward; linear: its
+                               * output_scale (a backend scalar) */
     float *dlogits;           /* aux_loss: the gradient of its loss, as weighted */
     float *aux_loss;          /* aux_loss: its mean loss (backend scalar), then weighted */
     float *aux_weight;        /* aux_loss: its weight (backend scalar) */

@@ -51,6 +51,12 @@ typedef struct NetNode {
     float value;          /* layer_scale: the initial scale; aux_loss: its weight in the training loss */
     float init_std;       /* conv, linear: the standard deviation of its weights' draw, 0: its family's
                            * (Inception v3's auxiliary fc: 0.001) */
+    int whiten;           /* conv: its weight is the whitening of the training images' patches (whiten.h), never
+                           * trained; its bias trained for --whiten_bias_epochs only */
+    int dirac;            /* conv: after the family's draw, the first in-channels filters are the identity
+                           * (torch.nn.init.dirac_ of weight[:in], airbench's) */
+    int affine_weight;    /* bn: its weight is trained (else held at 1, requires_grad=False) */
+    float output_scale;   /* linear: its output times this constant (airbench's Mul(1/9)) */
     /* worked out by netspec_resolve: the output's shape */
     int C, H, W;
 } NetNode;

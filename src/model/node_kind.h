@@ -84,7 +84,11 @@ typedef enum { NODE_KINDS(NODE_KIND_ENUM) NODE_KIND_COUNT } NodeKind;
     X(F_INDEX, "index", NET_FIELD_NUMBER, index, index)                                \
     X(F_VALUE, "value", NET_FIELD_REAL, value, value)                                  \
     X(F_WEIGHT, "weight", NET_FIELD_REAL, value, value)                                \
-    X(F_INIT_STD, "init_std", NET_FIELD_REAL, init_std, init_std)
+    X(F_INIT_STD, "init_std", NET_FIELD_REAL, init_std, init_std)                      \
+    X(F_WHITEN, "whiten", NET_FIELD_BOOL, whiten, whiten)                              \
+    X(F_DIRAC, "dirac", NET_FIELD_BOOL, dirac, dirac)                                  \
+    X(F_AFFINE_WEIGHT, "affine_weight", NET_FIELD_BOOL, affine_weight, affine_weight)  \
+    X(F_OUTPUT_SCALE, "output_scale", NET_FIELD_REAL, output_scale, output_scale)
 
 #define NET_FIELD_ENUM(e, key, type, member, second) e,
 typedef enum { F_NONE = -1, NET_FIELDS(NET_FIELD_ENUM) NET_FIELD_COUNT } NetField;
@@ -113,7 +117,7 @@ typedef struct {
     const char *def_doc;   /* the default as docs/networks.md says it ("kernel/2"); NULL: none */
 } NetFieldSpec;
 
-#define NODE_MAX_FIELDS 8
+#define NODE_MAX_FIELDS 10
 
 /* A kind of inputs == NODE_INPUT_LIST takes "in" as a list of 1 to NET_MAX_INPUTS names (a
  * concatenation of branches: DenseNet's longest is 49). */

@@ -26,6 +26,7 @@ void optim_init(Optimizer *o, const OptimKind *kind, const Backend *be, size_t n
     o->eps = set->eps;
     o->trust_coeff = set->trust_coeff;
     o->max_grad_norm = set->max_grad_norm;
+    o->bn_bias_wd_mult = 1.0;
     for (int k = 0; k < kind->n_state; k++) o->state[k] = be->alloc(n * sizeof(float));   /* zeroed */
     o->sums = be->alloc(2 * sizeof(double));
 }
@@ -66,8 +67,12 @@ int optim_set_tensor_groups(Optimizer *o, const TensorInfo *t, int n, int no_dec
     OptimGroup *g = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof *g);
     int ng = 0;
     for (int i = 0; i < n; i++) {
-        const double wd = no_decay_1d && t[i].ndim == 1 ? 0.0 : o->weight_decay;
-        const double mult = t[i].role == TENSOR_BN_BIAS ? bn_bias_lr_mult : 1.0;
+        double wd = no_decay_1d && t[i].ndim == 1 ? 0.0 : o->weight_decay;
+        double mult = t[i].role == TENSOR_BN_BIAS ? bn_bias_lr_mult : 1.0;
+        if (t[i].role == TENSOR_BN_BIAS) wd *= o->bn_bias_wd_mult;
+        /* requires_grad=False: PyTorch's optimizer never sees it; a step of learning rate 0 leaves
+         * it as it is (its gradient is finite: the network's others are computed from it) */
+        if (t[i].frozen) wd = mult = 0.0;
         per[i] = (OptimGroup){.offset = t[i].offset, .n = t[i].numel, .weight_decay = wd, .lr_mult = mult};
         if (ng > 0 && g[ng - 1].weight_decay == wd && g[ng - 1].lr_mult == mult) g[ng - 1].n += t[i].numel;
         else g[ng++] = per[i];

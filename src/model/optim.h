@@ -85,6 +85,9 @@ typedef struct Optimizer {
     double weight_decay;
     int nesterov;
     double beta1, beta2, eps, trust_coeff, max_grad_norm;   /* OptimSettings' */
+    double bn_bias_wd_mult;  /* the batch-norm biases' weight decay is this times the optimizer's (1 unless set
+                              * before optim_set_model_groups: airbench's 1/64, its decay "decoupled" from the
+                              * biases' 64-fold learning rate) */
     OptimGroup *group;  /* NULL: one group, all n elements (optim_set_groups) */
     int n_group;
     OptimGroup *tensor; /* layerwise kinds: the parameter tensors with their group's settings, in
@@ -109,7 +112,8 @@ void optim_set_groups(Optimizer *o, const OptimGroup *group, int n_group);
 /* The groups of --no_decay_1d and --bn_bias_lr_mult over a model's parameter tensors: weight
  * decay 0 for every 1-D tensor (batch-norm weights and biases, the linear bias) when
  * no_decay_1d, learning rate times bn_bias_lr_mult for the batch-norm biases; neighbouring
- * tensors with equal settings share one group. Installs them with optim_set_groups unless they
+ * tensors with equal settings share one group. A frozen tensor (TensorInfo.frozen) has learning
+ * rate 0 and no weight decay, so it never changes. Installs them with optim_set_groups unless they
  * come to a single group of the optimizer's own settings (the defaults: nothing changes), and
  * the tensors. Returns the number of groups. */
 int optim_set_model_groups(Optimizer *o, const Model *m, int no_decay_1d, double bn_bias_lr_mult);

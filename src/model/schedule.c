@@ -14,6 +14,7 @@ int schedule_init(Schedule *s, const char *kind_name, double base_lr, double min
     else if (!strcmp(kind_name, "step")) s->kind = SCHED_STEP;
     else if (!strcmp(kind_name, "multistep")) s->kind = SCHED_MULTISTEP;
     else if (!strcmp(kind_name, "exponential")) s->kind = SCHED_EXPONENTIAL;
+    else if (!strcmp(kind_name, "triangle")) s->kind = SCHED_TRIANGLE;
     else return -1;
     s->base_lr = base_lr;
     s->min_lr = min_lr;
@@ -111,8 +112,30 @@ static double onecycle_lr(const Schedule *s, long step) {
     return anneal(o, max_lr, min_lr, (t - end1) / (end2 - end1));
 }
 
+/* airbench's get_lr (utils.py) under LambdaLR: base_lr times the factor, its operations in its
+ * order (Python floats) */
+static double triangle_lr(const Schedule *s, long step) {
+    const OneCycle *o = &s->onecycle;
+    const long warm = (long)(o->total_steps * o->pct_start), down = o->total_steps - warm;
+    const double start = 1.0 / o->div_factor, end = 1.0 / (o->div_factor * o->final_div_factor);
+    double f;
+    if (step < warm) {
+        const double frac = (double)step / (double)warm;
+        f = start * (1 - frac) + 1.0 * frac;
+    } else {
+        const double frac = (double)(step - warm) / (double)down;
+        f = 1.0 * (1 - frac) + end * frac;
+    }
+    return s->base_lr * f;
+}
+
 const char *schedule_onecycle_problem(const Schedule *s) {
     const OneCycle *o = &s->onecycle;
+    if (s->kind == SCHED_TRIANGLE) {
+        const long warm = (long)(o->total_steps * o->pct_start);
+        if (warm < 1 || warm >= o->total_steps) return "its rise (int(onecycle_pct_start x total steps)) is not 1 step or more and below the total";
+        return NULL;
+    }
     if (s->kind != SCHED_ONECYCLE) return NULL;
     if (o->total_steps < 1) return "no optimizer steps";
     const double end1 = o->pct_start * (double)o->total_steps - 1;
@@ -128,6 +151,7 @@ double schedule_lr(const Schedule *s, long epoch, long step) {
     case SCHED_COSINE_STEP: t = (double)step / (double)(s->epochs * s->steps_per_epoch); break;
     case SCHED_CONSTANT: t = -1.0; break;
     case SCHED_ONECYCLE: return onecycle_lr(s, step);
+    case SCHED_TRIANGLE: return triangle_lr(s, step);
     case SCHED_STEP:
     case SCHED_MULTISTEP:
     case SCHED_EXPONENTIAL: lr = epochwise_lr(s, epoch); t = -1.0; break;

@@ -5,7 +5,8 @@
 
 typedef enum {
     SCHED_COSINE, SCHED_COSINE_STEP, SCHED_CONSTANT, SCHED_ONECYCLE,
-    SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL   /* torchvision's per-epoch ones */
+    SCHED_STEP, SCHED_MULTISTEP, SCHED_EXPONENTIAL,  /* torchvision's per-epoch ones */
+    SCHED_TRIANGLE          /* airbench's per-step LambdaLR, over s->onecycle's settings */
 } ScheduleKind;
 
 #define SCHED_MAX_MILESTONES 32
@@ -23,7 +24,9 @@ typedef struct {
     ScheduleKind kind;
     double base_lr, min_lr;
     long epochs, steps_per_epoch, warmup_steps;
-    OneCycle onecycle;      /* SCHED_ONECYCLE only */
+    OneCycle onecycle;      /* SCHED_ONECYCLE, and SCHED_TRIANGLE: airbench's get_lr as LambdaLR, its factor
+                             * from 1 / div_factor up to 1 in int(pct_start * total_steps) steps, then down to
+                             * 1 / (div_factor * final_div_factor) at total_steps (anneal_linear ignored) */
     /* torchvision's per-epoch rules (set by schedule_set_epochwise after schedule_init):
      * StepLR(step_size, gamma), MultiStepLR(milestones, gamma), ExponentialLR(gamma), and the
      * warm-up SequentialLR puts before them: LinearLR(start_factor=warmup_decay) or

@@ -28,12 +28,13 @@ void linear_reference_forward(const float *x, const float *w, const float *b, fl
             const float *xn = x + (size_t)n * I, *wo = w + (size_t)o * I;
             double acc = 0.0;
             for (int i = 0; i < I; i++) acc += (double)xn[i] * wo[i];
-            y[(size_t)n * O + o] = (float)(acc + b[o]);
+            y[(size_t)n * O + o] = (float)(b ? acc + b[o] : acc);
         }
 }
 
 /* db[o] += sum over n of dy[n,o], in double: cheap (N*O), and the same on any thread count. */
 static void bias_grad(const float *dy, float *db, int N, int O) {
+    if (!db) return;   /* a layer without bias */
     #pragma omp parallel for schedule(static)
     for (int o = 0; o < O; o++) {
         double sb = 0.0;
@@ -89,6 +90,7 @@ static void gemm(char ta, char tb, int M, int Nc, int K, const float *A, int lda
 /* db[o] += the sum over n of dy[n,o]: per block of LIN_ROWS rows in double, the blocks added in
  * block order, so the same on any thread count; rows read in order (dy is [N, O]). */
 static void bias_grad_blocks(const float *dy, float *db, int N, int O) {
+    if (!db) return;   /* a layer without bias */
     const int nb = ntiles(N, LIN_ROWS);
     double *part = callocCheck((size_t)nb * O, sizeof(double));
     #pragma omp parallel for schedule(static) if (nb > 1)
@@ -119,7 +121,7 @@ void linear_forward(const float *x, const float *w, const float *b, float *y, in
         const int nb = N - n0 < LIN_ROWS ? N - n0 : LIN_ROWS, ob = O - o0 < LIN_COLS ? O - o0 : LIN_COLS;
         float *yt = y + (size_t)n0 * O + o0;
         gemm('N', 'T', nb, ob, I, x + (size_t)n0 * I, I, w + (size_t)o0 * I, I, 0.0f, yt, O);
-        for (int n = 0; n < nb; n++) {
+        for (int n = 0; b && n < nb; n++) {
             float *restrict yr = yt + (size_t)n * O;
             #pragma omp simd
             for (int o = 0; o < ob; o++) yr[o] += b[o0 + o];

@@ -10,7 +10,7 @@
 #ifndef DDP_LINEAR_CPU_H
 #define DDP_LINEAR_CPU_H
 
-/* y[N,O] = x[N,I] w[O,I]^T + b[O]. */
+/* y[N,O] = x[N,I] w[O,I]^T + b[O]; b NULL (and db below): a layer without bias. */
 void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
 /* dw += dy^T x; db += sum_n dy; dx = dy w (overwritten) unless dx == NULL. */
 void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,

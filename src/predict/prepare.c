@@ -57,7 +57,7 @@ static void make_file_item(const Job *job, const Source *s, float *dst, Prepared
     const Preparer *p = job->p;
     ImageRGB im;   /* decoded as import decodes it */
     if (image_decode_path(s->path, IMAGE_MAX_PIXELS, &im, r->err, sizeof r->err) != 0) return;
-    const Transform tf = {TF_CENTRE, p->out, p->file_resize, p->file_lut};
+    const Transform tf = {TF_CENTRE, p->out, p->file_resize, p->file_lut, 0};
     const ImageView v = {im.rgb, im.w, im.h, (size_t)im.w * 3};
     transform_apply(&tf, &v, 0, 0, 0, (PixelBox){0, 0, im.w, im.h}, dst, scratch);
     free(im.rgb);
@@ -68,7 +68,7 @@ static void make_file_item(const Job *job, const Source *s, float *dst, Prepared
 static void make_shard_item(const Job *job, const Source *s, size_t k, const Stored *st, float *dst, Prepared *r,
                             TransformScratch *scratch) {
     const Preparer *p = job->p;
-    const Transform tf = {p->shard_mode, p->out, p->shard_resize, s->lut};
+    const Transform tf = {p->shard_mode, p->out, p->shard_resize, s->lut, 0};
     const int S = p->image_size;
     if (s->encoding != SHARD_ENC_JPEG) {
         const ImageView v = {st->bytes, S, S, (size_t)S * 3};

@@ -60,7 +60,8 @@ static void write_on_rank0(CkptPolicy *p, Learner *l, const float *rank_buffers,
     host_mirror_open(&h, &l->model, &l->opt);
     host_mirror_pull(&h, &l->model, &l->opt);
     const CkptEma *ema = NULL;
-    if (learner_has_average(l)) {
+    /* Lookahead's slow copy is kept where the EMA would be */
+    if (learner_has_average(l) || (l->lookahead && l->ema.n_averaged > 0)) {
         ema_download(&l->ema, l->ema_host.params, l->ema_host.buffers, l->ema_host.nbt);
         l->ema_host.n_averaged = l->ema.n_averaged;
         l->ema_host.decay = l->ema.decay;
@@ -137,7 +138,10 @@ static void load(CkptPolicy *p, Learner *l, const char *path, TrainState *ts, in
     CkptEma *fema = l->ema.be ? &l->ema_host : &fe;
     if (checkpoint_load_ema(path, h.model, h.opt, ts, p->comm->rank, p->comm->world_size, own, fema, err, sizeof err) != 0)
         die("%s", err);
-    if (l->ema.be && fema->n_averaged > 0) {
+    if (l->lookahead && fema->n_averaged > 0) {
+        ema_upload(&l->ema, fema->params, fema->buffers, fema->nbt, fema->n_averaged);
+        log_info(p->log, "resume: Lookahead: its slow copy from the checkpoint's /ema");
+    } else if (l->ema.be && fema->n_averaged > 0) {
         ema_upload(&l->ema, fema->params, fema->buffers, fema->nbt, fema->n_averaged);
         log_info(p->log, "resume: EMA: the average of %ld update%s (decay %g%s)", fema->n_averaged,
                  fema->n_averaged == 1 ? "" : "s", fema->decay,

@@ -117,7 +117,7 @@ void eval_run_and_log(Evaluator *e, Learner *l, Replica *rep, long epoch, long s
         snprintf_check(acc5, sizeof acc5, " test_acc5 %.4f", e->last_acc5);
         snprintf_check(acc5_json, sizeof acc5_json, "\"test_acc5\": %.6f, ", e->last_acc5);
     }
-    const char *which = !l->ema.be ? "" : ema ? " (EMA)" : " (EMA not updated yet: the trained weights)";
+    const char *which = !l->ema.be || l->lookahead ? "" : ema ? " (EMA)" : " (EMA not updated yet: the trained weights)";
     const int tta = strcmp(c->tta, "none") != 0;
     log_info(e->log, "epoch %ld step %ld test_acc %.4f test_loss %.4f%s%s%s%s%s (%.1f s)", epoch + 1, step, e->last_acc,
              test_loss, acc5, which, tta ? " (TTA " : "", tta ? c->tta : "", tta ? ")" : "", now_sec() - t0);

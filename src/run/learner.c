@@ -102,18 +102,39 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
                                .eps = c->opt_eps > 0.0 ? c->opt_eps : kind->eps, .trust_coeff = c->lars_trust_coeff,
                                .max_grad_norm = c->lamb_max_grad_norm};
     optim_init(&l->opt, kind, be, m->num_params, &set);
+    l->opt.bn_bias_wd_mult = c->bn_bias_wd_mult;
+    l->whiten_bias_epochs = c->whiten_bias_epochs;
     const int groups = optim_set_model_groups(&l->opt, m, c->no_decay_1d, c->bn_bias_lr_mult);
     if (strcmp(kind->name, "sgd") != 0)
         log_info(log, "optimizer: %s: %s (eps %g)", kind->name, kind->doc, set.eps);
+    int frozen = 0;
+    for (int i = 0; i < m->n_param_info; i++) frozen += m->param_info[i].frozen;
     if (l->opt.group)
-        log_info(log, "optimizer: %d parameter ranges (%s%s%s)", groups, c->no_decay_1d ? "no weight decay on 1-D parameters" : "",
+        log_info(log, "optimizer: %d parameter ranges (%s%s%s%s%s%s%s)", groups, c->no_decay_1d ? "no weight decay on 1-D parameters" : "",
                  c->no_decay_1d && c->bn_bias_lr_mult != 1.0 ? ", " : "",
-                 c->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "");
+                 c->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "",
+                 c->bn_bias_wd_mult != 1.0 ? ", their weight decay times " : "",
+                 c->bn_bias_wd_mult != 1.0 ? "--bn_bias_wd_mult" : "", frozen ? "; not trained: " : "",
+                 frozen ? "tensors marked so by the network (a whitening convolution's weight, batch norms' held weights)" : "");
     grad_clip_init(&l->clip, be, c->clip_grad_norm);
     l->grad_norm = NAN;
     if (l->clip.be) log_info(log, "gradients: clipped to a global L2 norm of %g before every step", c->clip_grad_norm);
 
-    if (c->ema_decay > 0.0) {
+    l->no_decay_1d = c->no_decay_1d;
+    l->bn_bias_lr_mult = c->bn_bias_lr_mult;
+    l->lookahead_every = c->lookahead_every;
+    l->lookahead_decay = c->lookahead_decay;
+    if (c->lookahead_every > 0) {
+        /* the slow copy lives where an EMA would (checkpoints' /ema); learner_lookahead_start fills it */
+        l->lookahead = 1;
+        ema_init(&l->ema, m, 0.0);
+        l->ema_host.params = mallocCheck(m->num_params * sizeof(float));
+        l->ema_host.buffers = mallocCheck(m->num_buffers * sizeof(float));
+        l->ema_host.nbt = callocCheck((size_t)model_bn_count(m), sizeof(int64_t));
+        log_info(log, "Lookahead: every %ld steps the weights and batch-norm buffers are pulled to a slow copy with decay "
+                 "%g^%ld x (step / total)^3 (airbench's), and set to it at the last step", c->lookahead_every,
+                 c->lookahead_decay, c->lookahead_every);
+    } else if (c->ema_decay > 0.0) {
         /* torchvision's --model-ema-steps adjustment of the decay, as its train.py computes it */
         double decay = c->ema_decay;
         if (c->ema_adjust) {
@@ -149,7 +170,41 @@ void learner_update(Learner *l, double lr) {
     model_params_changed(m);
 }
 
-int learner_has_average(const Learner *l) { return l->ema.be && l->ema.n_averaged > 0; }
+int learner_has_average(const Learner *l) { return l->ema.be && !l->lookahead && l->ema.n_averaged > 0; }
+
+int learner_set_epoch(Learner *l, long epoch) {
+    Model *m = &l->model;
+    if (l->whiten_bias_epochs <= 0) return 0;
+    const int freeze = epoch >= l->whiten_bias_epochs;
+    int changed = 0;
+    for (int i = 0; i < m->n_param_info; i++)
+        if (m->param_info[i].whiten_bias && m->param_info[i].frozen != freeze) {
+            m->param_info[i].frozen = freeze;
+            changed = 1;
+        }
+    if (changed) optim_set_model_groups(&l->opt, m, l->no_decay_1d, l->bn_bias_lr_mult);
+    return changed && freeze;
+}
+
+void learner_lookahead_start(Learner *l) {
+    if (!l->lookahead) return;
+    l->ema.n_averaged = 0;
+    ema_update(&l->ema, &l->model);   /* the first update copies */
+}
+
+double learner_lookahead_decay(const Learner *l, long step, long total) {
+    const double t = (double)step / (double)total;
+    return pow(l->lookahead_decay, (double)l->lookahead_every) * t * t * t;
+}
+
+void learner_lookahead_pull(Learner *l, double decay) {
+    Model *m = &l->model;
+    Ema *e = &l->ema;
+    if (decay < 1.0) ema_lerp(e, m, 1.0 - decay);   /* airbench's ema.lerp_(net, 1 - decay) */
+    m->be->copy(m->params, e->params, e->num_params * sizeof(float));
+    m->be->copy(m->buffers, e->buffers, e->num_buffers * sizeof(float));
+    model_params_changed(m);
+}
 
 void learner_free(Learner *l) {
     optim_free(&l->opt);

@@ -25,6 +25,12 @@ typedef struct {
     Ema ema;                 /* --ema_decay's average (ema.h); ema.be is NULL when off */
     CkptEma ema_host;        /* its host copy for checkpoints and resumes */
     GradScaler scaler;       /* fp16 loss scaling; disabled otherwise */
+    int lookahead;           /* --lookahead_every: ema holds Lookahead's slow copy, not an average */
+    long lookahead_every;
+    double lookahead_decay;
+    long whiten_bias_epochs; /* --whiten_bias_epochs (0: the whitening bias trained throughout) */
+    int no_decay_1d;         /* the groups' settings, to install them again */
+    double bn_bias_lr_mult;
 } Learner;
 
 /* The network --model names (a built-in, shaped by --width and --blocks for MiniResNet, or a
@@ -48,8 +54,19 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
  * overflowed. */
 void learner_update(Learner *l, double lr);
 
-/* Whether the EMA holds an average (it starts at the first update). */
+/* Whether the EMA holds an average (it starts at the first update); never under Lookahead. */
 int learner_has_average(const Learner *l);
+/* At the start of an epoch: a whitening convolution's bias frozen from --whiten_bias_epochs on
+ * (its parameter group's learning rate 0, as airbench's requires_grad = False). Returns 1 when
+ * it was frozen now. */
+int learner_set_epoch(Learner *l, long epoch);
+/* Lookahead (airbench's LookaheadState): the slow copy taken from the model (at the start of a
+ * run, after any whitening); the decay of the pull at global step `step` of `total`,
+ * lookahead_decay^every x (step / total)^3; the pull: slow.lerp_(model, 1 - D) over parameters
+ * and buffers (ema_lerp; D 1: slow unchanged), then the model set to it. */
+void learner_lookahead_start(Learner *l);
+double learner_lookahead_decay(const Learner *l, long step, long total);
+void learner_lookahead_pull(Learner *l, double decay);
 
 void learner_free(Learner *l);
 

@@ -18,6 +18,7 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
         .data_dir = c->data_dir, .split = split, .rank = s->rank, .world_size = s->world_size,
         .batch_size = (int)(train ? c->batch_size : c->eval_batch_size),
         .augment = train && c->augment, .crop_pad = c->crop_padding > 0 ? (int)c->crop_padding : -1,
+        .crop_pad_reflect = train && !strcmp(c->crop_pad_mode, "reflect"),
         .alternating_flip = (int)c->alternating_flip, .shuffle = train && c->shuffle, .drop_last = train,
         .seed = (uint64_t)c->seed, .num_classes = (int)c->num_classes,
         .image_size = (int)c->image_size,

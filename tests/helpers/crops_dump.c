@@ -12,13 +12,19 @@
  *        crops_dump pixels DIR N SEED
  *          N random RGB images DIR/I.src and the windows resample_box makes of them, DIR/I.out,
  *          listed in DIR/index.txt: random boxes and output sizes, RandomResizedCrop boxes,
- *          and Resize(R) + CenterCrop(V) */
+ *          and Resize(R) + CenterCrop(V)
+ *        crops_dump padcrop DIR N SEED
+ *          N random RGB images DIR/I.src of 4x4 to 40x40 pixels and transform.c's CIFAR view of
+ *          each with reflected padding (1 to 4 pixels, below the size), a random offset within it
+ *          and a random flip, DIR/I.out as float32 pixel values (an identity table), listed in
+ *          DIR/index.txt as "S PAD OX OY FLIP" */
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "data/crops.h"
+#include "data/transform.h"
 #include "data/resample.h"
 #include "base/rng.h"
 #include "base/util.h"
@@ -155,11 +161,43 @@ static int pixels(const char *dir, int n, uint64_t seed) {
     return 0;
 }
 
+static int padcrop(const char *dir, int n, uint64_t seed) {
+    Rng r;
+    rng_init(&r, seed, 0, 3);
+    float lut[3 * 256];
+    for (int c = 0; c < 3; c++)
+        for (int v = 0; v < 256; v++) lut[c * 256 + v] = (float)v;
+    char path[4096];
+    snprintf(path, sizeof path, "%s/index.txt", dir);
+    FILE *idx = fopen(path, "w");
+    CHECK(idx != NULL);
+    for (int i = 0; i < n; i++) {
+        const int S = between(&r, 4, 40), maxpad = S - 1 < 4 ? S - 1 : 4, pad = between(&r, 1, maxpad);
+        const int ox = between(&r, -pad, pad), oy = between(&r, -pad, pad), flip = (int)rng_below(&r, 2);
+        uint8_t *src = mallocCheck((size_t)S * S * 3);
+        float *out = mallocCheck((size_t)S * S * 3 * sizeof *out);
+        for (size_t k = 0; k < (size_t)S * S * 3; k++) src[k] = (uint8_t)rng_below(&r, 256);
+        const Transform t = {TF_PAD_CROP, S, 0, lut, 1};
+        const ImageView v = {src, S, S, (size_t)S * 3};
+        TransformScratch sc = {0};
+        transform_apply(&t, &v, ox, oy, flip, (PixelBox){0, 0, S, S}, out, &sc);
+        transform_scratch_free(&sc);
+        write_file(dir, i, "src", src, (size_t)S * S * 3);
+        write_file(dir, i, "out", (const uint8_t *)out, (size_t)S * S * 3 * sizeof *out);
+        fprintf(idx, "%d %d %d %d %d\n", S, pad, ox, oy, flip);
+        free(src);
+        free(out);
+    }
+    fclose(idx);
+    return 0;
+}
+
 int main(int argc, char **argv) {
     g_progname = "crops_dump";
     if (argc >= 4 && !strcmp(argv[1], "boxes"))
         return boxes(atoi(argv[2]), strtoull(argv[3], NULL, 10), argc > 4 && !strcmp(argv[4], "--wrong_order"));
     if (argc == 4 && !strcmp(argv[1], "sizes")) return sizes(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (argc == 5 && !strcmp(argv[1], "pixels")) return pixels(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10));
-    die_code(2, "usage: crops_dump boxes N SEED [--wrong_order] | sizes N SEED | pixels DIR N SEED");
+    if (argc == 5 && !strcmp(argv[1], "padcrop")) return padcrop(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10));
+    die_code(2, "usage: crops_dump boxes N SEED [--wrong_order] | sizes N SEED | pixels DIR N SEED | padcrop DIR N SEED");
 }

@@ -35,8 +35,18 @@ int main(int argc, char **argv) {
     if (n < 0) return 2;
     schedule_set_epochwise(&s, c.lr_step_size, c.lr_gamma, milestones, n, c.lr_warmup_epochs,
                            !strcmp(c.lr_warmup_method, "constant"), c.lr_warmup_decay);
-    for (long e = 0, step = 0; e < c.epochs; e++)
-        for (long k = 0; k < spe; k++, step++) printf("%ld %.17g\n", e, schedule_lr(&s, e, step));
+    /* the per-step schedules over the run's steps, --max_steps included, as train.c sets them */
+    long total = c.epochs * spe;
+    if (c.max_steps > 0 && c.max_steps < total) total = c.max_steps;
+    s.onecycle = (OneCycle){.total_steps = total, .pct_start = c.onecycle_pct_start, .div_factor = c.onecycle_div_factor,
+                            .final_div_factor = c.onecycle_final_div_factor,
+                            .anneal_linear = !strcmp(c.onecycle_anneal, "linear")};
+    if (schedule_onecycle_problem(&s)) {
+        fprintf(stderr, "%s\n", schedule_onecycle_problem(&s));
+        return 2;
+    }
+    for (long e = 0, step = 0; e < c.epochs && step < total; e++)
+        for (long k = 0; k < spe && step < total; k++, step++) printf("%ld %.17g\n", e, schedule_lr(&s, e, step));
     config_free(&c);
     return 0;
 }
