@@ -16,7 +16,8 @@
 #   - the loader's first batch of 64 with --crop_padding 4 and svhn, and ta_wide with ColorJitter,
 #     against RandomCrop(32, padding=4) at its offsets, RandomHorizontalFlip, the policy and
 #     ColorJitter on PIL, PILToTensor, ConvertImageDtype, Normalize: the same levels; the policy
-#     applied before the flip must fail the check.
+#     applied before the flip must fail the check. With --crop_pad_mode reflect, ta_wide against
+#     RandomCrop(padding_mode="reflect"), which zero padding must fail.
 # Skips (77) without python3 with torch, torchvision, PIL and numpy.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "torch, torchvision, PIL, numpy") || {
@@ -69,6 +70,9 @@ for p in "svhn 9 2 0,0,0,0" "ta_wide 9 2 0.4,0.4,0.4,0.1"; do
     # shellcheck disable=SC2086
     check "the loader with $p" loader "$TMP/ld" $p --tol 1
 done
+rm -rf "$TMP/ld" && mkdir "$TMP/ld" && "$DUMP" loader "$TMP/data" "$TMP/ld" ta_wide 0,0,0,0 reflect || bad "autoaug_dump loader reflect"
+check "the loader with ta_wide and --crop_pad_mode reflect" loader "$TMP/ld" ta_wide 9 2 0,0,0,0 --padding_mode reflect --tol 1
+refused "reflect padding taken for zeros" loader "$TMP/ld" ta_wide 9 2 0,0,0,0 --tol 1
 rm -rf "$TMP/ld" && mkdir "$TMP/ld" && "$DUMP" loader "$TMP/data" "$TMP/ld" svhn 0,0,0,0 || bad "autoaug_dump loader svhn"
 refused "the policy before the flip" loader "$TMP/ld" svhn 9 2 0,0,0,0 --against aug_then_flip --tol 1
 finish

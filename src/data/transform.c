@@ -17,9 +17,6 @@ void transform_scratch_free(TransformScratch *s) {
     memset(s, 0, sizeof *s);
 }
 
-/* F.pad(mode="reflect"): the edge pixel is not repeated (offsets stay below S). */
-static int reflect_index(int i, int S) { return i < 0 ? -i : i >= S ? 2 * S - 2 - i : i; }
-
 /* CIFAR's view: out(y, x) = src(y + oy, x' + ox) with x' = S-1-x when flipped; outside the
  * image the padding is pixel value 0 before normalisation, or the mirrored image's pixel. */
 static void pad_crop(const Transform *t, const ImageView *src, int ox, int oy, int flip, float *dst) {
@@ -27,9 +24,9 @@ static void pad_crop(const Transform *t, const ImageView *src, int ox, int oy, i
     const float *lut = t->lut;
     CHECK(src->w >= S && src->h >= S);
     for (int y = 0; y < S; y++) {
-        const int sy = t->reflect ? reflect_index(y + oy, S) : y + oy;
+        const int sy = t->reflect ? transform_reflect_index(y + oy, S) : y + oy;
         for (int xx = 0; xx < S; xx++) {
-            const int sx0 = (flip ? S - 1 - xx : xx) + ox, sx = t->reflect ? reflect_index(sx0, S) : sx0;
+            const int sx0 = (flip ? S - 1 - xx : xx) + ox, sx = t->reflect ? transform_reflect_index(sx0, S) : sx0;
             float *d = dst + ((size_t)y * (size_t)S + (size_t)xx) * 3;
             if (sy < 0 || sy >= S || sx < 0 || sx >= S) {
                 for (int c = 0; c < 3; c++) d[c] = lut[c * 256];

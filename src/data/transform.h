@@ -37,6 +37,10 @@ typedef struct {
     size_t stride;
 } ImageView;
 
+/* F.pad(mode="reflect") of an S-pixel row at index i in [-S + 1, 2S - 2]: the edge pixel is
+ * not repeated (index -1 reads 1, S reads S - 2). */
+static inline int transform_reflect_index(int i, int S) { return i < 0 ? -i : i >= S ? 2 * S - 2 - i : i; }
+
 /* A worker's buffers, grown as needed; zero-initialise, free with transform_scratch_free. */
 typedef struct {
     ResampleScratch rs;

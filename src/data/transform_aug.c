@@ -9,12 +9,17 @@
 #include "base/util.h"
 
 /* TF_PAD_CROP's view in uint8: out(y, x) = src(y + oy, x' + ox), x' = S-1-x when flipped,
- * 0 outside the image (RandomCrop's padding fill). */
-static void pad_crop_u8(const ImageView *src, int S, int ox, int oy, int flip, uint8_t *out) {
+ * outside the image 0 (RandomCrop's padding fill) or, with reflect, the mirrored image's pixel
+ * (RandomCrop's padding_mode="reflect"), as transform.c's pad_crop. */
+static void pad_crop_u8(const ImageView *src, int S, int ox, int oy, int flip, int reflect, uint8_t *out) {
     CHECK(src->w >= S && src->h >= S);
     for (int y = 0; y < S; y++)
         for (int x = 0; x < S; x++) {
-            const int sy = y + oy, sx = (flip ? S - 1 - x : x) + ox;
+            int sy = y + oy, sx = (flip ? S - 1 - x : x) + ox;
+            if (reflect) {
+                sy = transform_reflect_index(sy, S);
+                sx = transform_reflect_index(sx, S);
+            }
             uint8_t *d = out + ((size_t)y * S + x) * 3;
             if (sy < 0 || sy >= S || sx < 0 || sx >= S) memset(d, 0, 3);
             else memcpy(d, src->rgb + (size_t)sy * src->stride + (size_t)sx * 3, 3);
@@ -45,7 +50,7 @@ void transform_apply_aug(const Transform *t, const ImageView *src, int ox, int o
         s->aug_cap = need;
     }
     if (t->mode == TF_PAD_CROP) {
-        pad_crop_u8(src, S, ox, oy, flip, s->aug);
+        pad_crop_u8(src, S, ox, oy, flip, t->reflect, s->aug);
     } else {
         CHECK(src->stride == (size_t)src->w * 3);   /* resample_box reads rows of src->w pixels */
         if (t->mode == TF_RRC) {

@@ -156,10 +156,11 @@ static int tables(void) {
 
 #define PIXAUG_SALT 0x7069786175673031ULL   /* dataloader.c's: a sample's pixel augmentations */
 
-static int loader(const char *data, const char *out, const char *name, const char *jitter) {
+static int loader(const char *data, const char *out, const char *name, const char *jitter, int reflect) {
     DataLoaderOptions o = {.data_dir = data, .split = "train", .rank = 0, .world_size = 1, .batch_size = 64,
                            .augment = 1, .crop_pad = 4, .shuffle = 1, .drop_last = 1, .seed = 5, .num_classes = 10,
                            .image_size = 32, .prefetch = 1, .workers = 2, .ra_magnitude = 9, .ra_num_ops = 2};
+    o.crop_pad_reflect = reflect;
     DataLoaderOptions plain = o;
     o.auto_augment = autoaug_policy(name);
     if (o.auto_augment < 0 || sscanf(jitter, "%lf,%lf,%lf,%lf", &o.color_jitter[0], &o.color_jitter[1],
@@ -211,12 +212,13 @@ static int loader(const char *data, const char *out, const char *name, const cha
 }
 
 int main(int argc, char **argv) {
-    if (argc == 6 && !strcmp(argv[1], "loader")) return loader(argv[2], argv[3], argv[4], argv[5]);
+    if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "reflect"))) && !strcmp(argv[1], "loader"))
+        return loader(argv[2], argv[3], argv[4], argv[5], argc == 7);
     if (argc >= 5 && !strcmp(argv[1], "ops"))
         return ops(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argc > 5 && !strcmp(argv[5], "--wrong_sign"));
     if (argc == 9 && !strcmp(argv[1], "policy"))
         return policy(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argv[5], atoi(argv[6]), atoi(argv[7]), argv[8]);
     if (argc == 2 && !strcmp(argv[1], "tables")) return tables();
-    fprintf(stderr, "usage: autoaug_dump ops DIR N SEED [--wrong_sign] | policy DIR N SEED POLICY MAG NUM_OPS B,C,S,H | tables | loader DATA OUT POLICY B,C,S,H\n");
+    fprintf(stderr, "usage: autoaug_dump ops DIR N SEED [--wrong_sign] | policy DIR N SEED POLICY MAG NUM_OPS B,C,S,H | tables | loader DATA OUT POLICY B,C,S,H [reflect]\n");
     return 2;
 }

@@ -159,7 +159,7 @@ def loader(args):
     for line in open(f"{args.dir}/index.txt"):
         head = line.split("|")[0].split()
         k, ox, oy, flip = (int(t) for t in head[:4])
-        src = np.pad(load(args.dir, k, S, S, "src"), ((4, 4), (4, 4), (0, 0)))
+        src = np.pad(load(args.dir, k, S, S, "src"), ((4, 4), (4, 4), (0, 0)), mode=args.padding_mode)
         img = Image.fromarray(np.ascontiguousarray(src[4 + oy:4 + oy + S, 4 + ox:4 + ox + S]), "RGB")
         try:
             if args.against == "aug_then_flip":
@@ -252,6 +252,7 @@ def main():
     for a in ("dir", "name", "ra_magnitude", "ra_num_ops", "jitter"):
         ld.add_argument(a)
     ld.add_argument("--against", default="flip_then_aug")
+    ld.add_argument("--padding_mode", default="constant", choices=["constant", "reflect"])
     ld.add_argument("--tol", type=int, default=0)
     t = sub.add_parser("tables")
     t.add_argument("file")
