@@ -38,6 +38,7 @@ import h5py
 import numpy as np
 import torch
 import torch.nn.functional as F
+from torchvision.ops._utils import split_normalization_params
 
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "tests", "helpers"))
 from miniresnet_torch import MiniResNet  # noqa: E402
@@ -54,7 +55,7 @@ DEFAULTS = {
     "optimizer": "sgd", "adam_beta1": 0.9, "adam_beta2": 0.999, "rmsprop_alpha": 0.9, "opt_eps": 0.0,
     "lars_trust_coeff": 0.001, "lamb_max_grad_norm": 1.0, "clip_grad_norm": 0.0, "lr_step_size": 30,
     "lr_gamma": 0.1, "lr_milestones": "", "lr_warmup_epochs": 0, "lr_warmup_method": "linear",
-    "lr_warmup_decay": 0.01, "ema_adjust": False,
+    "lr_warmup_decay": 0.01, "ema_adjust": False, "norm_weight_decay": -1.0,
 }
 # the optimizers' own epsilon where --opt_eps is 0 (config_table.h)
 OPT_EPS = {"sgd": 0.0, "adamw": 1e-8, "rmsprop": 0.0316, "lamb": 1e-6, "lars": 1e-8}
@@ -103,6 +104,11 @@ def augment(images, rng, pad, flips=None):
 
 
 def param_groups(model, lr, c):
+    if c["norm_weight_decay"] >= 0:   # torchvision's train.py groups
+        if c["no_decay_1d"] or c["bn_bias_lr_mult"] != 1.0:
+            sys.exit("torch_recipe: norm_weight_decay with no_decay_1d or bn_bias_lr_mult is not rendered here")
+        norm, other = split_normalization_params(model)
+        return [{"params": other}, {"params": norm, "weight_decay": c["norm_weight_decay"]}]
     if not c["no_decay_1d"] and c["bn_bias_lr_mult"] == 1.0:
         return model.parameters()
     bn_bias = {f"{n}.bias" for n, m in model.named_modules() if isinstance(m, torch.nn.BatchNorm2d)}

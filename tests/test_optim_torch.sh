@@ -24,6 +24,8 @@
 #     up to 5e-7 of the largest, which Adam's normalisation turns into a step of up to lr at eps
 #     1e-8 (docs/numerics.md; part 1 holds eps 1e-8 to the bit).
 #     Against PyTorch told another beta1, trust coefficient or clip, the comparison must fail.
+#     AdamW with --norm_weight_decay 0 against torchvision's split_normalization_params groups,
+#     which --no_decay_1d's groups (the linear bias undecayed too) must fail.
 #  3. A run with --optimizer adamw (and one with lamb) stopped after 3 steps and resumed ends
 #     with the checkpoint of the uninterrupted run's 8 steps bit for bit (ckpt_compare.py --all);
 #     a checkpoint of adamw resumed with --optimizer sgd is refused in one line, as is one whose
@@ -129,6 +131,25 @@ for c in "adamw adamw 0.003 1e-3 0.999 beta1=0.89" "lars lars 0.5 1e-8 0.999 tru
         ok "training, $1 against PyTorch told $6 detected: $(tail -1 "$TMP/tw.out" | cut -c1-120)"
     fi
 done
+
+# --norm_weight_decay: torchvision's split of the norms' parameters (the linear bias keeps its decay)
+j="$TMP/run-normwd"
+if timeout -k 5 60 "$DDPTRAIN" $RUN --job_dir "$j" --epochs 1 --max_steps 4 --no-augment --no-shuffle \
+        --lr_schedule constant --init_from "$TMP/w.h5" --optimizer adamw --lr 0.003 --weight_decay 0.05 \
+        --norm_weight_decay 0 --opt_eps 1e-3 --save_every_steps 1 --keep_checkpoints 9 >"$j.out" 2>&1; then
+    if "$PY" "$REF" train "$j/checkpoints" --init "$TMP/w.h5" --data "$TMP/data" --batch 16 --steps 4 --lr 0.003 \
+            --optimizer adamw --wd 0.05 --eps 1e-3 --norm_wd 0 --tol 1e-5 >"$j.cmp" 2>&1; then
+        ok "training, adamw with --norm_weight_decay 0: $(cut -c1-200 "$j.cmp")"
+    else bad "training, adamw with --norm_weight_decay 0"; cat "$j.cmp"; fi
+    if "$PY" "$REF" train "$j/checkpoints" --init "$TMP/w.h5" --data "$TMP/data" --batch 16 --steps 4 --lr 0.003 \
+            --optimizer adamw --wd 0.05 --eps 1e-3 --no_decay_1d --tol 1e-5 >"$TMP/tw.out" 2>&1; then
+        bad "--norm_weight_decay 0 against PyTorch told --no_decay_1d (the linear bias undecayed) went unnoticed"
+    else
+        ok "--norm_weight_decay 0 against --no_decay_1d detected: $(tail -1 "$TMP/tw.out" | cut -c1-120)"
+    fi
+else
+    bad "adamw with --norm_weight_decay 0: ddptrain failed: $(tail -2 "$j.out")"
+fi
 
 # ---- 3. checkpoints ------------------------------------------------------------------------
 ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }

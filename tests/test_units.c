@@ -165,10 +165,11 @@ static void test_sgd(void) {
     Model m;
     model_init(&m, 4, 1, 10, 8, 2);
     sgd_init(&o, m.num_params, 0.9f, 0.1f);
-    EXPECT(optim_set_model_groups(&o, &m, 0, 1.0) == 1 && o.group == NULL, "default settings: one group, none installed");
+    const OptimGroupRules plain = OPTIM_GROUP_RULES_DEFAULT, rules = {1, -1.0, 2.0, 1.0};
+    EXPECT(optim_set_model_groups(&o, &m, &plain) == 1 && o.group == NULL, "default settings: one group, none installed");
     optim_free(&o);
     sgd_init(&o, m.num_params, 0.9f, 0.1f);
-    optim_set_model_groups(&o, &m, 1, 2.0);
+    optim_set_model_groups(&o, &m, &rules);
     int good = o.group != NULL;
     for (int i = 0; good && i < m.n_param_info; i++) {
         const TensorInfo *t = &m.param_info[i];

@@ -26,7 +26,6 @@ void optim_init(Optimizer *o, const OptimKind *kind, const Backend *be, size_t n
     o->eps = set->eps;
     o->trust_coeff = set->trust_coeff;
     o->max_grad_norm = set->max_grad_norm;
-    o->bn_bias_wd_mult = 1.0;
     for (int k = 0; k < kind->n_state; k++) o->state[k] = be->alloc(n * sizeof(float));   /* zeroed */
     o->sums = be->alloc(2 * sizeof(double));
 }
@@ -62,14 +61,19 @@ void optim_set_groups(Optimizer *o, const OptimGroup *group, int n_group) {
     o->n_tensor = 0;
 }
 
-int optim_set_tensor_groups(Optimizer *o, const TensorInfo *t, int n, int no_decay_1d, double bn_bias_lr_mult) {
+static int norm_role(int role) {
+    return role == TENSOR_BN_WEIGHT || role == TENSOR_BN_BIAS || role == TENSOR_NORM_WEIGHT || role == TENSOR_NORM_BIAS;
+}
+
+int optim_set_tensor_groups(Optimizer *o, const TensorInfo *t, int n, const OptimGroupRules *r) {
     OptimGroup *per = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof *per);
     OptimGroup *g = mallocCheck((size_t)(n > 0 ? n : 1) * sizeof *g);
     int ng = 0;
     for (int i = 0; i < n; i++) {
-        double wd = no_decay_1d && t[i].ndim == 1 ? 0.0 : o->weight_decay;
-        double mult = t[i].role == TENSOR_BN_BIAS ? bn_bias_lr_mult : 1.0;
-        if (t[i].role == TENSOR_BN_BIAS) wd *= o->bn_bias_wd_mult;
+        double wd = r->no_decay_1d && t[i].ndim == 1 ? 0.0 : o->weight_decay;
+        if (r->norm_weight_decay >= 0.0 && norm_role(t[i].role)) wd = r->norm_weight_decay;
+        double mult = t[i].role == TENSOR_BN_BIAS ? r->bn_bias_lr_mult : 1.0;
+        if (t[i].role == TENSOR_BN_BIAS) wd *= r->bn_bias_wd_mult;
         /* requires_grad=False: PyTorch's optimizer never sees it; a step of learning rate 0 leaves
          * it as it is (its gradient is finite: the network's others are computed from it) */
         if (t[i].frozen) wd = mult = 0.0;
@@ -89,9 +93,9 @@ int optim_set_tensor_groups(Optimizer *o, const TensorInfo *t, int n, int no_dec
     return ng;
 }
 
-int optim_set_model_groups(Optimizer *o, const Model *m, int no_decay_1d, double bn_bias_lr_mult) {
+int optim_set_model_groups(Optimizer *o, const Model *m, const OptimGroupRules *r) {
     CHECK(o->n == m->num_params);
-    return optim_set_tensor_groups(o, m->param_info, m->n_param_info, no_decay_1d, bn_bias_lr_mult);
+    return optim_set_tensor_groups(o, m->param_info, m->n_param_info, r);
 }
 
 void optim_step(Optimizer *o, float *params, const float *grads, double lr) {

@@ -85,9 +85,6 @@ typedef struct Optimizer {
     double weight_decay;
     int nesterov;
     double beta1, beta2, eps, trust_coeff, max_grad_norm;   /* OptimSettings' */
-    double bn_bias_wd_mult;  /* the batch-norm biases' weight decay is this times the optimizer's (1 unless set
-                              * before optim_set_model_groups: airbench's 1/64, its decay "decoupled" from the
-                              * biases' 64-fold learning rate) */
     OptimGroup *group;  /* NULL: one group, all n elements (optim_set_groups) */
     int n_group;
     OptimGroup *tensor; /* layerwise kinds: the parameter tensors with their group's settings, in
@@ -109,16 +106,29 @@ void sgd_init_on(Optimizer *o, const Backend *be, size_t n, float momentum, floa
 /* Replace the single group by n_group slices (copied), which must cover [0, o->n) in order
  * without gaps or overlaps. The tensors, for a layerwise kind, are the groups themselves. */
 void optim_set_groups(Optimizer *o, const OptimGroup *group, int n_group);
-/* The groups of --no_decay_1d and --bn_bias_lr_mult over a model's parameter tensors: weight
- * decay 0 for every 1-D tensor (batch-norm weights and biases, the linear bias) when
- * no_decay_1d, learning rate times bn_bias_lr_mult for the batch-norm biases; neighbouring
- * tensors with equal settings share one group. A frozen tensor (TensorInfo.frozen) has learning
- * rate 0 and no weight decay, so it never changes. Installs them with optim_set_groups unless they
- * come to a single group of the optimizer's own settings (the defaults: nothing changes), and
- * the tensors. Returns the number of groups. */
-int optim_set_model_groups(Optimizer *o, const Model *m, int no_decay_1d, double bn_bias_lr_mult);
-/* The same over a table of n tensors (offset, numel, ndim and role of each, tiling [0, o->n)). */
-int optim_set_tensor_groups(Optimizer *o, const TensorInfo *t, int n, int no_decay_1d, double bn_bias_lr_mult);
+/* How a model's parameter tensors are grouped (docs/recipes.md): weight decay 0 for every 1-D
+ * tensor (norms' weights and biases, the convolutions' and linear layers' biases) with
+ * no_decay_1d; norm_weight_decay (when not negative) for the batch and layer norms' weights and
+ * biases only, torchvision's --norm-weight-decay; the batch-norm biases at bn_bias_lr_mult times
+ * the learning rate and bn_bias_wd_mult times their weight decay (airbench's 64 and 1/64, its
+ * decay "decoupled" from the biases' learning rate); a frozen tensor (requires_grad=False) at
+ * learning rate 0 and no weight decay. */
+typedef struct {
+    int no_decay_1d;
+    double norm_weight_decay;   /* < 0: the optimizer's weight decay */
+    double bn_bias_lr_mult, bn_bias_wd_mult;
+} OptimGroupRules;
+
+/* The settings of before any rule: one group, the optimizer's own. */
+#define OPTIM_GROUP_RULES_DEFAULT ((OptimGroupRules){0, -1.0, 1.0, 1.0})
+
+/* The groups of the rules over a model's parameter tensors; neighbouring tensors with equal
+ * settings share one group. Installs them with optim_set_groups unless they come to a single
+ * group of the optimizer's own settings (the defaults: nothing changes), and the tensors.
+ * Returns the number of groups. */
+int optim_set_model_groups(Optimizer *o, const Model *m, const OptimGroupRules *r);
+/* The same over a table of n tensors (offset, numel, ndim, role and frozen of each, tiling [0, o->n)). */
+int optim_set_tensor_groups(Optimizer *o, const TensorInfo *t, int n, const OptimGroupRules *r);
 
 void optim_step(Optimizer *o, float *params, const float *grads, double lr);
 /* The same, unless *skip (backend memory, may be NULL) is nonzero when the step runs: then

@@ -102,26 +102,31 @@ void learner_init(Learner *l, const Config *c, const NetSpec *net, const Backend
                                .eps = c->opt_eps > 0.0 ? c->opt_eps : kind->eps, .trust_coeff = c->lars_trust_coeff,
                                .max_grad_norm = c->lamb_max_grad_norm};
     optim_init(&l->opt, kind, be, m->num_params, &set);
-    l->opt.bn_bias_wd_mult = c->bn_bias_wd_mult;
     l->whiten_bias_epochs = c->whiten_bias_epochs;
-    const int groups = optim_set_model_groups(&l->opt, m, c->no_decay_1d, c->bn_bias_lr_mult);
+    l->rules = (OptimGroupRules){.no_decay_1d = c->no_decay_1d, .norm_weight_decay = c->norm_weight_decay,
+                                 .bn_bias_lr_mult = c->bn_bias_lr_mult, .bn_bias_wd_mult = c->bn_bias_wd_mult};
+    const int groups = optim_set_model_groups(&l->opt, m, &l->rules);
     if (strcmp(kind->name, "sgd") != 0)
         log_info(log, "optimizer: %s: %s (eps %g)", kind->name, kind->doc, set.eps);
     int frozen = 0;
     for (int i = 0; i < m->n_param_info; i++) frozen += m->param_info[i].frozen;
-    if (l->opt.group)
-        log_info(log, "optimizer: %d parameter ranges (%s%s%s%s%s%s%s)", groups, c->no_decay_1d ? "no weight decay on 1-D parameters" : "",
-                 c->no_decay_1d && c->bn_bias_lr_mult != 1.0 ? ", " : "",
-                 c->bn_bias_lr_mult != 1.0 ? "batch-norm biases at a multiple of the learning rate" : "",
-                 c->bn_bias_wd_mult != 1.0 ? ", their weight decay times " : "",
-                 c->bn_bias_wd_mult != 1.0 ? "--bn_bias_wd_mult" : "", frozen ? "; not trained: " : "",
-                 frozen ? "tensors marked so by the network (a whitening convolution's weight, batch norms' held weights)" : "");
+    if (l->opt.group) {
+        /* the rules that made the groups, in the order optim.h applies them */
+        const char *why[5];
+        int nw = 0;
+        if (c->no_decay_1d) why[nw++] = "no weight decay on 1-D parameters";
+        if (c->norm_weight_decay >= 0.0) why[nw++] = "the norms' weights and biases at --norm_weight_decay";
+        if (c->bn_bias_lr_mult != 1.0) why[nw++] = "batch-norm biases at a multiple of the learning rate";
+        if (c->bn_bias_wd_mult != 1.0) why[nw++] = "batch-norm biases' weight decay times --bn_bias_wd_mult";
+        if (frozen) why[nw++] = "not trained: tensors marked so by the network (a whitening convolution's weight, batch norms' held weights)";
+        log_info(log, "optimizer: %d parameter ranges (%s%s%s%s%s%s%s%s%s)", groups, nw > 0 ? why[0] : "", nw > 1 ? "; " : "",
+                 nw > 1 ? why[1] : "", nw > 2 ? "; " : "", nw > 2 ? why[2] : "", nw > 3 ? "; " : "", nw > 3 ? why[3] : "",
+                 nw > 4 ? "; " : "", nw > 4 ? why[4] : "");
+    }
     grad_clip_init(&l->clip, be, c->clip_grad_norm);
     l->grad_norm = NAN;
     if (l->clip.be) log_info(log, "gradients: clipped to a global L2 norm of %g before every step", c->clip_grad_norm);
 
-    l->no_decay_1d = c->no_decay_1d;
-    l->bn_bias_lr_mult = c->bn_bias_lr_mult;
     l->lookahead_every = c->lookahead_every;
     l->lookahead_decay = c->lookahead_decay;
     if (c->lookahead_every > 0) {
@@ -182,7 +187,7 @@ int learner_set_epoch(Learner *l, long epoch) {
             m->param_info[i].frozen = freeze;
             changed = 1;
         }
-    if (changed) optim_set_model_groups(&l->opt, m, l->no_decay_1d, l->bn_bias_lr_mult);
+    if (changed) optim_set_model_groups(&l->opt, m, &l->rules);
     return changed && freeze;
 }
 

@@ -29,8 +29,7 @@ typedef struct {
     long lookahead_every;
     double lookahead_decay;
     long whiten_bias_epochs; /* --whiten_bias_epochs (0: the whitening bias trained throughout) */
-    int no_decay_1d;         /* the groups' settings, to install them again */
-    double bn_bias_lr_mult;
+    OptimGroupRules rules;   /* the groups' settings, to install them again */
 } Learner;
 
 /* The network --model names (a built-in, shaped by --width and --blocks for MiniResNet, or a

@@ -367,7 +367,10 @@ int main(int argc, char **argv) {
     Optimizer opt;
     sgd_init_on(&opt, be, run->num_params, 0.9f, wd);
     opt.nesterov = nesterov;
-    optim_set_model_groups(&opt, run, no_decay_1d, bn_bias_lr_mult);
+    OptimGroupRules rules = OPTIM_GROUP_RULES_DEFAULT;
+    rules.no_decay_1d = no_decay_1d;
+    rules.bn_bias_lr_mult = bn_bias_lr_mult;
+    optim_set_model_groups(&opt, run, &rules);
     Ema ema;
     if (ema_decay > 0.0) ema_init(&ema, run, ema_decay);
     for (int s = 0; s < steps; s++) {

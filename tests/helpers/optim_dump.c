@@ -150,7 +150,10 @@ int main(int argc, char **argv) {
                                .beta2 = beta2, .eps = eps, .trust_coeff = trust, .max_grad_norm = max_grad_norm};
     Optimizer o;
     optim_init(&o, kind, &backend_cpu, n, &set);
-    optim_set_tensor_groups(&o, t, NT, no_decay_1d, mult);
+    OptimGroupRules rules = OPTIM_GROUP_RULES_DEFAULT;
+    rules.no_decay_1d = no_decay_1d;
+    rules.bn_bias_lr_mult = mult;
+    optim_set_tensor_groups(&o, t, NT, &rules);
     GradClip gc;
     grad_clip_init(&gc, &backend_cpu, clip);
 

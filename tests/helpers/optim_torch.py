@@ -16,7 +16,7 @@
   optim_torch.py train CKPT_DIR --init W.h5 --data DIR --batch N --steps S --lr LR
                  --optimizer NAME [--wd WD] [--momentum M] [--nesterov] [--beta1 B] [--beta2 B]
                  [--eps E] [--trust_coeff T] [--max_grad_norm G] [--no_decay_1d] [--clip MAX]
-                 [--metrics FILE] [--tol T] [--set KEY=VALUE ...]
+                 [--norm_wd W] [--metrics FILE] [--tol T] [--set KEY=VALUE ...]
       the training of a ddptrain run of 1 rank with --no-augment --no-shuffle, a constant
       learning rate, W.h5's weights (--init_from) and a checkpoint after every step in CKPT_DIR,
       on the one training shard of DIR in its order, normalised as ddptrain does: step k in
@@ -37,6 +37,7 @@ import sys
 import h5py
 import numpy as np
 import torch
+from torchvision.ops._utils import split_normalization_params
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 from miniresnet_torch import MiniResNet  # noqa: E402
@@ -296,8 +297,13 @@ def cmd_train(args):
             model.load_state_dict(sd)
             model.train()
             bn_bias = {f"{n}.bias" for n, mod in model.named_modules() if isinstance(mod, torch.nn.BatchNorm2d)}
-            opt = make_optimizer(args.optimizer, make_groups(list(model.named_parameters()), s["no_decay_1d"], 1.0,
-                                                             s["weight_decay"], bn_bias), s)
+            if args.norm_wd is not None:   # torchvision's train.py: its own split, not ours
+                norm, other = split_normalization_params(model)
+                groups = [{"params": other, "weight_decay": s["weight_decay"], "mult": 1.0},
+                          {"params": norm, "weight_decay": args.norm_wd, "mult": 1.0}]
+            else:
+                groups = make_groups(list(model.named_parameters()), s["no_decay_1d"], 1.0, s["weight_decay"], bn_bias)
+            opt = make_optimizer(args.optimizer, groups, s)
             load_state(opt, args.optimizer, model, f, k - 1)
         b = slice((k - 1) * args.batch, k * args.batch)
         x = torch.from_numpy(np.ascontiguousarray(x_all[b])).permute(0, 3, 1, 2).contiguous()
@@ -347,6 +353,8 @@ def main():
         a.add_argument(k, type=float, default=d)
     a.add_argument("--nesterov", action="store_true")
     a.add_argument("--no_decay_1d", action="store_true")
+    a.add_argument("--norm_wd", type=float, help="the norms' weight decay, torchvision's --norm-weight-decay: "
+                   "the groups of torchvision.ops._utils.split_normalization_params")
     a.add_argument("--metrics")
     a.add_argument("--set", action="append", default=[])
     args = ap.parse_args()
