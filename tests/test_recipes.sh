@@ -4,7 +4,8 @@
 # with the same checkpoint, bit for bit (every dataset but /config, every attribute), and the
 # same config.json but for job_dir and config, as a plain run; cifar10-fast.json runs (at width
 # 8 here, for time), its lr scaled from its stated global batch of 512 to this run's 64, with
-# its EMA and flip TTA on the evaluation line; --lr_ref_batch scales --lr and --min_lr linearly
+# its EMA and flip TTA on the evaluation line; torchvision's published recipes (torchvision-*.json)
+# run 3 steps each and name their augmentations and optimizer; --lr_ref_batch scales --lr and --min_lr linearly
 # and leaves them alone at the reference batch.
 # shellcheck disable=SC2086  # $FLAGS is a word list
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
@@ -69,6 +70,31 @@ elif "$IMG_PY" "$top_srcdir/tests/helpers/make_image_tree.py" classes "$TMP/tree
     fi
 else
     bad "recipes/imagenette-resnet18.json --max_steps 8 failed: $(tail -3 "$TMP/inet.out" 2>/dev/null)"
+fi
+
+# torchvision's published recipes (torchvision-*.json: ImageNet, 8 ranks of 128): each runs 3
+# steps on a small JPEG set with its augmentations, optimizer, groups and schedule, its sizes and
+# classes given on the command line, and says what it does on its log lines
+if [ -n "$IMG_PY" ] && "$IMG_PY" "$top_srcdir/tests/helpers/make_image_tree.py" classes "$TMP/tv" 3 100 4 >/dev/null 2>&1 &&
+   "$DDPDATA" import --in "$TMP/tv" --out "$TMP/tvjpeg" --size 48 --encoding jpeg >/dev/null 2>&1; then
+    for spec in "resnet50-v2|RandomResizedCrop 32 (scale 0.08,1), flip, --auto_augment ta_wide, RandomErasing p=0.1, per batch mixup 0.2 / cutmix 1, RASampler with 4 repetitions|the norms' weights and biases at --norm_weight_decay" \
+                "efficientnet_b0|RandomResizedCrop 32 (scale 0.08,1), flip, --auto_augment ta_wide, RandomErasing p=0.1, per batch mixup 0.2 / cutmix 1, RASampler with 4 repetitions|the norms' weights and biases at --norm_weight_decay" \
+                "mobilenet_v3_large|RandomResizedCrop 32 (scale 0.08,1), flip, --auto_augment imagenet, RandomErasing p=0.2 (made|optimizer: rmsprop"; do
+        name=${spec%%|*} rest=${spec#*|}
+        aug=${rest%%|*} opt=${rest#*|}
+        out="$TMP/tv-$name.out"
+        if timeout -k 5 300 "$DDPTRAIN" --config "$R/torchvision-$name.json" --data_dir "$TMP/tvjpeg" --job_dir "$TMP/tv-$name" \
+               --num_classes 3 --image_size 48 --train_crop_size 32 --val_resize_size 36 --val_crop_size 32 --batch_size 8 \
+               --epochs 2 --lr_warmup_epochs 1 --max_steps 3 --threads 1 >"$out" 2>&1 &&
+           grep -qF "augment: $aug" "$out" && grep -qF "$opt" "$out" && grep -q "step 3 test_acc" "$out" &&
+           [ -s "$(ckpt "$TMP/tv-$name" 3)" ]; then
+            ok "recipes/torchvision-$name.json --max_steps 3: $(grep '^augment:' "$out" | cut -c1-160)"
+        else
+            bad "recipes/torchvision-$name.json: $(grep -i 'augment:\|optimizer\|test_acc\|error' "$out" | head -5)"
+        fi
+    done
+else
+    echo "skip: torchvision-*.json (no python3 with PIL and numpy to make images)"
 fi
 
 # --lr_ref_batch: the constant schedule's lr at a global batch of 32 given for 128, and at 32

@@ -2,6 +2,7 @@
 /* splits.c - see splits.h. */
 #include "splits.h"
 
+#include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -92,6 +93,36 @@ void splits_log(const Splits *s, Logger *log) {
     if (!strcmp(c->data_in_memory, "auto")) snprintf(why, sizeof why, "; --data_in_memory auto: %s", s->mem_how);
     else snprintf(why, sizeof why, "; --data_in_memory %s", c->data_in_memory);
     log_info(log, "data: train %s; test %s%s", dataloader_memory_note(s->train), dataloader_memory_note(s->test), why);
+    splits_log_augment(c, log);
+}
+
+/* Appends ", what" to buf (cap bytes). */
+static void add(char *buf, size_t cap, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static void add(char *buf, size_t cap, const char *fmt, ...) {
+    const size_t n = strlen(buf);
+    if (n + 3 >= cap) return;
+    if (n) memcpy(buf + n, ", ", 3);
+    va_list ap;
+    va_start(ap, fmt);
+    vsnprintf(buf + strlen(buf), cap - strlen(buf), fmt, ap);
+    va_end(ap);
+}
+
+void splits_log_augment(const Config *c, Logger *log) {
+    if (!c->augment) {
+        log_info(log, "augment: none (--no-augment)");
+        return;
+    }
+    char a[512] = "";
+    if (c->train_crop_size > 0) add(a, sizeof a, "RandomResizedCrop %ld (scale %s)", c->train_crop_size, c->rrc_scale);
+    else if (c->crop_padding > 0) add(a, sizeof a, "%ld px of %s padding and a random crop", c->crop_padding, c->crop_pad_mode);
+    add(a, sizeof a, "%s", c->alternating_flip ? "alternating flip" : "flip");
+    if (strcmp(c->auto_augment, "none") != 0) add(a, sizeof a, "--auto_augment %s", c->auto_augment);
+    if (c->color_jitter[0]) add(a, sizeof a, "ColorJitter %s", c->color_jitter);
+    if (c->random_erase > 0) add(a, sizeof a, "RandomErasing p=%g", c->random_erase);
+    if (c->mixup_alpha > 0 || c->cutmix_alpha > 0) add(a, sizeof a, "per batch mixup %g / cutmix %g", c->mixup_alpha, c->cutmix_alpha);
+    if (c->ra_reps > 1) add(a, sizeof a, "RASampler with %ld repetitions", c->ra_reps);
+    log_info(log, "augment: %s (made by the loader's threads)", a);
 }
 
 void splits_free(Splits *s) {

@@ -40,6 +40,9 @@ void splits_agree_on_storage(Splits *s, Comm *comm, Logger *log);
 void splits_hold(Splits *s, int streamed, const char *why, Logger *log);
 
 /* The "data:" lines of the log. */
+/* The training augmentation, one line in torchvision's order ("augment: RandomResizedCrop 176
+ * (scale 0.08,1), flip, --auto_augment ta_wide, RandomErasing p=0.1, ..."). */
+void splits_log_augment(const Config *c, Logger *log);
 void splits_log(const Splits *s, Logger *log);
 
 void splits_free(Splits *s);
