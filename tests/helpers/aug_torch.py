@@ -12,7 +12,7 @@ when everything agrees, 1 otherwise (printing the first disagreements).
       the soft targets (labels, lambda, labels rolled by one) those of the rendering within 1e-6.
       --wrong renders mixup without the roll, or cutmix keeping the drawn lambda: must disagree
   aug_torch.py ra FILE DATA REPS WORLD [--wrong no_repeat]
-      RASampler (references/classification/sampler.py, rendered here) with torch.randperm
+      RASampler (references/classification/sampler.py; ra_indices renders it) with torch.randperm
       returning the loader's permutation: every rank's index sequence, and its labels those of
       the split's shards (DATA/train-*.h5, concatenated in order) at those indices
   aug_torch.py beta FILE ALPHA
@@ -168,40 +168,18 @@ def check_batches(d, wrong):
            f"{counts['kept']} not; {counts['mixup']} mixup, {counts['cutmix']} cutmix batches")
 
 
-class RASampler(torch.utils.data.Sampler):
-    """torchvision's references/classification/sampler.py (0.14), as published."""
-
-    def __init__(self, dataset, num_replicas, rank, shuffle=True, seed=0, repetitions=3):
-        self.dataset = dataset
-        self.num_replicas = num_replicas
-        self.rank = rank
-        self.epoch = 0
-        self.num_samples = int(math.ceil(len(self.dataset) * float(repetitions) / self.num_replicas))
-        self.total_size = self.num_samples * self.num_replicas
-        self.num_selected_samples = int(math.floor(len(self.dataset) // 256 * 256 / self.num_replicas))
-        self.shuffle = shuffle
-        self.seed = seed
-        self.repetitions = repetitions
-
-    def __iter__(self):
-        if self.shuffle:
-            g = torch.Generator()
-            g.manual_seed(self.seed + self.epoch)
-            indices = torch.randperm(len(self.dataset), generator=g).tolist()
-        else:
-            indices = list(range(len(self.dataset)))
-        indices = [ele for ele in indices for i in range(self.repetitions)]
-        indices += indices[: (self.total_size - len(indices))]
-        assert len(indices) == self.total_size
-        indices = indices[self.rank: self.total_size: self.num_replicas]
-        assert len(indices) == self.num_samples
-        return iter(indices[: self.num_selected_samples])
-
-    def __len__(self):
-        return self.num_selected_samples
-
-    def set_epoch(self, epoch):
-        self.epoch = epoch
+def ra_indices(n, world, rank, epoch, reps, seed=0):
+    """What RASampler (references/classification/sampler.py) hands rank `rank` in `epoch`, from
+    its documented behaviour: a permutation of the n images from a generator seeded with
+    seed + epoch (torch.randperm, patched by the caller), each index repeated reps times in
+    place, the list wrapped round to a multiple of the world size, every world-th entry from
+    the rank's, and of those the first floor((n // 256) * 256 / world)."""
+    g = torch.Generator()
+    g.manual_seed(seed + epoch)
+    rep = [int(i) for i in torch.randperm(n, generator=g).tolist() for _ in range(reps)]
+    per_rank = math.ceil(n * reps / world)
+    padded = (rep * 2)[: per_rank * world]
+    return padded[rank::world][: (n // 256) * 256 // world]
 
 
 def check_ra(path, data, reps, world, wrong):
@@ -225,9 +203,7 @@ def check_ra(path, data, reps, world, wrong):
         real = torch.randperm
         torch.randperm = lambda m, generator=None: torch.tensor(perm)
         try:
-            s = RASampler(list(range(n)), world, r, seed=0, repetitions=1 if wrong == "no_repeat" else reps)
-            s.set_epoch(e)
-            want = list(iter(s))
+            want = ra_indices(n, world, r, e, 1 if wrong == "no_repeat" else reps)
         finally:
             torch.randperm = real
         B = 16   # aug_dump's batch: the loader keeps whole batches
