@@ -25,18 +25,6 @@ PY=$(find_python "torch, torchvision, PIL, numpy") || {
 DUMP="$top_builddir/tests/helpers/autoaug_dump"
 CMP="$top_srcdir/tests/helpers/autoaug_torch.py"
 
-check() {
-    label=$1; shift
-    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then ok "$label: $(tail -1 "$TMP/c.out" | cut -c1-200)"
-    else bad "$label"; cat "$TMP/c.out"; fi
-}
-refused() {
-    label=$1; shift
-    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then bad "$label: the check passed"; cat "$TMP/c.out"
-    elif grep -q "disagreement" "$TMP/c.out"; then ok "$label: $(head -1 "$TMP/c.out")"
-    else bad "$label: the check failed otherwise"; cat "$TMP/c.out"; fi
-}
-
 echo "== single ops"
 mkdir "$TMP/ops" && "$DUMP" ops "$TMP/ops" 150 9 || bad "autoaug_dump ops"
 check "every op, exact" ops "$TMP/ops"

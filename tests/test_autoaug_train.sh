@@ -16,7 +16,6 @@ CMP="$top_srcdir/tests/helpers/ckpt_compare.py"
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 128 --test 32
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 16 --log_interval 1 --epochs 2"
-ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 train() { dir=$1; shift; timeout -k 5 60 "$DDPTRAIN" $FLAGS --job_dir "$dir" "$@" >"$dir.out" 2>&1; }
 
 # same LABEL A B: the final checkpoints of job directories A and B at step $2 agree bit for bit

@@ -12,7 +12,6 @@ CMP="$top_srcdir/tests/helpers/ckpt_compare.py"
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 128 --test 32 --shards 1
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 32 --log_interval 1"
-ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 # configs_equal A B: the two config.json files agree on every key but job_dir and config
 configs_equal() { "$PY" "$top_srcdir/tests/helpers/configs_equal.py" "$1" "$2"; }
 

@@ -19,20 +19,6 @@ PY=$(find_python "torch, torchvision, PIL, numpy") || {
 DUMP="$top_builddir/tests/helpers/crops_dump"
 CMP="$top_srcdir/tests/helpers/crops_torch.py"
 
-# check LABEL CMP-ARGS...: crops_torch.py must agree
-check() {
-    label=$1; shift
-    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then ok "$label: $(head -1 "$TMP/c.out" | cut -c1-200)"
-    else bad "$label"; cat "$TMP/c.out"; fi
-}
-# refused LABEL CMP-ARGS...: crops_torch.py must find disagreements
-refused() {
-    label=$1; shift
-    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then bad "$label: the check passed"; cat "$TMP/c.out"
-    elif grep -q "disagreement" "$TMP/c.out"; then ok "$label: $(tail -1 "$TMP/c.out")"
-    else bad "$label: the check failed otherwise"; cat "$TMP/c.out"; fi
-}
-
 echo "== RandomResizedCrop's boxes"
 "$DUMP" boxes 4000 7 >"$TMP/boxes.txt" || bad "crops_dump boxes"
 ATEN_CPU_CAPABILITY=default check "4000 boxes, torch's plain kernels" boxes "$TMP/boxes.txt" --exact

@@ -22,25 +22,16 @@ make_synth "$TMP/small" --train 200 --test 64
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 32 --log_interval 1"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 
-train() {
-    dir=$1 np=$2; shift 2
-    if [ "$np" = 1 ]; then
-        timeout -k 5 60 "$DDPTRAIN" $FLAGS --job_dir "$dir" "$@" >"$dir.out" 2>&1
-    else
-        timeout -k 5 60 $MPIRUN -np "$np" "$DDPTRAIN" $FLAGS --job_dir "$dir" "$@" >"$dir.out" 2>&1
-    fi
-}
-ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 same() { "$PY" "$CMP" --all "$1" "$2" 2>&1; }
 
 # bitexact LABEL TAG NRANKS HALF FULL FLAGS...: FULL steps straight vs HALF + resume
 bitexact() {
     label=$1 tag=$2 np=$3 half=$4 full=$5; shift 5
     s="$TMP/straight-$tag" r="$TMP/resumed-$tag"
-    if ! train "$s" "$np" --max_steps "$full" "$@"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
-    if ! train "$r" "$np" --max_steps "$half" "$@"; then bad "$label: first half failed: $(tail -3 "$r.out")"; return; fi
+    if ! train_job "$s" "$np" --max_steps "$full" "$@"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
+    if ! train_job "$r" "$np" --max_steps "$half" "$@"; then bad "$label: first half failed: $(tail -3 "$r.out")"; return; fi
     mv "$r.out" "$r.first.out"
-    if ! train "$r" "$np" --max_steps "$full" "$@"; then bad "$label: resumed run failed: $(tail -3 "$r.out")"; return; fi
+    if ! train_job "$r" "$np" --max_steps "$full" "$@"; then bad "$label: resumed run failed: $(tail -3 "$r.out")"; return; fi
     grep -q "resume: .*ckpt-$(printf %09d "$half").h5" "$r.out" || { bad "$label: the second run did not resume"; return; }
     if out=$(same "$(ckpt "$s" "$full")" "$(ckpt "$r" "$full")"); then ok "$label: $out"; else bad "$label: $out"; fi
 }
@@ -54,15 +45,15 @@ bitexact "erasing, mixup and cutmix, 1 rank, 20 steps = 10 + resume 10 (across a
 bitexact "--ra_reps 3 with erasing and mixup, 2 ranks, 12 steps = 6 + resume 6" ra 2 6 12 --ra_reps 3 --random_erase 0.25 --mixup_alpha 0.2
 grep -q "^training: .* x 8 steps (batch 32 x accum 1 x 2 ranks" "$TMP/straight-ra.out" || bad "--ra_reps 3 on 2 ranks: not 8 steps per epoch: $(grep -m1 '^training:' "$TMP/straight-ra.out")"
 
-train "$TMP/noprefetch" 1 --max_steps 20 $MIX --no-prefetch --data_workers 2 || bad "--no-prefetch run: $(tail -2 "$TMP/noprefetch.out")"
+train_job "$TMP/noprefetch" 1 --max_steps 20 $MIX --no-prefetch --data_workers 2 || bad "--no-prefetch run: $(tail -2 "$TMP/noprefetch.out")"
 if out=$(same "$(ckpt "$TMP/straight-mix" 20)" "$(ckpt "$TMP/noprefetch" 20)"); then ok "no prefetch thread, 2 workers: $out"
 else bad "no prefetch thread, 2 workers: $out"; fi
 
-train "$TMP/plain" 1 --max_steps 20 --label_smoothing 0.1 || bad "plain run: $(tail -2 "$TMP/plain.out")"
-train "$TMP/erase" 1 --max_steps 20 --label_smoothing 0.1 --random_erase 0.5 || bad "erase run"
-train "$TMP/mixup" 1 --max_steps 20 --label_smoothing 0.1 --mixup_alpha 0.2 || bad "mixup run"
-train "$TMP/cutmix" 1 --max_steps 20 --label_smoothing 0.1 --cutmix_alpha 1.0 || bad "cutmix run"
-train "$TMP/ra" 1 --max_steps 20 --label_smoothing 0.1 --ra_reps 2 || bad "ra run"
+train_job "$TMP/plain" 1 --max_steps 20 --label_smoothing 0.1 || bad "plain run: $(tail -2 "$TMP/plain.out")"
+train_job "$TMP/erase" 1 --max_steps 20 --label_smoothing 0.1 --random_erase 0.5 || bad "erase run"
+train_job "$TMP/mixup" 1 --max_steps 20 --label_smoothing 0.1 --mixup_alpha 0.2 || bad "mixup run"
+train_job "$TMP/cutmix" 1 --max_steps 20 --label_smoothing 0.1 --cutmix_alpha 1.0 || bad "cutmix run"
+train_job "$TMP/ra" 1 --max_steps 20 --label_smoothing 0.1 --ra_reps 2 || bad "ra run"
 for o in erase mixup cutmix ra; do differs "--$o changes the training" "$(ckpt "$TMP/plain" 20)" "$(ckpt "$TMP/$o" 20)"; done
 
 # refuse LABEL WANT FLAGS...: one line naming WANT on stderr, non-zero exit, no job directory

@@ -25,20 +25,6 @@ CMP="$top_srcdir/tests/helpers/aug_torch.py"
 export OMP_NUM_THREADS=1
 make_synth "$TMP/data" --train 600 --test 64 --shards 3
 
-# check LABEL CMP-ARGS...: aug_torch.py must agree
-check() {
-    label=$1; shift
-    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then ok "$label: $(tail -1 "$TMP/c.out" | cut -c1-200)"
-    else bad "$label"; head -12 "$TMP/c.out"; fi
-}
-# refused LABEL CMP-ARGS...: aug_torch.py must find disagreements
-refused() {
-    label=$1; shift
-    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then bad "$label: the check passed"; cat "$TMP/c.out"
-    elif grep -q "disagreement" "$TMP/c.out"; then ok "$label: $(tail -1 "$TMP/c.out")"
-    else bad "$label: the check failed otherwise"; cat "$TMP/c.out"; fi
-}
-
 echo "== batches: random erasing, mixup, cutmix"
 mkdir "$TMP/both" "$TMP/mixup" "$TMP/cutmix"
 "$DUMP" batches "$TMP/data" "$TMP/both" 3 8 0.25 0.2 1.0 9 || bad "aug_dump batches (both)"

@@ -152,7 +152,6 @@ else
 fi
 
 # ---- 3. checkpoints ------------------------------------------------------------------------
-ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 resume() {   # $1 = label, rest = flags: 8 steps straight against 3 + resume to 8, bit for bit
     label=$1; shift
     s="$TMP/straight-$label" r="$TMP/resumed-$label"

@@ -14,7 +14,6 @@ CMP="$top_srcdir/tests/helpers/ckpt_compare.py"
 R="$top_srcdir/recipes"
 export OMP_NUM_THREADS=2
 make_synth "$TMP/data" --train 512 --test 32 --shards 1
-ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 
 # seed.json against the defaults: 2 steps at the defaults' width 64, batch 64
 if timeout -k 5 300 "$DDPTRAIN" --config "$R/seed.json" --data_dir "$TMP/data" --job_dir "$TMP/seed" --max_steps 2 \

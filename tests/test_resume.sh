@@ -29,16 +29,6 @@ make_synth "$TMP/data" --train 256 --test 64 --shards 2
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 32 --log_interval 1"
 MPIRUN="mpirun --allow-run-as-root --oversubscribe"
 
-# train JOB_DIR NRANKS EXTRA_FLAGS... (output in JOB_DIR.out; returns ddptrain's status)
-train() {
-    dir=$1 np=$2; shift 2
-    if [ "$np" = 1 ]; then
-        timeout -k 5 60 "$DDPTRAIN" $FLAGS --job_dir "$dir" "$@" >"$dir.out" 2>&1
-    else
-        timeout -k 5 60 $MPIRUN -np "$np" "$DDPTRAIN" $FLAGS --job_dir "$dir" "$@" >"$dir.out" 2>&1
-    fi
-}
-ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 
 # bitexact LABEL NRANKS HALF FULL [TAG]: FULL steps straight vs HALF + resume, every dataset but
 # /config and every attribute of the final checkpoints bit for bit (TAG keeps the job
@@ -46,11 +36,11 @@ ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 bitexact() {
     label=$1 np=$2 half=$3 full=$4 tag=${5:-}
     s="$TMP/straight$tag-$np-$full" r="$TMP/resumed$tag-$np-$half-$full"
-    if ! train "$s" "$np" --max_steps "$full"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
-    if ! train "$r" "$np" --max_steps "$half"; then bad "$label: first half failed: $(tail -3 "$r.out")"; return; fi
+    if ! train_job "$s" "$np" --max_steps "$full"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
+    if ! train_job "$r" "$np" --max_steps "$half"; then bad "$label: first half failed: $(tail -3 "$r.out")"; return; fi
     [ -s "$(ckpt "$r" "$half")" ] || { bad "$label: no checkpoint at step $half"; return; }
     mv "$r.out" "$r.first.out"
-    if ! train "$r" "$np" --max_steps "$full"; then bad "$label: resumed run failed: $(tail -3 "$r.out")"; return; fi
+    if ! train_job "$r" "$np" --max_steps "$full"; then bad "$label: resumed run failed: $(tail -3 "$r.out")"; return; fi
     if ! grep -q "resume: .*ckpt-$(printf %09d "$half").h5: .*global step $half" "$r.out"; then
         bad "$label: second run did not say it resumed from step $half"; return
     fi
@@ -74,12 +64,12 @@ FLAGS=$FLAGS_PLAIN
 # run's own final evaluation, and with other evaluation options (--tta flip) their line.
 d="$TMP/eval-end"
 want=$(sed -n 's/^done: .*final test_acc \([0-9.]*\).*/\1/p' "$TMP/straight-1-12.out")
-if ! train "$d" 1 --resume "$(ckpt "$TMP/straight-1-12" 12)" --max_steps 12; then
+if ! train_job "$d" 1 --resume "$(ckpt "$TMP/straight-1-12" 12)" --max_steps 12; then
     bad "resume at the last step: $(tail -1 "$d.out")"
 elif ! grep -q "^training: the checkpoint is at the run's last step; evaluating it" "$d.out" ||
      ! grep -q "^done: 12 steps in .*, final test_acc $want " "$d.out"; then
     bad "resume at the last step: want the evaluation of test_acc $want: $(grep -E '^(training|epoch|done)' "$d.out" | tail -3)"
-elif rm -rf "$d" && train "$d" 1 --resume "$(ckpt "$TMP/straight-1-12" 12)" --max_steps 12 --tta flip &&
+elif rm -rf "$d" && train_job "$d" 1 --resume "$(ckpt "$TMP/straight-1-12" 12)" --max_steps 12 --tta flip &&
      grep -q "^epoch 2 step 12 test_acc [0-9.]* test_loss [0-9.]* test_acc5 [0-9.]* (TTA flip)" "$d.out"; then
     ok "resume at the last step evaluates the checkpoint: test_acc $want as the run's own; with --tta flip: $(grep -o 'test_acc [0-9.]* test_loss [0-9.]* test_acc5 [0-9.]* (TTA flip)' "$d.out")"
 else
@@ -101,7 +91,7 @@ for spec in "--data_in_memory yes:--data_in_memory:held in memory" \
     rest=${spec#*:} name=${rest%%:*} now=${rest#*:}
     d="$TMP/order-refused"
     rm -rf "$d"
-    if train "$d" 1 "$@" --resume "$half" --max_steps 20; then
+    if train_job "$d" 1 "$@" --resume "$half" --max_steps 20; then
         bad "resume with $*: accepted a checkpoint of a streamed order"
     elif grep -q "^ddptrain: error: .*ckpt-000000016.h5: $name: the training split is $now, but the checkpoint was written with it streamed in chunks of 16 images, windows of 3 chunks" "$d.out"; then
         ok "resume with $*: refused, naming $name: $(grep -o -e "$name: the training split is [^:]*" "$d.out")"
@@ -123,7 +113,7 @@ streams_as() {
         bad "$label: $out"
     fi
 }
-train "$TMP/order-auto" 1 --data_in_memory auto --resume "$half" --max_steps 20
+train_job "$TMP/order-auto" 1 --data_in_memory auto --resume "$half" --max_steps 20
 streams_as "resume with --data_in_memory auto from a streamed checkpoint" "$TMP/order-auto" \
     "--data_in_memory auto: streamed as when the checkpoint was written" "$TMP/straight-stream-1-20" 20
 FLAGS=$FLAGS_MEM
@@ -137,9 +127,9 @@ recipe() {
     label=$1; shift
     s="$TMP/recipe-straight" r="$TMP/recipe-resumed"
     rm -rf "$s" "$r"
-    if ! train "$s" "$NP" --max_steps 12 --save_every_steps 6 "$@"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
+    if ! train_job "$s" "$NP" --max_steps 12 --save_every_steps 6 "$@"; then bad "$label: straight run failed: $(tail -3 "$s.out")"; return; fi
     mkdir -p "$TMP/recipe-half" && cp "$(ckpt "$s" 6)" "$TMP/recipe-half/" || { bad "$label: no checkpoint at step 6"; return; }
-    if ! train "$r" "$NP" --max_steps 12 --save_every_steps 6 --resume "$TMP/recipe-half/$(basename "$(ckpt "$s" 6)")" "$@"; then
+    if ! train_job "$r" "$NP" --max_steps 12 --save_every_steps 6 --resume "$TMP/recipe-half/$(basename "$(ckpt "$s" 6)")" "$@"; then
         bad "$label: resumed run failed: $(tail -3 "$r.out")"; return
     fi
     grep -q "resume: .*global step 6" "$r.out" || { bad "$label: the resumed run did not say it resumed from step 6"; return; }
@@ -269,7 +259,7 @@ EOF
     src=$(ckpt "$TMP/resumed-2-6-12" 6)
     for np in 1 3; do
         d="$TMP/from2on$np"
-        if train "$d" "$np" --resume "$src" --max_steps 12 && grep -q "resume: $src: .*written by 2 ranks" "$d.out" &&
+        if train_job "$d" "$np" --resume "$src" --max_steps 12 && grep -q "resume: $src: .*written by 2 ranks" "$d.out" &&
            grep -q "^resume: batch norm: every rank starts from the running statistics averaged over the checkpoint's 2 ranks" "$d.out" &&
            grep '"test_acc"' "$d/metrics.jsonl" | tail -1 | grep -q '"step": 12,'; then
             ok "2-rank checkpoint resumed with --resume PATH on $np rank(s): from the averaged statistics, trains to step 12, final eval line"
@@ -295,7 +285,7 @@ fi
 # --resume PATH on 1 rank from a 1-rank checkpoint gives the same result as --resume auto.
 src=$(ckpt "$TMP/resumed-1-6-12" 6)
 d="$TMP/bypath"
-if train "$d" 1 --resume "$src" --max_steps 12 &&
+if train_job "$d" 1 --resume "$src" --max_steps 12 &&
    out=$("$PY" "$CMP" --all "$(ckpt "$d" 12)" "$(ckpt "$TMP/straight-1-12" 12)" 2>&1); then
     ok "--resume PATH into a new job dir: same final state as the straight run: $out"
 else
@@ -333,7 +323,7 @@ for change in "--batch_size 16:--batch_size 16" "--grad_accum_steps 2:--grad_acc
     fi
 done
 d="$TMP/change-accepted"
-if train "$d" 1 --resume "$src" --max_steps 12 --batch_size 16 --resume_data_change &&
+if train_job "$d" 1 --resume "$src" --max_steps 12 --batch_size 16 --resume_data_change &&
    grep -q "resume: .*epoch 2, step 0 of the epoch, global step 6" "$d.out" &&
    grep -q "WARNING resume: .*--batch_size 16.*--resume_data_change: going on from the start of the next epoch" "$d/logs/rank-00000.log" &&
    [ -s "$(ckpt "$d" 12)" ]; then
@@ -349,7 +339,7 @@ cp -r "$TMP/resumed-1-6-12" "$d"
 newest=$(ckpt "$d" 12)
 size=$(wc -c <"$newest")
 truncate -s $((size / 2)) "$newest"
-if train "$d" 1 --max_steps 16 && grep -q "resume: .*ckpt-000000008.h5: .*global step 8" "$d.out"; then
+if train_job "$d" 1 --max_steps 16 && grep -q "resume: .*ckpt-000000008.h5: .*global step 8" "$d.out"; then
     ok "truncated newest checkpoint ($size -> $((size / 2)) bytes): resumed from step 8"
 else
     bad "truncated newest checkpoint: $(grep -i resume "$d.out" | head -3)"

@@ -49,6 +49,34 @@ rank_pid() {
     done
 }
 
+# train_job JOB_DIR NRANKS FLAGS...: ddptrain with $FLAGS and FLAGS (one process, or NRANKS under
+# mpirun), its output in JOB_DIR.out; returns ddptrain's status (60 s at most)
+# shellcheck disable=SC2086  # $FLAGS is a word list
+train_job() {
+    dir=$1 np=$2; shift 2
+    if [ "$np" = 1 ]; then
+        timeout -k 5 60 "$DDPTRAIN" $FLAGS --job_dir "$dir" "$@" >"$dir.out" 2>&1
+    else
+        timeout -k 5 60 mpirun --allow-run-as-root --oversubscribe -np "$np" "$DDPTRAIN" $FLAGS --job_dir "$dir" "$@" \
+            >"$dir.out" 2>&1
+    fi
+}
+# check LABEL ARGS...: "$PY" "$CMP" ARGS (a checker against an independent reference) must agree;
+# refused LABEL ARGS...: it must find disagreements (a wrong variant it has to catch), and say so
+# with the word "disagreement"
+check() {
+    label=$1; shift
+    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then ok "$label: $(tail -1 "$TMP/c.out" | cut -c1-200)"
+    else bad "$label"; head -20 "$TMP/c.out"; fi
+}
+refused() {
+    label=$1; shift
+    if "$PY" "$CMP" "$@" >"$TMP/c.out" 2>&1; then bad "$label: the check passed"; head -20 "$TMP/c.out"
+    elif grep -q "disagreement" "$TMP/c.out"; then ok "$label: $(tail -1 "$TMP/c.out" | cut -c1-200)"
+    else bad "$label: the check failed otherwise"; head -20 "$TMP/c.out"; fi
+}
+# ckpt JOB_DIR STEP: the path of the job's checkpoint of that step
+ckpt() { printf '%s/checkpoints/ckpt-%09d.h5' "$1" "$2"; }
 elapsed() { awk -v a="$1" -v b="$(date +%s.%N)" 'BEGIN{printf "%.1f", b-a}'; }   # seconds since $1
 within() { awk -v d="$1" -v m="$2" 'BEGIN{exit !(d <= m)}'; }                    # $1 <= $2
 
