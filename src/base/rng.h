@@ -35,6 +35,14 @@ static inline uint32_t rng_below(Rng *r, uint32_t n) {
 /* Uniform float in [0, 1). */
 static inline float rng_uniform(Rng *r) { return (float)(rng_u64(r) >> 40) * (1.0f / 16777216.0f); }
 
+/* torch.empty(1).uniform_(lo, hi) on a float32 tensor: u * (hi - lo) + lo in float, the bounds
+ * cast to float first (RandomResizedCrop's and RandomErasing's draws). -std=c11 keeps GCC from
+ * fusing the multiply and add. */
+static inline float rng_uniform_f32(Rng *r, float lo, float hi) {
+    const float u = rng_uniform(r);
+    return u * (hi - lo) + lo;
+}
+
 /* Uniform float in [0, 1) as a pure function of (key, i): the i-th draw of a stream that needs
  * no state, so that threads may draw any part of it in any order (dropout's masks). */
 static inline float rng_hash_uniform(uint64_t key, uint64_t i) {

@@ -21,11 +21,6 @@ static long long round_half_even(double x) {
 
 /* torch.empty(1).uniform_(lo, hi) on a float32 tensor: the bounds cast to float, then
  * u * (hi - lo) + lo in float. -std=c11 keeps GCC from fusing the multiply and add. */
-static float uniform_f32(Rng *r, float lo, float hi) {
-    const float u = rng_uniform(r);
-    return u * (hi - lo) + lo;
-}
-
 PixelBox rrc_box(Rng *r, int w, int h, double scale_lo, double scale_hi, RrcDraws *draws) {
     CHECK(w > 0 && h > 0 && 0.0 <= scale_lo && scale_lo <= scale_hi);
     const double area = (double)w * h;
@@ -33,8 +28,8 @@ PixelBox rrc_box(Rng *r, int w, int h, double scale_lo, double scale_hi, RrcDraw
     const float log_lo = logf((float)RRC_RATIO_MIN), log_hi = logf((float)RRC_RATIO_MAX);
     if (draws) draws->tries = RRC_TRIES + 1;
     for (int t = 0; t < RRC_TRIES; t++) {
-        const float scale = uniform_f32(r, scale_lo_f, scale_hi_f);
-        const float log_ratio = uniform_f32(r, log_lo, log_hi);
+        const float scale = rng_uniform_f32(r, scale_lo_f, scale_hi_f);
+        const float log_ratio = rng_uniform_f32(r, log_lo, log_hi);
         if (draws) {
             draws->scale[t] = scale;
             draws->log_ratio[t] = log_ratio;

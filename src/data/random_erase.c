@@ -19,11 +19,6 @@ void random_erase_stream(Rng *r, uint64_t seed, int epoch, int rank, size_t pos)
     rng_init(r, seed ^ ERASE_SALT, ((uint64_t)(uint32_t)epoch << 32) | (uint32_t)rank, (uint64_t)pos);
 }
 
-static float uniform_f32(Rng *r, float lo, float hi) {
-    const float u = rng_uniform(r);
-    return u * (hi - lo) + lo;
-}
-
 PixelBox random_erase_box(Rng *r, int w, int h, double p, EraseDraws *draws) {
     CHECK(w > 0 && h > 0);
     const PixelBox none = {0, 0, 0, 0};
@@ -39,8 +34,8 @@ PixelBox random_erase_box(Rng *r, int w, int h, double p, EraseDraws *draws) {
     const float log_lo = logf((float)ERASE_RATIO_LO), log_hi = logf((float)ERASE_RATIO_HI);
     if (draws) draws->tries = ERASE_TRIES + 1;
     for (int t = 0; t < ERASE_TRIES; t++) {
-        const float scale = uniform_f32(r, scale_lo, scale_hi);
-        const float log_ratio = uniform_f32(r, log_lo, log_hi);
+        const float scale = rng_uniform_f32(r, scale_lo, scale_hi);
+        const float log_ratio = rng_uniform_f32(r, log_lo, log_hi);
         if (draws) {
             draws->scale[t] = scale;
             draws->log_ratio[t] = log_ratio;
