@@ -7,7 +7,8 @@
 # (tests/helpers/schedule_dump prints ddptrain's Schedule from its own options with 17 digits),
 # and once through a training run's metrics.jsonl (8 digits: 1e-7). Each compared with a variant
 # that differs (warm-up one epoch longer, another gamma, the other warm-up, a cosine over all the
-# epochs) must fail. Then --ema_adjust's decay on the EMA's line against train.py's formula, and
+# epochs) must fail. Then --ema_adjust's decay on the EMA's line against train.py's formula, its
+# restarts during the warm-up epochs against AveragedModel (tests/helpers/ema_warmup_check.py), and
 # the refusals (exit 2, one line).
 # shellcheck disable=SC2086  # flag lists
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
@@ -62,7 +63,8 @@ case_ "constant behind 2 linear warm-up epochs" "--lr_schedule constant --epochs
 make_synth "$TMP/data" --train 256 --test 64 --shards 2
 FLAGS="--data_dir $TMP/data --width 4 --blocks 1 --threads 1 --batch_size 64 --log_interval 1 --save_every 0"
 if timeout -k 5 120 "$DDPTRAIN" $FLAGS --job_dir "$TMP/run" --epochs 4 --lr 0.1 --lr_schedule step --lr_step_size 1 \
-        --lr_gamma 0.5 --lr_warmup_epochs 2 --lr_warmup_decay 0.1 --ema_decay 0.999 --ema_adjust --ema_every 2 >"$TMP/run.out" 2>&1; then
+        --lr_gamma 0.5 --lr_warmup_epochs 2 --lr_warmup_decay 0.1 --ema_decay 0.999 --ema_adjust --ema_every 2 \
+        --save_every 1 --save_every_steps 2 --keep_checkpoints 100 >"$TMP/run.out" 2>&1; then
     if "$PY" "$CMP" "$TMP/run/metrics.jsonl" --lr 0.1 --steps_per_epoch 4 --schedule step --step_size 1 --gamma 0.5 --epochs 4 \
             --warmup 2 --decay 0.1 --tol 1e-7 >"$TMP/c.out" 2>&1; then
         ok "a training run's metrics.jsonl: $(head -1 "$TMP/c.out")"
@@ -75,6 +77,20 @@ if timeout -k 5 120 "$DDPTRAIN" $FLAGS --job_dir "$TMP/run" --epochs 4 --lr 0.1 
         ok "--ema_adjust: decay $want on the EMA's line, as train.py's adjustment"
     else
         bad "--ema_adjust: wanted decay $want: $(grep "EMA:" "$TMP/run.out")"
+    fi
+    # The restarts during the warm-up epochs, against AveragedModel rebuilt from the weights of a
+    # checkpoint at every update; the same without the restarts must not match.
+    EMA="$top_srcdir/tests/helpers/ema_warmup_check.py"
+    EA="$TMP/run/checkpoints --decay $want --every 2 --steps_per_epoch 4 --warmup_epochs 2"
+    if "$PY" "$EMA" $EA >"$TMP/e.out" 2>&1; then
+        ok "--ema_adjust: the average restarts during the warm-up: $(cat "$TMP/e.out")"
+    else
+        bad "--ema_adjust's restarts: $(cat "$TMP/e.out")"
+    fi
+    if "$PY" "$EMA" $EA --no_reset >"$TMP/e.out" 2>&1; then
+        bad "the EMA without restarts during the warm-up matched too: $(cat "$TMP/e.out")"
+    else
+        ok "without the restarts the reference differs: $(cat "$TMP/e.out")"
     fi
 else
     bad "training run failed: $(tail -3 "$TMP/run.out")"
