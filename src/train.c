@@ -165,11 +165,6 @@ static void setup(Run *r, int argc, char **argv) {
     if (r->dev.be->on_device && strcmp(r->cfg.model, "miniresnet") != 0)
         die_code(2, "--model %s: the %s backend trains only --model miniresnet for now; use --device cpu", r->cfg.model,
                  r->dev.be->name);
-    /* the crops and the JPEG decoding are made on the host alone: the GPU applies only --crop_padding's
-     * plans to a split it holds (device_data.h) */
-    if (r->dev.be->on_device && r->cfg.train_crop_size)
-        die_code(2, "--train_crop_size %ld: the %s backend does not crop and resize images yet; use --device cpu",
-                 r->cfg.train_crop_size, r->dev.be->name);
     if (device_connect(&r->dev, &r->world, &r->cfg, err, sizeof err) != 0) die("%s", err);
     r->comm = r->world.comm;
     /* Gradient buckets round ddptrain's ring (comm_mpi.c: MPI libraries send small rank counts'
@@ -183,7 +178,7 @@ static void setup(Run *r, int argc, char **argv) {
     jobdir_propose(&r->job, &r->cfg, r->world.boot.rank);
 
     /* Data first: a bad dataset fails before anything is written. */
-    if (splits_open(&r->data, &r->cfg, &r->world.boot, r->dev.be->on_device, err, sizeof err) != 0) startup_fail(r, err);
+    if (splits_open(&r->data, &r->cfg, &r->world.boot, err, sizeof err) != 0) startup_fail(r, err);
     /* Then the memory: a run that cannot fit on its node fails before anything is allocated
      * for the model or written (memory_check.h). */
     if (memory_check(&r->mem, &r->cfg, &r->net, r->dev.be, r->world.boot.rank, r->world.boot.local_size, err,
