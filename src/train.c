@@ -161,15 +161,6 @@ static void setup(Run *r, int argc, char **argv) {
     if (world_init(&r->world, err, sizeof err) != 0) die("%s", err);
     read_flags(r, argc, argv);
     device_choose(&r->dev, &r->cfg, &r->world.boot);
-    /* Only MiniResNet has run on a GPU: the other networks' ops (max pool) exist on the CPU alone */
-    if (r->dev.be->on_device && strcmp(r->cfg.model, "miniresnet") != 0)
-        die_code(2, "--model %s: the %s backend trains only --model miniresnet for now; use --device cpu", r->cfg.model,
-                 r->dev.be->name);
-    /* the crops and the JPEG decoding are made on the host alone: the GPU applies only --crop_padding's
-     * plans to a split it holds (device_data.h) */
-    if (r->dev.be->on_device && r->cfg.train_crop_size)
-        die_code(2, "--train_crop_size %ld: the %s backend does not crop and resize images yet; use --device cpu",
-                 r->cfg.train_crop_size, r->dev.be->name);
     if (device_connect(&r->dev, &r->world, &r->cfg, err, sizeof err) != 0) die("%s", err);
     r->comm = r->world.comm;
     /* Gradient buckets round ddptrain's ring (comm_mpi.c: MPI libraries send small rank counts'
@@ -183,7 +174,7 @@ static void setup(Run *r, int argc, char **argv) {
     jobdir_propose(&r->job, &r->cfg, r->world.boot.rank);
 
     /* Data first: a bad dataset fails before anything is written. */
-    if (splits_open(&r->data, &r->cfg, &r->world.boot, r->dev.be->on_device, err, sizeof err) != 0) startup_fail(r, err);
+    if (splits_open(&r->data, &r->cfg, &r->world.boot, err, sizeof err) != 0) startup_fail(r, err);
     /* Then the memory: a run that cannot fit on its node fails before anything is allocated
      * for the model or written (memory_check.h). */
     if (memory_check(&r->mem, &r->cfg, &r->net, r->dev.be, r->world.boot.rank, r->world.boot.local_size, err,
@@ -229,8 +220,7 @@ static void build_reducer(Run *r) {
     reducer_init(&r->reducer, r->comm, m->grads, m->param_info, m->n_param_info, cap, (size_t)(cfg->first_bucket_mb * 1e6),
                  r->trace);
     if (strcmp(cfg->comm_dtype, "fp32") != 0) {
-        /* The 16-bit conversion runs on the host; NCCL would need it on the device. */
-        if (r->dev.be->on_device) die("--comm_dtype %s: compressed all-reduce is for CPU ranks only; use fp32 on GPUs", cfg->comm_dtype);
+        /* a GPU refused it at start-up (gpu_refusals.c) */
         reducer_set_wire(&r->reducer, !strcmp(cfg->comm_dtype, "bf16") ? COMM_BF16 : COMM_FP16);
     }
     /* A device's collectives progress on their own (NCCL's kernels and proxy thread). Two

@@ -1,8 +1,8 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# The CUDA backend leaves NULL the operations that have not run on a GPU (the activation
-# functions, the squeeze-excitation multiply, dropout, stochastic depth, a convolution's bias,
-# the batch norm fused with an activation, the joins, pools and norms of torchvision's other
+# The CUDA backend leaves NULL the operations that have not run on a GPU (a ReLU outside a batch
+# norm, max pooling, the blur, the activation functions, the squeeze-excitation multiply,
+# dropout, stochastic depth, a convolution's bias, the batch norm fused with an activation, the joins, pools and norms of torchvision's other
 # families: concat, split, channel shuffle, flatten, windowed and adaptive average pools, layer
 # norm, layer scale, transform_input) and takes no grouped or dilated convolution: read
 # from src/cuda/backend_cuda.c's table, they are the ones tests/test_refusals removes from the
@@ -10,7 +10,7 @@
 # is allocated; the networks of ResNet's kinds taken). Made to fail on a table that sets one.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 SRC="$top_srcdir/src/cuda/backend_cuda.c"
-MEMBERS="act_forward act_backward mul_forward mul_backward dropout_mask dropout_apply sample_scale bias_add bias_grad
+MEMBERS="relu_forward maxpool_forward maxpool_backward blur act_forward act_backward mul_forward mul_backward dropout_mask dropout_apply sample_scale bias_add bias_grad
 bn_apply_act bn_backward_reduce_act channel_copy channel_shuffle transpose channel_scale_forward channel_scale_backward
 channel_affine avgpool2d_forward avgpool2d_backward adaptive_avgpool_forward adaptive_avgpool_backward layernorm_forward
 layernorm_backward"

@@ -11,6 +11,7 @@
 #include <unistd.h>
 
 #include "gpu_choice.h"
+#include "gpu_refusals.h"
 #include "ops/conv_cpu.h"   /* ops_cpu_describe */
 #ifdef HAVE_CUDA_BACKEND
 #include "plugin.h"   /* and CUDA_AMP_* (cuda/cuda_amp.h) */
@@ -33,22 +34,10 @@ int device_threads(const Config *c, const Bootstrap *b) {
 
 #ifdef HAVE_CUDA_BACKEND
 /* The GPU's settings, before the model exists (each convolution takes its precision at init),
- * and the options its backend refuses. */
-static void configure_gpu(const CudaPlugin *cu, const Config *c, int world_size) {
-    /* their kernels are written but have not yet run on a GPU (ops_cuda.h) */
-    if (c->nesterov) die("--nesterov: not available on the GPU backend yet; pass --device cpu");
-    if (c->label_smoothing > 0) die("--label_smoothing: not available on the GPU backend yet; pass --device cpu");
-    /* the batches of a split held on the GPU are made there from plans, without these draws */
-    if (c->random_erase > 0) die("--random_erase: not available on the GPU backend yet; pass --device cpu");
-    if (c->mixup_alpha > 0 || c->cutmix_alpha > 0)
-        die("--%s: not available on the GPU backend yet; pass --device cpu", c->mixup_alpha > 0 ? "mixup_alpha" : "cutmix_alpha");
-    if (c->ra_reps > 1) die("--ra_reps: not available on the GPU backend yet; pass --device cpu");
-    if (c->use_blurpool) die("--use_blurpool: not available on the GPU backend yet; pass --device cpu");
-    /* the updates of the other optimizers and the gradients' norm have no GPU kernels yet */
-    if (strcmp(c->optimizer, "sgd") != 0) die("--optimizer %s: not available on the GPU backend yet; pass --device cpu", c->optimizer);
-    if (c->clip_grad_norm > 0) die("--clip_grad_norm: not available on the GPU backend yet; pass --device cpu");
-    /* the views are made from host batches; a GPU holds its test split on the device */
-    if (strcmp(c->tta, "none") != 0) die("--tta %s: not available on the GPU backend yet; pass --device cpu", c->tta);
+ * and what it refuses (gpu_refusals.h: one table, and the backend's NULL operations). */
+static void configure_gpu(const CudaPlugin *cu, const Backend *be, const Config *c, int world_size) {
+    char msg[512];
+    if (gpu_refuses(c, be, msg, sizeof msg)) die_code(2, "%s", msg);
     cu->set_tf32((int)c->tf32);
     cu->set_conv_benchmark((int)c->cudnn_benchmark);
     const int amp = !c->use_amp ? CUDA_AMP_OFF : !strcmp(c->amp_dtype, "fp16") ? CUDA_AMP_FP16 : CUDA_AMP_BF16;
@@ -86,7 +75,7 @@ void device_choose(Device *d, const Config *c, const Bootstrap *b) {
         d->be = g;
         d->gpu = dev;
         d->cuda = cu;
-        configure_gpu(cu, c, b->world_size);
+        configure_gpu(cu, g, c, b->world_size);
         return;
     }
     if (!strcmp(c->device, "cuda")) die("--device cuda: rank %d: %s", b->rank, err);

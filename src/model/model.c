@@ -68,12 +68,15 @@ typedef struct {
     int *step_of;     /* node -> the step that gives its value */
 } Plan;
 
-/* The kinds whose operations a backend may lack (backend.h): refused before anything is built. */
-static int backend_has(const Backend *be, const NetSpec *s, const char *what, char *err, size_t errlen) {
+/* The kinds whose operations a backend may lack (backend.h): refused before anything is built.
+ * A node fused into a batch norm's step (owner[i] != i: a ReLU, a residual add, an activation
+ * the backend fuses) runs in that step's operation, not its own: its record is not asked. */
+static int backend_has(const Backend *be, const NetSpec *s, const int *owner, const char *what, char *err,
+                       size_t errlen) {
     for (int i = 0; i < s->n; i++) {
         const NetNode *n = &s->node[i];
         const NodeKindDef *d = node_kind(n->kind);
-        const char *lacks = d->backend_lacks ? d->backend_lacks(be, n) : NULL;
+        const char *lacks = d->backend_lacks && owner[i] == i ? d->backend_lacks(be, n) : NULL;
         if (lacks) {
             snprintf(err, errlen, "%s: node \"%s\": the %s backend has no %s (the %s node)", what, n->name, be->name,
                      lacks, d->name);
@@ -176,7 +179,18 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     memset(m, 0, sizeof *m);
     netspec_copy(&m->net, net);
     NetSpec *s = &m->net;
-    if (netspec_resolve(s, image_size, num_classes, what, err, errlen) != 0 || backend_has(be, s, what, err, errlen)) {
+    if (netspec_resolve(s, image_size, num_classes, what, err, errlen) != 0) {
+        netspec_free(s);
+        memset(m, 0, sizeof *m);
+        return -1;
+    }
+    Plan p = {callocCheck((size_t)s->n, sizeof(int)), callocCheck((size_t)s->n, sizeof(int)),
+              callocCheck((size_t)s->n, sizeof(int))};
+    plan_groups(be, s, &p);
+    if (backend_has(be, s, p.owner, what, err, errlen) != 0) {
+        free(p.owner);
+        free(p.end);
+        free(p.step_of);
         netspec_free(s);
         memset(m, 0, sizeof *m);
         return -1;
@@ -187,9 +201,6 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     m->image_size = m->input_size = image_size;
     m->max_batch = max_batch;
 
-    Plan p = {callocCheck((size_t)s->n, sizeof(int)), callocCheck((size_t)s->n, sizeof(int)),
-              callocCheck((size_t)s->n, sizeof(int))};
-    plan_groups(be, s, &p);
     /* Tensors in state_dict order (table order but for layer scales: netspec_layout_order), one
      * provisional step per group's first node. */
     ModelStep *proto = callocCheck((size_t)s->n, sizeof *proto);

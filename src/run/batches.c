@@ -25,7 +25,7 @@ static void open_device_data(Batches *b, int max_batch, Logger *log) {
     } else if (dataloader_jpeg(b->dl[BATCH_TRAIN])) {
         snprintf(derr, sizeof derr, "the training split is held as JPEG files, decoded on the host");
     } else if (!dataloader_images(b->dl[BATCH_TRAIN])) {
-        snprintf(derr, sizeof derr, "--auto_augment and --color_jitter are made on the host");
+        snprintf(derr, sizeof derr, "its views are made on the host (--train_crop_size, --auto_augment, --color_jitter)");
     } else {
         b->dd[BATCH_TRAIN] = cu->device_data_open(b->dl[BATCH_TRAIN], max_batch, derr, sizeof derr);
     }
@@ -33,7 +33,7 @@ static void open_device_data(Batches *b, int max_batch, Logger *log) {
     if (b->dd[BATCH_TRAIN] && dataloader_streaming(b->dl[BATCH_TEST]))
         snprintf(derr, sizeof derr, "the test split is streamed from the shards (--data_in_memory)");
     else if (b->dd[BATCH_TRAIN] && !dataloader_images(b->dl[BATCH_TEST]))
-        snprintf(derr, sizeof derr, "the test split is held as JPEG files, decoded on the host");
+        snprintf(derr, sizeof derr, "the test split is held as JPEG files or resized, on the host");
     else if (b->dd[BATCH_TRAIN])
         b->dd[BATCH_TEST] = cu->device_data_open(b->dl[BATCH_TEST], max_batch, derr, sizeof derr);
     if (b->dd[BATCH_TRAIN] && !b->dd[BATCH_TEST]) log_warn(log, "data: test images stay on the host: %s", derr);

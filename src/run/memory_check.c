@@ -35,7 +35,7 @@ int memory_estimate(RunMemory *rm, const Config *c, const NetSpec *net, const Ba
     const size_t ev_img = (size_t)ev_size * ev_size * 3 * sizeof(float);
     const size_t big = (size_t)(batch > c->eval_batch_size ? batch : c->eval_batch_size);
     rm->batches = big * (in_img > ev_img ? in_img : ev_img);
-    if (c->prefetch && !be->on_device) rm->batches += (size_t)batch * in_img + (size_t)c->eval_batch_size * ev_img;
+    if (c->prefetch) rm->batches += (size_t)batch * in_img + (size_t)c->eval_batch_size * ev_img;
     const int tta = tta_parse(c->tta);
     const int views = tta > 0 ? tta_views(tta) : 0;
     if (views > 0) rm->batches += (size_t)batch * ev_img + (size_t)(1 + views) * batch * K * sizeof(float);

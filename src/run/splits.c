@@ -23,8 +23,10 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
         .alternating_flip = (int)c->alternating_flip, .shuffle = train && c->shuffle, .drop_last = train,
         .seed = (uint64_t)c->seed, .num_classes = (int)c->num_classes,
         .image_size = (int)c->image_size,
-        /* on a GPU the batches are made there (device_data.h) from the loader's plans */
-        .prefetch = c->prefetch && !s->on_device,
+        /* on a GPU too: the batches of a split it cannot hold (streamed, JPEG, crops, pixel
+         * augmentations) are made by the workers and uploaded; a split held there takes plans
+         * (device_data.h), and the loader's first plan stops its prefetch */
+        .prefetch = c->prefetch,
         .in_memory = mode,
         .memory_budget = s->mem_budget,
         .chunk_images = (int)c->data_chunk_images, .window_chunks = (int)c->data_window_chunks,
@@ -47,12 +49,11 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
     return dataloader_open(&o, err, n);
 }
 
-int splits_open(Splits *s, const Config *c, const Bootstrap *b, int on_device, char *err, size_t errlen) {
+int splits_open(Splits *s, const Config *c, const Bootstrap *b, char *err, size_t errlen) {
     memset(s, 0, sizeof *s);
     s->cfg = c;
     s->rank = b->rank;
     s->world_size = b->world_size;
-    s->on_device = on_device;
     if (!strcmp(c->data_in_memory, "auto")) s->mem_budget = memavail_budget(b->rank, b->local_size, s->mem_how, sizeof s->mem_how);
     s->train = open_split(s, "train", 1, -1, err, errlen);
     if (!s->train) return -1;

@@ -21,7 +21,6 @@
 typedef struct {
     const Config *cfg;
     int rank, world_size;
-    int on_device;          /* batches made on a GPU: the loader's prefetch thread is not needed */
     size_t mem_budget;      /* --data_in_memory auto's budget per rank */
     char mem_how[560];      /* its account, for the log */
     DataLoader *train, *test;
@@ -30,7 +29,7 @@ typedef struct {
 /* Opens both splits (0), or -1 with one line in err (a bad dataset fails before anything is
  * written, and before any collective: the caller fails the start-up check with it). Also
  * refuses a share with fewer images than one optimizer step. */
-int splits_open(Splits *s, const Config *c, const Bootstrap *b, int on_device, char *err, size_t errlen);
+int splits_open(Splits *s, const Config *c, const Bootstrap *b, char *err, size_t errlen);
 
 /* Collective: with --data_in_memory auto, every rank streams when one does. */
 void splits_agree_on_storage(Splits *s, Comm *comm, Logger *log);
