@@ -131,5 +131,5 @@ void device_describe(const Device *d, const Config *c, int threads, char *out, s
                  : "mixed precision bf16, float32 master weights");
     else
         snprintf(out, n, "cpu (%d threads per rank), %s, float32%s%s%s", threads, ops_cpu_describe(),
-                 c->use_amp ? " (--use_amp applies to GPUs)" : "", d->note[0] ? "; " : "", d->note);
+                 c->use_amp == 1 ? " (--use_amp applies to GPUs)" : "", d->note[0] ? "; " : "", d->note);
 }
