@@ -335,9 +335,11 @@ static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query
 }
 
 /* bf16: the primitives read src, weights and diff_dst in bfloat16 (the ports and weights_get
- * round the float32 tensors to nearest even on the way in) and write dst, diff_src and
- * diff_weights in float32, accumulated in float32: torch.autocast's convolution, but with its
- * results not rounded to 16 bits (the activations stay float32 between operations here). */
+ * round the float32 tensors to nearest even on the way in), accumulate in float32, and write
+ * dst and diff_src rounded to bfloat16 as torch.autocast's convolution returns them (the ports
+ * widen them back into the float32 NHWC tensors: the activations stay float32 between
+ * operations, holding bf16 values after a convolution), and diff_weights in float32 for the
+ * float32 master weights. */
 static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
     const ConvShape *sh = &c->shape;
     const ConvImpl *im = c->impl;
@@ -366,11 +368,11 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
     const dnnl_memory_desc_t w_oihw = w_md(sh, 0);   /* GOIHW when grouped */
     const dnnl_memory_desc_t w_any = w_md_t(sh, 1, lp);
     const dnnl_memory_desc_t x_any = md4t(N, sh->C_in, H, W, dnnl_format_tag_any, lp);
-    const dnnl_memory_desc_t y_any = md4(N, sh->C_out, Ho, Wo, dnnl_format_tag_any);
-    /* bf16: the inputs of the products in 16 bits (src, and diff_dst of the backward passes),
-     * their outputs (dst, diff_src, diff_weights) in float32; layouts the primitives' choice */
+    const dnnl_memory_desc_t y_any = md4t(N, sh->C_out, Ho, Wo, dnnl_format_tag_any, lp);
+    /* bf16: src, dst, diff_dst and diff_src in 16 bits, diff_weights in float32; layouts the
+     * primitives' choice */
     const dnnl_memory_desc_t dy_any = md4t(N, sh->C_out, Ho, Wo, dnnl_format_tag_any, lp);
-    const dnnl_memory_desc_t dx_any = md4(N, sh->C_in, H, W, dnnl_format_tag_any);
+    const dnnl_memory_desc_t dx_any = md4t(N, sh->C_in, H, W, dnnl_format_tag_any, lp);
     const dnnl_memory_desc_t dw_any = w_md(sh, 1);
 
     /* Winograd F(4x4, 3x3) does 2-3x fewer flops than direct for the 3x3 stride-1 convs, which

@@ -53,8 +53,9 @@ void conv2d_use_own_winograd(int enable);
 void conv2d_use_own_depthwise(int enable);
 
 /* bfloat16 (torch.autocast's convolution): with 1, the convs initialised afterwards compute
- * through oneDNN with src, weights and diff_dst rounded to bfloat16 (nearest even) and dst,
- * diff_src and diff_weights accumulated and written in float32; the interfaces stay float32.
+ * through oneDNN with src, weights and diff_dst rounded to bfloat16 (nearest even), sums in
+ * float32, dst and diff_src rounded to bfloat16 (as autocast returns them) and diff_weights
+ * written in float32; the interfaces stay float32 tensors.
  * winograd.c and depthwise.c (float32 kernels) are not used for them; a shape for which oneDNN
  * has only its reference bf16 loops stays float32 (oneDNN's direct kernels) and is counted by
  * conv2d_bf16_fallbacks. Default 0: float32 throughout. */
