@@ -26,7 +26,9 @@ another), and the dump's options/aux_logits and options/transform_input build to
 module with aux_logits and transform_input; the compared logits are the main ones.
 A dump with options/amp 1 (dump_model --amp 1: ddptrain's bf16 convolutions and linear layers)
 runs PyTorch's forwards under torch.autocast("cpu", dtype=torch.bfloat16), the loss on the
-logits made float32, the optimizer and the weights float32 as autocast leaves them.
+logits made float32, the optimizer and the weights float32 as autocast leaves them; with
+--set amp=2 PyTorch's convolutions and linear layers round where ddptrain's do instead
+(bf16_replica_torch.py), 3 and 4 are wrong variants of that (truncation; unrounded outputs).
 A dump of a network of --use_blurpool (arch NAME-blurpool) runs PyTorch's NAME with
 blurpool_torch.apply_blurpool (--set blurpool=0: without, for a check that must fail).
 A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
@@ -55,6 +57,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bf16_replica_torch  # noqa: E402
 import miniresnet_torch  # noqa: E402
 from miniresnet_torch import MiniResNet  # noqa: E402
 from blurpool_torch import apply_blurpool  # noqa: E402
@@ -524,7 +527,9 @@ def main():
                 # --transform_input), and the weight of their auxiliary losses (-1: the paper's)
                 "aux_logits": 1.0, "transform_input": 0.0, "aux_weight": -1.0,
                 # --use_amp on the CPU: PyTorch's forwards (and so its backwards) under
-                # torch.autocast("cpu", dtype=torch.bfloat16); --set amp=0 for float32
+                # torch.autocast("cpu", dtype=torch.bfloat16); --set amp=0 for float32,
+                # 2 for bf16_replica_torch's replica of ddptrain's roundings, 3 and 4 for its
+                # wrong variants (truncation, convolution outputs left unrounded)
                 "amp": 0.0}
     arch = f["arch"][()].decode() if "arch" in f else "miniresnet"
     # a network of --use_blurpool (NAME-blurpool) is PyTorch's NAME with blurpool_torch's blur
@@ -583,6 +588,10 @@ def main():
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=opts["label_smoothing"])
 
     model64 = copy.deepcopy(model).double() if args.ref64 else None
+    if opts["amp"] >= 2:
+        variant = {2: "nearest", 3: "truncate", 4: "conv_out_f32"}[int(opts["amp"])]
+        print(f"bf16 replica ({variant}): {bf16_replica_torch.install(model, variant)} convolutions and linear "
+              f"layers round as ddptrain's --use_amp does")
     aux_seen = [0]   # auxiliary classifiers in the last training forward
 
     def step_gradients(step, mdl=model):
@@ -591,7 +600,7 @@ def main():
         NOISE.replay(f.get(f"noise/step{step}"))
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
-            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=bool(opts["amp"]) and mdl is model):
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=opts["amp"] == 1 and mdl is model):
                 out = mdl(xj.to(next(mdl.parameters()).dtype))
             out = out.float() if not isinstance(out, tuple) else type(out)(*(o.float() if o is not None else o for o in out))
             if isinstance(out, tuple):
