@@ -36,7 +36,8 @@
 #    convolutions are checked in part 1; a MobileNetV3's network comparison is ill-conditioned
 #    here (its batch-norm biases followed by another batch norm get gradients that cancel to
 #    round-off: rel err above 1 on every side, 1e4 for float32 PyTorch).
-# Also: the device line names the path; the default (auto) is float32 on the CPU; --amp_dtype
+# Also: the device line names the path, and a line at model build counts the convolutions in
+# bf16 (as many as --print_model has) or names those that stay float32; the default (auto) is float32 on the CPU; --amp_dtype
 # fp16 and a CPU without oneDNN bf16 kernels (ONEDNN_MAX_CPU_ISA=AVX2) are refused in one line
 # before the job directory exists. Skipped (77) where oneDNN has no bf16 kernels on this CPU.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
@@ -97,6 +98,14 @@ net "ResNet-18, batch 4, 64x64" 0.25 0.015625 --model resnet18 --batch 4 --image
 "$DDPDATA" synth --out "$TMP/d" --size 16 --train 32 --test 16 >/dev/null 2>&1 || bad "synth"
 "$DDPTRAIN" --data_dir "$TMP/d" --job_dir "$TMP/j" --image_size 16 --batch_size 8 --width 4 --epochs 1 --max_steps 1 --use_amp >"$TMP/run.out" 2>&1 ||
     { bad "--use_amp run failed"; cat "$TMP/run.out"; }
+nconv=$("$DDPTRAIN" --width 4 --print_model 2>/dev/null | grep -c '"kind": "conv"')
+if grep -q -- "--use_amp: all $nconv convolutions compute in bf16 at batch 8" "$TMP/run.out"; then
+    ok "the log counts the $nconv convolutions of --print_model in bf16"
+elif grep -q -- "--use_amp: [0-9]* of $nconv convolutions compute in bf16 at batch 8; [0-9]* stay float32, .*: [a-z]" "$TMP/run.out"; then
+    ok "the log names the convolutions that stay float32: $(grep -o -- '--use_amp: .*' "$TMP/run.out")"
+else
+    bad "no log line counting the $nconv convolutions in bf16"; grep -- "--use_amp" "$TMP/run.out"
+fi
 grep -q "device: .*mixed precision bf16, float32 master weights: bf16 \(native\|emulated on avx512_core: slower than float32\)" \
     "$TMP/run.out" && ok "device line: $(grep -o 'bf16 \(native\|emulated\)[^(]*' "$TMP/run.out" | head -1)" ||
     { bad "device line names no bf16 path"; grep device: "$TMP/run.out"; }

@@ -45,3 +45,33 @@ void cpu_amp_describe(const Config *c, char *out, size_t n) {
                                            : "bf16 emulated on avx512_core: slower than float32",
              g_amp.impl);
 }
+
+typedef struct {
+    int N, total, f32;
+    char list[1000];   /* "node (C_in->C_out kxkw /stride groups G, HxW), ...", cut with "..." */
+} ConvCount;
+
+static void count_conv(void *ctx, const char *node, Conv2d *conv, int H, int W) {
+    ConvCount *cc = ctx;
+    cc->total++;
+    if (conv2d_is_bf16(conv, cc->N, H, W)) return;
+    cc->f32++;
+    const ConvShape *sh = &conv->shape;
+    char one[200];
+    snprintf(one, sizeof one, "%s%s (%d->%d %dx%d /%d groups %d, %dx%d)", cc->f32 > 1 ? ", " : "", node, sh->C_in,
+             sh->C_out, sh->k, sh->kw, sh->stride, sh->groups, H, W);
+    const size_t used = strlen(cc->list);
+    if (used + strlen(one) + 5 < sizeof cc->list) memcpy(cc->list + used, one, strlen(one) + 1);
+    else if (!strstr(cc->list, ", ...")) snprintf(cc->list + used, sizeof cc->list - used, ", ...");
+}
+
+void cpu_amp_log_convs(Model *m, int N, Logger *log) {
+    if (!g_amp.on) return;
+    ConvCount cc = { .N = N };
+    model_each_conv(m, count_conv, &cc);
+    if (!cc.f32)
+        log_info(log, "--use_amp: all %d convolutions compute in bf16 at batch %d", cc.total, N);
+    else
+        log_info(log, "--use_amp: %d of %d convolutions compute in bf16 at batch %d; %d stay float32, oneDNN having "
+                 "only its reference bf16 loops for their shapes: %s", cc.total - cc.f32, cc.total, N, cc.f32, cc.list);
+}

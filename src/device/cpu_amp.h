@@ -13,6 +13,8 @@
 #include <stddef.h>
 
 #include "base/config.h"
+#include "base/logger.h"
+#include "model/model.h"
 
 /* With --use_amp on: dies with one line (exit 2) for --amp_dtype fp16 or a CPU without oneDNN
  * bf16 kernels, else turns bf16 on for the convolutions and linear layers made afterwards.
@@ -23,5 +25,11 @@ int cpu_amp_configure(const Config *c);
  * master weights: bf16 native (avx512_bf16/amx), <impl>" / "... emulated on avx512_core: slower
  * than float32, <impl>". */
 void cpu_amp_describe(const Config *c, char *out, size_t n);
+
+/* With bf16 on: one log line at model build, how many of m's convolutions compute in bf16 at a
+ * batch of N and, by node and shape, those that stay float32 because oneDNN has only its
+ * reference bf16 loops for their shape (their plans are made here, as the first step would).
+ * Nothing otherwise. */
+void cpu_amp_log_convs(Model *m, int N, Logger *log);
 
 #endif
