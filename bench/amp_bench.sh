@@ -55,8 +55,10 @@ for m in $MODELS; do
             if [ $amp = 1 ]; then db=$(max "$db" "$(echo "$c" | ips)"); else df=$(max "$df" "$(echo "$c" | ips)"); fi
         done
         for amp in bf16 f32; do
+            set --   # torch_bench.py's autocast flag
+            [ $amp = bf16 ] && set -- --amp bf16
             t=$("$PY" "$here/torch_bench.py" --model "$m" --batch "$N" --size "$S" --classes "$K" --steps "$ST" \
-                --warmup "$WU" --threads "$T" --channels_last $([ $amp = bf16 ] && echo --amp bf16) | tail -n 2)
+                --warmup "$WU" --threads "$T" --channels_last "$@" | tail -n 2)
             echo "$t" | sed 's/^/#   /'
             if [ $amp = bf16 ]; then tb=$(max "$tb" "$(echo "$t" | ips)"); else tf=$(max "$tf" "$(echo "$t" | ips)"); fi
         done

@@ -75,12 +75,12 @@ net() {   # $1 = label, $2 = tol, $3 = median tol, rest = dump_model flags
     "$DUMP" "$TMP/a$n.h5" "$@" --amp 1 >/dev/null || { bad "$label: dump_model $*"; return; }
     for side in replica autocast float32; do
         case $side in replica) set_=amp=2 ;; autocast) set_=amp=1 ;; float32) set_=amp=0 ;; esac
-        "$PY" "$CMP" "$TMP/a$n.h5" --tol "$tol" --median_tol "$med" --set $set_ >"$TMP/$side$n.out" 2>&1
-        eval "rc_$side=\$?"
+        "$PY" "$CMP" "$TMP/a$n.h5" --tol "$tol" --median_tol "$med" --set "$set_" >"$TMP/$side$n.out" 2>&1
+        rc=$?
+        case $side in replica) rc_replica=$rc ;; autocast) rc_autocast=$rc ;; esac
     done
     r=$(median_of "$TMP/replica$n.out"); a=$(median_of "$TMP/autocast$n.out"); f=$(median_of "$TMP/float32$n.out")
     ratios=$("$PY" -c "print('median rel err: replica %s, autocast %s, float32 PyTorch %s (float32 / replica %.1f, float32 / autocast %.1f)' % ('$r', '$a', '$f', float('$f') / float('$r'), float('$f') / float('$a')))" 2>/dev/null)
-    # shellcheck disable=SC2154  # rc_replica, rc_autocast: set by eval
     if [ "$rc_replica" -eq 0 ]; then ok "$label, replica: $(grep -o 'worst .* rel err [^,]*' "$TMP/replica$n.out"); $ratios"
     else bad "$label against the replica"; cat "$TMP/replica$n.out"; fi
     if [ "$rc_autocast" -eq 0 ]; then ok "$label, autocast: $(grep -o 'worst .* rel err [^,]*' "$TMP/autocast$n.out")"
