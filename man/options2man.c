@@ -6,6 +6,7 @@
  *
  * Built and run on the build machine only; it includes the table and nothing of ddptrain. */
 #include <stdio.h>
+#include <string.h>
 
 #include "base/config_table.h"
 
@@ -29,13 +30,20 @@ static void option(const char *name, const char *type, const char *def, const ch
     fputs(".TP\n\\fB\\-\\-", stdout);
     roff_text(name);
     fputs("\\fR", stdout);
-    switch (type[0]) {
+    switch (strcmp(type, "SWITCH") ? type[0] : 'W') {
     case 'B':   /* BOOL */
         fputs(", \\fB\\-\\-no\\-", stdout);
         roff_text(name);
         fputs("\\fR", stdout);
         break;
     case 'I': fputs(" \\fIN\\fR", stdout); break;      /* INT */
+    case 'W':   /* SWITCH (auto, on or off; a BOOL's spellings too) */
+        fputs(", \\fB\\-\\-no\\-", stdout);
+        roff_text(name);
+        fputs("\\fR, \\fB\\-\\-", stdout);
+        roff_text(name);
+        fputs("\\fR={auto|on|off}", stdout);
+        break;
     case 'F': fputs(" \\fIX\\fR", stdout); break;      /* FLOAT */
     case 'S': fputs(" \\fIS\\fR", stdout); break;      /* STR */
     case 'C':                                          /* CHOICE */

@@ -22,6 +22,7 @@
 #include "run/ckpt_policy.h"
 #include "dist/comm.h"
 #include "base/config.h"
+#include "device/cpu_amp.h"
 #include "device/device.h"
 #include "run/eval.h"
 #include "dist/flight.h"
@@ -251,6 +252,7 @@ static void build_reducer(Run *r) {
  * the checkpoint policy. */
 static void build(Run *r) {
     learner_init(&r->learner, &r->cfg, &r->net, r->dev.be, r->world.boot.world_size, r->mem.total, &r->log);
+    if (!r->dev.be->on_device) cpu_amp_log_convs(&r->learner.model, r->cfg.batch_size, &r->log);
     char mem[600];
     memory_describe(&r->mem, mem, sizeof mem);
     log_info(&r->log, "memory: %s", mem);

@@ -11,7 +11,8 @@
  * 1.01 exceeds the tolerance, so that the tolerance can fail. Results must be the same bits on
  * 1, 2 and 3 threads. Exit status 0 when everything passes. `--dump FILE` writes the same
  * shapes' data and the backend's results (bias included) for tests/helpers/conv_torch.py to
- * compare with PyTorch's conv2d. */
+ * compare with PyTorch's conv2d. `--dump-bf16 FILE` does the same with conv2d_use_bf16 on, for
+ * tests/helpers/conv_bf16_torch.py, on those shapes and on dense ones. */
 #include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -237,10 +238,12 @@ static void bench(int N, int threads, int only_C) {
 
 /* ---- --dump FILE: the backend's results for tests/helpers/conv_torch.py ---- */
 
-/* Per case: int32 C_in, C_out, k, stride, pad, groups, dilation, N, H, W; then float32 x
- * (NHWC), w, b, dy (NHWC), and the backend's y = conv + b, dx, dw, db (the gradients from zero). */
-static void dump(const char *path, const Case *cases, size_t n) {
-    FILE *f = fopen(path, "wb");
+/* Per case: int32 C_in, C_out, k, stride, pad, groups, dilation, N, H, W (bf16: and whether
+ * the convolution computed in bf16, conv2d_is_bf16); then float32 x (NHWC), w, b, dy (NHWC),
+ * and the backend's y = conv + b, dx, dw, db (the gradients from zero). */
+static void dump(const char *path, const Case *cases, size_t n, int bf16, int append) {
+    FILE *f = fopen(path, append ? "ab" : "wb");
+    conv2d_use_bf16(bf16);
     CHECK(f != NULL);
     for (size_t i = 0; i < n; i++) {
         const Case *t = &cases[i];
@@ -259,6 +262,8 @@ static void dump(const char *path, const Case *cases, size_t n) {
         conv2d_backward(&c, N, H, W, x, w, dy, dx, dw);
         const int hdr[10] = { t->Ci, t->Co, t->k, t->s, t->p, c.shape.groups, c.shape.dilation, N, H, W };
         CHECK(fwrite(hdr, sizeof hdr, 1, f) == 1);
+        const int is_bf16 = conv2d_is_bf16(&c, N, H, W);
+        if (bf16) CHECK(fwrite(&is_bf16, sizeof is_bf16, 1, f) == 1);
         const float *arr[8] = { x, w, b, dy, y, dx, dw, db };
         const size_t len[8] = { nx, nw, (size_t)t->Co, ny, ny, nx, nw, (size_t)t->Co };
         for (int a = 0; a < 8; a++) CHECK(fwrite(arr[a], sizeof(float), len[a], f) == len[a]);
@@ -268,20 +273,23 @@ static void dump(const char *path, const Case *cases, size_t n) {
         free(x); free(w); free(b); free(dy); free(y); free(dx); free(dw); free(db);
     }
     CHECK(fclose(f) == 0);
+    conv2d_use_bf16(0);
 }
 
 int main(int argc, char **argv) {
     int N = 32, threads = 2, do_bench = 0, only_C = 0;
     const char *dump_path = NULL;
+    int bf16 = 0;
     for (int i = 1; i < argc; i++) {
         if (!strcmp(argv[i], "--bench")) do_bench = 1;
         else if (!strcmp(argv[i], "-N") && i + 1 < argc) N = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-t") && i + 1 < argc) threads = atoi(argv[++i]);
         else if (!strcmp(argv[i], "-C") && i + 1 < argc) only_C = atoi(argv[++i]);
         else if (!strcmp(argv[i], "--dump") && i + 1 < argc) dump_path = argv[++i];
+        else if (!strcmp(argv[i], "--dump-bf16") && i + 1 < argc) dump_path = argv[++i], bf16 = 1;
         else if (!strcmp(argv[i], "--cpu-time")) g_cpu_time = 1;
         else {
-            fprintf(stderr, "usage: test_conv [--bench [-N batch] [-t threads] [-C channels] [--cpu-time] | --dump FILE]\n");
+            fprintf(stderr, "usage: test_conv [--bench [-N batch] [-t threads] [-C channels] [--cpu-time] | --dump FILE | --dump-bf16 FILE]\n");
             return 2;
         }
     }
@@ -308,8 +316,18 @@ int main(int argc, char **argv) {
         { 96, 96, 3, 2, 1, 96, 1, 8, 32, 32 },     /* oneDNN's kernels split the batch */
         { 96, 96, 5, 1, 2, 96, 1, 8, 32, 32 },     /* among the threads here */
     };
+    /* bf16 (--dump-bf16): dense shapes too, those of a ResNet's convolutions and of its strided
+     * 1x1 shortcut (the subsampled path) */
+    static const Case dense[] = {
+        { 3, 16, 7, 2, 3, 1, 1, 2, 16, 16 },       /* a ResNet stem */
+        { 64, 64, 3, 1, 1, 1, 1, 4, 8, 8 },
+        { 32, 64, 3, 2, 1, 1, 1, 4, 9, 9 },
+        { 32, 64, 1, 2, 0, 1, 1, 4, 8, 8 },        /* strided 1x1 */
+        { 64, 16, 1, 1, 0, 1, 1, 4, 8, 8 },
+    };
     if (dump_path) {
-        dump(dump_path, cases, sizeof cases / sizeof *cases);
+        if (bf16) dump(dump_path, dense, sizeof dense / sizeof *dense, 1, 0);
+        dump(dump_path, cases, sizeof cases / sizeof *cases, bf16, bf16);
         return 0;
     }
     for (size_t i = 0; i < sizeof cases / sizeof *cases; i++)

@@ -8,7 +8,7 @@
 # an epoch boundary, end at one), on 2 ranks and on 3 (mpirun), and streamed from the shards
 # (--data_in_memory no) on 1 rank and on 2, from JPEG shards with RandomResizedCrop, and with
 # progressive resizing stopped between two crop sizes, and for a network with dropout and
-# stochastic depth on 1 rank and 2; a resume that holds the streamed share otherwise is
+# stochastic depth on 1 rank and 2, and under --use_amp (bf16 on the CPU, float32 checkpoints); a resume that holds the streamed share otherwise is
 # refused naming the flag, --data_in_memory auto follows the checkpoint, and its ranks stream
 # together when one must. On several ranks the checkpoint's
 # /model running statistics are the average of the ranks' own, which /train_state/rank_buffers
@@ -60,6 +60,32 @@ FLAGS="$FLAGS --model $top_srcdir/tests/fuzz/netfile/squeeze_excitation"
 bitexact "dropout and stochastic depth, 1 rank, 12 steps = 6 + resume 6" 1 6 12 -drop
 bitexact "dropout and stochastic depth, 2 ranks, 8 steps = 4 + resume 4" 2 4 8 -drop
 FLAGS=$FLAGS_PLAIN
+# --use_amp on the CPU (bf16 convolutions and linear layers where oneDNN has bf16 kernels; the
+# network with grouped and dilated convolutions too): the resumed run is the straight one bit
+# for bit, and the checkpoints hold float32 weights, whatever the precision of the products
+if "$DDPTRAIN" $FLAGS --use_amp --job_dir "$TMP/amp-probe" --max_steps 1 >"$TMP/amp-probe.out" 2>&1; then
+    FLAGS="$FLAGS_PLAIN --use_amp"
+    bitexact "--use_amp (bf16), 1 rank, 12 steps = 6 + resume 6" 1 6 12 -amp
+    FLAGS="$FLAGS_PLAIN --use_amp --model $top_srcdir/tests/fuzz/netfile/squeeze_excitation"
+    bitexact "--use_amp (bf16), grouped and dilated convolutions, 1 rank, 8 steps = 4 + resume 4" 1 4 8 -amp-se
+    FLAGS=$FLAGS_PLAIN
+    if out=$("$PY" -c '
+import sys, h5py
+bad = []
+def visit(name, o):
+    if isinstance(o, h5py.Dataset) and o.dtype.kind == "f" and o.dtype.itemsize != 4 and not name.startswith("config"):
+        bad.append(f"{name} {o.dtype}")
+with h5py.File(sys.argv[1], "r") as f:
+    f["model"].visititems(visit)
+print("; ".join(bad) if bad else "every floating-point tensor of /model is float32")
+sys.exit(1 if bad else 0)' "$(ckpt "$TMP/straight-amp-1-12" 12)" 2>&1); then
+        ok "--use_amp checkpoint: $out"
+    else
+        bad "--use_amp checkpoint: $out"
+    fi
+else
+    echo "note: --use_amp cases skipped: $(tail -1 "$TMP/amp-probe.out")"
+fi
 # A run resumed at its last step trains nothing and evaluates the checkpoint: the accuracy of the
 # run's own final evaluation, and with other evaluation options (--tta flip) their line.
 d="$TMP/eval-end"

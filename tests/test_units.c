@@ -33,7 +33,7 @@ static void test_config(void) {
     Config c;
     config_init(&c);
     EXPECT(c.batch_size == 64 && c.epochs == 10 && fabs(c.lr - 0.01) < 1e-15 && fabs(c.momentum - 0.9) < 1e-15 &&
-           fabs(c.weight_decay - 1e-4) < 1e-18 && c.grad_accum_steps == 1 && c.use_amp == 1 && c.save_every == 1 &&
+           fabs(c.weight_decay - 1e-4) < 1e-18 && c.grad_accum_steps == 1 && c.use_amp == CONFIG_AUTO && c.save_every == 1 &&
            c.log_interval == 10 && c.seed == 42 && c.num_classes == 10 && c.image_size == 32 && c.width == 64 &&
            c.blocks == 2 && c.augment == 1 && c.max_steps == 0,
            "defaults are the article's");
@@ -49,6 +49,28 @@ static void test_config(void) {
     EXPECT(config_set(&c, "batch_size", "12x", err, sizeof err) != 0, "non-numeric refused: %s", err);
     EXPECT(config_set(&c, "lr", "nan", err, sizeof err) != 0, "nan refused: %s", err);
     EXPECT(config_set(&c, "use_amp", "maybe", err, sizeof err) != 0, "bad boolean refused: %s", err);
+    /* a SWITCH: auto/on/off, and a BOOL's spellings; bare --use_amp on, --no-use_amp off */
+    EXPECT(config_set(&c, "use_amp", "auto", err, sizeof err) == 0 && c.use_amp == CONFIG_AUTO &&
+           config_set(&c, "use_amp", "on", err, sizeof err) == 0 && c.use_amp == 1 &&
+           config_set(&c, "use_amp", "false", err, sizeof err) == 0 && c.use_amp == 0 &&
+           config_set(&c, "use_amp", "true", err, sizeof err) == 0 && c.use_amp == 1,
+           "--use_amp takes auto, on, off, true and false");
+    {
+        char *a1[] = {"x", "--use_amp"}, *a2[] = {"x", "--use_amp=auto"}, *a3[] = {"x", "--no-use_amp"};
+        config_parse_args(&c, 2, a1);
+        const int bare = c.use_amp;
+        config_parse_args(&c, 2, a2);
+        const int autov = c.use_amp;
+        config_parse_args(&c, 2, a3);
+        EXPECT(bare == 1 && autov == CONFIG_AUTO && c.use_amp == 0, "bare --use_amp is on, --no-use_amp off");
+        EXPECT(config_json_apply(&c, "{\"use_amp\": true}", 17, "t", err, sizeof err) == 0 && c.use_amp == 1 &&
+               config_json_apply(&c, "{\"use_amp\": \"auto\"}", 19, "t", err, sizeof err) == 0 &&
+               c.use_amp == CONFIG_AUTO, "a config file's true and \"auto\" for --use_amp");
+        char *j = config_to_json(&c);
+        EXPECT(strstr(j, "\"use_amp\": \"auto\"") != NULL, "auto written as \"auto\"");
+        free(j);
+        c.use_amp = 0;
+    }
     EXPECT(config_set(&c, "lr_schedule", "linear", err, sizeof err) != 0, "bad choice refused: %s", err);
     EXPECT(config_set(&c, "nope", "1", err, sizeof err) != 0, "unknown option refused: %s", err);
     char *json = config_to_json(&c);

@@ -14,7 +14,10 @@
 #include "config_file.h"
 #include "util.h"
 
-typedef enum { T_INT, T_FLOAT, T_BOOL, T_STR, T_CHOICE } OptType;
+/* T_SWITCH: auto, on or off (CONFIG_AUTO, 1, 0), spelt as a boolean too: --name is on and
+ * --no-name off, as a BOOL's, and true/false mean on/off, so that files and scripts written
+ * when the option was a BOOL keep their meaning. */
+typedef enum { T_INT, T_FLOAT, T_BOOL, T_STR, T_CHOICE, T_SWITCH } OptType;
 
 typedef struct {
     const char *name;
@@ -76,6 +79,15 @@ static int parse_value(Config *c, const OptDesc *o, const char *v, char *err, si
         *(double *)field = x;
         return 0;
     }
+    case T_SWITCH:
+        if (!strcmp(v, "auto")) {
+            *(int *)field = CONFIG_AUTO;
+            return 0;
+        }
+        if (parse_value(c, &(OptDesc){ .name = o->name, .type = T_BOOL, .offset = o->offset }, v, err, errlen) == 0)
+            return 0;
+        snprintf(err, errlen, "--%s: '%s' is not a boolean (true/false, on/off) nor auto", o->name, v);
+        return -1;
     case T_BOOL:
         if (!strcasecmp(v, "true") || !strcmp(v, "1") || !strcasecmp(v, "yes") || !strcasecmp(v, "on")) {
             *(int *)field = 1;
@@ -137,6 +149,7 @@ void config_print_help(FILE *out, const char *progname) {
         char lhs[96];
         switch (o->type) {
         case T_BOOL: snprintf(lhs, sizeof lhs, "--%s, --no-%s", o->name, o->name); break;
+        case T_SWITCH: snprintf(lhs, sizeof lhs, "--%s, --no-%s, --%s={auto|on|off}", o->name, o->name, o->name); break;
         case T_INT: snprintf(lhs, sizeof lhs, "--%s N", o->name); break;
         case T_FLOAT: snprintf(lhs, sizeof lhs, "--%s X", o->name); break;
         case T_CHOICE: snprintf(lhs, sizeof lhs, "--%s {%s}", o->name, o->choices); break;
@@ -162,7 +175,7 @@ static const char *config_file_arg(int argc, char **argv) {
         const char *name = a + 2;
         const char *eq = strchr(name, '=');
         const OptDesc *o = find_opt(name, eq ? (size_t)(eq - name) : strlen(name));
-        if (!o || o->type == T_BOOL) continue;
+        if (!o || o->type == T_BOOL || o->type == T_SWITCH) continue;
         const char *value = eq ? eq + 1 : i + 1 < argc ? argv[++i] : NULL;
         if (value && !strcmp(o->name, "config")) file = value;
     }
@@ -174,7 +187,7 @@ static JsonKind json_kind_of(OptType t) {
     switch (t) {
     case T_INT: case T_FLOAT: return JSON_FLAT_NUMBER;
     case T_BOOL: return JSON_FLAT_BOOL;
-    case T_STR: case T_CHOICE: break;
+    case T_STR: case T_CHOICE: case T_SWITCH: break;
     }
     return JSON_FLAT_STRING;
 }
@@ -187,7 +200,8 @@ static int config_json_pair(void *ctx, const char *key, JsonKind kind, const cha
     (void)column;
     const OptDesc *o = find_opt(key, strlen(key));
     if (!o) return errf(err, errlen, "unknown key \"%.100s\" (not an option of this ddptrain; see --help)", key);
-    if (json_kind_of(o->type) != kind)
+    /* a SWITCH takes true and false as well as its strings */
+    if (json_kind_of(o->type) != kind && !(o->type == T_SWITCH && kind == JSON_FLAT_BOOL))
         return errf(err, errlen, "key \"%s\": the value must be %s, not %s", key, json_kind_name(json_kind_of(o->type)),
                     json_kind_name(kind));
     char e[600];
@@ -219,7 +233,7 @@ int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen) {
         const OptDesc *o = find_opt(name, nlen);
         if (!o && !eq && strncmp(name, "no-", 3) == 0) {
             const OptDesc *b = find_opt(name + 3, nlen - 3);
-            if (b && b->type == T_BOOL) {
+            if (b && (b->type == T_BOOL || b->type == T_SWITCH)) {
                 *(int *)((char *)c + b->offset) = 0;
                 continue;
             }
@@ -228,7 +242,7 @@ int config_parse(Config *c, int argc, char **argv, char *err, size_t errlen) {
         const char *value;
         if (eq) {
             value = eq + 1;
-        } else if (o->type == T_BOOL) {
+        } else if (o->type == T_BOOL || o->type == T_SWITCH) {
             value = "true";
         } else {
             if (i + 1 >= argc) return errf(err, errlen, "--%s: missing value", o->name);
@@ -424,6 +438,8 @@ char *config_to_json(const Config *c) {
         case T_INT: fprintf(f, "%ld", *(const long *)field); break;
         case T_FLOAT: fprintf(f, "%.17g", *(const double *)field); break;
         case T_BOOL: fputs(*(const int *)field ? "true" : "false", f); break;
+        /* on and off as the booleans older readers expect */
+        case T_SWITCH: fputs(*(const int *)field == CONFIG_AUTO ? "\"auto\"" : *(const int *)field ? "true" : "false", f); break;
         case T_STR: case T_CHOICE: json_str(f, *(char *const *)field); break;
         }
     }

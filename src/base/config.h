@@ -12,6 +12,10 @@
 #define DDP_CTYPE_BOOL   int
 #define DDP_CTYPE_STR    char *
 #define DDP_CTYPE_CHOICE char *
+#define DDP_CTYPE_SWITCH int   /* CONFIG_AUTO, 0 (off) or 1 (on) */
+
+/* A SWITCH option left to decide by itself (its "auto") */
+#define CONFIG_AUTO (-1)
 
 typedef struct Config {
 #define X(name, type, def, min, max, help) DDP_CTYPE_##type name;

@@ -6,7 +6,8 @@
  * job directory. Add an option here and it exists everywhere.
  *
  * X(name, type, default, min, max, help)
- *   type: INT (long), FLOAT (double), BOOL, STR, CHOICE (a string from a '|' list in `min`)
+ *   type: INT (long), FLOAT (double), BOOL, STR, CHOICE (a string from a '|' list in `min`),
+ *         SWITCH (auto, on or off as CONFIG_AUTO, 1, 0; spelt as a BOOL too)
  *   default: a string, parsed like a command-line value
  *   min/max: inclusive range for INT and FLOAT (ignored otherwise). */
 #ifndef DDP_CONFIG_TABLE_H
@@ -101,7 +102,7 @@
     X(min_lr,           FLOAT,  "0",     0, 1e3,        "learning rate at the end of the cosine schedule") \
     X(warmup_steps,     INT,    "0",     0, 1000000000, "linear warm-up over this many optimizer steps") \
     X(seed,             INT,    "42",    0, 2147483647, "seed for weights, shuffling and augmentation") \
-    X(use_amp,          BOOL,   "true",  0, 0,          "mixed precision on GPU: convolutions in --amp_dtype on the tensor cores, float32 master weights (no effect on the CPU)") \
+    X(use_amp,          SWITCH, "auto",  0, 0,          "mixed precision, float32 master weights: on GPUs the convolutions in --amp_dtype on the tensor cores; on the CPU (bf16 only) the convolutions and linear layers in bfloat16 through oneDNN, batch norm, loss and optimizer in float32 (native with avx512_bf16 or AMX, emulated and slower than float32 on plain AVX-512, refused below it); auto: on for GPUs, off for the CPU; the bare flag is on; --no-use_amp is off") \
     X(amp_dtype,        CHOICE, "bf16",  "bf16|fp16", 0, "16-bit type of --use_amp; fp16 adds dynamic loss scaling (GradScaler: init 65536, x0.5 on overflow and the step skipped, x2 after 2000 clean steps)") \
     X(amp_activations,  CHOICE, "16",    "16|32", 0,    "bits of the activations and their gradients in GPU memory under --use_amp: 16 as torch.autocast keeps them (half the memory traffic), or 32 (16 bits only inside the convolutions)") \
     X(device,           CHOICE, "auto",  "auto|cpu|cuda", 0, "where to train: cuda takes the local rank's GPU (CUDA builds), cpu the CPU, auto the GPU when one is visible and the CPU otherwise (give every node the same hardware, or pass cuda or cpu)") \

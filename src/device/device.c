@@ -10,6 +10,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "cpu_amp.h"
 #include "gpu_choice.h"
 #include "gpu_refusals.h"
 #include "ops/conv_cpu.h"   /* ops_cpu_describe */
@@ -48,7 +49,19 @@ static void configure_gpu(const CudaPlugin *cu, const Backend *be, const Config 
 }
 #endif
 
+static void choose_backend(Device *d, const Config *c, const Bootstrap *b);
+
 void device_choose(Device *d, const Config *c, const Bootstrap *b) {
+    choose_backend(d, c, b);
+    if (!d->be->on_device) {
+        const int quiet = g_die_quiet;
+        g_die_quiet = quiet || b->rank != 0;   /* every rank refuses alike; rank 0 says why */
+        cpu_amp_configure(c);
+        g_die_quiet = quiet;
+    }
+}
+
+static void choose_backend(Device *d, const Config *c, const Bootstrap *b) {
     memset(d, 0, sizeof *d);
     d->be = &backend_cpu;
     d->gpu = -1;
@@ -129,7 +142,10 @@ void device_describe(const Device *d, const Config *c, int threads, char *out, s
                  !c->use_amp ? "float32 training"
                  : !strcmp(c->amp_dtype, "fp16") ? "mixed precision fp16 with dynamic loss scaling, float32 master weights"
                  : "mixed precision bf16, float32 master weights");
-    else
-        snprintf(out, n, "cpu (%d threads per rank), %s, float32%s%s%s", threads, ops_cpu_describe(),
-                 c->use_amp ? " (--use_amp applies to GPUs)" : "", d->note[0] ? "; " : "", d->note);
+    else {
+        char prec[400];
+        cpu_amp_describe(c, prec, sizeof prec);
+        snprintf(out, n, "cpu (%d threads per rank), %s, %s%s%s", threads, ops_cpu_describe(), prec,
+                 d->note[0] ? "; " : "", d->note);
+    }
 }

@@ -46,6 +46,7 @@ void agree_add_config(Agreement *a, const Config *c) {
 #define DDP_AGREE_INT(x) DDP_AGREE_NUM(x, "%ld")
 #define DDP_AGREE_FLOAT(x) DDP_AGREE_NUM(x, "%.17g")
 #define DDP_AGREE_BOOL(x) DDP_AGREE_NUM(x, "%d")
+#define DDP_AGREE_SWITCH(x) DDP_AGREE_NUM(x, "%d")   /* CONFIG_AUTO is -1 */
 #define DDP_AGREE_CHOICE(x) DDP_AGREE_STR(x)
 #define X(nm, type, def, min, max, help) \
     if (!per_rank(#nm)) { snprintf(name, sizeof name, "--%s", #nm); DDP_AGREE_##type(c->nm); }

@@ -607,3 +607,10 @@ double model_macs_per_image(const Model *m) {
 }
 
 double model_train_flops_per_image(const Model *m) { return 2.0 * 3.0 * model_macs_per_image(m); }
+
+void model_each_conv(Model *m, void (*fn)(void *ctx, const char *node, Conv2d *conv, int H, int W), void *ctx) {
+    for (int i = 0; i < m->n_step; i++) {
+        ModelStep *st = &m->step[i];
+        if (st->kind == NODE_CONV) fn(ctx, m->net.node[st->node].name, &st->conv, st->H_in, st->W_in);
+    }
+}

@@ -138,6 +138,11 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
                    int max_batch, char *err, size_t errlen);
 void model_free(Model *m);
 
+/* Calls fn for each convolution of the network, in the order the forward runs them, with its
+ * node's name, the backend's convolution and the size of its input at the model's image size
+ * (--use_amp on the CPU names those that stay float32: cpu_amp.h). */
+void model_each_conv(Model *m, void (*fn)(void *ctx, const char *node, Conv2d *conv, int H, int W), void *ctx);
+
 /* Shape the steps for size x size inputs, at most image_size (progressive resizing, or an
  * evaluation at another size than the last training step's): the same parameters, buffers
  * and allocations, the activations of the first size^2 / image_size^2 of each buffer; the

@@ -53,7 +53,9 @@ static struct {
     int winograd;   /* 1: Winograd for 3x3 stride-1 convs where oneDNN has it */
     int own_winograd;   /* 1: winograd.c where it is selected (wino_selected) */
     int own_depthwise;  /* 1: depthwise.c where it is selected (dw_selected) */
-} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1 };
+    int bf16;           /* 1: bfloat16 through oneDNN (conv2d_use_bf16) */
+    int bf16_fallbacks; /* plans that stayed float32: oneDNN had only its reference bf16 code */
+} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1, 0, 0 };
 
 /* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
  * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
@@ -248,6 +250,7 @@ typedef struct ConvPlan {
     size_t ws_fwd, ws_bwd;          /* workspace bytes needed by forward / backward */
     size_t dw_off;                  /* dw_prim's place in the workspace */
     int sub;                        /* strided 1x1: oneDNN sees the subsampled input, stride 1 */
+    int bf16;                       /* src, weights and diff_dst in bfloat16 (conv2d_use_bf16) */
     size_t sub_bytes;               /* that input (at workspace offset 0) and its gradient (next) */
     struct ConvPlan *next;
 } ConvPlan;
@@ -264,30 +267,39 @@ typedef struct ConvImpl {
     int winograd;   /* g_dnnl.winograd when the conv was initialised */
     int own_winograd;               /* g_dnnl.own_winograd, likewise */
     int own_depthwise;              /* g_dnnl.own_depthwise, likewise */
+    int bf16;                       /* g_dnnl.bf16, likewise */
     int avx512;                     /* the ISA oneDNN and depthwise.c run is AVX-512 (cpu_isa.h) */
     struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
     char wino_name[32];
     char dw_name[32];
 } ConvImpl;
 
-static dnnl_memory_desc_t md4(int a, int b, int c, int d, dnnl_format_tag_t tag) {
+static dnnl_memory_desc_t md4t(int a, int b, int c, int d, dnnl_format_tag_t tag, dnnl_data_type_t dt) {
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = { a, b, c, d };
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dnnl_f32, tag));
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 4, dims, dt, tag));
     return md;
+}
+
+static dnnl_memory_desc_t md4(int a, int b, int c, int d, dnnl_format_tag_t tag) {
+    return md4t(a, b, c, d, tag, dnnl_f32);
 }
 
 /* The weights as oneDNN sees them: OIHW, or for a grouped conv GOIHW [G, C_out/G, C_in/G, k, k],
  * which is the same bytes as PyTorch's [C_out, C_in/G, k, k]. `tag` dnnl_format_tag_any lets
  * the primitive choose. */
-static dnnl_memory_desc_t w_md(const ConvShape *sh, int any) {
+static dnnl_memory_desc_t w_md_t(const ConvShape *sh, int any, dnnl_data_type_t dt) {
     if (sh->groups == 1)
-        return md4(sh->C_out, sh->C_in, sh->k, sh->kw, any ? dnnl_format_tag_any : dnnl_oihw);
+        return md4t(sh->C_out, sh->C_in, sh->k, sh->kw, any ? dnnl_format_tag_any : dnnl_oihw, dt);
     const int G = sh->groups;
     dnnl_memory_desc_t md;
     dnnl_dims_t dims = { G, sh->C_out / G, sh->C_in / G, sh->k, sh->kw };
-    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 5, dims, dnnl_f32, any ? dnnl_format_tag_any : dnnl_goihw));
+    DNNL_CHECK(dnnl_memory_desc_init_by_tag(&md, 5, dims, dt, any ? dnnl_format_tag_any : dnnl_goihw));
     return md;
+}
+
+static dnnl_memory_desc_t w_md(const ConvShape *sh, int any) {
+    return w_md_t(sh, any, dnnl_f32);
 }
 
 static dnnl_primitive_desc_t pd_new(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_desc_t hint) {
@@ -298,7 +310,16 @@ static dnnl_primitive_desc_t pd_new(const dnnl_convolution_desc_t *cd, const_dnn
     return pd;
 }
 
-/* The same, or NULL where oneDNN has no implementation for it (Winograd on most ISAs). */
+/* The same, or NULL where oneDNN has no implementation for it (Winograd on most ISAs, bf16
+ * below AVX-512). */
+static dnnl_primitive_desc_t pd_try_hint(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_desc_t hint) {
+    dnnl_primitive_desc_t pd = NULL;
+    dnnl_primitive_attr_t attr = attr_new();
+    if (dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, hint) != dnnl_success) pd = NULL;
+    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
+    return pd;
+}
+
 static dnnl_primitive_desc_t pd_try(const dnnl_convolution_desc_t *cd) {
     dnnl_primitive_desc_t pd = NULL;
     dnnl_primitive_attr_t attr = attr_new();
@@ -313,11 +334,19 @@ static const dnnl_memory_desc_t *q_md(const_dnnl_primitive_desc_t pd, dnnl_query
     return md;
 }
 
-static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
+/* bf16: the primitives read src, weights and diff_dst in bfloat16 (the ports and weights_get
+ * round the float32 tensors to nearest even on the way in), accumulate in float32, and write
+ * dst and diff_src rounded to bfloat16 as torch.autocast's convolution returns them (the ports
+ * widen them back into the float32 NHWC tensors: the activations stay float32 between
+ * operations, holding bf16 values after a convolution), and diff_weights in float32 for the
+ * float32 master weights. */
+static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
     const ConvShape *sh = &c->shape;
     const ConvImpl *im = c->impl;
     ConvPlan *pl = callocCheck(1, sizeof *pl);
     pl->N = N; pl->H = H; pl->W = W;
+    pl->bf16 = bf16;
+    const dnnl_data_type_t lp = bf16 ? dnnl_bf16 : dnnl_f32;
     const int Ho = conv_out_size(sh, H), Wo = conv_out_w(sh, W);
     /* A strided 1x1 conv is handed to oneDNN as a unit-stride one on the subsampled input. The
      * same holds grouped (each output pixel still reads one input pixel, all its channels kept)
@@ -337,9 +366,14 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
     const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
     const dnnl_memory_desc_t w_oihw = w_md(sh, 0);   /* GOIHW when grouped */
-    const dnnl_memory_desc_t w_any = w_md(sh, 1);
-    const dnnl_memory_desc_t x_any = md4(N, sh->C_in, H, W, dnnl_format_tag_any);
-    const dnnl_memory_desc_t y_any = md4(N, sh->C_out, Ho, Wo, dnnl_format_tag_any);
+    const dnnl_memory_desc_t w_any = w_md_t(sh, 1, lp);
+    const dnnl_memory_desc_t x_any = md4t(N, sh->C_in, H, W, dnnl_format_tag_any, lp);
+    const dnnl_memory_desc_t y_any = md4t(N, sh->C_out, Ho, Wo, dnnl_format_tag_any, lp);
+    /* bf16: src, dst, diff_dst and diff_src in 16 bits, diff_weights in float32; layouts the
+     * primitives' choice */
+    const dnnl_memory_desc_t dy_any = md4t(N, sh->C_out, Ho, Wo, dnnl_format_tag_any, lp);
+    const dnnl_memory_desc_t dx_any = md4t(N, sh->C_in, H, W, dnnl_format_tag_any, lp);
+    const dnnl_memory_desc_t dw_any = w_md(sh, 1);
 
     /* Winograd F(4x4, 3x3) does 2-3x fewer flops than direct for the 3x3 stride-1 convs, which
      * are most of a ResNet's work; it needs its blocked activation layout, and converting
@@ -348,15 +382,17 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
     dnnl_convolution_desc_t cd;
     dnnl_primitive_desc_t fpd = NULL;
     dnnl_alg_kind_t alg = dnnl_convolution_direct;
-    const dnnl_memory_desc_t *xm = &x_nhwc, *ym = &y_nhwc;
-    if (im->winograd && sh->k == 3 && sh->kw == 3 && sh->pad == sh->padw && sh->stride == 1 && sh->groups == 1 && sh->dilation == 1 &&
+    const dnnl_memory_desc_t *xm = bf16 ? &x_any : &x_nhwc, *ym = bf16 ? &y_any : &y_nhwc;
+    const dnnl_memory_desc_t *dym = bf16 ? &dy_any : ym, *dxm = bf16 ? &dx_any : xm;
+    const dnnl_memory_desc_t *dwm_d = bf16 ? &dw_any : &w_any;
+    if (!bf16 && im->winograd && sh->k == 3 && sh->kw == 3 && sh->pad == sh->padw && sh->stride == 1 && sh->groups == 1 && sh->dilation == 1 &&
         sh->C_in % 16 == 0 && sh->C_out % 16 == 0) {
         if (dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, dnnl_convolution_winograd,
                                                &x_any, &w_any, NULL, &y_any, strides, pad_l,
                                                pad_r) == dnnl_success &&
             (fpd = pd_try(&cd)) != NULL) {
             alg = dnnl_convolution_winograd;
-            xm = &x_any; ym = &y_any;
+            xm = &x_any; ym = &y_any; dym = ym; dxm = xm;
         } else {
             fpd = NULL;
         }
@@ -368,21 +404,32 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W) {
         else
             DNNL_CHECK(dnnl_convolution_forward_desc_init(&cd, dnnl_forward_training, alg, xm, &w_any,
                                                           NULL, ym, strides, pad_l, pad_r));
-        fpd = pd_new(&cd, NULL);
+        fpd = bf16 ? pd_try(&cd) : pd_new(&cd, NULL);
+        if (!fpd) {   /* no bf16 kernel at all (below AVX-512): the caller falls back or refuses */
+            free(pl);
+            return NULL;
+        }
     }
     if (dilated)
-        DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&cd, alg, xm, &w_any, ym, strides, dilates,
+        DNNL_CHECK(dnnl_dilated_convolution_backward_data_desc_init(&cd, alg, dxm, &w_any, dym, strides, dilates,
                                                                     pad_l, pad_r));
     else
-        DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&cd, alg, xm, &w_any, ym, strides, pad_l, pad_r));
-    dnnl_primitive_desc_t dpd = pd_new(&cd, fpd);
+        DNNL_CHECK(dnnl_convolution_backward_data_desc_init(&cd, alg, dxm, &w_any, dym, strides, pad_l, pad_r));
+    dnnl_primitive_desc_t dpd = bf16 ? pd_try_hint(&cd, fpd) : pd_new(&cd, fpd);
     if (dilated)
-        DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
+        DNNL_CHECK(dnnl_dilated_convolution_backward_weights_desc_init(&cd, alg, xm, dwm_d, NULL, dym, strides,
                                                                        dilates, pad_l, pad_r));
     else
-        DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&cd, alg, xm, &w_any, NULL, ym, strides,
+        DNNL_CHECK(dnnl_convolution_backward_weights_desc_init(&cd, alg, xm, dwm_d, NULL, dym, strides,
                                                                pad_l, pad_r));
-    dnnl_primitive_desc_t wpd = pd_new(&cd, fpd);
+    dnnl_primitive_desc_t wpd = bf16 ? pd_try_hint(&cd, fpd) : pd_new(&cd, fpd);
+    if (!dpd || !wpd) {
+        DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
+        if (dpd) DNNL_CHECK(dnnl_primitive_desc_destroy(dpd));
+        if (wpd) DNNL_CHECK(dnnl_primitive_desc_destroy(wpd));
+        free(pl);
+        return NULL;
+    }
 
     /* Forward and backward do not overlap in time, so each lays its converted copies out from
      * the same offset of the workspace: after the subsampled x and dx of a strided 1x1 conv. */
@@ -438,11 +485,24 @@ static void plan_free(ConvPlan *pl) {
     free(pl);
 }
 
+/* Nonzero when oneDNN gave one of the plan's primitives its reference implementation (plain
+ * loops, many times slower than float32's kernels). */
+static int plan_has_ref(const ConvPlan *pl) {
+    return !strncmp(pl->fwd.impl, "ref", 3) || !strncmp(pl->bwd_data.impl, "ref", 3) ||
+           !strncmp(pl->bwd_w.impl, "ref", 3);
+}
+
 static ConvPlan *plan_get(Conv2d *c, int N, int H, int W) {
     ConvImpl *im = c->impl;
     for (ConvPlan *pl = im->plans; pl; pl = pl->next)
         if (pl->N == N && pl->H == H && pl->W == W) return pl;
-    ConvPlan *pl = plan_new(c, N, H, W);
+    ConvPlan *pl = plan_new(c, N, H, W, im->bf16);
+    if (!pl || (pl->bf16 && plan_has_ref(pl))) {
+        /* a shape oneDNN has no bf16 kernel for (conv2d_bf16_fallbacks counts them) */
+        if (pl) plan_free(pl);
+        pl = plan_new(c, N, H, W, 0);
+        g_dnnl.bf16_fallbacks++;
+    }
     pl->next = im->plans;
     im->plans = pl;
     return pl;
@@ -509,6 +569,7 @@ typedef struct WinoPlan {
 } WinoPlan;
 
 static int wino_selected(const ConvShape *sh, const ConvImpl *im, int H, int W) {
+    if (im->bf16) return 0;   /* winograd.c is float32: bf16 convs all go through oneDNN */
     if (!im->winograd || !im->own_winograd || sh->k != 3 || sh->kw != 3 || sh->stride != 1 || sh->pad != 1 ||
         sh->padw != 1)
         return 0;
@@ -580,7 +641,7 @@ static int dw_selected(const Conv2d *c, int N, int H, int W) {
     const ConvShape *sh = &c->shape;
     const ConvImpl *im = c->impl;
     (void)N;
-    if (!im->own_depthwise || !depthwise_applies(sh)) return 0;
+    if (im->bf16 || !im->own_depthwise || !depthwise_applies(sh)) return 0;   /* depthwise.c is float32 */
     if (sh->k >= 5) return 1;
     return sh->k == 3 && H * W >= 64 * 64 && (sh->stride >= 2 || !im->avx512);
 }
@@ -600,6 +661,7 @@ void conv2d_init(Conv2d *c, const ConvShape *shape) {
     im->winograd = g_dnnl.winograd;
     im->own_winograd = g_dnnl.own_winograd;
     im->own_depthwise = g_dnnl.own_depthwise;
+    im->bf16 = g_dnnl.bf16;
     im->avx512 = cpu_isa() == CPU_ISA_AVX512;
     c->impl = im;
 }
@@ -737,6 +799,41 @@ void conv2d_use_own_depthwise(int enable) {
     g_dnnl.own_depthwise = enable != 0;
 }
 
+void conv2d_use_bf16(int enable) {
+    g_dnnl.bf16 = enable != 0;
+}
+
+int conv2d_bf16_fallbacks(void) {
+    return g_dnnl.bf16_fallbacks;
+}
+
+int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
+    const ConvImpl *im = c->impl;
+    return im->bf16 && plan_get(c, N, H, W)->bf16;
+}
+
+/* oneDNN's bf16 kernels: native where the CPU multiplies bf16 itself (avx512_bf16, AMX),
+ * emulated with float32 instructions on plain AVX-512 (avx512_core), none below it (only the
+ * reference loops). Asked of a probe convolution's primitives rather than assumed from the
+ * ISA, with the implementation each gets. */
+CpuBf16Path conv2d_bf16_path(char *impl, size_t n) {
+    dnnl_ctx_init();
+    const int saved = g_dnnl.bf16;
+    g_dnnl.bf16 = 1;
+    Conv2d a;
+    conv2d_init(&a, &(ConvShape){ .C_in = 64, .C_out = 64, .k = 3, .stride = 1, .pad = 1 });
+    g_dnnl.bf16 = saved;
+    ConvPlan *pl = plan_new(&a, 32, 16, 16, 1);
+    const int ref = !pl || plan_has_ref(pl);
+    snprintf(impl, n, "%s", pl ? pl->fwd.impl : "none");
+    if (pl) plan_free(pl);
+    conv2d_free(&a);
+    if (ref) return CPU_BF16_NONE;
+    const unsigned isa = (unsigned)dnnl_get_effective_cpu_isa();
+    const unsigned nat = (unsigned)dnnl_cpu_isa_avx512_core_bf16;
+    return (isa & nat) == nat ? CPU_BF16_NATIVE : CPU_BF16_EMULATED;
+}
+
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
     if (dw_selected(c, N, H, W)) return dw_name(c);
     if (wino_plan_get(c, N, H, W)) return ((ConvImpl *)c->impl)->wino_name;
@@ -806,6 +903,16 @@ void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float
 void conv2d_use_winograd(int enable) { (void)enable; }
 void conv2d_use_own_winograd(int enable) { (void)enable; }
 void conv2d_use_own_depthwise(int enable) { (void)enable; }
+void conv2d_use_bf16(int enable) { (void)enable; }
+int conv2d_bf16_fallbacks(void) { return 0; }
+int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
+    (void)c; (void)N; (void)H; (void)W;
+    return 0;
+}
+CpuBf16Path conv2d_bf16_path(char *impl, size_t n) {
+    snprintf(impl, n, "reference");
+    return CPU_BF16_NONE;
+}
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W) {
     (void)c; (void)N; (void)H; (void)W;
     return "reference";

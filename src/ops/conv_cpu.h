@@ -52,6 +52,22 @@ void conv2d_use_own_winograd(int enable);
  * afterwards. */
 void conv2d_use_own_depthwise(int enable);
 
+/* bfloat16 (torch.autocast's convolution): with 1, the convs initialised afterwards compute
+ * through oneDNN with src, weights and diff_dst rounded to bfloat16 (nearest even), sums in
+ * float32, dst and diff_src rounded to bfloat16 (as autocast returns them) and diff_weights
+ * written in float32; the interfaces stay float32 tensors.
+ * winograd.c and depthwise.c (float32 kernels) are not used for them; a shape for which oneDNN
+ * has only its reference bf16 loops stays float32 (oneDNN's direct kernels) and is counted by
+ * conv2d_bf16_fallbacks. Default 0: float32 throughout. */
+void conv2d_use_bf16(int enable);
+int conv2d_bf16_fallbacks(void);
+/* Whether this conv at this shape computes in bf16 (makes its plan). */
+int conv2d_is_bf16(Conv2d *c, int N, int H, int W);
+
+/* What oneDNN does with bf16 on this CPU, and the implementation a probe 3x3 conv gets (impl). */
+typedef enum { CPU_BF16_NONE, CPU_BF16_EMULATED, CPU_BF16_NATIVE } CpuBf16Path;
+CpuBf16Path conv2d_bf16_path(char *impl, size_t n);
+
 /* Name of the implementation the backend picked for the forward of this conv at this shape:
  * oneDNN's ("brgconv:avx512_core", "jit_dw:avx2"), "winograd4x3:avx512", "own_dw:avx512". */
 const char *conv2d_impl_name(Conv2d *c, int N, int H, int W);

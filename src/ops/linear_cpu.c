@@ -12,12 +12,58 @@
 
 #include "linear_cpu.h"
 
-#ifdef HAVE_DNNL
+#include <stdint.h>
 #include <stdlib.h>
+#include <string.h>
 
-#include <oneapi/dnnl/dnnl.h>
-
+#include "base/half.h"
 #include "base/util.h"
+
+static int g_bf16;   /* linear_use_bf16 */
+
+void linear_use_bf16(int enable) {
+    g_bf16 = enable != 0;
+}
+
+/* n values of x rounded to bfloat16 (nearest even) and back to float32, in a new buffer. */
+static float *bf16_rounded(const float *x, size_t n) {
+    float *r = mallocCheck(n * sizeof *r);
+    #pragma omp parallel for schedule(static) if (n > 65536)
+    for (size_t i = 0; i < n; i++) r[i] = half_to_float(HALF_BF16, half_from_float(HALF_BF16, x[i]));
+    return r;
+}
+
+static void linear_forward_f32(const float *x, const float *w, const float *b, float *y, int N, int I, int O);
+static void linear_backward_f32(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                                float *db, int N, int I, int O);
+
+void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O) {
+    if (!g_bf16) {
+        linear_forward_f32(x, w, b, y, N, I, O);
+        return;
+    }
+    float *xr = bf16_rounded(x, (size_t)N * I), *wr = bf16_rounded(w, (size_t)O * I);
+    linear_forward_f32(xr, wr, b, y, N, I, O);   /* the bias in float32, as autocast's addmm adds it */
+    free(xr);
+    free(wr);
+}
+
+void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                     float *db, int N, int I, int O) {
+    if (!g_bf16) {
+        linear_backward_f32(x, w, dy, dx, dw, db, N, I, O);
+        return;
+    }
+    float *xr = bf16_rounded(x, (size_t)N * I), *wr = bf16_rounded(w, (size_t)O * I);
+    float *dyr = bf16_rounded(dy, (size_t)N * O);
+    linear_backward_f32(xr, wr, dyr, dx, dw, db, N, I, O);
+    free(xr);
+    free(wr);
+    free(dyr);
+}
+
+#ifdef HAVE_DNNL
+#include <oneapi/dnnl/dnnl.h>
 #endif
 
 void linear_reference_forward(const float *x, const float *w, const float *b, float *y, int N,
@@ -111,7 +157,7 @@ static void bias_grad_blocks(const float *dy, float *db, int N, int O) {
     free(part);
 }
 
-void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O) {
+static void linear_forward_f32(const float *x, const float *w, const float *b, float *y, int N, int I, int O) {
     /* y[n0.., o0..] = x[n0.., :] w[o0.., :]^T, then + b: the bias after the whole sum, as the
      * reference adds it, while the tile is in cache. */
     const int nc = ntiles(O, LIN_COLS), nt = ntiles(N, LIN_ROWS) * nc;
@@ -129,8 +175,8 @@ void linear_forward(const float *x, const float *w, const float *b, float *y, in
     }
 }
 
-void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                     float *db, int N, int I, int O) {
+static void linear_backward_f32(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                                float *db, int N, int I, int O) {
     bias_grad_blocks(dy, db, N, O);
     /* dw[o0.., i0..] += dy[:, o0..]^T x[:, i0..]: beta 1 adds to the gradient buffer in place. */
     const int wc = ntiles(I, LIN_COLS), wt = ntiles(O, LIN_WROWS) * wc;
@@ -153,12 +199,12 @@ void linear_backward(const float *x, const float *w, const float *dy, float *dx,
 
 #else
 
-void linear_forward(const float *x, const float *w, const float *b, float *y, int N, int I, int O) {
+static void linear_forward_f32(const float *x, const float *w, const float *b, float *y, int N, int I, int O) {
     linear_reference_forward(x, w, b, y, N, I, O);
 }
 
-void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
-                     float *db, int N, int I, int O) {
+static void linear_backward_f32(const float *x, const float *w, const float *dy, float *dx, float *dw,
+                                float *db, int N, int I, int O) {
     linear_reference_backward(x, w, dy, dx, dw, db, N, I, O);
 }
 

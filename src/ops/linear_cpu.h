@@ -16,6 +16,13 @@ void linear_forward(const float *x, const float *w, const float *b, float *y, in
 void linear_backward(const float *x, const float *w, const float *dy, float *dx, float *dw,
                      float *db, int N, int I, int O);
 
+/* bfloat16 (torch.autocast's linear): with 1, x, w and dy enter the products rounded to
+ * bfloat16 (nearest even), the products and their sums in float32 and the outputs float32. The
+ * products of two bf16 values are exact in float32, so this is a bf16 GEMM with float32
+ * accumulation, computed by sgemm on the rounded copies: the numbers of bf16, not its speed
+ * (the classifier is a small part of a convnet's work). Default 0. */
+void linear_use_bf16(int enable);
+
 /* The reference loops (double accumulation): the backend without oneDNN, and what the tests
  * compare the fast path against. Same contract. */
 void linear_reference_forward(const float *x, const float *w, const float *b, float *y, int N,

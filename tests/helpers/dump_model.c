@@ -40,13 +40,20 @@
  *                         [--tta flip|flip_shift] (the evaluation's averaged logits of the whole
  *                                             batch under that test-time augmentation, with the
  *                                             initial weights, before any step: tta_logits,
- *                                             tta_correct, tta_loss_sum; CPU only) */
+ *                                             tta_correct, tta_loss_sum; CPU only)
+ *                         [--amp 0|1]       (--use_amp on the CPU: bfloat16 convolutions and
+ *                                             linear layers (conv_cpu.h, linear_cpu.h); written
+ *                                             as options/amp, for which torch_compare.py runs
+ *                                             PyTorch's side under torch.autocast("cpu", bf16);
+ *                                             exit 77 where oneDNN has no bf16 kernels) */
 #include <hdf5.h>
 #include <math.h>
 #include <string.h>
 
 #include "build_config.h"
 #include "model/ema.h"
+#include "ops/conv_cpu.h"
+#include "ops/linear_cpu.h"
 #include "model/model.h"
 #include "ckpt/init_from.h"
 #include "model/netfile.h"
@@ -210,7 +217,7 @@ int main(int argc, char **argv) {
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
     int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1, blurpool = 0, aux_logits = 1, transform_input = 0;
     double ema_decay = 0.0;
-    int tta = TTA_NONE;
+    int tta = TTA_NONE, amp = 0;
     float lr = 0.05f;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
@@ -236,6 +243,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--steps")) steps = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--ema_decay")) ema_decay = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--ema_every")) ema_every = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--amp")) amp = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--tta")) {
             tta = tta_parse(argv[i + 1]);
             if (tta <= TTA_NONE) die_code(2, "--tta %s: flip or flip_shift", argv[i + 1]);
@@ -246,6 +254,14 @@ int main(int argc, char **argv) {
     if (accum < 1 || accum > 7) die_code(2, "--accum %d: 1 to 7", accum);
     if (steps < 1 || steps > 100) die_code(2, "--steps %d: 1 to 100", steps);
     if (ema_decay < 0.0 || ema_decay >= 1.0 || ema_every < 1) die_code(2, "--ema_decay in [0, 1), --ema_every >= 1");
+    if (amp) {   /* before the model: each convolution takes its precision at init */
+        char impl[64];
+        if (strcmp(device, "cpu") != 0) die_code(2, "--amp: CPU only here");
+        if (conv2d_bf16_path(impl, sizeof impl) == CPU_BF16_NONE)
+            die_code(77, "--amp: oneDNN has no bf16 kernels on this CPU (%s)", impl);
+        conv2d_use_bf16(1);
+        linear_use_bf16(1);
+    }
     Model m;
     NetSpec net;
     char nerr[1200];
@@ -412,6 +428,8 @@ int main(int argc, char **argv) {
     write_f32(f, "options/bn_bias_lr_mult", &bn_bias_lr_mult, 1, one);
     const float fsteps = (float)steps, fevery = (float)ema_every;
     write_f32(f, "options/steps", &fsteps, 1, one);
+    const float famp = (float)amp;
+    write_f32(f, "options/amp", &famp, 1, one);
     {   /* the decay as given (double), as PyTorch takes it */
         hid_t space = H5Screate_simple(1, one, NULL);
         hid_t ds = H5Dcreate2(f, "options/ema_decay", H5T_NATIVE_DOUBLE, space, H5P_DEFAULT, H5P_DEFAULT, H5P_DEFAULT);

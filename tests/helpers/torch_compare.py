@@ -24,6 +24,11 @@ in training their loss is the main logits' cross-entropy plus each auxiliary cla
 the paper's weight (0.3 for GoogLeNet's, 0.4 for Inception v3's; --set aux_weight=W for
 another), and the dump's options/aux_logits and options/transform_input build torchvision's
 module with aux_logits and transform_input; the compared logits are the main ones.
+A dump with options/amp 1 (dump_model --amp 1: ddptrain's bf16 convolutions and linear layers)
+runs PyTorch's forwards under torch.autocast("cpu", dtype=torch.bfloat16), the loss on the
+logits made float32, the optimizer and the weights float32 as autocast leaves them; with
+--set amp=2 PyTorch's convolutions and linear layers round where ddptrain's do instead
+(bf16_replica_torch.py), 3 and 4 are wrong variants of that (truncation; unrounded outputs).
 A dump of a network of --use_blurpool (arch NAME-blurpool) runs PyTorch's NAME with
 blurpool_torch.apply_blurpool (--set blurpool=0: without, for a check that must fail).
 A dump with options/tta 1 (flip) or 2 (flip_shift) holds the evaluation's test-time augmented
@@ -52,6 +57,7 @@ import numpy as np
 import torch
 
 sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+import bf16_replica_torch  # noqa: E402
 import miniresnet_torch  # noqa: E402
 from miniresnet_torch import MiniResNet  # noqa: E402
 from blurpool_torch import apply_blurpool  # noqa: E402
@@ -498,6 +504,9 @@ def main():
     ap.add_argument("--ref64", type=float, default=0.0, metavar="K",
                     help="a tensor beyond --tol passes when ddptrain is within K times PyTorch float32's distance "
                          "from PyTorch's float64 result")
+    ap.add_argument("--median_tol", type=float, default=float("inf"),
+                    help="also fail when the median over the tensors of the rel err exceeds this (bf16 runs: "
+                         "a bound on the typical tensor where --tol bounds the worst)")
     ap.add_argument("--set", action="append", default=[], metavar="NAME=VALUE",
                     help="PyTorch's side uses VALUE for option NAME instead of the dump's")
     args = ap.parse_args()
@@ -516,7 +525,12 @@ def main():
                 "shuffle_groups": 2.0, "shuffle_cat_swapped": 0.0, "ln2d_axes": 0.0,
                 # GoogLeNet's and Inception v3's settings (dump_model's --aux_logits,
                 # --transform_input), and the weight of their auxiliary losses (-1: the paper's)
-                "aux_logits": 1.0, "transform_input": 0.0, "aux_weight": -1.0}
+                "aux_logits": 1.0, "transform_input": 0.0, "aux_weight": -1.0,
+                # --use_amp on the CPU: PyTorch's forwards (and so its backwards) under
+                # torch.autocast("cpu", dtype=torch.bfloat16); --set amp=0 for float32,
+                # 2 for bf16_replica_torch's replica of ddptrain's roundings, 3 and 4 for its
+                # wrong variants (truncation, convolution outputs left unrounded)
+                "amp": 0.0}
     arch = f["arch"][()].decode() if "arch" in f else "miniresnet"
     # a network of --use_blurpool (NAME-blurpool) is PyTorch's NAME with blurpool_torch's blur
     defaults["blurpool"] = float(arch.endswith("-blurpool"))
@@ -574,6 +588,10 @@ def main():
     criterion = torch.nn.CrossEntropyLoss(label_smoothing=opts["label_smoothing"])
 
     model64 = copy.deepcopy(model).double() if args.ref64 else None
+    if opts["amp"] >= 2:
+        variant = {2: "nearest", 3: "truncate", 4: "conv_out_f32"}[int(opts["amp"])]
+        print(f"bf16 replica ({variant}): {bf16_replica_torch.install(model, variant)} convolutions and linear "
+              f"layers round as ddptrain's --use_amp does")
     aux_seen = [0]   # auxiliary classifiers in the last training forward
 
     def step_gradients(step, mdl=model):
@@ -582,7 +600,9 @@ def main():
         NOISE.replay(f.get(f"noise/step{step}"))
         logits, losses = [], []
         for xj, yj in zip(xs, ys):
-            out = mdl(xj.to(next(mdl.parameters()).dtype))
+            with torch.autocast("cpu", dtype=torch.bfloat16, enabled=opts["amp"] == 1 and mdl is model):
+                out = mdl(xj.to(next(mdl.parameters()).dtype))
+            out = out.float() if not isinstance(out, tuple) else type(out)(*(o.float() if o is not None else o for o in out))
             if isinstance(out, tuple):
                 # GoogLeNetOutputs(logits, aux_logits2, aux_logits1), InceptionOutputs(logits,
                 # aux_logits) in training: the main logits' loss plus each auxiliary classifier's
@@ -714,6 +734,12 @@ def main():
           f"{f', {REPLAY.pool_flips} max-pool choices between inputs within round-off' if REPLAY.pools is not None else ''})")
     for n, e in sorted(results, key=lambda r: -r[1])[:5]:
         print(f"  {e:.3e}  {n}")
+    median = float(np.median([e for _, e in results]))
+    if args.median_tol < float("inf"):
+        print(f"median rel err over the {len(results)} tensors {median:.3e}, median_tol {args.median_tol:g}")
+        if not (median <= args.median_tol):
+            print(f"FAIL: the median rel err {median:.3e} exceeds median_tol {args.median_tol:g}")
+            return 1
     if bad:
         print(f"FAIL: {len(bad)} tensors exceed tol {args.tol:g}{f' (the average, TTA: {args.ema_tol:g})' if ema is not None or tta_results else ''} (worst {worst[1]:.3e}, {worst[0]}): "
               + ", ".join(n for n, _ in bad[:8]))
