@@ -17,21 +17,11 @@ build=${1:-${top_builddir:-$here/../build}}
 MODELS=${MODELS:-resnet18 resnet50}
 N=${BATCH:-32}; S=${SIZE:-128}; K=${CLASSES:-1000}; T=${THREADS:-2}
 ST=${STEPS:-5}; WU=${WARMUP:-2}; R=${ROUNDS:-1}
-PY=""
-for py in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 && "$py" -c "import torch, torchvision" 2>/dev/null && { PY=$py; break; }
-done
-[ -n "$PY" ] || { echo "amp_bench: no python3 with torch and torchvision" >&2; exit 1; }
 # shellcheck source=bench/lib.sh
 . "$here/lib.sh"
+torch_python amp_bench "torch, torchvision"
 aten_like_onednn
 
-# images/s to 3 digits or more, as zoo_bench.sh reads them
-ips() {
-    sed -n 's/.* \([0-9.]*\) GFLOP\/s (\([0-9.]*\) GFLOP per image).*/\1 \2/p; s/.*: \([0-9.]*\) images\/s.*/\1/p' |
-        awk 'NF == 2 && $2 > 0 { g = sprintf("%.2f", $1 / $2) } NF == 1 { i = $1 } END { print (g != "") ? g : i }'
-}
-max() { awk -v a="$1" -v b="$2" 'BEGIN{print ((a + 0) > (b + 0)) ? a : b}'; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN{ if (b + 0 > 0) printf "%.2fx", a / b; else print "-" }'; }
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
@@ -52,7 +42,7 @@ for m in $MODELS; do
             c=$(OMP_NUM_THREADS=$T "$build/bench/bench_step" --model "$m" --batch "$N" --size "$S" --classes "$K" \
                 --steps "$ST" --warmup "$WU" --amp $amp) || { echo "# $m: ddptrain --amp $amp failed: $c"; continue; }
             echo "#   $c"
-            if [ $amp = 1 ]; then db=$(max "$db" "$(echo "$c" | ips)"); else df=$(max "$df" "$(echo "$c" | ips)"); fi
+            if [ $amp = 1 ]; then db=$(max "$db" "$(echo "$c" | step_ips)"); else df=$(max "$df" "$(echo "$c" | step_ips)"); fi
         done
         for amp in bf16 f32; do
             set --   # torch_bench.py's autocast flag
@@ -60,7 +50,7 @@ for m in $MODELS; do
             t=$("$PY" "$here/torch_bench.py" --model "$m" --batch "$N" --size "$S" --classes "$K" --steps "$ST" \
                 --warmup "$WU" --threads "$T" --channels_last "$@" | tail -n 2)
             echo "$t" | sed 's/^/#   /'
-            if [ $amp = bf16 ]; then tb=$(max "$tb" "$(echo "$t" | ips)"); else tf=$(max "$tf" "$(echo "$t" | ips)"); fi
+            if [ $amp = bf16 ]; then tb=$(max "$tb" "$(echo "$t" | step_ips)"); else tf=$(max "$tf" "$(echo "$t" | step_ips)"); fi
         done
         i=$((i + 1))
     done

@@ -17,18 +17,15 @@ build=${1:-${top_builddir:-$here/../build}}
 W=${WIDTH:-64}; N=${BATCH:-64}; T=${THREADS:-2}; S=${STEPS:-20}; R=${ROUNDS:-3}
 TABLE=${TABLE:-1}; TS=${TABLE_STEPS:-5}
 TW=${TABLE_WIDTHS:-16 32 64}; TB=${TABLE_BATCHES:-32 64 128}
-PY=""
-for py in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 && "$py" -c "import torch" 2>/dev/null && { PY=$py; break; }
-done
-[ -n "$PY" ] || { echo "bench: no python3 with torch (apt-get install python3-torch)" >&2; exit 1; }
+# shellcheck source=bench/lib.sh
+. "$here/lib.sh"
+torch_python bench "torch"
 
 # Fields of the programs' output lines.
 ips() { sed -n 's/.*: \([0-9.]*\) images\/s.*/\1/p' | tail -n 1; }
 gflop_img() { sed -n 's/.*(\([0-9.]*\) GFLOP per image).*/\1/p' | tail -n 1; }
 rss() { sed -n 's/.*peak RSS \([0-9]*\) MiB.*/\1/p' | tail -n 1; }
 peak_of() { sed -n 's/.*: \([0-9.]*\) GFLOP\/s.*/\1/p'; }
-max() { awk -v a="$1" -v b="$2" 'BEGIN{print ((a + 0) > (b + 0)) ? a : b}'; }
 # GFLOP/s and share of peak for images/s x GFLOP per image
 gflops() { awk -v i="$1" -v f="$2" 'BEGIN{printf "%.1f", i * f}'; }
 share() { awk -v i="$1" -v f="$2" -v p="$3" 'BEGIN{printf "%.1f%%", (p > 0) ? 100 * i * f / p : 0}'; }
@@ -48,8 +45,6 @@ mod=$(sed -n 's/^model[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
 echo "# ddptrain against PyTorch: MiniResNet training step (forward, backward, SGD), float32"
 echo "# CPU: ${cpu:-unknown} (family ${fam:-?} model ${mod:-?}), $(nproc) CPUs online, $T threads used"
 echo "# ONEDNN_MAX_CPU_ISA: ${ONEDNN_MAX_CPU_ISA:-(unset: oneDNN takes the best ISA of the CPU)}"
-# shellcheck source=bench/lib.sh
-. "$here/lib.sh"
 aten_like_onednn
 echo "# ATEN_CPU_CAPABILITY (PyTorch): ${ATEN_CPU_CAPABILITY:-(unset: its best)}"
 # Other processes slow both sides alike, but the figures then say less about the hardware.

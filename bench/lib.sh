@@ -33,3 +33,26 @@ aten_like_onednn() {
         export ATEN_CPU_CAPABILITY
     fi
 }
+
+# torch_python NAME MODULES: PY, the first of $PYTHON, python3 and /usr/bin/python3 that imports
+# MODULES ("torch" or "torch, torchvision"), or a line naming NAME and exit 1.
+# shellcheck disable=SC2034  # PY is for the caller
+torch_python() {
+    PY=""
+    for py in "${PYTHON:-}" python3 /usr/bin/python3; do
+        [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 && "$py" -c "import $2" 2>/dev/null && { PY=$py; return 0; }
+    done
+    echo "$1: no python3 with $2 (apt-get install python3-torch python3-torchvision)" >&2
+    exit 1
+}
+
+# max A B: the larger number.
+max() { awk -v a="$1" -v b="$2" 'BEGIN{print ((a + 0) > (b + 0)) ? a : b}'; }
+
+# step_ips: images/s of the bench_step or torch_bench.py line on stdin, to 3 digits or more: the
+# GFLOP/s over the GFLOP per image both sides print (their images/s has one decimal, coarse for
+# the larger networks), else the images/s as printed.
+step_ips() {
+    sed -n 's/.* \([0-9.]*\) GFLOP\/s (\([0-9.]*\) GFLOP per image).*/\1 \2/p; s/.*: \([0-9.]*\) images\/s.*/\1/p' |
+        awk 'NF == 2 && $2 > 0 { g = sprintf("%.2f", $1 / $2) } NF == 1 { i = $1 } END { print (g != "") ? g : i }'
+}

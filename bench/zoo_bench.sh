@@ -16,23 +16,12 @@ build=${1:-${top_builddir:-$here/../build}}
 MODELS=${MODELS:-mobilenet_v3_large efficientnet_b0 regnet_y_400mf resnext50_32x4d}
 N=${BATCH:-32}; S=${SIZE:-128}; K=${CLASSES:-1000}; T=${THREADS:-2}
 ST=${STEPS:-10}; WU=${WARMUP:-3}; R=${ROUNDS:-2}
-PY=""
-for py in "${PYTHON:-}" python3 /usr/bin/python3; do
-    [ -n "$py" ] && command -v "$py" >/dev/null 2>&1 && "$py" -c "import torch, torchvision" 2>/dev/null && { PY=$py; break; }
-done
-[ -n "$PY" ] || { echo "zoo_bench: no python3 with torch and torchvision" >&2; exit 1; }
 # shellcheck source=bench/lib.sh
 . "$here/lib.sh"
+torch_python zoo_bench "torch, torchvision"
 aten_like_onednn
 
-# images/s to 3 digits or more: the GFLOP/s over the GFLOP per image both sides print (their
-# images/s has one decimal, coarse for the larger networks), else the images/s as printed
-ips() {
-    sed -n 's/.* \([0-9.]*\) GFLOP\/s (\([0-9.]*\) GFLOP per image).*/\1 \2/p; s/.*: \([0-9.]*\) images\/s.*/\1/p' |
-        awk 'NF == 2 && $2 > 0 { g = sprintf("%.2f", $1 / $2) } NF == 1 { i = $1 } END { print (g != "") ? g : i }'
-}
 rss() { sed -n 's/.*peak RSS \([0-9]*\) MiB.*/\1/p' | tail -n 1; }
-max() { awk -v a="$1" -v b="$2" 'BEGIN{print ((a + 0) > (b + 0)) ? a : b}'; }
 min() { awk -v a="$1" -v b="$2" 'BEGIN{print ((b + 0) > 0 && ((a + 0) == 0 || (b + 0) < (a + 0))) ? b : a}'; }
 
 cpu=$(sed -n 's/^model name[[:space:]]*: //p' /proc/cpuinfo | head -n 1)
@@ -57,7 +46,7 @@ for m in $MODELS; do
         t=$("$PY" "$here/torch_bench.py" --model "$m" --batch "$N" --size "$S" --classes "$K" --steps "$ST" \
             --warmup "$WU" --threads "$T" --channels_last | tail -n 2)
         echo "$t" | sed 's/^/#   /'
-        bc=$(max "$bc" "$(echo "$c" | ips)"); bt=$(max "$bt" "$(echo "$t" | ips)")
+        bc=$(max "$bc" "$(echo "$c" | step_ips)"); bt=$(max "$bt" "$(echo "$t" | step_ips)")
         rc=$(min "$rc" "$(echo "$c" | rss)"); rt=$(min "$rt" "$(echo "$t" | rss)")
         i=$((i + 1))
     done
