@@ -5,19 +5,21 @@
  * and EfficientNet-B0's depthwise 3x3 and 5x5 and pointwise ones, ResNeXt-50's grouped 3x3,
  * all at 128 px input), each timed per pass (forward, backward-data, backward-weights, their
  * sum) up to four ways:
- *   f32       conv2d_* as the CPU backend selects (conv_cpu.c): winograd.c, depthwise.c or oneDNN;
- *   f32-dnnl  float32 through oneDNN alone (its own Winograd where it has one): timed only
- *             where f32 picked a kernel of ddptrain's own, else it is the same path;
+ *   f32         conv2d_* as the CPU backend selects (conv_cpu.c): winograd.c, depthwise.c or
+ *               oneDNN;
+ *   f32-dnnl    float32 through oneDNN alone (its own Winograd where it has one): timed only
+ *               where f32 picked a kernel of ddptrain's own, else it is the same path;
  *   f32-direct  oneDNN's direct convolution (conv2d_use_winograd(0)): timed where one of the
- *             two above is a Winograd, so that the table says whether Winograd pays there;
- *   bf16      conv2d_use_bf16(1), --use_amp's convolutions: oneDNN with bf16 src, weights and
- *             diff_dst, float32 diff_weights (the rounding reorders count, as in training);
- *             not timed where oneDNN has no bf16 kernel (below AVX-512, or a shape it has
- *             only reference loops for: conv2d falls back to float32 there);
+ *               two above is a Winograd, so that the table says whether Winograd pays there;
+ *   bf16        conv2d_use_bf16(1), --use_amp's convolutions: oneDNN with bf16 src, weights
+ *               and diff_dst, float32 diff_weights (the rounding reorders count, as in
+ *               training); not timed where oneDNN has no bf16 kernel (below AVX-512, or a
+ *               shape it has only reference loops for: conv2d falls back to float32 there);
  * and which of them wins each pass. The weights are marked changed before every round, as an
  * optimizer step does, so their reorders (and winograd.c's transforms) count. Best of --reps
  * rounds after one warm-up. The conv2d API has no backward-data-only call, so backward-data is
- * the full backward minus the backward with dx == NULL, for all three alike. --cpu-time
+ * the full backward minus the backward with dx == NULL, for every path alike (the stem, whose
+ * input is the image, has no backward-data in training and none here). --cpu-time
  * measures the process's CPU time: on a machine other jobs share, that does not depend on
  * them. This is a program of its own rather than a mode of conv_bench, whose table compares
  * Winograd implementations on MiniResNet's layers; bench/conv_shapes.sh runs it.
@@ -35,37 +37,42 @@
 #include "ops/conv_cpu.h"
 #include "ops/cpu_isa.h"
 
-/* One convolution of a network at 128 px input: its shape and its input's side. */
+/* One convolution of a network at 128 px input: its shape and its input's side. image: its
+ * input is the image, whose gradient training never asks for (kind_conv.c passes dx == NULL),
+ * so backward-data is neither timed nor counted in the total. */
 typedef struct Case {
     const char *nets;
     ConvShape sh;
     int H;
+    int image;
 } Case;
 
 #define R1850 "ResNet-18/50"
+#define CASE(nets, H, ...) { nets, { __VA_ARGS__ }, H, 0 }
+#define IMAGE(nets, H, ...) { nets, { __VA_ARGS__ }, H, 1 }
 static const Case k_cases[] = {
-    { R1850, { .C_in = 3, .C_out = 64, .k = 7, .stride = 2, .pad = 3 }, 128 },
-    { R1850, { .C_in = 64, .C_out = 64, .k = 3, .stride = 1, .pad = 1 }, 32 },
-    { R1850, { .C_in = 128, .C_out = 128, .k = 3, .stride = 1, .pad = 1 }, 16 },
-    { R1850, { .C_in = 256, .C_out = 256, .k = 3, .stride = 1, .pad = 1 }, 8 },
-    { R1850, { .C_in = 512, .C_out = 512, .k = 3, .stride = 1, .pad = 1 }, 4 },
-    { "ResNet-18", { .C_in = 64, .C_out = 128, .k = 3, .stride = 2, .pad = 1 }, 32 },
-    { "ResNet-50", { .C_in = 256, .C_out = 256, .k = 3, .stride = 2, .pad = 1 }, 16 },
-    { "ResNet-50", { .C_in = 64, .C_out = 256, .k = 1, .stride = 1 }, 32 },
-    { "ResNet-50", { .C_in = 512, .C_out = 128, .k = 1, .stride = 1 }, 16 },
-    { "ResNet-18", { .C_in = 64, .C_out = 128, .k = 1, .stride = 2 }, 32 },
-    { "ResNet-50", { .C_in = 256, .C_out = 512, .k = 1, .stride = 2 }, 32 },
-    { "EfficientNet-B0", { .C_in = 32, .C_out = 32, .k = 3, .stride = 1, .pad = 1, .groups = 32 }, 64 },
-    { "EfficientNet-B0", { .C_in = 96, .C_out = 96, .k = 3, .stride = 2, .pad = 1, .groups = 96 }, 64 },
-    { "MobileNetV3-L", { .C_in = 72, .C_out = 72, .k = 3, .stride = 1, .pad = 1, .groups = 72 }, 32 },
-    { "EfficientNet-B0", { .C_in = 144, .C_out = 144, .k = 5, .stride = 1, .pad = 2, .groups = 144 }, 32 },
-    { "EfficientNet-B0", { .C_in = 144, .C_out = 144, .k = 5, .stride = 2, .pad = 2, .groups = 144 }, 32 },
-    { "EfficientNet-B0", { .C_in = 480, .C_out = 480, .k = 3, .stride = 1, .pad = 1, .groups = 480 }, 8 },
-    { "EfficientNet-B0", { .C_in = 672, .C_out = 672, .k = 5, .stride = 1, .pad = 2, .groups = 672 }, 8 },
-    { "EfficientNet-B0", { .C_in = 24, .C_out = 144, .k = 1, .stride = 1 }, 32 },
-    { "EfficientNet-B0", { .C_in = 672, .C_out = 112, .k = 1, .stride = 1 }, 8 },
-    { "ResNeXt-50", { .C_in = 128, .C_out = 128, .k = 3, .stride = 1, .pad = 1, .groups = 32 }, 32 },
-    { "ResNeXt-50", { .C_in = 256, .C_out = 256, .k = 3, .stride = 1, .pad = 1, .groups = 32 }, 16 },
+    IMAGE(R1850, 128, .C_in = 3, .C_out = 64, .k = 7, .stride = 2, .pad = 3),
+    CASE(R1850, 32, .C_in = 64, .C_out = 64, .k = 3, .stride = 1, .pad = 1),
+    CASE(R1850, 16, .C_in = 128, .C_out = 128, .k = 3, .stride = 1, .pad = 1),
+    CASE(R1850, 8, .C_in = 256, .C_out = 256, .k = 3, .stride = 1, .pad = 1),
+    CASE(R1850, 4, .C_in = 512, .C_out = 512, .k = 3, .stride = 1, .pad = 1),
+    CASE("ResNet-18", 32, .C_in = 64, .C_out = 128, .k = 3, .stride = 2, .pad = 1),
+    CASE("ResNet-50", 16, .C_in = 256, .C_out = 256, .k = 3, .stride = 2, .pad = 1),
+    CASE("ResNet-50", 32, .C_in = 64, .C_out = 256, .k = 1, .stride = 1),
+    CASE("ResNet-50", 16, .C_in = 512, .C_out = 128, .k = 1, .stride = 1),
+    CASE("ResNet-18", 32, .C_in = 64, .C_out = 128, .k = 1, .stride = 2),
+    CASE("ResNet-50", 32, .C_in = 256, .C_out = 512, .k = 1, .stride = 2),
+    CASE("EfficientNet-B0", 64, .C_in = 32, .C_out = 32, .k = 3, .stride = 1, .pad = 1, .groups = 32),
+    CASE("EfficientNet-B0", 64, .C_in = 96, .C_out = 96, .k = 3, .stride = 2, .pad = 1, .groups = 96),
+    CASE("MobileNetV3-L", 32, .C_in = 72, .C_out = 72, .k = 3, .stride = 1, .pad = 1, .groups = 72),
+    CASE("EfficientNet-B0", 32, .C_in = 144, .C_out = 144, .k = 5, .stride = 1, .pad = 2, .groups = 144),
+    CASE("EfficientNet-B0", 32, .C_in = 144, .C_out = 144, .k = 5, .stride = 2, .pad = 2, .groups = 144),
+    CASE("EfficientNet-B0", 8, .C_in = 480, .C_out = 480, .k = 3, .stride = 1, .pad = 1, .groups = 480),
+    CASE("EfficientNet-B0", 8, .C_in = 672, .C_out = 672, .k = 5, .stride = 1, .pad = 2, .groups = 672),
+    CASE("EfficientNet-B0", 32, .C_in = 24, .C_out = 144, .k = 1, .stride = 1),
+    CASE("EfficientNet-B0", 8, .C_in = 672, .C_out = 112, .k = 1, .stride = 1),
+    CASE("ResNeXt-50", 32, .C_in = 128, .C_out = 128, .k = 3, .stride = 1, .pad = 1, .groups = 32),
+    CASE("ResNeXt-50", 16, .C_in = 256, .C_out = 256, .k = 3, .stride = 1, .pad = 1, .groups = 32),
 };
 #define N_CASES ((int)(sizeof k_cases / sizeof *k_cases))
 
@@ -111,14 +118,14 @@ static void time_path(const Case *cs, int N, const float *x, const float *w, con
         double a = now();
         conv2d_forward(&c, N, cs->H, cs->H, x, w, y);
         double b = now();
-        conv2d_backward(&c, N, cs->H, cs->H, x, w, dy, dx, dw);
+        if (!cs->image) conv2d_backward(&c, N, cs->H, cs->H, x, w, dy, dx, dw);
         double d = now();
         conv2d_backward(&c, N, cs->H, cs->H, x, w, dy, NULL, dw);
         double e = now();
         if (r == 0) continue;
         t->fwd = best(t->fwd, b - a);
-        t->bwd = best(t->bwd, d - b);
         t->bwd_w = best(t->bwd_w, e - d);
+        t->bwd = cs->image ? t->bwd_w : best(t->bwd, d - b);
     }
     t->timed = 1;
     conv2d_free(&c);
@@ -159,31 +166,42 @@ static double bf16_speedup(const Times *t) {
     return f / pass(&t[P_BF16], 3);
 }
 
-static void print_text(const char *name, const char *nets, const Times *t) {
+/* Path k's time of pass p in ms, or "-" where it was not run (not timed; backward-data of an
+ * image's convolution). */
+static const char *ms(const Times *t, int k, int p, int image, char *buf, size_t n) {
+    if (!t[k].timed || (image && p == 1)) return "-";
+    snprintf(buf, n, "%.2f", 1e3 * pass(&t[k], p));
+    return buf;
+}
+
+static const char *wins(const Times *t, int p, int image) {
+    return image && p == 1 ? "-" : k_path_names[winner(t, p)];
+}
+
+static void print_text(const char *name, const Case *cs, const Times *t) {
+    char b[4][32];
     for (int k = 0; k < N_PATHS; k++) {
-        const char *lead = k ? "" : name, *nt = k ? "" : nets;
-        if (!t[k].timed) {
-            printf("%-23s %-16s %-10s %9s %9s %9s %9s  %s\n", lead, nt, k_path_names[k], "-", "-", "-", "-", t[k].impl);
-            continue;
-        }
-        printf("%-23s %-16s %-10s %9.2f %9.2f %9.2f %9.2f  %s\n", lead, nt, k_path_names[k], 1e3 * pass(&t[k], 0),
-               1e3 * pass(&t[k], 1), 1e3 * pass(&t[k], 2), 1e3 * pass(&t[k], 3), t[k].impl);
+        printf("%-23s %-16s %-10s", k ? "" : name, k ? "" : cs->nets, k_path_names[k]);
+        for (int p = 0; p < 4; p++) printf(" %9s", ms(t, k, p, cs->image, b[p], sizeof b[p]));
+        printf("  %s\n", t[k].impl);
     }
-    printf("%-23s %-16s %-10s %9s %9s %9s %9s", "", "", "wins", k_path_names[winner(t, 0)],
-           k_path_names[winner(t, 1)], k_path_names[winner(t, 2)], k_path_names[winner(t, 3)]);
+    printf("%-23s %-16s %-10s", "", "", "wins");
+    for (int p = 0; p < 4; p++) printf(" %9s", wins(t, p, cs->image));
     if (t[P_BF16].timed) printf("  bf16 speed-up %.2fx", bf16_speedup(t));
     printf("\n");
 }
 
-static void print_markdown(const char *name, const char *nets, const Times *t) {
-    printf("| %s | %s |", name, nets);
+static void print_markdown(const char *name, const Case *cs, const Times *t) {
+    char b[4][32];
+    printf("| %s | %s |", name, cs->nets);
     for (int k = 0; k < N_PATHS; k++) {
         if (!t[k].timed) { printf(" %s |", t[k].impl); continue; }
-        printf(" `%s` %.2f + %.2f + %.2f = %.2f |", t[k].impl, 1e3 * pass(&t[k], 0), 1e3 * pass(&t[k], 1),
-               1e3 * pass(&t[k], 2), 1e3 * pass(&t[k], 3));
+        printf(" `%s` %s + %s + %s = %s |", t[k].impl, ms(t, k, 0, cs->image, b[0], sizeof b[0]),
+               ms(t, k, 1, cs->image, b[1], sizeof b[1]), ms(t, k, 2, cs->image, b[2], sizeof b[2]),
+               ms(t, k, 3, cs->image, b[3], sizeof b[3]));
     }
-    printf(" %s, %s, %s, **%s** |", k_path_names[winner(t, 0)], k_path_names[winner(t, 1)],
-           k_path_names[winner(t, 2)], k_path_names[winner(t, 3)]);
+    printf(" %s, %s, %s, **%s** |", wins(t, 0, cs->image), wins(t, 1, cs->image), wins(t, 2, cs->image),
+           wins(t, 3, cs->image));
     if (t[P_BF16].timed) printf(" %.2fx |\n", bf16_speedup(t));
     else printf(" - |\n");
 }
@@ -202,6 +220,14 @@ int main(int argc, char **argv) {
         else die_code(2, "unknown option %s", argv[i]);
     }
     if (N < 1 || reps < 1) die_code(2, "--batch and --reps must be >= 1");
+    int selected[N_CASES], n_selected = 0;
+    for (int ci = 0; ci < N_CASES; ci++) {
+        char name[64];
+        case_name(&k_cases[ci], name, sizeof name);
+        selected[ci] = !only || strstr(name, only) || strstr(k_cases[ci].nets, only);
+        n_selected += selected[ci];
+    }
+    if (!n_selected) die_code(2, "--only %s: no shape's name or networks contain it", only);
 #ifdef _OPENMP
     const int threads = omp_get_max_threads();
 #else
@@ -229,13 +255,11 @@ int main(int argc, char **argv) {
     }
     Rng r;
     rng_init(&r, 1, 2, 3);
-    int shown = 0;
     for (int ci = 0; ci < N_CASES; ci++) {
         const Case *cs = &k_cases[ci];
         char name[64];
         case_name(cs, name, sizeof name);
-        if (only && !strstr(name, only) && !strstr(cs->nets, only)) continue;
-        shown++;
+        if (!selected[ci]) continue;
         const ConvShape *sh = &cs->sh;
         const int g = sh->groups ? sh->groups : 1, Ho = conv_out_size(sh, cs->H);
         const size_t nx = (size_t)N * cs->H * cs->H * sh->C_in, ny = (size_t)N * Ho * Ho * sh->C_out;
@@ -288,11 +312,10 @@ int main(int argc, char **argv) {
             conv2d_free(&probe);
         }
         set_paths(1, 1, 0);
-        if (markdown) print_markdown(name, cs->nets, t);
-        else print_text(name, cs->nets, t);
+        if (markdown) print_markdown(name, cs, t);
+        else print_text(name, cs, t);
         fflush(stdout);
         free(x); free(dx); free(y); free(dy); free(w); free(dw);
     }
-    if (!shown) die_code(2, "--only %s: no shape's name or networks contain it", only);
     return 0;
 }
