@@ -191,10 +191,11 @@ static void print_text(const char *name, const Case *cs, const Times *t) {
     printf("\n");
 }
 
-static void print_markdown(const char *name, const Case *cs, const Times *t) {
+/* bf16: whether the CPU has bf16 kernels; without, the table has no bf16 columns. */
+static void print_markdown(const char *name, const Case *cs, const Times *t, int bf16) {
     char b[4][32];
     printf("| %s | %s |", name, cs->nets);
-    for (int k = 0; k < N_PATHS; k++) {
+    for (int k = 0; k < (bf16 ? N_PATHS : P_BF16); k++) {
         if (!t[k].timed) { printf(" %s |", t[k].impl); continue; }
         printf(" `%s` %s + %s + %s = %s |", t[k].impl, ms(t, k, 0, cs->image, b[0], sizeof b[0]),
                ms(t, k, 1, cs->image, b[1], sizeof b[1]), ms(t, k, 2, cs->image, b[2], sizeof b[2]),
@@ -202,7 +203,8 @@ static void print_markdown(const char *name, const Case *cs, const Times *t) {
     }
     printf(" %s, %s, %s, **%s** |", wins(t, 0, cs->image), wins(t, 1, cs->image), wins(t, 2, cs->image),
            wins(t, 3, cs->image));
-    if (t[P_BF16].timed) printf(" %.2fx |\n", bf16_speedup(t));
+    if (!bf16) printf("\n");
+    else if (t[P_BF16].timed) printf(" %.2fx |\n", bf16_speedup(t));
     else printf(" - |\n");
 }
 
@@ -245,10 +247,14 @@ int main(int argc, char **argv) {
     printf("# f32: conv2d as selected; f32-dnnl: oneDNN alone (where f32 is not oneDNN); f32-direct:"
            " oneDNN direct (where one of those is Winograd); bf16: conv2d_use_bf16(1); the forward's"
            " implementation named\n");
-    if (markdown) {
+    if (markdown && bf16_path != CPU_BF16_NONE) {
         printf("| shape (@ input side) | networks | f32: conv2d's choice, ms fwd + bwd-data + bwd-w = total |"
                " f32-dnnl: oneDNN alone | f32-direct: no Winograd | bf16 (`--use_amp`) |"
                " fastest: fwd, bwd-data, bwd-w, **total** | bf16 speed-up |\n|---|---|---|---|---|---|---|---|\n");
+    } else if (markdown) {   /* no bf16 columns: oneDNN has no bf16 kernels here */
+        printf("| shape (@ input side) | networks | f32: conv2d's choice, ms fwd + bwd-data + bwd-w = total |"
+               " f32-dnnl: oneDNN alone | f32-direct: no Winograd | fastest: fwd, bwd-data, bwd-w, **total** |"
+               "\n|---|---|---|---|---|---|\n");
     } else {
         printf("%-23s %-16s %-10s %9s %9s %9s %9s  %s\n", "shape", "networks", "path", "fwd", "bwd-data",
                "bwd-w", "total", "implementation");
@@ -312,7 +318,7 @@ int main(int argc, char **argv) {
             conv2d_free(&probe);
         }
         set_paths(1, 1, 0);
-        if (markdown) print_markdown(name, cs, t);
+        if (markdown) print_markdown(name, cs, t, bf16_path != CPU_BF16_NONE);
         else print_text(name, cs, t);
         fflush(stdout);
         free(x); free(dx); free(y); free(dy); free(w); free(dw);
