@@ -15,7 +15,7 @@
  *               and diff_dst, float32 diff_weights (the rounding reorders count, as in
  *               training); not timed where oneDNN has no bf16 kernel (below AVX-512, or a
  *               shape it has only reference loops for: conv2d falls back to float32 there);
- * and which of them wins each pass. The weights are marked changed before every round, as an
+ * and which of them wins each pass ("a~b": b within 5% of a, a tie on a shared machine). The weights are marked changed before every round, as an
  * optimizer step does, so their reorders (and winograd.c's transforms) count. Best of --reps
  * rounds after one warm-up. The conv2d API has no backward-data-only call, so backward-data is
  * the full backward minus the backward with dx == NULL, for every path alike (the stem, whose
@@ -174,8 +174,22 @@ static const char *ms(const Times *t, int k, int p, int image, char *buf, size_t
     return buf;
 }
 
-static const char *wins(const Times *t, int p, int image) {
-    return image && p == 1 ? "-" : k_path_names[winner(t, p)];
+/* Within this of the fastest, a path ties with it: repeated runs on a shared machine moved
+ * single passes by about that much. */
+#define TIE 1.05
+
+/* The fastest path of pass p, "f32-dnnl~f32" where the runner-up ties with it. */
+static const char *wins(const Times *t, int p, int image, char *buf, size_t n) {
+    if (image && p == 1) return "-";
+    const int w = winner(t, p);
+    int r = -1;   /* the runner-up */
+    for (int k = 0; k < N_PATHS; k++)
+        if (k != w && t[k].timed && (r < 0 || pass(&t[k], p) < pass(&t[r], p))) r = k;
+    if (r >= 0 && pass(&t[r], p) <= TIE * pass(&t[w], p))
+        snprintf(buf, n, "%s~%s", k_path_names[w], k_path_names[r]);
+    else
+        snprintf(buf, n, "%s", k_path_names[w]);
+    return buf;
 }
 
 static void print_text(const char *name, const Case *cs, const Times *t) {
@@ -186,7 +200,7 @@ static void print_text(const char *name, const Case *cs, const Times *t) {
         printf("  %s\n", t[k].impl);
     }
     printf("%-23s %-16s %-10s", "", "", "wins");
-    for (int p = 0; p < 4; p++) printf(" %9s", wins(t, p, cs->image));
+    for (int p = 0; p < 4; p++) printf(" %9s", wins(t, p, cs->image, b[p], sizeof b[p]));
     if (t[P_BF16].timed) printf("  bf16 speed-up %.2fx", bf16_speedup(t));
     printf("\n");
 }
@@ -201,8 +215,8 @@ static void print_markdown(const char *name, const Case *cs, const Times *t, int
                ms(t, k, 1, cs->image, b[1], sizeof b[1]), ms(t, k, 2, cs->image, b[2], sizeof b[2]),
                ms(t, k, 3, cs->image, b[3], sizeof b[3]));
     }
-    printf(" %s, %s, %s, **%s** |", wins(t, 0, cs->image), wins(t, 1, cs->image), wins(t, 2, cs->image),
-           wins(t, 3, cs->image));
+    printf(" %s, %s, %s, **%s** |", wins(t, 0, cs->image, b[0], sizeof b[0]), wins(t, 1, cs->image, b[1], sizeof b[1]),
+           wins(t, 2, cs->image, b[2], sizeof b[2]), wins(t, 3, cs->image, b[3], sizeof b[3]));
     if (!bf16) printf("\n");
     else if (t[P_BF16].timed) printf(" %.2fx |\n", bf16_speedup(t));
     else printf(" - |\n");
