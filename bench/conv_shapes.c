@@ -222,6 +222,42 @@ static void print_markdown(const char *name, const Case *cs, const Times *t, int
     else printf(" - |\n");
 }
 
+/* One path, under the selection flags set_paths takes: the implementation it picks and its
+ * times; a bf16 plan that oneDNN could give only its reference loops stays float32
+ * (conv_cpu.c) and is not timed. */
+static void run_path(const Case *cs, int N, int reps, int winograd, int own, int bf16, const float *x,
+                     const float *w, const float *dy, float *y, float *dx, float *dw, Times *t) {
+    set_paths(winograd, own, bf16);
+    Conv2d probe;
+    conv2d_init(&probe, &cs->sh);
+    const int timed = !bf16 || conv2d_is_bf16(&probe, N, cs->H, cs->H);
+    if (timed) snprintf(t->impl, sizeof t->impl, "%s", conv2d_impl_name(&probe, N, cs->H, cs->H));
+    else snprintf(t->impl, sizeof t->impl, "float32: oneDNN has only reference bf16 code");
+    conv2d_free(&probe);
+    if (timed) time_path(cs, N, x, w, dy, y, dx, dw, reps, t);
+    set_paths(1, 1, 0);
+}
+
+/* All paths of one case that differ from each other (see the top of the file). */
+static void measure_case(const Case *cs, int N, int reps, CpuBf16Path bf16_path, const float *x,
+                         const float *w, const float *dy, float *y, float *dx, float *dw, Times *t) {
+    memset(t, 0, N_PATHS * sizeof *t);
+    run_path(cs, N, reps, 1, 1, 0, x, w, dy, y, dx, dw, &t[P_F32]);
+    /* only winograd.c and depthwise.c differ from oneDNN's own choice */
+    if (!strncmp(t[P_F32].impl, "winograd4x3", 11) || !strncmp(t[P_F32].impl, "own_dw", 6))
+        run_path(cs, N, reps, 1, 0, 0, x, w, dy, y, dx, dw, &t[P_DNNL]);
+    else
+        snprintf(t[P_DNNL].impl, sizeof t[P_DNNL].impl, "same as f32");
+    if (strstr(t[P_F32].impl, "wino") || strstr(t[P_DNNL].impl, "wino"))
+        run_path(cs, N, reps, 0, 0, 0, x, w, dy, y, dx, dw, &t[P_DIRECT]);
+    else
+        snprintf(t[P_DIRECT].impl, sizeof t[P_DIRECT].impl, "no Winograd to compare");
+    if (bf16_path == CPU_BF16_NONE)
+        snprintf(t[P_BF16].impl, sizeof t[P_BF16].impl, "no bf16 kernels below AVX-512");
+    else
+        run_path(cs, N, reps, 1, 1, 1, x, w, dy, y, dx, dw, &t[P_BF16]);
+}
+
 int main(int argc, char **argv) {
     g_progname = "conv_shapes";
     int N = 32, reps = 3, markdown = 0;
@@ -292,46 +328,7 @@ int main(int argc, char **argv) {
         for (size_t i = 0; i < nw; i++) w[i] = 0.05f * rng_normal(&r);
 
         Times t[N_PATHS];
-        memset(t, 0, sizeof t);
-        Conv2d probe;
-        set_paths(1, 1, 0);
-        conv2d_init(&probe, sh);
-        snprintf(t[P_F32].impl, sizeof t[P_F32].impl, "%s", conv2d_impl_name(&probe, N, cs->H, cs->H));
-        conv2d_free(&probe);
-        time_path(cs, N, x, w, dy, y, dx, dw, reps, &t[P_F32]);
-        /* Only winograd.c and depthwise.c differ from oneDNN's own choice */
-        if (!strncmp(t[P_F32].impl, "winograd4x3", 11) || !strncmp(t[P_F32].impl, "own_dw", 6)) {
-            set_paths(1, 0, 0);
-            conv2d_init(&probe, sh);
-            snprintf(t[P_DNNL].impl, sizeof t[P_DNNL].impl, "%s", conv2d_impl_name(&probe, N, cs->H, cs->H));
-            conv2d_free(&probe);
-            time_path(cs, N, x, w, dy, y, dx, dw, reps, &t[P_DNNL]);
-        } else {
-            snprintf(t[P_DNNL].impl, sizeof t[P_DNNL].impl, "same as f32");
-        }
-        if (strstr(t[P_F32].impl, "wino") || strstr(t[P_DNNL].impl, "wino")) {
-            set_paths(0, 0, 0);
-            conv2d_init(&probe, sh);
-            snprintf(t[P_DIRECT].impl, sizeof t[P_DIRECT].impl, "%s", conv2d_impl_name(&probe, N, cs->H, cs->H));
-            conv2d_free(&probe);
-            time_path(cs, N, x, w, dy, y, dx, dw, reps, &t[P_DIRECT]);
-        } else {
-            snprintf(t[P_DIRECT].impl, sizeof t[P_DIRECT].impl, "no Winograd to compare");
-        }
-        if (bf16_path == CPU_BF16_NONE) {
-            snprintf(t[P_BF16].impl, sizeof t[P_BF16].impl, "no bf16 kernels below AVX-512");
-        } else {
-            set_paths(1, 1, 1);
-            conv2d_init(&probe, sh);
-            if (conv2d_is_bf16(&probe, N, cs->H, cs->H)) {
-                snprintf(t[P_BF16].impl, sizeof t[P_BF16].impl, "%s", conv2d_impl_name(&probe, N, cs->H, cs->H));
-                time_path(cs, N, x, w, dy, y, dx, dw, reps, &t[P_BF16]);
-            } else {
-                snprintf(t[P_BF16].impl, sizeof t[P_BF16].impl, "float32: oneDNN has only reference bf16 code");
-            }
-            conv2d_free(&probe);
-        }
-        set_paths(1, 1, 0);
+        measure_case(cs, N, reps, bf16_path, x, w, dy, y, dx, dw, t);
         if (markdown) print_markdown(name, cs, t, bf16_path != CPU_BF16_NONE);
         else print_text(name, cs, t);
         fflush(stdout);
