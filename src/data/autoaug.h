@@ -30,7 +30,8 @@ int autoaug_active(const PixelAug *a);
 
 /* What a sample's augmentation drew and did, for tests: the draws in order as torchvision asks
  * for them ('i' an integer below `bound`, 'f' a float in [0, 1) or a factor, 'p' an element of
- * torch.randperm(4)), and the ops applied with their magnitudes. */
+ * torch.randperm(4), 'd' one of AugMix's Dirichlet weights, `bound` the group's size), and the
+ * ops applied with their magnitudes. */
 #define AUTOAUG_TRACE_MAX 64
 typedef struct {
     int n;
