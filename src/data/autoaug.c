@@ -7,11 +7,12 @@
 #include <math.h>
 #include <string.h>
 
+#include "augmix.h"
 #include "pil_ops.h"
 #include "base/util.h"
 
 int autoaug_policy(const char *name) {
-    static const char *const names[] = {"none", "imagenet", "cifar10", "svhn", "ra", "ta_wide"};
+    static const char *const names[] = {"none", "imagenet", "cifar10", "svhn", "ra", "ta_wide", "augmix"};
     for (int i = 0; i < (int)(sizeof names / sizeof names[0]); i++)
         if (!strcmp(name, names[i])) return i;
     return -1;
@@ -87,19 +88,19 @@ static int is_signed(int op) { return op >= PIL_SHEAR_X && op <= PIL_SHARPNESS; 
 static int has_bins(int op) { return op >= PIL_SHEAR_X && op <= PIL_SOLARIZE; }
 
 double autoaug_magnitude(int policy, int op, int bin, int n, int w, int h) {
-    const int wide = policy == AA_TA_WIDE;
+    const int wide = policy == AA_TA_WIDE, mix = policy == AA_AUGMIX;
     switch (op) {
     case PIL_SHEAR_X:
     case PIL_SHEAR_Y: return linspace(0.0f, wide ? 0.99f : 0.3f, n, bin);
-    case PIL_TRANSLATE_X: return linspace(0.0f, wide ? 32.0f : (float)(150.0 / 331.0 * w), n, bin);
-    case PIL_TRANSLATE_Y: return linspace(0.0f, wide ? 32.0f : (float)(150.0 / 331.0 * h), n, bin);
+    case PIL_TRANSLATE_X: return linspace(0.0f, wide ? 32.0f : (float)(mix ? w / 3.0 : 150.0 / 331.0 * w), n, bin);
+    case PIL_TRANSLATE_Y: return linspace(0.0f, wide ? 32.0f : (float)(mix ? h / 3.0 : 150.0 / 331.0 * h), n, bin);
     case PIL_ROTATE: return linspace(0.0f, wide ? 135.0f : 30.0f, n, bin);
     case PIL_BRIGHTNESS:
     case PIL_COLOR:
     case PIL_CONTRAST:
     case PIL_SHARPNESS: return linspace(0.0f, wide ? 0.99f : 0.9f, n, bin);
-    case PIL_POSTERIZE:   /* 8 - round(arange(n) / ((n - 1) / k)), float32, ties to even */
-        return 8 - (int)nearbyintf((float)bin / (float)((n - 1) / (wide ? 6.0 : 4.0)));
+    case PIL_POSTERIZE:   /* 8 - round(arange(n) / ((n - 1) / k)), float32, ties to even; AugMix's 4 - */
+        return (mix ? 4 : 8) - (int)nearbyintf((float)bin / (float)((n - 1) / (wide ? 6.0 : 4.0)));
     case PIL_SOLARIZE: return linspace(255.0f, 0.0f, n, bin);
     default: return 0.0;
     }
@@ -194,6 +195,7 @@ void autoaug_apply(const PixelAug *a, Rng *r, uint8_t *img, int w, int h, uint8_
     case AA_SVHN: auto_augment(SVHN, a->policy, r, img, w, h, tmp, t); break;
     case AA_RA:
     case AA_TA_WIDE: rand_or_trivial(a, r, img, w, h, tmp, t); break;
+    case AA_AUGMIX: augmix_apply(a->augmix_severity > 0 ? a->augmix_severity : 3, r, img, w, h, t); break;
     default: CHECK(!"a policy autoaug.h does not have");
     }
     if (a->jitter[0] > 0 || a->jitter[1] > 0 || a->jitter[2] > 0 || a->jitter[3] > 0) color_jitter(a->jitter, r, img, w, h, tmp, t);

@@ -286,7 +286,8 @@ static int choose_view(DataLoader *dl, const DataLoaderOptions *opt, char *err, 
     dl->out_floats = (size_t)t->out * t->out * 3;
     dl->max_out = t->out;
     dl->aug = (PixelAug){opt->auto_augment, opt->ra_magnitude, opt->ra_num_ops,
-                         {opt->color_jitter[0], opt->color_jitter[1], opt->color_jitter[2], opt->color_jitter[3]}};
+                         {opt->color_jitter[0], opt->color_jitter[1], opt->color_jitter[2], opt->color_jitter[3]},
+                         opt->augmix_severity};
     dl->pixaug = opt->augment && autoaug_active(&dl->aug);
     return 0;
 }

@@ -71,6 +71,7 @@ typedef struct {
      * elsewhere: dataloader_images is NULL and dataloader_apply_plan refuses. */
     int auto_augment;         /* autoaug.h's AA_*; 0: none */
     int ra_magnitude, ra_num_ops;
+    int augmix_severity;      /* AugMix's severity (1 to 10; 0: 3) */
     double color_jitter[4];   /* ColorJitter's brightness, contrast, saturation, hue; 0: that one off */
     /* torchvision's reference recipe (random_erase.h, mix.h, ra_sampler.h): RandomErasing's
      * probability per sample (0: off); the alphas of RandomMixup and RandomCutmix per batch (0:

@@ -129,9 +129,7 @@ void pil_rotate(uint8_t *img, int w, int h, double angle, uint8_t *tmp) {
     pil_affine(img, w, h, m, tmp);
 }
 
-/* torchvision's _get_inverse_affine_matrix(center, angle, translate, scale 1, shear), the
- * angles in degrees, as F.affine passes it to Pillow. */
-static void inverse_affine(double cx, double cy, double angle, double tx, double ty, double shx, double shy, double m[6]) {
+void pil_inverse_affine(double cx, double cy, double angle, double tx, double ty, double shx, double shy, double m[6]) {
     const double rot = angle * (M_PI / 180.0), sx = shx * (M_PI / 180.0), sy = shy * (M_PI / 180.0);
     const double a = cos(rot - sy) / cos(sy);
     const double b = -cos(rot - sy) * tan(sx) / cos(sy) - sin(rot);
@@ -352,14 +350,14 @@ void pil_apply_op(int op, double mag, uint8_t *img, int w, int h, uint8_t *tmp) 
     case PIL_SHEAR_X:
     case PIL_SHEAR_Y: {
         const double deg = atan(mag) * (180.0 / M_PI);   /* math.degrees(math.atan(magnitude)) */
-        inverse_affine(0.0, 0.0, 0.0, 0.0, 0.0, op == PIL_SHEAR_X ? deg : 0.0, op == PIL_SHEAR_Y ? deg : 0.0, m);
+        pil_inverse_affine(0.0, 0.0, 0.0, 0.0, 0.0, op == PIL_SHEAR_X ? deg : 0.0, op == PIL_SHEAR_Y ? deg : 0.0, m);
         pil_affine(img, w, h, m, tmp);
         return;
     }
     case PIL_TRANSLATE_X:
     case PIL_TRANSLATE_Y: {
         const double t = (double)(long)mag;   /* int(magnitude) */
-        inverse_affine(w * 0.5, h * 0.5, 0.0, op == PIL_TRANSLATE_X ? t : 0.0, op == PIL_TRANSLATE_Y ? t : 0.0, 0.0, 0.0, m);
+        pil_inverse_affine(w * 0.5, h * 0.5, 0.0, op == PIL_TRANSLATE_X ? t : 0.0, op == PIL_TRANSLATE_Y ? t : 0.0, 0.0, 0.0, m);
         pil_affine(img, w, h, m, tmp);
         return;
     }

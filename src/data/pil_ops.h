@@ -31,6 +31,10 @@ void pil_apply_op(int op, double magnitude, uint8_t *img, int w, int h, uint8_t 
 /* Pillow's Image.transform(size, AFFINE, m, NEAREST, fillcolor=0): out(x, y) is the input at
  * (m0 x' + m1 y' + m2, m3 x' + m4 y' + m5), x' = x + 0.5, y' = y + 0.5, truncated, 0 outside. */
 void pil_affine(uint8_t *img, int w, int h, const double m[6], uint8_t *tmp);
+/* torchvision's _get_inverse_affine_matrix(center, angle, translate, scale 1, shear), the
+ * angles in degrees, in double precision as Python computes it: what F.affine hands Pillow,
+ * and, in float32, the tensor path's grid (tensor_ops.h). */
+void pil_inverse_affine(double cx, double cy, double angle, double tx, double ty, double shx, double shy, double m[6]);
 /* Image.rotate(angle, NEAREST, expand=False, fillcolor=0), counter-clockwise degrees. */
 void pil_rotate(uint8_t *img, int w, int h, double angle, uint8_t *tmp);
 

@@ -44,6 +44,7 @@ static DataLoader *open_split(const Splits *s, const char *split, int train, int
     if (train) {   /* the pixel augmentations (autoaug.h) of training batches */
         o.auto_augment = autoaug_policy(c->auto_augment);
         o.ra_magnitude = (int)c->ra_magnitude, o.ra_num_ops = (int)c->ra_num_ops;
+        o.augmix_severity = (int)c->augmix_severity;
         config_color_jitter(c, o.color_jitter);
     }
     return dataloader_open(&o, err, n);
@@ -118,7 +119,8 @@ void splits_log_augment(const Config *c, Logger *log) {
     if (c->train_crop_size > 0) add(a, sizeof a, "RandomResizedCrop %ld (scale %s)", c->train_crop_size, c->rrc_scale);
     else if (c->crop_padding > 0) add(a, sizeof a, "%ld px of %s padding and a random crop", c->crop_padding, c->crop_pad_mode);
     add(a, sizeof a, "%s", c->alternating_flip ? "alternating flip" : "flip");
-    if (strcmp(c->auto_augment, "none") != 0) add(a, sizeof a, "--auto_augment %s", c->auto_augment);
+    if (!strcmp(c->auto_augment, "augmix")) add(a, sizeof a, "--auto_augment augmix (AugMix, severity %ld)", c->augmix_severity);
+    else if (strcmp(c->auto_augment, "none") != 0) add(a, sizeof a, "--auto_augment %s", c->auto_augment);
     if (c->color_jitter[0]) add(a, sizeof a, "ColorJitter %s", c->color_jitter);
     if (c->random_erase > 0) add(a, sizeof a, "RandomErasing p=%g", c->random_erase);
     if (c->mixup_alpha > 0 || c->cutmix_alpha > 0) add(a, sizeof a, "per batch mixup %g / cutmix %g", c->mixup_alpha, c->cutmix_alpha);

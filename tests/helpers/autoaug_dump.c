@@ -9,9 +9,14 @@
  *          "K W H OP MAGNITUDE" (OP torchvision's name or Hue, the magnitude in %a), DIR/K.src
  *          and DIR/K.out the images before and after; --wrong_sign applies the negated
  *          magnitude of the signed ops, a mistake the check must catch
+ *        autoaug_dump tensor_ops DIR N SEED
+ *          as ops, through tensor_ops.h (AugMix's ops on a tensor: bilinear geometry), no hue
  *        autoaug_dump policy DIR N SEED POLICY RA_MAGNITUDE RA_NUM_OPS B,C,S,H
  *          N random images through autoaug_apply: index.txt lists "K W H" then the draws
- *          ("i:BOUND:V", "f:WHICH:V", "p:4:V") then "|" and the ops with their magnitudes
+ *          ("i:BOUND:V", "f:WHICH:V", "p:4:V", AugMix's Dirichlet weights "d:GROUP:V") then
+ *          "|" and the ops with their magnitudes; for augmix RA_MAGNITUDE is the severity
+ *        autoaug_dump dirichlet N SEED
+ *          N draws of AugMix's Beta(1, 1) and Dirichlet(1, 1, 1) weights, one draw a line
  *        autoaug_dump tables
  *          every magnitude of every policy's ops at 32x24 and 128x128 images, for the tables' check
  *        autoaug_dump loader DATA OUT POLICY B,C,S,H
@@ -26,9 +31,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "data/augmix.h"
 #include "data/autoaug.h"
 #include "data/dataloader.h"
 #include "data/pil_ops.h"
+#include "data/tensor_ops.h"
 #include "base/rng.h"
 #include "base/util.h"
 
@@ -71,14 +78,14 @@ static double random_magnitude(Rng *r, int op, int w, int h) {
         static const double exact[] = {0.0, 90.0, -90.0, 180.0, 270.0, -0.0, 360.0};
         return rng_below(r, 3) == 0 ? exact[rng_below(r, 7)] : u * 180.0;
     }
-    case PIL_POSTERIZE: return between(r, 1, 8);
+    case PIL_POSTERIZE: return between(r, 0, 8);   /* 0: AugMix's severity 10 (Pillow's path never asks) */
     case PIL_SOLARIZE: return rng_below(r, 2) ? (double)between(r, 0, 256) : 256.0 * rng_uniform(r);
     case PIL_NUM_OPS: return u * 0.5;   /* hue */
     default: return rng_below(r, 8) == 0 ? (double)between(r, -1, 1) : u;   /* enhancements: factor 1 + u */
     }
 }
 
-static int ops(const char *dir, int n, uint64_t seed, int wrong_sign) {
+static int ops(const char *dir, int n, uint64_t seed, int wrong_sign, int tensor) {
     char path[4096];
     snprintf(path, sizeof path, "%s/index.txt", dir);
     FILE *idx = fopen(path, "w");
@@ -91,11 +98,14 @@ static int ops(const char *dir, int n, uint64_t seed, int wrong_sign) {
         uint8_t *src = random_image(&r, &w, &h);
         const size_t bytes = (size_t)w * h * 3;
         uint8_t *img = mallocCheck(bytes), *tmp = mallocCheck(bytes);
-        for (int op = 0; op <= PIL_NUM_OPS; op++, k++) {   /* PIL_NUM_OPS: the hue */
-            const double mag = random_magnitude(&r, op, w, h);
+        for (int op = 0; op <= PIL_NUM_OPS - tensor; op++, k++) {   /* PIL_NUM_OPS: the hue */
+            double mag = random_magnitude(&r, op, w, h);
+            if (op == PIL_POSTERIZE && !tensor && mag == 0) mag = 1;
+            if (op == PIL_SOLARIZE && tensor && mag > 255) mag = 255;   /* F_t.solarize refuses more */
             const int flip = wrong_sign && op >= PIL_SHEAR_X && op <= PIL_ROTATE;
             memcpy(img, src, bytes);
             if (op == PIL_NUM_OPS) pil_hue(img, w, h, mag);
+            else if (tensor) tensor_apply_op(op, flip ? -mag : mag, img, w, h, tmp);
             else pil_apply_op(op, flip ? -mag : mag, img, w, h, tmp);
             fprintf(idx, "%d %d %d %s %a\n", k, w, h, op == PIL_NUM_OPS ? "Hue" : pil_op_name(op), mag);
             write_file(dir, k, "src", src, bytes);
@@ -109,7 +119,7 @@ static int ops(const char *dir, int n, uint64_t seed, int wrong_sign) {
 }
 
 static int policy(const char *dir, int n, uint64_t seed, const char *name, int mag, int nops, const char *jitter) {
-    PixelAug a = {autoaug_policy(name), mag, nops, {0, 0, 0, 0}};
+    PixelAug a = {autoaug_policy(name), mag, nops, {0, 0, 0, 0}, mag};
     if (a.policy < 0 || sscanf(jitter, "%lf,%lf,%lf,%lf", &a.jitter[0], &a.jitter[1], &a.jitter[2], &a.jitter[3]) != 4)
         die("autoaug_dump: bad policy or jitter");
     char path[4096];
@@ -142,12 +152,12 @@ static int policy(const char *dir, int n, uint64_t seed, const char *name, int m
 
 static int tables(void) {
     static const int sizes[2][2] = {{32, 24}, {128, 128}};
-    for (int p = AA_IMAGENET; p <= AA_TA_WIDE; p += (p == AA_IMAGENET ? AA_RA - AA_IMAGENET : 1))
+    for (int p = AA_IMAGENET; p <= AA_AUGMIX; p += (p == AA_IMAGENET ? AA_RA - AA_IMAGENET : 1))
         for (int s = 0; s < 2; s++)
             for (int op = PIL_SHEAR_X; op <= PIL_SOLARIZE; op++) {
-                const int bins = p == AA_IMAGENET ? 10 : 31;
-                printf("%s %d %d %s", p == AA_IMAGENET ? "aa" : p == AA_RA ? "ra" : "ta_wide", sizes[s][0], sizes[s][1],
-                       pil_op_name(op));
+                const int bins = p == AA_IMAGENET || p == AA_AUGMIX ? 10 : 31;
+                printf("%s %d %d %s", p == AA_IMAGENET ? "aa" : p == AA_RA ? "ra" : p == AA_AUGMIX ? "augmix" : "ta_wide",
+                       sizes[s][0], sizes[s][1], pil_op_name(op));
                 for (int b = 0; b < bins; b++) printf(" %a", autoaug_magnitude(p, op, b, bins, sizes[s][0], sizes[s][1]));
                 printf("\n");
             }
@@ -190,7 +200,7 @@ static int loader(const char *data, const char *out, const char *name, const cha
     FILE *idx = fopen(path, "w");
     if (!idx) die("%s: cannot write", path);
     PixelAug a = {o.auto_augment, o.ra_magnitude, o.ra_num_ops,
-                  {o.color_jitter[0], o.color_jitter[1], o.color_jitter[2], o.color_jitter[3]}};
+                  {o.color_jitter[0], o.color_jitter[1], o.color_jitter[2], o.color_jitter[3]}, 3};
     uint8_t scratch[32 * 32 * 3], tmp[32 * 32 * 3];
     for (int i = 0; i < B; i++) {
         Rng r;
@@ -211,14 +221,28 @@ static int loader(const char *data, const char *out, const char *name, const cha
     return 0;
 }
 
+static int dirichlet(int n, uint64_t seed) {
+    Rng r;
+    rng_init(&r, seed, 4, 0);
+    for (int i = 0; i < n; i++) {
+        float m[2], w[AUGMIX_WIDTH];
+        augmix_dirichlet(&r, 2, m);
+        augmix_dirichlet(&r, AUGMIX_WIDTH, w);
+        printf("%a %a %a %a %a\n", m[0], m[1], w[0], w[1], w[2]);
+    }
+    return 0;
+}
+
 int main(int argc, char **argv) {
     if ((argc == 6 || (argc == 7 && !strcmp(argv[6], "reflect"))) && !strcmp(argv[1], "loader"))
         return loader(argv[2], argv[3], argv[4], argv[5], argc == 7);
     if (argc >= 5 && !strcmp(argv[1], "ops"))
-        return ops(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argc > 5 && !strcmp(argv[5], "--wrong_sign"));
+        return ops(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argc > 5 && !strcmp(argv[5], "--wrong_sign"), 0);
+    if (argc == 5 && !strcmp(argv[1], "tensor_ops")) return ops(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), 0, 1);
+    if (argc == 4 && !strcmp(argv[1], "dirichlet")) return dirichlet(atoi(argv[2]), strtoull(argv[3], NULL, 10));
     if (argc == 9 && !strcmp(argv[1], "policy"))
         return policy(argv[2], atoi(argv[3]), strtoull(argv[4], NULL, 10), argv[5], atoi(argv[6]), atoi(argv[7]), argv[8]);
     if (argc == 2 && !strcmp(argv[1], "tables")) return tables();
-    fprintf(stderr, "usage: autoaug_dump ops DIR N SEED [--wrong_sign] | policy DIR N SEED POLICY MAG NUM_OPS B,C,S,H | tables | loader DATA OUT POLICY B,C,S,H [reflect]\n");
+    fprintf(stderr, "usage: autoaug_dump ops DIR N SEED [--wrong_sign] | tensor_ops DIR N SEED | dirichlet N SEED | policy DIR N SEED POLICY MAG NUM_OPS B,C,S,H | tables | loader DATA OUT POLICY B,C,S,H [reflect]\n");
     return 2;
 }

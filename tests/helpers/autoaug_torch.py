@@ -8,11 +8,22 @@ everything agrees, 1 otherwise (printing the first disagreements).
         NEAREST, fill=None) (F.adjust_hue for Hue) on the PIL image: the same pixels, at most T
         apart (default 0); --against bilinear runs the geometric ops with BILINEAR instead, which
         the check must tell apart
-  autoaug_torch.py policy DIR POLICY RA_MAGNITUDE RA_NUM_OPS B,C,S,H
+  autoaug_torch.py ops DIR --tensor [--against nearest]
+        the same through _apply_op(tensor, OP, MAGNITUDE, BILINEAR, fill=None) on the image as a
+        uint8 tensor, AugMix's path (--against nearest: NEAREST, which the check must tell apart)
+  autoaug_torch.py policy DIR POLICY RA_MAGNITUDE RA_NUM_OPS B,C,S,H [--against swap_m|nearest]
         AutoAugment(POLICY) / RandAugment / TrivialAugmentWide, then ColorJitter, replayed on the
         recorded draws (torch.randint and torch.rand patched to hand them out in order and to
         check what was asked: the bounds and the sizes; ColorJitter.get_params to return the
-        recorded permutation and factors, each checked within its range)
+        recorded permutation and factors, each checked within its range). augmix: AugMix(severity
+        RA_MAGNITUDE) with its _sample_dirichlet handing out the recorded weights; --against
+        swap_m hands it Beta's two weights swapped, --against nearest runs it with NEAREST, which
+        the check must both tell apart
+  autoaug_torch.py dirichlet FILE
+        AugMix's weights drawn by autoaug_dump dirichlet against Beta(1, 1) and Dirichlet(1, 1, 1):
+        sums of 1, the means, variances and the covariance within 5 standard errors, and the
+        Kolmogorov-Smirnov distance of m[0] to the uniform and of each w[i] to Beta(1, 2) within
+        its 0.1% critical value
   autoaug_torch.py loader DIR POLICY RA_MAGNITUDE RA_NUM_OPS B,C,S,H [--against aug_then_flip]
         the loader's batch against RandomCrop(32, padding=4) at its offsets, RandomHorizontalFlip,
         the policy and ColorJitter on the recorded draws, then PILToTensor, ConvertImageDtype and
@@ -50,11 +61,16 @@ def compare(label, got, want, tol, bad):
 def ops(args):
     bad, n, exact, ran = [], 0, 0, {}
     interp = InterpolationMode.BILINEAR if args.against == "bilinear" else InterpolationMode.NEAREST
+    if args.tensor:
+        interp = InterpolationMode.NEAREST if args.against == "nearest" else InterpolationMode.BILINEAR
     for line in open(f"{args.dir}/index.txt"):
         k, w, h, op, mag = line.split()
         k, w, h, mag = int(k), int(w), int(h), float.fromhex(mag)
         src = Image.fromarray(load(args.dir, k, w, h, "src"), "RGB")
-        if op == "Hue":
+        if args.tensor:
+            t = torch.from_numpy(load(args.dir, k, w, h, "src")).permute(2, 0, 1).contiguous()
+            want = AA._apply_op(t, op, mag, interpolation=interp, fill=None).permute(1, 2, 0)
+        elif op == "Hue":
             want = F.adjust_hue(src, mag)
         else:
             want = AA._apply_op(src, op, mag, interpolation=interp if op in GEOMETRIC else InterpolationMode.NEAREST,
@@ -83,18 +99,41 @@ class Replay:
             raise AssertionError(f"torchvision asked for {kind} {bound}, the draw was {k} {b}")
         return v
 
-    def randint(self, high, size, dtype=None):
+    def randint(self, *args, low=0, high=None, size=None, dtype=None):
+        if len(args) == 3:
+            low, high, size = args
+        elif len(args) == 2:
+            high, size = args
+        elif len(args) == 1:
+            high = args[0]
         n = int(np.prod(size))
-        return torch.tensor([int(self.pop("i", int(high))) for _ in range(n)], dtype=dtype or torch.int64)
+        vals = [int(self.pop("i", int(high))) for _ in range(n)]
+        if any(v < low for v in vals):
+            raise AssertionError(f"a draw below randint's low {low}: {vals}")
+        return torch.tensor(vals, dtype=dtype or torch.int64)
+
+    def dirichlet(self, params, swap=False):
+        """AugMix._sample_dirichlet: the recorded weights of a group of params' size."""
+        n = params.shape[-1]
+        if not bool((params == 1.0).all()):
+            raise AssertionError(f"Dirichlet parameters {params.tolist()}, the draws are of alpha 1")
+        v = [self.pop("d", n) for _ in range(n)]
+        if swap and n == 2:
+            v = v[::-1]
+        return torch.tensor([v], dtype=torch.float32)
 
     def rand(self, size):
         n = size if isinstance(size, int) else int(np.prod(size))
         return torch.tensor([self.pop("f", 0) for _ in range(n)], dtype=torch.float32)
 
 
-def make_augs(name, mag, nops, jitter):
+def make_augs(name, mag, nops, jitter, against=None):
     """torchvision's transforms for a policy name of autoaug.h and a B,C,S,H jitter."""
-    if name == "ra":
+    if name == "augmix":
+        interp = InterpolationMode.NEAREST if against == "nearest" else InterpolationMode.BILINEAR
+        aug = T.AugMix(severity=mag, interpolation=interp)
+        aug.swap_m = against == "swap_m"
+    elif name == "ra":
         aug = T.RandAugment(num_ops=nops, magnitude=mag)
     elif name == "ta_wide":
         aug = T.TrivialAugmentWide()
@@ -113,6 +152,8 @@ def replay(img, aug, cj, draws):
     real_randint, real_rand = torch.randint, torch.rand
     try:
         torch.randint, torch.rand = rp.randint, rp.rand
+        if isinstance(aug, T.AugMix):
+            aug._sample_dirichlet = lambda params: rp.dirichlet(params, aug.swap_m)
         if aug is not None:
             img = aug(img)
         if cj is not None:
@@ -181,7 +222,8 @@ def loader(args):
 
 
 def policy(args):
-    aug, cj = make_augs(args.name, int(args.ra_magnitude), int(args.ra_num_ops), [float(x) for x in args.jitter.split(",")])
+    aug, cj = make_augs(args.name, int(args.ra_magnitude), int(args.ra_num_ops), [float(x) for x in args.jitter.split(",")],
+                        args.against)
     bad, n, exact, seen = [], 0, 0, set()
     for line in open(f"{args.dir}/index.txt"):
         head, ops_part = line.split("|")
@@ -211,6 +253,8 @@ def tables(args):
             space = T.AutoAugment()._augmentation_space(10, (h, w))
         elif pol == "ra":
             space = T.RandAugment()._augmentation_space(31, (h, w))
+        elif pol == "augmix":
+            space = T.AugMix()._augmentation_space(10, (h, w))
         else:
             space = T.TrivialAugmentWide()._augmentation_space(31)
         want = space[op][0].numpy()
@@ -224,6 +268,44 @@ def tables(args):
                 continue
             bad.append(f"{pol} {w}x{h} {op}[{i}]: {a!r}, torchvision {b!r}")
     return report(bad, f"{n} magnitudes, {n - off - len(bad)} equal, {off} one float32 ulp apart")
+
+
+def dirichlet(args):
+    d = np.array([[float.fromhex(v) for v in line.split()] for line in open(args.file)], dtype=np.float64)
+    n, bad = len(d), []
+    m, w = d[:, :2], d[:, 2:]
+    if np.abs(m.sum(1) - 1).max() > 1e-6 or np.abs(w.sum(1) - 1).max() > 1e-6 or d.min() < 0:
+        bad.append("weights that are negative or do not sum to 1")
+
+    def near(label, got, want, se):
+        if abs(got - want) > 5 * se:
+            bad.append(f"{label}: {got:.5f}, want {want:.5f} within {5 * se:.5f}")
+        return f"{label} {got:.4f} ({want:.4f})"
+
+    # Beta(1, 1): mean 1/2, variance 1/12; a Dirichlet(1, 1, 1) weight: Beta(1, 2), mean 1/3,
+    # variance 1/18; two of them: covariance -1/36. Standard errors from the fourth moments of
+    # the uniform (1/80) and of Beta(1, 2) (mu4 = 1/135), and of the product's variance.
+    out = [near("m0 mean", m[:, 0].mean(), 0.5, np.sqrt(1 / 12 / n)),
+           near("m0 var", m[:, 0].var(), 1 / 12, np.sqrt((1 / 80 - 1 / 144) / n))]
+    for i in range(3):
+        out.append(near(f"w{i} mean", w[:, i].mean(), 1 / 3, np.sqrt(1 / 18 / n)))
+        out.append(near(f"w{i} var", w[:, i].var(), 1 / 18, np.sqrt((1 / 135 - 1 / 324) / n)))
+    c = (w[:, 0] - w[:, 0].mean()) * (w[:, 1] - w[:, 1].mean())
+    out.append(near("cov(w0, w1)", c.mean(), -1 / 36, c.std() / np.sqrt(n)))
+    crit = 1.95 / np.sqrt(n)   # Kolmogorov's 0.1% critical value
+
+    def ks(label, x, cdf):
+        x = np.sort(x)
+        f = cdf(x)
+        dist = max((np.arange(1, n + 1) / n - f).max(), (f - np.arange(n) / n).max())
+        if dist > crit:
+            bad.append(f"{label}: Kolmogorov-Smirnov distance {dist:.4f} above {crit:.4f}")
+        return f"KS {label} {dist:.4f}"
+
+    out.append(ks("m0 ~ U(0, 1)", m[:, 0], lambda x: x))
+    for i in range(3):
+        out.append(ks(f"w{i} ~ Beta(1, 2)", w[:, i], lambda x: 1 - (1 - x) ** 2))
+    return report(bad, f"{n} draws: " + ", ".join(out) + f" (KS critical {crit:.4f})")
 
 
 def report(bad, summary):
@@ -242,12 +324,16 @@ def main():
     sub = ap.add_subparsers(dest="cmd", required=True)
     o = sub.add_parser("ops")
     o.add_argument("dir")
-    o.add_argument("--against", default="nearest")
+    o.add_argument("--against", default=None, choices=["bilinear", "nearest"])
     o.add_argument("--tol", type=int, default=0)
+    o.add_argument("--tensor", action="store_true")
     p = sub.add_parser("policy")
     for a in ("dir", "name", "ra_magnitude", "ra_num_ops", "jitter"):
         p.add_argument(a)
     p.add_argument("--tol", type=int, default=0)
+    p.add_argument("--against", default=None, choices=["swap_m", "nearest"])
+    dr = sub.add_parser("dirichlet")
+    dr.add_argument("file")
     ld = sub.add_parser("loader")
     for a in ("dir", "name", "ra_magnitude", "ra_num_ops", "jitter"):
         ld.add_argument(a)
@@ -257,7 +343,7 @@ def main():
     t = sub.add_parser("tables")
     t.add_argument("file")
     args = ap.parse_args()
-    return {"ops": ops, "policy": policy, "loader": loader, "tables": tables}[args.cmd](args)
+    return {"ops": ops, "policy": policy, "loader": loader, "tables": tables, "dirichlet": dirichlet}[args.cmd](args)
 
 
 if __name__ == "__main__":
