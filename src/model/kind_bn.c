@@ -52,10 +52,18 @@ static void bn_init(const Model *m, const ModelStep *st, float *params, float *b
     m->bn_tracked[st->bn] = 0;
 }
 
+/* The batch norm's input in float32: a bf16-stored convolution output (ModelStep.y_bf16)
+ * widened, exactly, into the model's buffer for it; anything else as it is. */
+static const float *bn_input(Model *m, const ModelStep *st, int N) {
+    if (st->in < 0 || !m->step[st->in].y_bf16) return model_value(m, st->in);
+    m->be->widen_bf16(m->step[st->in].y, m->bf16_wide, step_numel(&m->step[st->in], N));
+    return m->bf16_wide;
+}
+
 /* Batch or running statistics, the fused residual add, the fused ReLU or activation. */
 static void bn_node_forward(Model *m, ModelStep *st, int N, int train) {
     const Backend *be = m->be;
-    const float *a = model_value(m, st->in);
+    const float *a = bn_input(m, st, N);
     const size_t M = (size_t)N * st->H * st->W;
     const int C = st->C;
     if (train) {
@@ -100,7 +108,7 @@ static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     GradOut g;
     float *dx = grad_begin(s, st->in, &g);
     if (!s->dry) {
-        const float *a = model_value(m, st->in);
+        const float *a = bn_input(m, st, N);
         double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
         double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
         if (st->fused_act)

@@ -126,7 +126,7 @@ static int value_step(const Plan *p, int node) { return node == NET_INPUT ? NET_
 
 static void alloc_step(const Backend *be, ModelStep *st, int max_batch) {
     const size_t n = (size_t)max_batch * st->H * st->W * st->C;
-    st->y = be->alloc(n * (st->act ? be->act_bytes() : sizeof(float)));
+    st->y = be->alloc(n * (st->y_bf16 ? sizeof(uint16_t) : st->act ? be->act_bytes() : sizeof(float)));
     const NodeKindDef *d = node_kind(st->kind);
     if (d->alloc) d->alloc(be, st, max_batch);
 }
@@ -140,6 +140,37 @@ static void layout_node(const Backend *be, const NetNode *n, ModelStep *st, Layo
 }
 
 static void backward_steps(Model *m, int dry);
+
+/* --use_amp on the CPU: a bf16 convolution's output holds bf16 values already (oneDNN rounds
+ * its dst, as autocast's convolution returns bf16), so storing it in 16 bits loses nothing, and
+ * halves what the step keeps for backward. Done where batch norms alone read it (a ResNet's
+ * every convolution; ResNet-50 at batch 32 and 128 px: 443 of its 903 MiB of outputs): each
+ * widens it, exactly, into one float32 buffer the size of the largest such output, so that
+ * the batch norm computes on the same float32 numbers as before. A convolution with a bias
+ * (added in float32) or read by anything else keeps a float32 output; so does every one on a
+ * backend without conv2d_bf16_out, or in float32. Returns the elements of that buffer. */
+static size_t choose_bf16_outputs(Model *m, int max_batch) {
+    const Backend *be = m->be;
+    size_t wide = 0;
+    if (!be->conv2d_bf16_out || !be->widen_bf16) return 0;
+    for (int i = 0; i < m->n_step; i++) {
+        ModelStep *st = &m->step[i];
+        if (st->kind != NODE_CONV || m->net.node[st->node].bias) continue;
+        int readers = 0, others = 0;
+        for (int j = i + 1; j < m->n_step; j++) {
+            const ModelStep *u = &m->step[j];
+            int r = u->in == i, o = u->in2 == i;
+            for (int q = 0; q < u->n_ins; q++) o += u->ins[q] == i;
+            if (r && u->kind != NODE_BN) o++;
+            readers += r;
+            others += o;
+        }
+        if (!readers || others || !be->conv2d_bf16_out(&st->conv, max_batch, st->H_in, st->W_in)) continue;
+        st->y_bf16 = 1;
+        if (step_numel(st, max_batch) > wide) wide = step_numel(st, max_batch);
+    }
+    return wide;
+}
 
 /* The steps whose outputs reach the logits (the last step) through no sink: the others, the
  * auxiliary classifiers and their losses, run in training forwards only. */
@@ -277,10 +308,13 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     m->grads = be->alloc(m->num_params * sizeof(float));
     m->buffers = be->alloc((m->num_buffers ? m->num_buffers : 1) * sizeof(float));
 
+    const size_t wide = choose_bf16_outputs(m, max_batch);
+    if (wide) m->bf16_wide = be->alloc(wide * sizeof(float));
     int max_c = 1;
     for (int i = 0; i < ns; i++) {
         ModelStep *st = &m->step[i];
         alloc_step(be, st, max_batch);
+        /* the gradient of a bf16-stored output stays float32 */
         st->grad_bytes = (size_t)max_batch * st->H * st->W * st->C * (st->act ? be->act_bytes() : sizeof(float));
         if (st->kind == NODE_BN && st->C > max_c) max_c = st->C;
     }
@@ -313,7 +347,9 @@ void model_free(Model *m) {
     for (int i = 0; i < m->n_slot; i++) be->release(m->slot[i]);
     free(m->slot);
     free(m->slot_bytes);
+    free(m->slot_script);
     if (m->input_act) be->release(m->input_act);
+    if (m->bf16_wide) be->release(m->bf16_wide);
     be->release(m->dlogits);
     be->release(m->stat_scratch); be->release(m->loss); be->release(m->loss_sum); be->release(m->correct);
     be->release(m->params); be->release(m->grads); be->release(m->buffers);
@@ -397,6 +433,20 @@ const char *model_architecture(const Model *m) {
     if (!strcmp(m->net.name, "miniresnet")) return "MiniResNet";
     if (!strcmp(m->net.name, "miniresnet-blurpool")) return "MiniResNet-blurpool";   /* netspec_blurpool */
     return m->net.name;
+}
+
+int model_bf16_outputs(const Model *m, size_t *saved) {
+    int n = 0;
+    size_t half = 0, wide = 0;
+    for (int i = 0; i < m->n_step; i++) {
+        const ModelStep *st = &m->step[i];
+        if (!st->y_bf16) continue;
+        n++;
+        half += step_numel(st, m->max_batch) * sizeof(uint16_t);
+        if (step_numel(st, m->max_batch) * sizeof(float) > wide) wide = step_numel(st, m->max_batch) * sizeof(float);
+    }
+    *saved = half > wide ? half - wide : 0;
+    return n;
 }
 
 static int has_relu(const ModelStep *st) { return st->kind == NODE_RELU || (st->kind == NODE_BN && st->relu); }
@@ -554,12 +604,14 @@ double model_take_loss_sum(Model *m) {
 /* dry: count the slots (model_init); else backward of the last training forward. */
 static void backward_steps(Model *m, int dry) {
     const int N = dry ? 1 : m->last_N;
-    Slots s = {m, dry, mallocCheck((size_t)m->n_step * sizeof(int)), NULL, NULL, 0, 0};
+    Slots s = {.m = m, .dry = dry, .grad = mallocCheck((size_t)m->n_step * sizeof(int))};
     if (!dry) {   /* the slots the dry run made */
         s.n = s.cap = m->n_slot;
         s.busy = callocCheck((size_t)(s.cap ? s.cap : 1), sizeof(int));
         s.bytes = mallocCheck((size_t)(s.cap ? s.cap : 1) * sizeof(size_t));
         if (s.n) memcpy(s.bytes, m->slot_bytes, (size_t)s.n * sizeof(size_t));
+        s.script = m->slot_script;
+        s.n_script = m->n_slot_script;
     }
     for (int i = 0; i < m->n_step; i++) s.grad[i] = -1;
     char *done = callocCheck((size_t)(m->n_param_info ? m->n_param_info : 1), 1);
@@ -584,6 +636,8 @@ static void backward_steps(Model *m, int dry) {
     if (dry) {
         m->n_slot = s.n;
         m->slot_bytes = s.bytes;
+        m->slot_script = s.script;
+        m->n_slot_script = s.n_script;
     } else {
         free(s.bytes);
     }

@@ -88,6 +88,7 @@ typedef struct Model {
 
     const float *input;     /* the batch of the last forward, as activations (Backend.act_input) */
     float *input_act;       /* its converted copy when activations are not float32, else NULL */
+    float *bf16_wide;       /* the float32 view of a bf16-stored output (ModelStep.y_bf16), else NULL */
     int last_N;
     float *logits;          /* the last step's output [max_batch, num_classes], float32 */
     float *dlogits;
@@ -98,6 +99,8 @@ typedef struct Model {
                              * made, each of the size of the gradients it holds (model_step.h) */
     size_t *slot_bytes;
     int n_slot;
+    int *slot_script;       /* the dry run's choice of slot at each take, for backward to repeat */
+    int n_slot_script;
     double *stat_scratch;   /* batch-norm sums: 4 C + 1 doubles for the widest batch norm */
 
     /* Loss scale in backend memory (scaler.h), multiplied into the gradient of the training
@@ -211,6 +214,11 @@ long model_find_buffer(const Model *m, const char *name);
  * name ("resnet50", or a network file's "network"); "-blurpool" after either under
  * --use_blurpool (netspec_blurpool). */
 const char *model_architecture(const Model *m);
+
+/* The steps whose output is stored in bfloat16 (--use_amp on the CPU: a bf16 convolution's that
+ * batch norms alone read, model.c), and in *saved the bytes that saves at the largest batch
+ * (less the float32 buffer they are widened into). */
+int model_bf16_outputs(const Model *m, size_t *saved);
 
 /* How many batch-norm layers (bn_tracked and bn_info hold one each). */
 int model_bn_count(const Model *m);

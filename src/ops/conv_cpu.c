@@ -55,7 +55,8 @@ static struct {
     int own_depthwise;  /* 1: depthwise.c where it is selected (dw_selected) */
     int bf16;           /* 1: bfloat16 through oneDNN (conv2d_use_bf16) */
     int bf16_fallbacks; /* plans that stayed float32: oneDNN had only its reference bf16 code */
-} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1, 0, 0 };
+    int bf16_out;       /* 1: conv2d_bf16_out may store outputs in bf16 (conv2d_use_bf16_out) */
+} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1, 0, 0, 1 };
 
 /* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
  * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
@@ -251,6 +252,8 @@ typedef struct ConvPlan {
     size_t dw_off;                  /* dw_prim's place in the workspace */
     int sub;                        /* strided 1x1: oneDNN sees the subsampled input, stride 1 */
     int bf16;                       /* src, weights and diff_dst in bfloat16 (conv2d_use_bf16) */
+    size_t wf_off, wb_off;          /* bf16: the weights' copies for forward and backward-data in the
+                                     * workspace (weights_in_ws), none held per convolution */
     size_t sub_bytes;               /* that input (at workspace offset 0) and its gradient (next) */
     struct ConvPlan *next;
 } ConvPlan;
@@ -268,6 +271,7 @@ typedef struct ConvImpl {
     int own_winograd;               /* g_dnnl.own_winograd, likewise */
     int own_depthwise;              /* g_dnnl.own_depthwise, likewise */
     int bf16;                       /* g_dnnl.bf16, likewise */
+    int out_bf16;                   /* conv2d_bf16_out: y is bfloat16 NHWC */
     int avx512;                     /* the ISA oneDNN and depthwise.c run is AVX-512 (cpu_isa.h) */
     struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
     char wino_name[32];
@@ -365,6 +369,9 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
 
     const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
     const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
+    /* the caller's output tensor: bfloat16 where conv2d_bf16_out asked for it (the dst in 16
+     * bits as the bf16 primitive writes it, or a float32 fallback plan's rounded by the port) */
+    const dnnl_memory_desc_t y_user = md4t(N, sh->C_out, Ho, Wo, dnnl_nhwc, im->out_bf16 ? dnnl_bf16 : dnnl_f32);
     const dnnl_memory_desc_t w_oihw = w_md(sh, 0);   /* GOIHW when grouped */
     const dnnl_memory_desc_t w_any = w_md_t(sh, 1, lp);
     const dnnl_memory_desc_t x_any = md4t(N, sh->C_in, H, W, dnnl_format_tag_any, lp);
@@ -435,7 +442,12 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
      * the same offset of the workspace: after the subsampled x and dx of a strided 1x1 conv. */
     size_t top = 2 * pl->sub_bytes;
     port_init(&pl->x_f, &x_nhwc, q_md(fpd, dnnl_query_src_md), 1, &top);
-    port_init(&pl->y_f, &y_nhwc, q_md(fpd, dnnl_query_dst_md), 0, &top);
+    port_init(&pl->y_f, &y_user, q_md(fpd, dnnl_query_dst_md), 0, &top);
+    /* bf16: the weights' copy in the workspace too (weights_in_ws): converted on each call from
+     * the float32 master instead of held per convolution, which in training changes every step
+     * anyway (ResNet-50: 90 MiB of copies held, a 2 MiB place in the workspace instead) */
+    pl->wf_off = top;
+    if (bf16) top += (dnnl_memory_desc_get_size(q_md(fpd, dnnl_query_weights_md)) + 63) / 64 * 64;
     pl->ws_fwd = top;
 
     top = 2 * pl->sub_bytes;
@@ -456,6 +468,8 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
     const dnnl_memory_desc_t *dwm = q_md(wpd, dnnl_query_diff_weights_md);
     pl->dw_off = top;
     top += (dnnl_memory_desc_get_size(dwm) + 63) / 64 * 64;
+    pl->wb_off = top;
+    if (bf16) top += (dnnl_memory_desc_get_size(q_md(dpd, dnnl_query_weights_md)) + 63) / 64 * 64;
     pl->ws_bwd = top;
     pl->dw_prim = mem_new(dwm, DNNL_MEMORY_NONE);
     pl->dw_user = mem_new(&w_oihw, DNNL_MEMORY_NONE);
@@ -515,8 +529,10 @@ static void weight_copy_free(WeightCopy *wc) {
     memset(wc, 0, sizeof *wc);
 }
 
-/* The weights in layout `md`, refreshed from the OIHW master if it changed since. */
-static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const float *w) {
+/* The weights in layout `md`, refreshed from the OIHW master if it changed since; or, with
+ * `place` (a bf16 plan's, in the workspace), converted there on every call, the copy's memory
+ * object then owning no buffer. */
+static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const float *w, void *place) {
     const ConvShape *sh = &c->shape;
     ConvImpl *im = c->impl;
     WeightCopy *wc = NULL;
@@ -532,10 +548,14 @@ static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const 
         }
         const dnnl_memory_desc_t oihw = w_md(sh, 0);   /* the master's layout: GOIHW when grouped */
         wc->md = *md;
-        wc->mem = mem_new(md, DNNL_MEMORY_ALLOCATE);
+        wc->mem = mem_new(md, place ? DNNL_MEMORY_NONE : DNNL_MEMORY_ALLOCATE);
         wc->user = mem_new(&oihw, DNNL_MEMORY_NONE);
         wc->reorder = reorder_new(&oihw, md, 0);
         wc->version = im->w_version - 1;
+    }
+    if (place) {
+        mem_set(wc->mem, place);
+        wc->version = im->w_version - 1;   /* the place is shared: never taken as current */
     }
     if (wc->version != im->w_version || wc->src != w) {
         mem_set(wc->user, w);
@@ -731,7 +751,7 @@ void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float 
         subsample(c, N, H, W, x, g_dnnl.ws);
         x = g_dnnl.ws;
     }
-    dnnl_memory_t wm = weights_get(c, &pl->w_fwd_md, w);
+    dnnl_memory_t wm = weights_get(c, &pl->w_fwd_md, w, pl->bf16 ? (char *)g_dnnl.ws + pl->wf_off : NULL);
     port_bind(&pl->x_f, x, 1);
     port_bind(&pl->y_f, y, 0);
     dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_f.prim }, { DNNL_ARG_WEIGHTS, wm },
@@ -762,7 +782,7 @@ void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float
         if (dx) dx = (float *)((char *)g_dnnl.ws + pl->sub_bytes);
     }
     if (dx) {
-        dnnl_memory_t wm = weights_get(c, &pl->w_bwd_md, w);
+        dnnl_memory_t wm = weights_get(c, &pl->w_bwd_md, w, pl->bf16 ? (char *)g_dnnl.ws + pl->wb_off : NULL);
         port_bind(&pl->dy_d, dy, 1);
         port_bind(&pl->dx_d, dx, 0);
         dnnl_exec_arg_t a[3] = { { DNNL_ARG_DIFF_DST, pl->dy_d.prim }, { DNNL_ARG_WEIGHTS, wm },
@@ -803,6 +823,10 @@ void conv2d_use_bf16(int enable) {
     g_dnnl.bf16 = enable != 0;
 }
 
+void conv2d_use_bf16_out(int enable) {
+    g_dnnl.bf16_out = enable != 0;
+}
+
 int conv2d_bf16_fallbacks(void) {
     return g_dnnl.bf16_fallbacks;
 }
@@ -810,6 +834,19 @@ int conv2d_bf16_fallbacks(void) {
 int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
     const ConvImpl *im = c->impl;
     return im->bf16 && plan_get(c, N, H, W)->bf16;
+}
+
+int conv2d_bf16_out(Conv2d *c, int N, int H, int W) {
+    ConvImpl *im = c->impl;
+    if (im->out_bf16) return 1;
+    if (!g_dnnl.bf16_out || !conv2d_is_bf16(c, N, H, W)) return 0;
+    while (im->plans) {   /* made with a float32 output: made again at the next call */
+        ConvPlan *next = im->plans->next;
+        plan_free(im->plans);
+        im->plans = next;
+    }
+    im->out_bf16 = 1;
+    return 1;
 }
 
 /* oneDNN's bf16 kernels: native where the CPU multiplies bf16 itself (avx512_bf16, AMX),
@@ -860,7 +897,9 @@ void conv2d_memory(Conv2d *c, int N, int H, int W, ConvMemory *m) {
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (prims[i]->sp_bytes > m->scratchpad) m->scratchpad = prims[i]->sp_bytes;
     m->scratchpad += SP_GUARD;
-    /* weights_get's copies: one per layout the forward and the backward-data primitives take */
+    /* weights_get's copies: one per layout the forward and the backward-data primitives take;
+     * a bf16 plan's are in its workspace */
+    if (pl->bf16) return;
     m->held = dnnl_memory_desc_get_size(&pl->w_fwd_md);
     if (!dnnl_memory_desc_equal(&pl->w_fwd_md, &pl->w_bwd_md)) m->held += dnnl_memory_desc_get_size(&pl->w_bwd_md);
 }
@@ -904,8 +943,13 @@ void conv2d_use_winograd(int enable) { (void)enable; }
 void conv2d_use_own_winograd(int enable) { (void)enable; }
 void conv2d_use_own_depthwise(int enable) { (void)enable; }
 void conv2d_use_bf16(int enable) { (void)enable; }
+void conv2d_use_bf16_out(int enable) { (void)enable; }
 int conv2d_bf16_fallbacks(void) { return 0; }
 int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
+    (void)c; (void)N; (void)H; (void)W;
+    return 0;
+}
+int conv2d_bf16_out(Conv2d *c, int N, int H, int W) {
     (void)c; (void)N; (void)H; (void)W;
     return 0;
 }
