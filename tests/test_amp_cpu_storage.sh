@@ -1,15 +1,17 @@
 #!/bin/sh
 # SPDX-License-Identifier: BSD-3-Clause
-# --use_amp on the CPU stores a bf16 convolution's output in 16 bits where batch norms alone
-# read it (model.c's choose_bf16_outputs): oneDNN rounds that output to bf16 already, and each
-# batch norm widens it back exactly, so nothing the network computes may change. Checked
-# against the float32 storage of the same outputs (tests/helpers/dump_model --bf16_storage 0,
-# conv2d_use_bf16_out(0)): the logits, loss, every gradient, the running statistics and the
-# weights after 3 SGD steps must be the same bits, on MiniResNet, ResNet-18 and DenseNet-121
-# (whose convolutions a concatenation reads too). Which outputs are stored is counted
-# independently from --print_model's node table (a convolution without bias that batch norms
-# alone read, as their input), and must match the model's count; a dump with another seed must
-# differ, so that the comparison can fail. Then a --use_amp run's log names the count.
+# --use_amp on the CPU stores in 16 bits a bf16 convolution's output that batch norms alone
+# read (oneDNN rounds it to bf16 already; each batch norm widens it back exactly), and a batch
+# norm's output that bf16 convolutions alone read (rounded as they round their input, which is
+# all they read; the batch norm's backward recomputes the float32 output for its ReLU's mask):
+# model.c's choose_bf16_storage. So nothing the network computes may change. Checked against
+# the float32 storage of the same outputs (tests/helpers/dump_model --bf16_storage 0, the
+# backend without conv2d_bf16_io): the ReLUs' masks, the logits, loss, every gradient, the
+# running statistics and the weights after 3 SGD steps must be the same bits, on MiniResNet,
+# ResNet-18 and DenseNet-121 (whose convolutions a concatenation reads too, and whose batch
+# norms' outputs convolutions alone). Which outputs are stored is counted independently from
+# --print_model's node table (below) and must match the model's count; a dump with another seed
+# must differ, so that the comparison can fail. Then a --use_amp run's log names the count.
 # Skipped (77) where oneDNN has no bf16 kernels on this CPU.
 . "${top_srcdir:-.}/tests/helpers/lib.sh"
 PY=$(find_python "h5py, numpy") || { echo "SKIP: no python3 with h5py and numpy"; exit $SKIP; }
@@ -35,7 +37,10 @@ d = [n for n in na if a[n][()].tobytes() != b[n][()].tobytes()]
 print(("differ %d of %d: %s" % (len(d), len(na), " ".join(d[:4]))) if d else "same %d datasets" % len(na))
 sys.exit(1 if d else 0)
 PYEOF
-# The convolutions whose outputs are stored in 16 bits, from the node table alone.
+# The outputs stored in 16 bits, from the node table alone: a convolution's without bias that
+# batch norms alone read as their input, and a batch norm group's (the bn, and the add taking it
+# as input and the relu after that, or the relu or act after it, each the only reader of the
+# one before, as model.c fuses them) that convolutions alone read as their input.
 cat >"$TMP/count.py" <<'PYEOF'
 import json, sys
 nodes = json.load(sys.stdin)["nodes"]
@@ -45,12 +50,25 @@ def inputs(n):
         v = n.get(key)
         out += v if isinstance(v, list) else [v] if v else []
     return out
+def readers(name):
+    return [n for n in nodes for i in inputs(n) if i == name]
+def only_by(name, kind):
+    r = readers(name)
+    return bool(r) and all(n["kind"] == kind and n["in"] == name and inputs(n).count(name) == 1 for n in r)
+def group_end(b):
+    r = readers(b["name"])
+    if len(r) != 1:
+        return b
+    j = r[0]
+    if j["kind"] == "add" and j["in"] == b["name"] and j.get("residual") != b["name"]:
+        k = readers(j["name"])
+        return k[0] if len(k) == 1 and k[0]["kind"] == "relu" else j
+    return j if j["kind"] in ("relu", "act") else b
 count = 0
-for c in nodes:
-    if c["kind"] != "conv" or c.get("bias"):
-        continue
-    readers = [n for n in nodes if c["name"] in inputs(n)]
-    if readers and all(n["kind"] == "bn" and n["in"] == c["name"] for n in readers):
+for n in nodes:
+    if n["kind"] == "conv" and not n.get("bias") and only_by(n["name"], "bn"):
+        count += 1
+    if n["kind"] == "bn" and only_by(group_end(n)["name"], "conv"):
         count += 1
 print(count)
 PYEOF

@@ -141,35 +141,56 @@ static void layout_node(const Backend *be, const NetNode *n, ModelStep *st, Layo
 
 static void backward_steps(Model *m, int dry);
 
-/* --use_amp on the CPU: a bf16 convolution's output holds bf16 values already (oneDNN rounds
- * its dst, as autocast's convolution returns bf16), so storing it in 16 bits loses nothing, and
- * halves what the step keeps for backward. Done where batch norms alone read it (a ResNet's
- * every convolution; ResNet-50 at batch 32 and 128 px: 443 of its 903 MiB of outputs): each
- * widens it, exactly, into one float32 buffer the size of the largest such output, so that
- * the batch norm computes on the same float32 numbers as before. A convolution with a bias
- * (added in float32) or read by anything else keeps a float32 output; so does every one on a
- * backend without conv2d_bf16_out, or in float32. Returns the elements of that buffer. */
-static size_t choose_bf16_outputs(Model *m, int max_batch) {
+/* Whether step i has readers, all of kind `kind` and reading it as their input (`in`), and
+ * for convolutions all computing in bf16 at the largest batch. */
+static int read_only_by(Model *m, int i, NodeKind kind, int max_batch) {
+    int readers = 0;
+    for (int j = i + 1; j < m->n_step; j++) {
+        ModelStep *u = &m->step[j];
+        int other = u->in2 == i;
+        for (int q = 0; q < u->n_ins; q++) other |= u->ins[q] == i;
+        if (other) return 0;
+        if (u->in != i) continue;
+        if (u->kind != kind) return 0;
+        if (kind == NODE_CONV && !m->be->conv2d_is_bf16(&u->conv, max_batch, u->H_in, u->W_in)) return 0;
+        readers++;
+    }
+    return readers > 0;
+}
+
+/* --use_amp on the CPU stores two kinds of output in 16 bits (ModelStep.y_bf16), where the
+ * backend can (Backend.conv2d_is_bf16 and the three after it), without changing a number:
+ *  - a bf16 convolution's output that batch norms alone read: it holds bf16 values already
+ *    (oneDNN rounds its dst, as autocast's convolution returns bf16), so 16 bits keep all of
+ *    it; each batch norm widens it, exactly, into m->bf16_in and computes on the same float32
+ *    numbers as before;
+ *  - a batch norm's output (with its fused add, ReLU or activation) that bf16 convolutions
+ *    alone read: they round it to bf16 on the way in, so it is kept as they read it (rounded
+ *    by narrow_bf16, their own conversion) rather than in float32 beside that copy. The batch
+ *    norm computes it in float32 into m->bf16_out first; its backward recomputes it there, bit
+ *    for bit, where a fused ReLU needs its sign.
+ * A convolution with a bias (added in float32) keeps a float32 output. ResNet-50 at batch 32,
+ * 128 px: 443 and 187 of its 903 MiB of outputs are of these kinds. Sets the elements of the
+ * two buffers. */
+static void choose_bf16_storage(Model *m, int max_batch, size_t *wide_in, size_t *wide_out) {
     const Backend *be = m->be;
-    size_t wide = 0;
-    if (!be->conv2d_bf16_out || !be->widen_bf16) return 0;
+    *wide_in = *wide_out = 0;
+    if (!be->conv2d_is_bf16 || !be->conv2d_bf16_io || !be->widen_bf16 || !be->narrow_bf16) return;
     for (int i = 0; i < m->n_step; i++) {
         ModelStep *st = &m->step[i];
-        if (st->kind != NODE_CONV || m->net.node[st->node].bias) continue;
-        int readers = 0, others = 0;
-        for (int j = i + 1; j < m->n_step; j++) {
-            const ModelStep *u = &m->step[j];
-            int r = u->in == i, o = u->in2 == i;
-            for (int q = 0; q < u->n_ins; q++) o += u->ins[q] == i;
-            if (r && u->kind != NODE_BN) o++;
-            readers += r;
-            others += o;
+        const size_t n = step_numel(st, max_batch);
+        if (st->kind == NODE_CONV && !m->net.node[st->node].bias &&
+            be->conv2d_is_bf16(&st->conv, max_batch, st->H_in, st->W_in) && read_only_by(m, i, NODE_BN, max_batch)) {
+            st->y_bf16 = 1;
+            be->conv2d_bf16_io(&st->conv, 0, 1);
+            if (n > *wide_in) *wide_in = n;
+        } else if (st->kind == NODE_BN && read_only_by(m, i, NODE_CONV, max_batch)) {
+            st->y_bf16 = 1;
+            for (int j = i + 1; j < m->n_step; j++)
+                if (m->step[j].in == i) be->conv2d_bf16_io(&m->step[j].conv, 1, 0);
+            if (n > *wide_out) *wide_out = n;
         }
-        if (!readers || others || !be->conv2d_bf16_out(&st->conv, max_batch, st->H_in, st->W_in)) continue;
-        st->y_bf16 = 1;
-        if (step_numel(st, max_batch) > wide) wide = step_numel(st, max_batch);
     }
-    return wide;
 }
 
 /* The steps whose outputs reach the logits (the last step) through no sink: the others, the
@@ -308,8 +329,10 @@ int model_init_net(Model *m, const Backend *be, const NetSpec *net, const char *
     m->grads = be->alloc(m->num_params * sizeof(float));
     m->buffers = be->alloc((m->num_buffers ? m->num_buffers : 1) * sizeof(float));
 
-    const size_t wide = choose_bf16_outputs(m, max_batch);
-    if (wide) m->bf16_wide = be->alloc(wide * sizeof(float));
+    size_t wide_in, wide_out;
+    choose_bf16_storage(m, max_batch, &wide_in, &wide_out);
+    if (wide_in) m->bf16_in = be->alloc(wide_in * sizeof(float));
+    if (wide_out) m->bf16_out = be->alloc(wide_out * sizeof(float));
     int max_c = 1;
     for (int i = 0; i < ns; i++) {
         ModelStep *st = &m->step[i];
@@ -349,7 +372,8 @@ void model_free(Model *m) {
     free(m->slot_bytes);
     free(m->slot_script);
     if (m->input_act) be->release(m->input_act);
-    if (m->bf16_wide) be->release(m->bf16_wide);
+    if (m->bf16_in) be->release(m->bf16_in);
+    if (m->bf16_out) be->release(m->bf16_out);
     be->release(m->dlogits);
     be->release(m->stat_scratch); be->release(m->loss); be->release(m->loss_sum); be->release(m->correct);
     be->release(m->params); be->release(m->grads); be->release(m->buffers);
@@ -437,15 +461,17 @@ const char *model_architecture(const Model *m) {
 
 int model_bf16_outputs(const Model *m, size_t *saved) {
     int n = 0;
-    size_t half = 0, wide = 0;
+    size_t half = 0, wide[2] = {0, 0};   /* the float32 buffers: convolutions', batch norms' */
     for (int i = 0; i < m->n_step; i++) {
         const ModelStep *st = &m->step[i];
         if (!st->y_bf16) continue;
         n++;
-        half += step_numel(st, m->max_batch) * sizeof(uint16_t);
-        if (step_numel(st, m->max_batch) * sizeof(float) > wide) wide = step_numel(st, m->max_batch) * sizeof(float);
+        const size_t e = step_numel(st, m->max_batch);
+        half += e * sizeof(uint16_t);
+        size_t *w = &wide[st->kind == NODE_BN];
+        if (e * sizeof(float) > *w) *w = e * sizeof(float);
     }
-    *saved = half > wide ? half - wide : 0;
+    *saved = half > wide[0] + wide[1] ? half - wide[0] - wide[1] : 0;
     return n;
 }
 
@@ -465,7 +491,10 @@ const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C) {
         *H = st->H;
         *W = st->W;
         *C = st->C;
-        return st->y;
+        if (!st->y_bf16) return st->y;
+        /* kept in bf16: its widened copy (the float32 values but where bf16 rounds to zero) */
+        m->be->widen_bf16(st->y, m->bf16_out, step_numel(st, m->last_N));
+        return m->bf16_out;
     }
     return NULL;
 }

@@ -88,7 +88,8 @@ typedef struct Model {
 
     const float *input;     /* the batch of the last forward, as activations (Backend.act_input) */
     float *input_act;       /* its converted copy when activations are not float32, else NULL */
-    float *bf16_wide;       /* the float32 view of a bf16-stored output (ModelStep.y_bf16), else NULL */
+    float *bf16_in;         /* a bf16-stored convolution output widened for its batch norm (model.c), */
+    float *bf16_out;        /* a bf16-stored batch norm's output in float32; else NULL */
     int last_N;
     float *logits;          /* the last step's output [max_batch, num_classes], float32 */
     float *dlogits;
@@ -224,7 +225,8 @@ int model_bf16_outputs(const Model *m, size_t *saved);
 int model_bn_count(const Model *m);
 
 /* The outputs of the ReLUs of the last forward, in the order PyTorch's forward calls F.relu
- * (for comparisons with it): how many, and the k-th with its [last_N, *H, *W, *C] shape. */
+ * (for comparisons with it): how many, and the k-th with its [last_N, *H, *W, *C] shape (one
+ * stored in bf16 under --use_amp widened into a buffer of the model, until the next call). */
 int model_relu_count(const Model *m);
 const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C);
 /* The name of the k-th's ReLU node (the last of a fused batch norm's group), for comparisons

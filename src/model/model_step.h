@@ -26,7 +26,7 @@ struct ModelStep {
     int C_in, H_in, W_in, C, H, W;
     int act;                  /* y holds activations (act_bytes), else float32 */
     int y_bf16;               /* y holds bfloat16 (uint16_t): a bf16 convolution's output that batch norms
-                               * alone read, through the model's bf16_wide (model.c) */
+                               * alone read, or a batch norm's that bf16 convolutions alone read (model.c) */
     Conv2d conv;
     size_t w_off, b_off;      /* conv weight / bn weight / linear weight; bn or linear bias */
     size_t rmean_off, rvar_off;
@@ -80,7 +80,7 @@ static inline const float *model_value(const Model *m, int step) {
 /* Elements of a step's output for N images, and the bytes of one element. */
 static inline size_t step_numel(const ModelStep *st, int N) { return (size_t)N * st->H * st->W * st->C; }
 static inline size_t step_elem_bytes(const Model *m, const ModelStep *st) {
-    return st->act ? m->be->act_bytes() : sizeof(float);   /* y_bf16: a convolution's, which none asks */
+    return st->act ? m->be->act_bytes() : sizeof(float);   /* y_bf16: a conv's or bn's, which none asks */
 }
 
 /* The key of a dropout or stochastic-depth step's draws in this forward: the model's noise key

@@ -55,8 +55,8 @@ static struct {
     int own_depthwise;  /* 1: depthwise.c where it is selected (dw_selected) */
     int bf16;           /* 1: bfloat16 through oneDNN (conv2d_use_bf16) */
     int bf16_fallbacks; /* plans that stayed float32: oneDNN had only its reference bf16 code */
-    int bf16_out;       /* 1: conv2d_bf16_out may store outputs in bf16 (conv2d_use_bf16_out) */
-} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1, 0, 0, 1 };
+    struct Narrow *narrow;   /* conv2d_narrow_bf16's reorders, one per length */
+} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1, 0, 0, NULL };
 
 /* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
  * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
@@ -271,7 +271,7 @@ typedef struct ConvImpl {
     int own_winograd;               /* g_dnnl.own_winograd, likewise */
     int own_depthwise;              /* g_dnnl.own_depthwise, likewise */
     int bf16;                       /* g_dnnl.bf16, likewise */
-    int out_bf16;                   /* conv2d_bf16_out: y is bfloat16 NHWC */
+    int in_bf16, out_bf16;          /* conv2d_bf16_io: x, y bfloat16 NHWC */
     int avx512;                     /* the ISA oneDNN and depthwise.c run is AVX-512 (cpu_isa.h) */
     struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
     char wino_name[32];
@@ -369,9 +369,11 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
 
     const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
     const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
-    /* the caller's output tensor: bfloat16 where conv2d_bf16_out asked for it (the dst in 16
+    /* the caller's output tensor: bfloat16 where conv2d_bf16_io asked for it (the dst in 16
      * bits as the bf16 primitive writes it, or a float32 fallback plan's rounded by the port) */
     const dnnl_memory_desc_t y_user = md4t(N, sh->C_out, Ho, Wo, dnnl_nhwc, im->out_bf16 ? dnnl_bf16 : dnnl_f32);
+    /* and its input tensor, likewise (conv2d_bf16_io); its gradient dx stays float32 */
+    const dnnl_memory_desc_t x_user = md4t(N, sh->C_in, H, W, dnnl_nhwc, im->in_bf16 ? dnnl_bf16 : dnnl_f32);
     const dnnl_memory_desc_t w_oihw = w_md(sh, 0);   /* GOIHW when grouped */
     const dnnl_memory_desc_t w_any = w_md_t(sh, 1, lp);
     const dnnl_memory_desc_t x_any = md4t(N, sh->C_in, H, W, dnnl_format_tag_any, lp);
@@ -441,7 +443,7 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
     /* Forward and backward do not overlap in time, so each lays its converted copies out from
      * the same offset of the workspace: after the subsampled x and dx of a strided 1x1 conv. */
     size_t top = 2 * pl->sub_bytes;
-    port_init(&pl->x_f, &x_nhwc, q_md(fpd, dnnl_query_src_md), 1, &top);
+    port_init(&pl->x_f, &x_user, q_md(fpd, dnnl_query_src_md), 1, &top);
     port_init(&pl->y_f, &y_user, q_md(fpd, dnnl_query_dst_md), 0, &top);
     /* bf16: the weights' copy in the workspace too (weights_in_ws): converted on each call from
      * the float32 master instead of held per convolution, which in training changes every step
@@ -464,7 +466,7 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
     } else {
         port_init(&pl->dy_w, &y_nhwc, wdy, 1, &top);
     }
-    port_init(&pl->x_w, &x_nhwc, q_md(wpd, dnnl_query_src_md), 1, &top);
+    port_init(&pl->x_w, &x_user, q_md(wpd, dnnl_query_src_md), 1, &top);
     const dnnl_memory_desc_t *dwm = q_md(wpd, dnnl_query_diff_weights_md);
     pl->dw_off = top;
     top += (dnnl_memory_desc_get_size(dwm) + 63) / 64 * 64;
@@ -705,15 +707,17 @@ void conv2d_weights_changed(Conv2d *c) {
 }
 
 /* x[n, h*s, w*s, :] for the Ho x Wo output pixels of a strided 1x1 conv. */
-static void subsample(const Conv2d *c, int N, int H, int W, const float *x, float *xs) {
+static void subsample(const Conv2d *c, int N, int H, int W, const void *x, void *xs) {
     const ConvShape *sh = &c->shape;
-    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), C = sh->C_in, s = sh->stride;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), s = sh->stride;
+    /* a pixel's C values: float32, or bfloat16 (conv2d_bf16_io) */
+    const size_t px = (size_t)sh->C_in * (((const ConvImpl *)c->impl)->in_bf16 ? sizeof(uint16_t) : sizeof(float));
     #pragma omp parallel for schedule(static)
     for (long nh = 0; nh < (long)N * Ho; nh++) {
         const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
         for (int wo = 0; wo < Wo; wo++)
-            memcpy(xs + ((size_t)nh * Wo + wo) * C, x + (((size_t)n * H + ho * s) * W + wo * s) * C,
-                   (size_t)C * sizeof(float));
+            memcpy((char *)xs + ((size_t)nh * Wo + wo) * px, (const char *)x + (((size_t)n * H + ho * s) * W + wo * s) * px,
+                   px);
     }
 }
 
@@ -823,9 +827,6 @@ void conv2d_use_bf16(int enable) {
     g_dnnl.bf16 = enable != 0;
 }
 
-void conv2d_use_bf16_out(int enable) {
-    g_dnnl.bf16_out = enable != 0;
-}
 
 int conv2d_bf16_fallbacks(void) {
     return g_dnnl.bf16_fallbacks;
@@ -836,17 +837,49 @@ int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
     return im->bf16 && plan_get(c, N, H, W)->bf16;
 }
 
-int conv2d_bf16_out(Conv2d *c, int N, int H, int W) {
+void conv2d_bf16_io(Conv2d *c, int in, int out) {
     ConvImpl *im = c->impl;
-    if (im->out_bf16) return 1;
-    if (!g_dnnl.bf16_out || !conv2d_is_bf16(c, N, H, W)) return 0;
-    while (im->plans) {   /* made with a float32 output: made again at the next call */
+    CHECK(im->bf16);
+    while (im->plans) {   /* made for float32 tensors: made again at the next call */
         ConvPlan *next = im->plans->next;
         plan_free(im->plans);
         im->plans = next;
     }
-    im->out_bf16 = 1;
-    return 1;
+    im->in_bf16 |= in != 0;
+    im->out_bf16 |= out != 0;
+}
+
+/* The rounding is oneDNN's own reorder from float32 to bf16, the conversion a convolution's
+ * port applies to a float32 input, so that the bits are those the convolution would have
+ * made of the float32 tensor. One reorder per length, kept. */
+typedef struct Narrow {
+    size_t n;
+    Prim r;
+    dnnl_memory_t from, to;
+    struct Narrow *next;
+} Narrow;
+
+void conv2d_narrow_bf16(const float *x, void *y, size_t n) {
+    dnnl_ctx_init();
+    Narrow *p = g_dnnl.narrow;
+    while (p && p->n != n) p = p->next;
+    if (!p) {
+        p = callocCheck(1, sizeof *p);
+        p->n = n;
+        dnnl_memory_desc_t f, t;
+        const dnnl_dims_t dims = { (dnnl_dim_t)n };
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&f, 1, dims, dnnl_f32, dnnl_a));
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&t, 1, dims, dnnl_bf16, dnnl_a));
+        p->r = reorder_new(&f, &t, 0);
+        p->from = mem_new(&f, DNNL_MEMORY_NONE);
+        p->to = mem_new(&t, DNNL_MEMORY_NONE);
+        p->next = g_dnnl.narrow;
+        g_dnnl.narrow = p;
+    }
+    mem_set(p->from, x);
+    mem_set(p->to, y);
+    dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, p->from }, { DNNL_ARG_TO, p->to } };
+    exec(&p->r, 2, a);
 }
 
 /* oneDNN's bf16 kernels: native where the CPU multiplies bf16 itself (avx512_bf16, AMX),
@@ -943,15 +976,18 @@ void conv2d_use_winograd(int enable) { (void)enable; }
 void conv2d_use_own_winograd(int enable) { (void)enable; }
 void conv2d_use_own_depthwise(int enable) { (void)enable; }
 void conv2d_use_bf16(int enable) { (void)enable; }
-void conv2d_use_bf16_out(int enable) { (void)enable; }
 int conv2d_bf16_fallbacks(void) { return 0; }
 int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
     (void)c; (void)N; (void)H; (void)W;
     return 0;
 }
-int conv2d_bf16_out(Conv2d *c, int N, int H, int W) {
-    (void)c; (void)N; (void)H; (void)W;
-    return 0;
+void conv2d_bf16_io(Conv2d *c, int in, int out) {
+    (void)c; (void)in; (void)out;
+    CHECK(!"no bf16 convolution without oneDNN");
+}
+void conv2d_narrow_bf16(const float *x, void *y, size_t n) {
+    (void)x; (void)y; (void)n;
+    CHECK(!"no bf16 convolution without oneDNN");
 }
 CpuBf16Path conv2d_bf16_path(char *impl, size_t n) {
     snprintf(impl, n, "reference");

@@ -46,10 +46,10 @@
  *                                             as options/amp, for which torch_compare.py runs
  *                                             PyTorch's side under torch.autocast("cpu", bf16);
  *                                             exit 77 where oneDNN has no bf16 kernels)
- *                         [--bf16_storage 0|1] (with --amp 1: 0 keeps every output float32,
- *                                             conv2d_use_bf16_out(0); default 1, a bf16
- *                                             convolution's output in 16 bits where batch norms
- *                                             alone read it. Prints how many are.) */
+ *                         [--bf16_storage 0|1] (with --amp 1: 0 keeps every output float32, the
+ *                                             CPU backend without conv2d_bf16_io; default 1:
+ *                                             16-bit storage where model.c chooses it. Prints
+ *                                             how many outputs are stored so.) */
 #include <hdf5.h>
 #include <math.h>
 #include <string.h>
@@ -265,7 +265,6 @@ int main(int argc, char **argv) {
         if (conv2d_bf16_path(impl, sizeof impl) == CPU_BF16_NONE)
             die_code(77, "--amp: oneDNN has no bf16 kernels on this CPU (%s)", impl);
         conv2d_use_bf16(1);
-        conv2d_use_bf16_out(bf16_storage);
         linear_use_bf16(1);
     }
     Model m;
@@ -276,7 +275,9 @@ int main(int argc, char **argv) {
     if (transform_input && netspec_add_transform_input(&net) == 0)
         die_code(2, "--transform_input 1: %s has a transform_input node already", model);
     if (blurpool && netspec_blurpool(&net) == 0) die_code(2, "--blurpool: %s has no strided convolution to blur", model);
-    if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
+    Backend cpu = backend_cpu;   /* the model keeps a pointer to it: lives until the end */
+    if (!bf16_storage) cpu.conv2d_bf16_io = NULL;
+    if (model_init_net(&m, &cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
     if (amp) {
         size_t saved;
         const int k = model_bf16_outputs(&m, &saved);
