@@ -69,9 +69,15 @@ void cpu_amp_log_convs(Model *m, int N, Logger *log) {
     if (!g_amp.on) return;
     ConvCount cc = { .N = N };
     model_each_conv(m, count_conv, &cc);
+    size_t saved = 0;
+    const int stored = model_bf16_outputs(m, &saved);
+    char out[160];
+    snprintf(out, sizeof out, "; %d of their outputs stored in 16 bits (%.0f MiB less)", stored,
+             (double)saved / 1048576.0);
     if (!cc.f32)
-        log_info(log, "--use_amp: all %d convolutions compute in bf16 at batch %d", cc.total, N);
+        log_info(log, "--use_amp: all %d convolutions compute in bf16 at batch %d%s", cc.total, N, out);
     else
         log_info(log, "--use_amp: %d of %d convolutions compute in bf16 at batch %d; %d stay float32, oneDNN having "
-                 "only its reference bf16 loops for their shapes: %s", cc.total - cc.f32, cc.total, N, cc.f32, cc.list);
+                 "only its reference bf16 loops for their shapes: %s%s", cc.total - cc.f32, cc.total, N, cc.f32, cc.list,
+                 out);
 }

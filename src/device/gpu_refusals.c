@@ -63,7 +63,7 @@ const GpuRefusal *gpu_refuses(const Config *c, const Backend *be, char *msg, siz
 
 #define OPS(X)                                                                                                       \
     X(alloc) X(release) X(upload) X(download) X(zero) X(copy) X(conv2d_init) X(conv2d_free) X(conv2d_forward)        \
-    X(conv2d_backward) X(conv2d_weights_changed) X(conv2d_memory) X(bias_add) X(bias_grad) X(bn_stats)               \
+    X(conv2d_backward) X(conv2d_weights_changed) X(conv2d_memory) X(conv2d_is_bf16) X(conv2d_bf16_io) X(widen_bf16) X(narrow_bf16) X(bias_add) X(bias_grad) X(bn_stats)               \
     X(bn_finalize_stats) X(bn_eval_stats) X(bn_apply) X(bn_backward_reduce) X(bn_backward_apply) X(avgpool_forward)  \
     X(avgpool_backward) X(relu_forward) X(maxpool_forward) X(maxpool_backward) X(blur) X(act_forward)                \
     X(act_backward) X(mul_forward) X(mul_backward) X(dropout_mask) X(dropout_apply) X(sample_scale) X(bn_apply_act)  \

@@ -52,10 +52,26 @@ static void bn_init(const Model *m, const ModelStep *st, float *params, float *b
     m->bn_tracked[st->bn] = 0;
 }
 
+/* The batch norm's input in float32: a bf16-stored convolution output (ModelStep.y_bf16)
+ * widened, exactly, into the model's buffer for it; anything else as it is. */
+static const float *bn_input(Model *m, const ModelStep *st, int N) {
+    if (st->in < 0 || !m->step[st->in].y_bf16) return model_value(m, st->in);
+    m->be->widen_bf16(m->step[st->in].y, m->bf16_in, step_numel(&m->step[st->in], N));
+    return m->bf16_in;
+}
+
+/* bn_apply's output, float32: st->y, or for a bf16-stored one (convolutions alone read it) the
+ * model's buffer, which bn_store then rounds into st->y. */
+static float *bn_out(Model *m, ModelStep *st) { return st->y_bf16 ? m->bf16_out : st->y; }
+
+static void bn_store(Model *m, ModelStep *st, size_t n) {
+    if (st->y_bf16) m->be->narrow_bf16(m->bf16_out, st->y, n);
+}
+
 /* Batch or running statistics, the fused residual add, the fused ReLU or activation. */
 static void bn_node_forward(Model *m, ModelStep *st, int N, int train) {
     const Backend *be = m->be;
-    const float *a = model_value(m, st->in);
+    const float *a = bn_input(m, st, N);
     const size_t M = (size_t)N * st->H * st->W;
     const int C = st->C;
     if (train) {
@@ -70,11 +86,12 @@ static void bn_node_forward(Model *m, ModelStep *st, int N, int train) {
         be->bn_eval_stats(m->buffers + st->rmean_off, m->buffers + st->rvar_off, C, st->eps, st->mean, st->invstd);
     }
     if (st->fused_act)
-        be->bn_apply_act(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off, st->fn,
-                         st->slope);
+        be->bn_apply_act(a, bn_out(m, st), M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
+                         st->fn, st->slope);
     else
-        be->bn_apply(a, st->y, M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
+        be->bn_apply(a, bn_out(m, st), M, C, st->mean, st->invstd, m->params + st->w_off, m->params + st->b_off,
                      st->in2 == NET_NONE ? NULL : model_value(m, st->in2), st->relu);
+    bn_store(m, st, M * C);
 }
 
 /* From dy (masked in place for the ReLU, or times the fused activation's derivative), the
@@ -85,13 +102,21 @@ static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     const size_t M = (size_t)N * st->H * st->W;
     const int C = st->C;
     const int fused_relu = st->relu && st->in2 < 0;   /* masked inside the reduction */
+    const float *y = st->y;
+    if (st->y_bf16 && st->relu && !s->dry) {
+        /* kept in bf16: the float32 output the ReLU's mask reads, made again as the forward made
+         * it (the same input, statistics, parameters and residual: the same bits) */
+        y = bn_out(m, st);
+        be->bn_apply(bn_input(m, st, N), bn_out(m, st), M, C, st->mean, st->invstd, m->params + st->w_off,
+                     m->params + st->b_off, st->in2 == NET_NONE ? NULL : model_value(m, st->in2), 1);
+    }
     if (st->in2 >= 0) {
         /* The ReLU after the residual add masks the gradient of both branches: mask once, and
          * hand the residual branch its own copy in the same pass. */
         GradOut g;
         float *r = grad_begin(s, st->in2, &g);
         if (!s->dry) {
-            if (st->relu) be->relu_mask_copy(dy, st->y, r, M * C);
+            if (st->relu) be->relu_mask_copy(dy, y, r, M * C);
             else be->copy(r, dy, M * C * be->act_bytes());
         }
         grad_done(s, &g, N);
@@ -100,14 +125,14 @@ static void bn_node_backward(Slots *s, ModelStep *st, float *dy, int N) {
     GradOut g;
     float *dx = grad_begin(s, st->in, &g);
     if (!s->dry) {
-        const float *a = model_value(m, st->in);
+        const float *a = bn_input(m, st, N);
         double *loc = m->stat_scratch;               /* [sum_g[C], sum_gx[C]] local */
         double *glob = m->stat_scratch + 2 * C + 1;  /* [sum_g[C], sum_gx[C]] global */
         if (st->fused_act)
             be->bn_backward_reduce_act(a, dy, dy, M, C, st->mean, st->invstd, m->params + st->w_off,
                                        m->params + st->b_off, st->fn, st->slope, loc, loc + C);
         else
-            be->bn_backward_reduce(a, st->y, dy, dy, M, C, st->mean, st->invstd, fused_relu, loc, loc + C);
+            be->bn_backward_reduce(a, y, dy, dy, M, C, st->mean, st->invstd, fused_relu, loc, loc + C);
         be->copy(glob, loc, 2 * (size_t)C * sizeof(double));
         if (m->stats_allreduce) m->stats_allreduce(m->stats_allreduce_ctx, glob, 2 * (size_t)C);
         be->bn_backward_apply(a, dy, dx, M, C, st->mean, st->invstd, m->params + st->w_off, loc, loc + C, glob,

@@ -88,6 +88,8 @@ typedef struct Model {
 
     const float *input;     /* the batch of the last forward, as activations (Backend.act_input) */
     float *input_act;       /* its converted copy when activations are not float32, else NULL */
+    float *bf16_in;         /* a bf16-stored convolution output widened for its batch norm (model.c), */
+    float *bf16_out;        /* a bf16-stored batch norm's output in float32; else NULL */
     int last_N;
     float *logits;          /* the last step's output [max_batch, num_classes], float32 */
     float *dlogits;
@@ -98,6 +100,8 @@ typedef struct Model {
                              * made, each of the size of the gradients it holds (model_step.h) */
     size_t *slot_bytes;
     int n_slot;
+    int *slot_script;       /* the dry run's choice of slot at each take, for backward to repeat */
+    int n_slot_script;
     double *stat_scratch;   /* batch-norm sums: 4 C + 1 doubles for the widest batch norm */
 
     /* Loss scale in backend memory (scaler.h), multiplied into the gradient of the training
@@ -212,11 +216,17 @@ long model_find_buffer(const Model *m, const char *name);
  * --use_blurpool (netspec_blurpool). */
 const char *model_architecture(const Model *m);
 
+/* The steps whose output is stored in bfloat16 (--use_amp on the CPU: a bf16 convolution's that
+ * batch norms alone read, model.c), and in *saved the bytes that saves at the largest batch
+ * (less the float32 buffer they are widened into). */
+int model_bf16_outputs(const Model *m, size_t *saved);
+
 /* How many batch-norm layers (bn_tracked and bn_info hold one each). */
 int model_bn_count(const Model *m);
 
 /* The outputs of the ReLUs of the last forward, in the order PyTorch's forward calls F.relu
- * (for comparisons with it): how many, and the k-th with its [last_N, *H, *W, *C] shape. */
+ * (for comparisons with it): how many, and the k-th with its [last_N, *H, *W, *C] shape (one
+ * stored in bf16 under --use_amp widened into a buffer of the model, until the next call). */
 int model_relu_count(const Model *m);
 const float *model_relu_output(const Model *m, int k, int *H, int *W, int *C);
 /* The name of the k-th's ReLU node (the last of a fused batch norm's group), for comparisons

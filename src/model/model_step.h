@@ -25,6 +25,8 @@ struct ModelStep {
     int fused_act;            /* bn: an act node fused (its fn and slope below) */
     int C_in, H_in, W_in, C, H, W;
     int act;                  /* y holds activations (act_bytes), else float32 */
+    int y_bf16;               /* y holds bfloat16 (uint16_t): a bf16 convolution's output that batch norms
+                               * alone read, or a batch norm's that bf16 convolutions alone read (model.c) */
     Conv2d conv;
     size_t w_off, b_off;      /* conv weight / bn weight / linear weight; bn or linear bias */
     size_t rmean_off, rvar_off;
@@ -78,7 +80,7 @@ static inline const float *model_value(const Model *m, int step) {
 /* Elements of a step's output for N images, and the bytes of one element. */
 static inline size_t step_numel(const ModelStep *st, int N) { return (size_t)N * st->H * st->W * st->C; }
 static inline size_t step_elem_bytes(const Model *m, const ModelStep *st) {
-    return st->act ? m->be->act_bytes() : sizeof(float);
+    return st->act ? m->be->act_bytes() : sizeof(float);   /* y_bf16: a conv's or bn's, which none asks */
 }
 
 /* The key of a dropout or stochastic-depth step's draws in this forward: the model's noise key
@@ -87,13 +89,14 @@ uint64_t step_noise_key(const Model *m, const ModelStep *st);
 
 /* ---- the slots of one backward (model_slots.c) -------------------------------------------- */
 
-/* Which slot holds each step's output gradient, which are free. A slot has the size of the
- * gradient it was made for: a gradient takes the smallest free slot that holds it, or, in the
- * dry run, a new one of its size. The dry run computes nothing (every pointer is NULL) and records the slots it made, which
- * model_init_net allocates; a real backward makes the same choices in the same order, so they
- * suffice. Slots of one size serve every gradient of that size: a DenseNet's many small
- * feature maps, whose gradients all wait in a block's backward, hold their own size each, not
- * the largest map's. */
+/* Which slot holds each step's output gradient, which are free. A gradient takes the smallest
+ * free slot that holds it; in the dry run, where none does, the largest free slot grown to its
+ * size, or a new one of its size when none is free. The dry run computes nothing (every pointer
+ * is NULL) and records the slots it made, which model_init_net allocates, and the slot each
+ * take got (script); a real backward asks for the same gradients in the same order and takes
+ * the same slots, so they suffice. Small slots serve the small gradients: a DenseNet's many
+ * small feature maps, whose gradients all wait in a block's backward, hold their own size
+ * each, not the largest map's. */
 typedef struct Slots {
     Model *m;
     int dry;
@@ -101,9 +104,12 @@ typedef struct Slots {
     int *busy;        /* slot -> in use */
     size_t *bytes;    /* slot -> its size */
     int n, cap;       /* slots made, and room for */
+    int *script;      /* the slot of each slot_take of the dry run, in order (model_slots.c) */
+    int n_script, cap_script;
+    int k;            /* slot_takes so far */
 } Slots;
 
-/* The smallest free slot of at least `bytes` (a step's grad_bytes). */
+/* A free slot of at least `bytes` (a step's grad_bytes): the dry run's choice (above). */
 int slot_take(Slots *s, size_t bytes);
 void slot_give(Slots *s, int i);
 float *slot_ptr(const Slots *s, int i);

@@ -155,6 +155,15 @@ typedef struct Backend {
     /* The memory of c's forward and backward on N images of H x W (ConvMemory), from the plan
      * the backend would make for them; NULL on a backend that counts none. */
     void (*conv2d_memory)(Conv2d *c, int N, int H, int W, ConvMemory *m);
+    /* --use_amp on the CPU's 16-bit storage (conv_cpu.h): whether c computes in bfloat16 on N
+     * images of H x W; then, conv2d_bf16_io: its input x (in) and output y (out) bfloat16
+     * (uint16_t) from now on; widen_bf16 y[i] = x[i], bfloat16 to float32 (exact); narrow_bf16
+     * y[i] = x[i] rounded to bfloat16 as the convolutions round a float32 input. NULL on a
+     * backend without them (the model then stores everything as before). */
+    int (*conv2d_is_bf16)(Conv2d *c, int N, int H, int W);
+    void (*conv2d_bf16_io)(Conv2d *c, int in, int out);
+    void (*widen_bf16)(const void *x, float *y, size_t n);
+    void (*narrow_bf16)(const float *x, void *y, size_t n);
     /* 1: conv2d_init takes groups and dilation above 1, and rectangular kernels; 0: it takes
      * only dense, undilated, square convolutions, and a network that has others is refused
      * before anything is set up */

@@ -3,6 +3,7 @@
  * (linear_cpu.c, oneDNN's sgemm) and the OpenMP kernels of ops_cpu.c, act_cpu.c, scale_cpu.c and optim_cpu.c. Counts, loss and correct-count pointers are plain host variables here. */
 #include <math.h>
 #include <string.h>
+#include <stdint.h>
 
 #include "act_cpu.h"
 #include "backend.h"
@@ -55,6 +56,14 @@ static void cpu_softmax_xent(const float *logits, const int *labels, int N, int 
 static void cpu_relu_forward(const float *restrict x, float *restrict y, size_t n) {
     #pragma omp parallel for simd schedule(static)
     for (size_t i = 0; i < n; i++) y[i] = x[i] < 0.0f ? 0.0f : x[i];   /* NaN stays NaN, as torch.relu */
+}
+
+/* bfloat16 is the upper half of a float32: widening is a shift, exact for every value. */
+static void cpu_widen_bf16(const void *x, float *restrict y, size_t n) {
+    const uint16_t *restrict h = x;
+    uint32_t *restrict u = (uint32_t *)y;
+    #pragma omp parallel for simd schedule(static)
+    for (size_t i = 0; i < n; i++) u[i] = (uint32_t)h[i] << 16;
 }
 
 static void cpu_relu_mask_copy(float *restrict g, const float *restrict y, float *restrict out, size_t n) {
@@ -144,6 +153,10 @@ const Backend backend_cpu = {
     .conv2d_backward = conv2d_backward,
     .conv2d_weights_changed = conv2d_weights_changed,
     .conv2d_memory = conv2d_memory,
+    .conv2d_is_bf16 = conv2d_is_bf16,
+    .conv2d_bf16_io = conv2d_bf16_io,
+    .widen_bf16 = cpu_widen_bf16,
+    .narrow_bf16 = conv2d_narrow_bf16,
     .conv_grouped = 1,
     .bias_add = bias_add,
     .bias_grad = bias_grad,

@@ -19,6 +19,7 @@
 #include <oneapi/dnnl/dnnl.h>
 
 #include "cpu_isa.h"
+#include "onednn.h"
 #include "depthwise.h"
 #include "winograd.h"
 #endif
@@ -28,203 +29,15 @@
  * ====================================================================================== */
 #ifdef HAVE_DNNL
 
-static void dnnl_fail(dnnl_status_t st, const char *call, const char *file, int line) {
-    char d[64];
-    snprintf(d, sizeof d, "dnnl status %d", (int)st);
-    fail_at(file, line, call, d);
-}
-#define DNNL_CHECK(call) do { dnnl_status_t st_ = (call); \
-    if (st_ != dnnl_success) dnnl_fail(st_, #call, __FILE__, __LINE__); } while (0)
-
-/* Process-wide backend resources. The engine and stream are what oneDNN expects one of per
- * device. The workspace holds the layout-converted activations of the call in progress: those
- * live only inside one conv2d_* call, so one buffer serves every layer instead of each layer
- * keeping tens of MB of its own. The scratchpad is the same idea for oneDNN's own temporary
- * buffers: every primitive is created with a user-managed scratchpad, and all of them share
- * this one (left to itself oneDNN 2.x gives each primitive a private one for its lifetime).
- * Calls come from a single thread (the model's). */
+/* The settings of the convolutions initialised from now on, and what the bf16 plans found. */
 static struct {
-    dnnl_engine_t engine;
-    dnnl_stream_t stream;
-    float *ws;
-    size_t ws_bytes;
-    unsigned char *sp;  /* scratchpad, followed by SP_GUARD bytes of guard */
-    size_t sp_bytes;
     int winograd;   /* 1: Winograd for 3x3 stride-1 convs where oneDNN has it */
     int own_winograd;   /* 1: winograd.c where it is selected (wino_selected) */
     int own_depthwise;  /* 1: depthwise.c where it is selected (dw_selected) */
     int bf16;           /* 1: bfloat16 through oneDNN (conv2d_use_bf16) */
     int bf16_fallbacks; /* plans that stayed float32: oneDNN had only its reference bf16 code */
-} g_dnnl = { NULL, NULL, NULL, 0, NULL, 0, 1, 1, 1, 0, 0 };
-
-/* A guard zone after each primitive's scratchpad, filled with a pattern before the primitive
- * runs and checked after: a kernel that writes past the scratchpad it asked for (oneDNN 2.6's
- * jit_1x1:avx2 did, see subsample) is reported as an error instead of corrupting memory
- * that is silently used later. Checking 4 KiB costs nothing next to a convolution. */
-#define SP_GUARD 4096
-#define SP_GUARD_BYTE 0xA5
-
-/* A primitive with the scratchpad it needs. */
-typedef struct Prim {
-    dnnl_primitive_t p;
-    dnnl_memory_t sp_mem;   /* NULL when sp_bytes == 0 */
-    size_t sp_bytes;
-    const char *what;       /* for the guard's error message */
-    char impl[64];          /* oneDNN's implementation name */
-} Prim;
-
-static void dnnl_ctx_init(void) {
-    if (g_dnnl.engine) return;
-    DNNL_CHECK(dnnl_engine_create(&g_dnnl.engine, dnnl_cpu, 0));
-    DNNL_CHECK(dnnl_stream_create(&g_dnnl.stream, g_dnnl.engine, dnnl_stream_default_flags));
-}
-
-/* Grow the shared workspace to at least `need` bytes. Growing moves it, so each conv call
- * reserves its whole need first and only then binds pointers into it. */
-static void ws_reserve(size_t need) {
-    if (need <= g_dnnl.ws_bytes) return;
-    free(g_dnnl.ws);
-    g_dnnl.ws = alignedAllocCheck(need);
-    g_dnnl.ws_bytes = need;
-}
-
-static void sp_reserve(size_t need) {
-    if (need <= g_dnnl.sp_bytes) return;
-    free(g_dnnl.sp);
-    g_dnnl.sp = alignedAllocCheck(need + SP_GUARD);
-    g_dnnl.sp_bytes = need;
-}
-
-static void exec(const Prim *p, int nargs, const dnnl_exec_arg_t *args) {
-    dnnl_exec_arg_t a[8];
-    CHECK(nargs < 8);
-    memcpy(a, args, (size_t)nargs * sizeof *a);
-    if (p->sp_mem) {
-        sp_reserve(p->sp_bytes);
-        DNNL_CHECK(dnnl_memory_set_data_handle(p->sp_mem, g_dnnl.sp));
-        a[nargs].arg = DNNL_ARG_SCRATCHPAD;
-        a[nargs++].memory = p->sp_mem;
-    } else if (!g_dnnl.sp) {
-        sp_reserve(64);
-    }
-    unsigned char *guard = g_dnnl.sp + p->sp_bytes;
-    memset(guard, SP_GUARD_BYTE, SP_GUARD);
-    DNNL_CHECK(dnnl_primitive_execute(p->p, g_dnnl.stream, nargs, a));
-    DNNL_CHECK(dnnl_stream_wait(g_dnnl.stream));
-    for (size_t i = 0; i < SP_GUARD; i++)
-        if (guard[i] != SP_GUARD_BYTE)
-            die("internal error: oneDNN's %s (%s) wrote past the end of its %zu-byte scratchpad; "
-                "its results cannot be trusted", p->what, p->impl, p->sp_bytes);
-}
-
-/* Every primitive descriptor is created with these attributes: a user-managed scratchpad. */
-static dnnl_primitive_attr_t attr_new(void) {
-    dnnl_primitive_attr_t attr;
-    DNNL_CHECK(dnnl_primitive_attr_create(&attr));
-    DNNL_CHECK(dnnl_primitive_attr_set_scratchpad_mode(attr, dnnl_scratchpad_mode_user));
-    return attr;
-}
-
-static Prim prim_new(const_dnnl_primitive_desc_t pd, const char *what) {
-    Prim p = { .what = what };
-    DNNL_CHECK(dnnl_primitive_create(&p.p, pd));
-    const dnnl_memory_desc_t *md = dnnl_primitive_desc_query_md(pd, dnnl_query_scratchpad_md, 0);
-    p.sp_bytes = md ? dnnl_memory_desc_get_size(md) : 0;
-    if (p.sp_bytes) {
-        p.sp_bytes = (p.sp_bytes + 63) / 64 * 64;
-        DNNL_CHECK(dnnl_memory_create(&p.sp_mem, md, g_dnnl.engine, DNNL_MEMORY_NONE));
-    }
-    const char *impl = NULL;
-    DNNL_CHECK(dnnl_primitive_desc_query(pd, dnnl_query_impl_info_str, 0, &impl));
-    snprintf(p.impl, sizeof p.impl, "%s", impl ? impl : "?");
-    return p;
-}
-
-static void prim_free(Prim *p) {
-    if (p->sp_mem) DNNL_CHECK(dnnl_memory_destroy(p->sp_mem));
-    if (p->p) DNNL_CHECK(dnnl_primitive_destroy(p->p));
-    memset(p, 0, sizeof *p);
-}
-
-static dnnl_memory_t mem_new(const dnnl_memory_desc_t *md, void *handle) {
-    dnnl_memory_t m;
-    DNNL_CHECK(dnnl_memory_create(&m, md, g_dnnl.engine, handle));
-    return m;
-}
-
-static void mem_set(dnnl_memory_t m, const void *p) {
-    /* oneDNN takes non-const handles for inputs too; it never writes to a source argument. */
-    DNNL_CHECK(dnnl_memory_set_data_handle(m, (void *)p));
-}
-
-static Prim reorder_new(const dnnl_memory_desc_t *from, const dnnl_memory_desc_t *to,
-                        int accumulate) {
-    dnnl_primitive_attr_t attr = attr_new();
-    dnnl_post_ops_t po = NULL;
-    if (accumulate) {
-        /* sum post-op: to = from + 1.0 * to, i.e. += into the gradient buffer. */
-        DNNL_CHECK(dnnl_post_ops_create(&po));
-        DNNL_CHECK(dnnl_post_ops_append_sum(po, 1.0f));
-        DNNL_CHECK(dnnl_primitive_attr_set_post_ops(attr, po));
-    }
-    dnnl_primitive_desc_t pd;
-    DNNL_CHECK(dnnl_reorder_primitive_desc_create(&pd, from, g_dnnl.engine, to, g_dnnl.engine, attr));
-    Prim p = prim_new(pd, "reorder");
-    DNNL_CHECK(dnnl_primitive_desc_destroy(pd));
-    if (po) DNNL_CHECK(dnnl_post_ops_destroy(po));
-    DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
-    return p;
-}
-
-/* An activation argument of a primitive: the user's NHWC tensor and, when the primitive wants
- * another layout (Winograd wants nChw16c), a converted copy in the workspace with the reorder
- * that produces it (inputs) or consumes it (outputs). */
-typedef struct Port {
-    dnnl_memory_t user;      /* NHWC, handle set per call */
-    dnnl_memory_t prim;      /* == user when no conversion is needed */
-    Prim reorder;
-    size_t ws_off, bytes;    /* place of the converted copy in the workspace */
-} Port;
-
-static void port_init(Port *pt, const dnnl_memory_desc_t *user_md, const dnnl_memory_desc_t *prim_md,
-                      int is_input, size_t *ws_top) {
-    memset(pt, 0, sizeof *pt);
-    pt->user = mem_new(user_md, DNNL_MEMORY_NONE);
-    if (dnnl_memory_desc_equal(user_md, prim_md)) {
-        pt->prim = pt->user;
-        return;
-    }
-    pt->prim = mem_new(prim_md, DNNL_MEMORY_NONE);
-    pt->reorder = is_input ? reorder_new(user_md, prim_md, 0) : reorder_new(prim_md, user_md, 0);
-    pt->bytes = (dnnl_memory_desc_get_size(prim_md) + 63) / 64 * 64;
-    pt->ws_off = *ws_top;
-    *ws_top += pt->bytes;
-}
-
-static void port_free(Port *pt) {
-    if (pt->prim && pt->prim != pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->prim));
-    if (pt->user) DNNL_CHECK(dnnl_memory_destroy(pt->user));
-    prim_free(&pt->reorder);
-    memset(pt, 0, sizeof *pt);
-}
-
-/* Point the port at the user's tensor (and at the workspace), converting inputs in. */
-static void port_bind(Port *pt, const void *user_ptr, int is_input) {
-    mem_set(pt->user, user_ptr);
-    if (pt->prim == pt->user) return;
-    mem_set(pt->prim, (char *)g_dnnl.ws + pt->ws_off);
-    if (is_input) {
-        dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->user }, { DNNL_ARG_TO, pt->prim } };
-        exec(&pt->reorder, 2, a);
-    }
-}
-
-/* After the primitive ran: convert an output back into the user's NHWC tensor. */
-static void port_flush(Port *pt) {
-    if (pt->prim == pt->user) return;
-    dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, pt->prim }, { DNNL_ARG_TO, pt->user } };
-    exec(&pt->reorder, 2, a);
-}
+    struct Narrow *narrow;   /* conv2d_narrow_bf16's reorders, one per length */
+} g_dnnl = { 1, 1, 1, 0, 0, NULL };
 
 /* A copy of the OIHW master weights in a layout some primitive asked for. */
 typedef struct WeightCopy {
@@ -251,6 +64,8 @@ typedef struct ConvPlan {
     size_t dw_off;                  /* dw_prim's place in the workspace */
     int sub;                        /* strided 1x1: oneDNN sees the subsampled input, stride 1 */
     int bf16;                       /* src, weights and diff_dst in bfloat16 (conv2d_use_bf16) */
+    size_t wf_off, wb_off;          /* bf16: the weights' copies for forward and backward-data in the
+                                     * workspace (weights_in_ws), none held per convolution */
     size_t sub_bytes;               /* that input (at workspace offset 0) and its gradient (next) */
     struct ConvPlan *next;
 } ConvPlan;
@@ -268,6 +83,7 @@ typedef struct ConvImpl {
     int own_winograd;               /* g_dnnl.own_winograd, likewise */
     int own_depthwise;              /* g_dnnl.own_depthwise, likewise */
     int bf16;                       /* g_dnnl.bf16, likewise */
+    int in_bf16, out_bf16;          /* conv2d_bf16_io: x, y bfloat16 NHWC */
     int avx512;                     /* the ISA oneDNN and depthwise.c run is AVX-512 (cpu_isa.h) */
     struct WinoPlan *wino_plans;    /* winograd.c's plans, see wino_plan_get */
     char wino_name[32];
@@ -304,8 +120,8 @@ static dnnl_memory_desc_t w_md(const ConvShape *sh, int any) {
 
 static dnnl_primitive_desc_t pd_new(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_desc_t hint) {
     dnnl_primitive_desc_t pd;
-    dnnl_primitive_attr_t attr = attr_new();
-    DNNL_CHECK(dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, hint));
+    dnnl_primitive_attr_t attr = dnn_attr_new();
+    DNNL_CHECK(dnnl_primitive_desc_create(&pd, cd, attr, dnn_engine(), hint));
     DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
     return pd;
 }
@@ -314,16 +130,16 @@ static dnnl_primitive_desc_t pd_new(const dnnl_convolution_desc_t *cd, const_dnn
  * below AVX-512). */
 static dnnl_primitive_desc_t pd_try_hint(const dnnl_convolution_desc_t *cd, const_dnnl_primitive_desc_t hint) {
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_attr_t attr = attr_new();
-    if (dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, hint) != dnnl_success) pd = NULL;
+    dnnl_primitive_attr_t attr = dnn_attr_new();
+    if (dnnl_primitive_desc_create(&pd, cd, attr, dnn_engine(), hint) != dnnl_success) pd = NULL;
     DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
     return pd;
 }
 
 static dnnl_primitive_desc_t pd_try(const dnnl_convolution_desc_t *cd) {
     dnnl_primitive_desc_t pd = NULL;
-    dnnl_primitive_attr_t attr = attr_new();
-    if (dnnl_primitive_desc_create(&pd, cd, attr, g_dnnl.engine, NULL) != dnnl_success) pd = NULL;
+    dnnl_primitive_attr_t attr = dnn_attr_new();
+    if (dnnl_primitive_desc_create(&pd, cd, attr, dnn_engine(), NULL) != dnnl_success) pd = NULL;
     DNNL_CHECK(dnnl_primitive_attr_destroy(attr));
     return pd;
 }
@@ -365,6 +181,11 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
 
     const dnnl_memory_desc_t x_nhwc = md4(N, sh->C_in, H, W, dnnl_nhwc);
     const dnnl_memory_desc_t y_nhwc = md4(N, sh->C_out, Ho, Wo, dnnl_nhwc);
+    /* the caller's output tensor: bfloat16 where conv2d_bf16_io asked for it (the dst in 16
+     * bits as the bf16 primitive writes it, or a float32 fallback plan's rounded by the port) */
+    const dnnl_memory_desc_t y_user = md4t(N, sh->C_out, Ho, Wo, dnnl_nhwc, im->out_bf16 ? dnnl_bf16 : dnnl_f32);
+    /* and its input tensor, likewise (conv2d_bf16_io); its gradient dx stays float32 */
+    const dnnl_memory_desc_t x_user = md4t(N, sh->C_in, H, W, dnnl_nhwc, im->in_bf16 ? dnnl_bf16 : dnnl_f32);
     const dnnl_memory_desc_t w_oihw = w_md(sh, 0);   /* GOIHW when grouped */
     const dnnl_memory_desc_t w_any = w_md_t(sh, 1, lp);
     const dnnl_memory_desc_t x_any = md4t(N, sh->C_in, H, W, dnnl_format_tag_any, lp);
@@ -434,38 +255,45 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
     /* Forward and backward do not overlap in time, so each lays its converted copies out from
      * the same offset of the workspace: after the subsampled x and dx of a strided 1x1 conv. */
     size_t top = 2 * pl->sub_bytes;
-    port_init(&pl->x_f, &x_nhwc, q_md(fpd, dnnl_query_src_md), 1, &top);
-    port_init(&pl->y_f, &y_nhwc, q_md(fpd, dnnl_query_dst_md), 0, &top);
+    dnn_port_init(&pl->x_f, &x_user, q_md(fpd, dnnl_query_src_md), 1, &top);
+    dnn_port_init(&pl->y_f, &y_user, q_md(fpd, dnnl_query_dst_md), 0, &top);
+    /* bf16: the weights' copy in the workspace too (weights_in_ws): converted on each call from
+     * the float32 master instead of held per convolution, which in training changes every step
+     * anyway (ResNet-50: 90 MiB of copies held, a 2 MiB place in the workspace instead) */
+    pl->wf_off = top;
+    if (bf16) top += (dnnl_memory_desc_get_size(q_md(fpd, dnnl_query_weights_md)) + 63) / 64 * 64;
     pl->ws_fwd = top;
 
     top = 2 * pl->sub_bytes;
-    port_init(&pl->dy_d, &y_nhwc, q_md(dpd, dnnl_query_diff_dst_md), 1, &top);
-    port_init(&pl->dx_d, &x_nhwc, q_md(dpd, dnnl_query_diff_src_md), 0, &top);
+    dnn_port_init(&pl->dy_d, &y_nhwc, q_md(dpd, dnnl_query_diff_dst_md), 1, &top);
+    dnn_port_init(&pl->dx_d, &x_nhwc, q_md(dpd, dnnl_query_diff_src_md), 0, &top);
     const dnnl_memory_desc_t *wdy = q_md(wpd, dnnl_query_diff_dst_md);
     pl->dy_shared = dnnl_memory_desc_equal(wdy, q_md(dpd, dnnl_query_diff_dst_md));
     if (pl->dy_shared) {
         /* Same layout: the weight gradient reads the copy converted for the data gradient
          * (only valid when both run, see conv2d_backward). */
         size_t no_space = 0;
-        port_init(&pl->dy_w, &y_nhwc, wdy, 1, &no_space);
+        dnn_port_init(&pl->dy_w, &y_nhwc, wdy, 1, &no_space);
         pl->dy_w.ws_off = pl->dy_d.ws_off;
     } else {
-        port_init(&pl->dy_w, &y_nhwc, wdy, 1, &top);
+        dnn_port_init(&pl->dy_w, &y_nhwc, wdy, 1, &top);
     }
-    port_init(&pl->x_w, &x_nhwc, q_md(wpd, dnnl_query_src_md), 1, &top);
+    dnn_port_init(&pl->x_w, &x_user, q_md(wpd, dnnl_query_src_md), 1, &top);
     const dnnl_memory_desc_t *dwm = q_md(wpd, dnnl_query_diff_weights_md);
     pl->dw_off = top;
     top += (dnnl_memory_desc_get_size(dwm) + 63) / 64 * 64;
+    pl->wb_off = top;
+    if (bf16) top += (dnnl_memory_desc_get_size(q_md(dpd, dnnl_query_weights_md)) + 63) / 64 * 64;
     pl->ws_bwd = top;
-    pl->dw_prim = mem_new(dwm, DNNL_MEMORY_NONE);
-    pl->dw_user = mem_new(&w_oihw, DNNL_MEMORY_NONE);
-    pl->dw_reorder = reorder_new(dwm, &w_oihw, 1);
+    pl->dw_prim = dnn_mem_new(dwm, DNNL_MEMORY_NONE);
+    pl->dw_user = dnn_mem_new(&w_oihw, DNNL_MEMORY_NONE);
+    pl->dw_reorder = dnn_reorder_new(dwm, &w_oihw, 1);
 
     pl->w_fwd_md = *q_md(fpd, dnnl_query_weights_md);
     pl->w_bwd_md = *q_md(dpd, dnnl_query_weights_md);
-    pl->fwd = prim_new(fpd, "convolution forward");
-    pl->bwd_data = prim_new(dpd, "convolution backward data");
-    pl->bwd_w = prim_new(wpd, "convolution backward weights");
+    pl->fwd = dnn_prim_new(fpd, "convolution forward");
+    pl->bwd_data = dnn_prim_new(dpd, "convolution backward data");
+    pl->bwd_w = dnn_prim_new(wpd, "convolution backward weights");
     DNNL_CHECK(dnnl_primitive_desc_destroy(fpd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(dpd));
     DNNL_CHECK(dnnl_primitive_desc_destroy(wpd));
@@ -473,15 +301,15 @@ static ConvPlan *plan_new(const Conv2d *c, int N, int H, int W, int bf16) {
 }
 
 static void plan_free(ConvPlan *pl) {
-    port_free(&pl->x_f); port_free(&pl->y_f);
-    port_free(&pl->dy_d); port_free(&pl->dx_d);
-    port_free(&pl->x_w); port_free(&pl->dy_w);
+    dnn_port_free(&pl->x_f); dnn_port_free(&pl->y_f);
+    dnn_port_free(&pl->dy_d); dnn_port_free(&pl->dx_d);
+    dnn_port_free(&pl->x_w); dnn_port_free(&pl->dy_w);
     DNNL_CHECK(dnnl_memory_destroy(pl->dw_prim));
     DNNL_CHECK(dnnl_memory_destroy(pl->dw_user));
-    prim_free(&pl->dw_reorder);
-    prim_free(&pl->fwd);
-    prim_free(&pl->bwd_data);
-    prim_free(&pl->bwd_w);
+    dnn_prim_free(&pl->dw_reorder);
+    dnn_prim_free(&pl->fwd);
+    dnn_prim_free(&pl->bwd_data);
+    dnn_prim_free(&pl->bwd_w);
     free(pl);
 }
 
@@ -511,12 +339,14 @@ static ConvPlan *plan_get(Conv2d *c, int N, int H, int W) {
 static void weight_copy_free(WeightCopy *wc) {
     DNNL_CHECK(dnnl_memory_destroy(wc->mem));
     DNNL_CHECK(dnnl_memory_destroy(wc->user));
-    prim_free(&wc->reorder);
+    dnn_prim_free(&wc->reorder);
     memset(wc, 0, sizeof *wc);
 }
 
-/* The weights in layout `md`, refreshed from the OIHW master if it changed since. */
-static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const float *w) {
+/* The weights in layout `md`, refreshed from the OIHW master if it changed since; or, with
+ * `place` (a bf16 plan's, in the workspace), converted there on every call, the copy's memory
+ * object then owning no buffer. */
+static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const float *w, void *place) {
     const ConvShape *sh = &c->shape;
     ConvImpl *im = c->impl;
     WeightCopy *wc = NULL;
@@ -532,15 +362,19 @@ static dnnl_memory_t weights_get(Conv2d *c, const dnnl_memory_desc_t *md, const 
         }
         const dnnl_memory_desc_t oihw = w_md(sh, 0);   /* the master's layout: GOIHW when grouped */
         wc->md = *md;
-        wc->mem = mem_new(md, DNNL_MEMORY_ALLOCATE);
-        wc->user = mem_new(&oihw, DNNL_MEMORY_NONE);
-        wc->reorder = reorder_new(&oihw, md, 0);
+        wc->mem = dnn_mem_new(md, place ? DNNL_MEMORY_NONE : DNNL_MEMORY_ALLOCATE);
+        wc->user = dnn_mem_new(&oihw, DNNL_MEMORY_NONE);
+        wc->reorder = dnn_reorder_new(&oihw, md, 0);
         wc->version = im->w_version - 1;
     }
+    if (place) {
+        dnn_mem_set(wc->mem, place);
+        wc->version = im->w_version - 1;   /* the place is shared: never taken as current */
+    }
     if (wc->version != im->w_version || wc->src != w) {
-        mem_set(wc->user, w);
+        dnn_mem_set(wc->user, w);
         dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, wc->user }, { DNNL_ARG_TO, wc->mem } };
-        exec(&wc->reorder, 2, a);
+        dnn_exec(&wc->reorder, 2, a);
         wc->version = im->w_version;
         wc->src = w;
     }
@@ -655,7 +489,7 @@ static const char *dw_name(Conv2d *c) {
 void conv2d_init(Conv2d *c, const ConvShape *shape) {
     CHECK(conv_shape_valid(shape));
     c->shape = conv_shape_norm(shape);
-    dnnl_ctx_init();
+    dnn_init();
     ConvImpl *im = callocCheck(1, sizeof *im);
     im->w_version = 1;
     im->winograd = g_dnnl.winograd;
@@ -685,15 +519,17 @@ void conv2d_weights_changed(Conv2d *c) {
 }
 
 /* x[n, h*s, w*s, :] for the Ho x Wo output pixels of a strided 1x1 conv. */
-static void subsample(const Conv2d *c, int N, int H, int W, const float *x, float *xs) {
+static void subsample(const Conv2d *c, int N, int H, int W, const void *x, void *xs) {
     const ConvShape *sh = &c->shape;
-    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), C = sh->C_in, s = sh->stride;
+    const int Ho = conv_out_size(sh, H), Wo = conv_out_size(sh, W), s = sh->stride;
+    /* a pixel's C values: float32, or bfloat16 (conv2d_bf16_io) */
+    const size_t px = (size_t)sh->C_in * (((const ConvImpl *)c->impl)->in_bf16 ? sizeof(uint16_t) : sizeof(float));
     #pragma omp parallel for schedule(static)
     for (long nh = 0; nh < (long)N * Ho; nh++) {
         const int n = (int)(nh / Ho), ho = (int)(nh % Ho);
         for (int wo = 0; wo < Wo; wo++)
-            memcpy(xs + ((size_t)nh * Wo + wo) * C, x + (((size_t)n * H + ho * s) * W + wo * s) * C,
-                   (size_t)C * sizeof(float));
+            memcpy((char *)xs + ((size_t)nh * Wo + wo) * px, (const char *)x + (((size_t)n * H + ho * s) * W + wo * s) * px,
+                   px);
     }
 }
 
@@ -715,76 +551,76 @@ static void upsample_grad(const Conv2d *c, int N, int H, int W, const float *dxs
 
 void conv2d_forward(Conv2d *c, int N, int H, int W, const float *x, const float *w, float *y) {
     if (dw_selected(c, N, H, W)) {
-        ws_reserve(depthwise_workspace_bytes(&c->shape, N, H, W));
-        depthwise_forward(&c->shape, N, H, W, x, w, y, g_dnnl.ws);
+        dnn_ws_reserve(depthwise_workspace_bytes(&c->shape, N, H, W));
+        depthwise_forward(&c->shape, N, H, W, x, w, y, dnn_ws());
         return;
     }
     WinoPlan *wp = wino_plan_get(c, N, H, W);
     if (wp) {
-        ws_reserve(winograd_workspace_bytes(&wp->p));
-        winograd_forward(&wp->p, w, x, y, g_dnnl.ws);
+        dnn_ws_reserve(winograd_workspace_bytes(&wp->p));
+        winograd_forward(&wp->p, w, x, y, dnn_ws());
         return;
     }
     ConvPlan *pl = plan_get(c, N, H, W);
-    ws_reserve(pl->ws_fwd);
+    dnn_ws_reserve(pl->ws_fwd);
     if (pl->sub) {
-        subsample(c, N, H, W, x, g_dnnl.ws);
-        x = g_dnnl.ws;
+        subsample(c, N, H, W, x, dnn_ws());
+        x = dnn_ws();
     }
-    dnnl_memory_t wm = weights_get(c, &pl->w_fwd_md, w);
-    port_bind(&pl->x_f, x, 1);
-    port_bind(&pl->y_f, y, 0);
+    dnnl_memory_t wm = weights_get(c, &pl->w_fwd_md, w, pl->bf16 ? (char *)dnn_ws() + pl->wf_off : NULL);
+    dnn_port_bind(&pl->x_f, x, 1);
+    dnn_port_bind(&pl->y_f, y, 0);
     dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_f.prim }, { DNNL_ARG_WEIGHTS, wm },
                              { DNNL_ARG_DST, pl->y_f.prim } };
-    exec(&pl->fwd, 3, a);
-    port_flush(&pl->y_f);
+    dnn_exec(&pl->fwd, 3, a);
+    dnn_port_flush(&pl->y_f);
 }
 
 void conv2d_backward(Conv2d *c, int N, int H, int W, const float *x, const float *w,
                      const float *dy, float *dx, float *dw) {
     if (dw_selected(c, N, H, W)) {
-        ws_reserve(depthwise_workspace_bytes(&c->shape, N, H, W));
-        depthwise_backward(&c->shape, N, H, W, x, w, dy, dx, dw, g_dnnl.ws);
+        dnn_ws_reserve(depthwise_workspace_bytes(&c->shape, N, H, W));
+        depthwise_backward(&c->shape, N, H, W, x, w, dy, dx, dw, dnn_ws());
         return;
     }
     WinoPlan *wp = wino_plan_get(c, N, H, W);
     if (wp) {
-        ws_reserve(winograd_workspace_bytes(&wp->p));
-        winograd_backward(&wp->p, w, x, dy, dx, dw, g_dnnl.ws);
+        dnn_ws_reserve(winograd_workspace_bytes(&wp->p));
+        winograd_backward(&wp->p, w, x, dy, dx, dw, dnn_ws());
         return;
     }
     ConvPlan *pl = plan_get(c, N, H, W);
-    ws_reserve(pl->ws_bwd);
+    dnn_ws_reserve(pl->ws_bwd);
     float *dx_user = dx;
     if (pl->sub) {
-        subsample(c, N, H, W, x, g_dnnl.ws);
-        x = g_dnnl.ws;
-        if (dx) dx = (float *)((char *)g_dnnl.ws + pl->sub_bytes);
+        subsample(c, N, H, W, x, dnn_ws());
+        x = dnn_ws();
+        if (dx) dx = (float *)((char *)dnn_ws() + pl->sub_bytes);
     }
     if (dx) {
-        dnnl_memory_t wm = weights_get(c, &pl->w_bwd_md, w);
-        port_bind(&pl->dy_d, dy, 1);
-        port_bind(&pl->dx_d, dx, 0);
+        dnnl_memory_t wm = weights_get(c, &pl->w_bwd_md, w, pl->bf16 ? (char *)dnn_ws() + pl->wb_off : NULL);
+        dnn_port_bind(&pl->dy_d, dy, 1);
+        dnn_port_bind(&pl->dx_d, dx, 0);
         dnnl_exec_arg_t a[3] = { { DNNL_ARG_DIFF_DST, pl->dy_d.prim }, { DNNL_ARG_WEIGHTS, wm },
                                  { DNNL_ARG_DIFF_SRC, pl->dx_d.prim } };
-        exec(&pl->bwd_data, 3, a);
-        port_flush(&pl->dx_d);
+        dnn_exec(&pl->bwd_data, 3, a);
+        dnn_port_flush(&pl->dx_d);
         if (pl->sub) upsample_grad(c, N, H, W, dx, dx_user);
     }
     if (pl->dy_shared && dx) {
-        mem_set(pl->dy_w.user, dy);   /* converted copy already in place */
-        if (pl->dy_w.prim != pl->dy_w.user) mem_set(pl->dy_w.prim, (char *)g_dnnl.ws + pl->dy_w.ws_off);
+        dnn_mem_set(pl->dy_w.user, dy);   /* converted copy already in place */
+        if (pl->dy_w.prim != pl->dy_w.user) dnn_mem_set(pl->dy_w.prim, (char *)dnn_ws() + pl->dy_w.ws_off);
     } else {
-        port_bind(&pl->dy_w, dy, 1);
+        dnn_port_bind(&pl->dy_w, dy, 1);
     }
-    port_bind(&pl->x_w, x, 1);
-    DNNL_CHECK(dnnl_memory_set_data_handle(pl->dw_prim, (char *)g_dnnl.ws + pl->dw_off));
+    dnn_port_bind(&pl->x_w, x, 1);
+    DNNL_CHECK(dnnl_memory_set_data_handle(pl->dw_prim, (char *)dnn_ws() + pl->dw_off));
     dnnl_exec_arg_t a[3] = { { DNNL_ARG_SRC, pl->x_w.prim }, { DNNL_ARG_DIFF_DST, pl->dy_w.prim },
                              { DNNL_ARG_DIFF_WEIGHTS, pl->dw_prim } };
-    exec(&pl->bwd_w, 3, a);
-    mem_set(pl->dw_user, dw);
+    dnn_exec(&pl->bwd_w, 3, a);
+    dnn_mem_set(pl->dw_user, dw);
     dnnl_exec_arg_t r[2] = { { DNNL_ARG_FROM, pl->dw_prim }, { DNNL_ARG_TO, pl->dw_user } };
-    exec(&pl->dw_reorder, 2, r);
+    dnn_exec(&pl->dw_reorder, 2, r);
 }
 
 void conv2d_use_winograd(int enable) {
@@ -803,6 +639,7 @@ void conv2d_use_bf16(int enable) {
     g_dnnl.bf16 = enable != 0;
 }
 
+
 int conv2d_bf16_fallbacks(void) {
     return g_dnnl.bf16_fallbacks;
 }
@@ -812,12 +649,57 @@ int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
     return im->bf16 && plan_get(c, N, H, W)->bf16;
 }
 
+void conv2d_bf16_io(Conv2d *c, int in, int out) {
+    ConvImpl *im = c->impl;
+    CHECK(im->bf16);
+    while (im->plans) {   /* made for float32 tensors: made again at the next call */
+        ConvPlan *next = im->plans->next;
+        plan_free(im->plans);
+        im->plans = next;
+    }
+    im->in_bf16 |= in != 0;
+    im->out_bf16 |= out != 0;
+}
+
+/* The rounding is oneDNN's own reorder from float32 to bf16, the conversion a convolution's
+ * port applies to a float32 input, so that the bits are those the convolution would have
+ * made of the float32 tensor. One reorder per length, kept. */
+typedef struct Narrow {
+    size_t n;
+    Prim r;
+    dnnl_memory_t from, to;
+    struct Narrow *next;
+} Narrow;
+
+void conv2d_narrow_bf16(const float *x, void *y, size_t n) {
+    dnn_init();
+    Narrow *p = g_dnnl.narrow;
+    while (p && p->n != n) p = p->next;
+    if (!p) {
+        p = callocCheck(1, sizeof *p);
+        p->n = n;
+        dnnl_memory_desc_t f, t;
+        const dnnl_dims_t dims = { (dnnl_dim_t)n };
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&f, 1, dims, dnnl_f32, dnnl_a));
+        DNNL_CHECK(dnnl_memory_desc_init_by_tag(&t, 1, dims, dnnl_bf16, dnnl_a));
+        p->r = dnn_reorder_new(&f, &t, 0);
+        p->from = dnn_mem_new(&f, DNNL_MEMORY_NONE);
+        p->to = dnn_mem_new(&t, DNNL_MEMORY_NONE);
+        p->next = g_dnnl.narrow;
+        g_dnnl.narrow = p;
+    }
+    dnn_mem_set(p->from, x);
+    dnn_mem_set(p->to, y);
+    dnnl_exec_arg_t a[2] = { { DNNL_ARG_FROM, p->from }, { DNNL_ARG_TO, p->to } };
+    dnn_exec(&p->r, 2, a);
+}
+
 /* oneDNN's bf16 kernels: native where the CPU multiplies bf16 itself (avx512_bf16, AMX),
  * emulated with float32 instructions on plain AVX-512 (avx512_core), none below it (only the
  * reference loops). Asked of a probe convolution's primitives rather than assumed from the
  * ISA, with the implementation each gets. */
 CpuBf16Path conv2d_bf16_path(char *impl, size_t n) {
-    dnnl_ctx_init();
+    dnn_init();
     const int saved = g_dnnl.bf16;
     g_dnnl.bf16 = 1;
     Conv2d a;
@@ -860,7 +742,9 @@ void conv2d_memory(Conv2d *c, int N, int H, int W, ConvMemory *m) {
     for (size_t i = 0; i < sizeof prims / sizeof *prims; i++)
         if (prims[i]->sp_bytes > m->scratchpad) m->scratchpad = prims[i]->sp_bytes;
     m->scratchpad += SP_GUARD;
-    /* weights_get's copies: one per layout the forward and the backward-data primitives take */
+    /* weights_get's copies: one per layout the forward and the backward-data primitives take;
+     * a bf16 plan's are in its workspace */
+    if (pl->bf16) return;
     m->held = dnnl_memory_desc_get_size(&pl->w_fwd_md);
     if (!dnnl_memory_desc_equal(&pl->w_fwd_md, &pl->w_bwd_md)) m->held += dnnl_memory_desc_get_size(&pl->w_bwd_md);
 }
@@ -908,6 +792,14 @@ int conv2d_bf16_fallbacks(void) { return 0; }
 int conv2d_is_bf16(Conv2d *c, int N, int H, int W) {
     (void)c; (void)N; (void)H; (void)W;
     return 0;
+}
+void conv2d_bf16_io(Conv2d *c, int in, int out) {
+    (void)c; (void)in; (void)out;
+    CHECK(!"no bf16 convolution without oneDNN");
+}
+void conv2d_narrow_bf16(const float *x, void *y, size_t n) {
+    (void)x; (void)y; (void)n;
+    CHECK(!"no bf16 convolution without oneDNN");
 }
 CpuBf16Path conv2d_bf16_path(char *impl, size_t n) {
     snprintf(impl, n, "reference");

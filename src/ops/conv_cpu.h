@@ -63,6 +63,16 @@ void conv2d_use_bf16(int enable);
 int conv2d_bf16_fallbacks(void);
 /* Whether this conv at this shape computes in bf16 (makes its plan). */
 int conv2d_is_bf16(Conv2d *c, int N, int H, int W);
+/* Backend.conv2d_bf16_io, for a conv that computes in bf16 (conv2d_is_bf16 at the model's
+ * batch): from then on conv2d_forward and _backward take x as bfloat16 NHWC (uint16_t
+ * elements) with `in`, and conv2d_forward writes y as bfloat16 NHWC with `out`: y the values
+ * the float32 y held (oneDNN's dst rounded to bf16, widened exactly), x the values its ports
+ * made of a float32 x. dy and dx stay float32. At another batch size where oneDNN has only its
+ * reference bf16 loops the plan is float32, and its ports widen x and round y. */
+void conv2d_bf16_io(Conv2d *c, int in, int out);
+/* Backend.narrow_bf16: y[i] = x[i] rounded to bfloat16 by oneDNN's reorder, the conversion a
+ * bf16 convolution applies to a float32 input (nearest even). */
+void conv2d_narrow_bf16(const float *x, void *y, size_t n);
 
 /* What oneDNN does with bf16 on this CPU, and the implementation a probe 3x3 conv gets (impl). */
 typedef enum { CPU_BF16_NONE, CPU_BF16_EMULATED, CPU_BF16_NATIVE } CpuBf16Path;

@@ -45,7 +45,11 @@
  *                                             linear layers (conv_cpu.h, linear_cpu.h); written
  *                                             as options/amp, for which torch_compare.py runs
  *                                             PyTorch's side under torch.autocast("cpu", bf16);
- *                                             exit 77 where oneDNN has no bf16 kernels) */
+ *                                             exit 77 where oneDNN has no bf16 kernels)
+ *                         [--bf16_storage 0|1] (with --amp 1: 0 keeps every output float32, the
+ *                                             CPU backend without conv2d_bf16_io; default 1:
+ *                                             16-bit storage where model.c chooses it. Prints
+ *                                             how many outputs are stored so.) */
 #include <hdf5.h>
 #include <math.h>
 #include <string.h>
@@ -217,7 +221,7 @@ int main(int argc, char **argv) {
     float wd = 1e-4f, smoothing = 0.0f, bn_bias_lr_mult = 1.0f;
     int nesterov = 0, no_decay_1d = 0, steps = 3, ema_every = 1, blurpool = 0, aux_logits = 1, transform_input = 0;
     double ema_decay = 0.0;
-    int tta = TTA_NONE, amp = 0;
+    int tta = TTA_NONE, amp = 0, bf16_storage = 1;
     float lr = 0.05f;
     for (int i = 2; i + 1 < argc; i += 2) {
         if (!strcmp(argv[i], "--width")) width = atoi(argv[i + 1]);
@@ -244,6 +248,7 @@ int main(int argc, char **argv) {
         else if (!strcmp(argv[i], "--ema_decay")) ema_decay = atof(argv[i + 1]);
         else if (!strcmp(argv[i], "--ema_every")) ema_every = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--amp")) amp = atoi(argv[i + 1]);
+        else if (!strcmp(argv[i], "--bf16_storage")) bf16_storage = atoi(argv[i + 1]);
         else if (!strcmp(argv[i], "--tta")) {
             tta = tta_parse(argv[i + 1]);
             if (tta <= TTA_NONE) die_code(2, "--tta %s: flip or flip_shift", argv[i + 1]);
@@ -270,7 +275,15 @@ int main(int argc, char **argv) {
     if (transform_input && netspec_add_transform_input(&net) == 0)
         die_code(2, "--transform_input 1: %s has a transform_input node already", model);
     if (blurpool && netspec_blurpool(&net) == 0) die_code(2, "--blurpool: %s has no strided convolution to blur", model);
-    if (model_init_net(&m, &backend_cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
+    Backend cpu = backend_cpu;   /* the model keeps a pointer to it: lives until the end */
+    if (!bf16_storage) cpu.conv2d_bf16_io = NULL;
+    if (model_init_net(&m, &cpu, &net, model, K, S, N, nerr, sizeof nerr) != 0) die_code(2, "%s", nerr);
+    if (amp) {
+        size_t saved;
+        const int k = model_bf16_outputs(&m, &saved);
+        printf("bf16-stored outputs: %d (%zu bytes less); float32 convolutions: %d\n", k, saved,
+               conv2d_bf16_fallbacks());
+    }
     m.width = width;
     m.blocks = blocks;
     model_init_weights(&m, (uint64_t)seed);
