@@ -215,7 +215,7 @@ def main():
     for epoch in range(c["epochs"]):
         model.train()
         rrc.size = (crop_at(c, crop, epoch),) * 2
-        te, data_wait = time.time(), 0.0
+        te, data_wait, loss_sum, nsteps = time.time(), 0.0, 0.0, 0
         tw = time.time()
         for x, y in train_loader:
             data_wait += time.time() - tw
@@ -226,10 +226,11 @@ def main():
             x, y = mix_batch(x, y, c, len(train_set.classes), a.ranks)
             x = x.contiguous(memory_format=torch.channels_last)
             loss = train_step(model, (opt, base, sched, criterion, ema), c, x, y, step, epoch)
+            loss_sum, nsteps = loss_sum + float(loss), nsteps + 1
             step += 1
             tw = time.time()
         train_s = time.time() - te
-        line = (f"epoch {epoch + 1} step {step} crop {rrc.size[0]} loss {float(loss):.4f} train {train_s:.1f} s "
+        line = (f"epoch {epoch + 1} step {step} crop {rrc.size[0]} loss {float(loss):.4f} mean_loss {loss_sum / max(nsteps, 1):.4f} train {train_s:.1f} s "
                 f"(data wait {data_wait:.1f} s)")
         if (epoch + 1) % a.eval_every == 0 or epoch + 1 == c["epochs"]:
             net = ema.module if ema is not None and int(ema.n_averaged) > 0 else model
