@@ -89,10 +89,7 @@ typedef struct Times {
 static int g_cpu_time;
 
 static double now(void) {
-    if (!g_cpu_time) return now_sec();
-    struct timespec t;
-    CHECK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return g_cpu_time ? cpu_sec() : now_sec();
 }
 
 static double best(double a, double b) { return a < b ? a : b; }

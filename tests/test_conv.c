@@ -170,10 +170,7 @@ static void test_case(const Case *t, int via) {
  * share leaves out the time slices they take (with 1 thread, where no thread waits for another). */
 static int g_cpu_time;
 static double clock_sec(void) {
-    if (!g_cpu_time) return now_sec();
-    struct timespec t;
-    CHECK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &t) == 0);
-    return (double)t.tv_sec + 1e-9 * (double)t.tv_nsec;
+    return g_cpu_time ? cpu_sec() : now_sec();
 }
 
 /* The best of at least 7 runs, more (up to 40) until half a second went by: on a machine that

@@ -182,6 +182,12 @@ double now_sec(void) {
     return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
+double cpu_sec(void) {
+    struct timespec ts;
+    CHECK(clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &ts) == 0);
+    return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
 void snprintf_check(char *buf, size_t n, const char *fmt, ...) {
     va_list ap;
     va_start(ap, fmt);

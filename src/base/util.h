@@ -80,6 +80,10 @@ int name_needs_quoting(const char *s);
 /* Monotonic seconds. */
 double now_sec(void);
 
+/* The process's CPU time in seconds, all threads: what a benchmark reports on a machine that
+ * other jobs share, where wall time includes the time slices they take. */
+double cpu_sec(void);
+
 /* The median of x[0..n) (0 for n == 0); sorts x in place. */
 double median_sort(double *x, size_t n);
 
