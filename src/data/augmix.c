@@ -48,9 +48,6 @@ static void dirichlet(Rng *r, int n, float *out, AutoAugTrace *t) {
     for (int i = 0; i < n; i++) record(t, 'd', n, out[i]);
 }
 
-static int has_bins(int op) { return op >= PIL_SHEAR_X && op <= PIL_SOLARIZE; }
-static int is_signed(int op) { return op >= PIL_SHEAR_X && op <= PIL_SHARPNESS; }
-
 void augmix_apply(int severity, Rng *r, uint8_t *img, int w, int h, AutoAugTrace *t) {
     const size_t n = (size_t)w * h * 3;
     uint8_t *aug = mallocCheck(n), *tmp = mallocCheck(n);
@@ -64,8 +61,8 @@ void augmix_apply(int severity, Rng *r, uint8_t *img, int w, int h, AutoAugTrace
         const int depth = draw_int(r, 1, 4, t);
         for (int d = 0; d < depth; d++) {
             const int op = OPS[draw_int(r, 0, AUGMIX_NUM_OPS, t)];
-            double mag = has_bins(op) ? autoaug_magnitude(AA_AUGMIX, op, draw_int(r, 0, severity, t), 10, w, h) : 0.0;
-            if (is_signed(op) && draw_int(r, 0, 2, t)) mag = -mag;
+            double mag = aug_has_bins(op) ? autoaug_magnitude(AA_AUGMIX, op, draw_int(r, 0, severity, t), 10, w, h) : 0.0;
+            if (aug_is_signed(op) && draw_int(r, 0, 2, t)) mag = -mag;
             if (t && t->nops < AUTOAUG_TRACE_MAX) t->op[t->nops] = op, t->mag[t->nops++] = mag;
             tensor_apply_op(op, mag, aug, w, h, tmp);
         }

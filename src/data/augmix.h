@@ -9,7 +9,7 @@
 
 #include <stdint.h>
 
-#include "autoaug.h"
+#include "aug_space.h"
 #include "base/rng.h"
 
 #define AUGMIX_WIDTH 3   /* mixture_width: chains mixed */

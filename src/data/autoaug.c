@@ -77,35 +77,6 @@ static const Step SVHN[25][2] = {
 };
 #undef S_
 
-/* torch.linspace(s, e, n)[i] in float32: the kernel's halves, counted from either end. */
-static float linspace(float s, float e, int n, int i) {
-    const float step = (e - s) / (float)(n - 1);
-    return i < n / 2 ? s + step * (float)i : e - step * (float)(n - i - 1);
-}
-
-static int is_signed(int op) { return op >= PIL_SHEAR_X && op <= PIL_SHARPNESS; }
-/* Ops with a table of magnitudes (a 1-d tensor in torchvision); the rest have 0-d 0.0. */
-static int has_bins(int op) { return op >= PIL_SHEAR_X && op <= PIL_SOLARIZE; }
-
-double autoaug_magnitude(int policy, int op, int bin, int n, int w, int h) {
-    const int wide = policy == AA_TA_WIDE, mix = policy == AA_AUGMIX;
-    switch (op) {
-    case PIL_SHEAR_X:
-    case PIL_SHEAR_Y: return linspace(0.0f, wide ? 0.99f : 0.3f, n, bin);
-    case PIL_TRANSLATE_X: return linspace(0.0f, wide ? 32.0f : (float)(mix ? w / 3.0 : 150.0 / 331.0 * w), n, bin);
-    case PIL_TRANSLATE_Y: return linspace(0.0f, wide ? 32.0f : (float)(mix ? h / 3.0 : 150.0 / 331.0 * h), n, bin);
-    case PIL_ROTATE: return linspace(0.0f, wide ? 135.0f : 30.0f, n, bin);
-    case PIL_BRIGHTNESS:
-    case PIL_COLOR:
-    case PIL_CONTRAST:
-    case PIL_SHARPNESS: return linspace(0.0f, wide ? 0.99f : 0.9f, n, bin);
-    case PIL_POSTERIZE:   /* 8 - round(arange(n) / ((n - 1) / k)), float32, ties to even; AugMix's 4 - */
-        return (mix ? 4 : 8) - (int)nearbyintf((float)bin / (float)((n - 1) / (wide ? 6.0 : 4.0)));
-    case PIL_SOLARIZE: return linspace(255.0f, 0.0f, n, bin);
-    default: return 0.0;
-    }
-}
-
 static int draw_int(Rng *r, int bound, AutoAugTrace *t) {
     const int v = (int)rng_below(r, (uint32_t)bound);
     if (t && t->n < AUTOAUG_TRACE_MAX) t->kind[t->n] = 'i', t->bound[t->n] = bound, t->value[t->n++] = v;
@@ -136,7 +107,7 @@ static void auto_augment(const Step (*pol)[2], int policy, Rng *r, uint8_t *img,
         const Step *s = &pol[id][i];
         if (!(probs[i] <= s->p)) continue;
         double mag = s->bin >= 0 ? autoaug_magnitude(policy, s->op, s->bin, 10, w, h) : 0.0;
-        if (is_signed(s->op) && signs[i] == 0) mag = -mag;
+        if (aug_is_signed(s->op) && signs[i] == 0) mag = -mag;
         apply(s->op, mag, img, w, h, tmp, t);
     }
 }
@@ -149,11 +120,11 @@ static void rand_or_trivial(const PixelAug *a, Rng *r, uint8_t *img, int w, int 
     for (int k = 0; k < n; k++) {
         const int op = draw_int(r, 14, t);
         double mag = 0.0;
-        if (has_bins(op)) {
+        if (aug_has_bins(op)) {
             const int bin = a->policy == AA_RA ? a->ra_magnitude : draw_int(r, 31, t);
             mag = autoaug_magnitude(a->policy, op, bin, 31, w, h);
         }
-        if (is_signed(op) && draw_int(r, 2, t)) mag = -mag;
+        if (aug_is_signed(op) && draw_int(r, 2, t)) mag = -mag;
         apply(op, mag, img, w, h, tmp, t);
     }
 }

@@ -11,9 +11,8 @@
 
 #include <stdint.h>
 
+#include "aug_space.h"
 #include "base/rng.h"
-
-enum { AA_NONE = 0, AA_IMAGENET, AA_CIFAR10, AA_SVHN, AA_RA, AA_TA_WIDE, AA_AUGMIX };
 
 typedef struct {
     int policy;               /* AA_* */
@@ -28,29 +27,8 @@ int autoaug_policy(const char *name);
 /* 1 when `a` changes pixels (a policy or a jitter is on). */
 int autoaug_active(const PixelAug *a);
 
-/* What a sample's augmentation drew and did, for tests: the draws in order as torchvision asks
- * for them ('i' an integer below `bound`, 'f' a float in [0, 1) or a factor, 'p' an element of
- * torch.randperm(4), 'd' one of AugMix's Dirichlet weights, `bound` the group's size), and the
- * ops applied with their magnitudes. */
-#define AUTOAUG_TRACE_MAX 64
-typedef struct {
-    int n;
-    char kind[AUTOAUG_TRACE_MAX];
-    int bound[AUTOAUG_TRACE_MAX];
-    double value[AUTOAUG_TRACE_MAX];
-    int nops;
-    int op[AUTOAUG_TRACE_MAX];
-    double mag[AUTOAUG_TRACE_MAX];
-} AutoAugTrace;
-
 /* Augments img (h rows of w RGB pixels, packed) in place; tmp is scratch of the same size;
  * trace may be NULL. */
 void autoaug_apply(const PixelAug *a, Rng *r, uint8_t *img, int w, int h, uint8_t *tmp, AutoAugTrace *trace);
-
-/* The magnitude torchvision's policy `policy` gives op at bin `bin` of `num_bins` for a w x h
- * image (its _augmentation_space: float32 linspace values, Posterize's bits; AugMix's
- * translations reach a third of the side, its Posterize 4 bits down to 0); 0 for the ops
- * without one. */
-double autoaug_magnitude(int policy, int op, int bin, int num_bins, int w, int h);
 
 #endif
