@@ -199,9 +199,15 @@ static void bench(int N, int threads, int only_C) {
     omp_set_num_threads(threads);
     printf("depthwise, %d threads, N=%d, best of 7 to 40 runs, ms of %s: forward, backward (dx + dw), and their sum\n",
            threads, N, g_cpu_time ? "process CPU time" : "wall time");
-    printf("%-24s %8s %8s %8s %8s %8s %8s  %s\n", "C HxW k s", "dnn fwd", "dnn bwd", "dnn sum", "own fwd",
+    printf("%-24s %8s %8s %8s %8s %8s %8s  %s\n", "   C   HxW  k  s", "dnn fwd", "dnn bwd", "dnn sum", "own fwd",
            "own bwd", "own sum", "oneDNN impl / selected");
-    static const int shapes[][2] = { { 96, 64 }, { 144, 32 }, { 240, 16 }, { 480, 8 }, { 960, 4 } };
+    /* 96@64 and down: EfficientNet-B0's at 128 px; then the first depthwise convolutions of
+     * MobileNetV3 (16, 64 channels), EfficientNet and MobileNetV2 (32, 96) at 128 and 224 px,
+     * and more of the three's at 128 px (72@32, 192@16) and 224 px (72, 144@56, 240@28, 480@14) */
+    static const int shapes[][2] = { { 96, 64 },  { 144, 32 }, { 240, 16 }, { 480, 8 },  { 960, 4 },
+                                     { 16, 64 },  { 32, 64 },  { 64, 64 },  { 16, 112 }, { 32, 112 },
+                                     { 64, 112 }, { 96, 112 }, { 72, 32 },  { 192, 16 }, { 72, 56 },
+                                     { 144, 56 }, { 240, 28 }, { 480, 14 } };
     for (size_t i = 0; i < sizeof shapes / sizeof *shapes; i++) {
         if (only_C && shapes[i][0] != only_C) continue;
         for (int k = 3; k <= 5; k += 2)
@@ -225,7 +231,7 @@ static void bench(int N, int threads, int only_C) {
                     conv2d_free(&c);
                     free(b.x); free(b.w); free(b.y); free(b.dy); free(b.dx); free(b.dw); free(b.ws);
                 }
-                printf("%4d %2dx%-2d k%d s%d %10.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s / %s\n", C, H, H, k, s,
+                printf("%4d %3dx%-3d k%d s%d %8.2f %8.2f %8.2f %8.2f %8.2f %8.2f  %s / %s\n", C, H, H, k, s,
                        t[0][0], t[0][1], t[0][0] + t[0][1], t[1][0], t[1][1], t[1][0] + t[1][1], impl[0], impl[1]);
                 fflush(stdout);
             }

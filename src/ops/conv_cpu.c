@@ -468,16 +468,26 @@ static void wino_free(ConvImpl *im) {
  *    960@ 4x4  k3 s2           0.3      0.8             0.3      0.8
  *    960@ 4x4  k5 s1          11.8      3.1            21.9      4.7
  *    960@ 4x4  k5 s2           8.2      1.9            31.8      3.5
- * So depthwise.c takes the kernels of 5 and more; of the 3x3 ones, those on images of 64x64
- * and more at stride 2, and at stride 1 too below AVX-512; oneDNN the rest, and every depthwise
- * conv with a channel multiplier. conv2d_use_own_depthwise(0) turns this path off. */
+ * So depthwise.c takes the kernels of 5 and more, and on AVX-512 the 3x3 ones on images of
+ * 64x64 and more at stride 2. On a CPU with AVX2 only (an AMD EPYC, Zen 3: 2 threads, idle;
+ * docs/benchmarks.md, "Depthwise convolutions on AVX2"), which the AVX2 columns above only
+ * imitated, the 3x3 ones split by channels and size: depthwise.c wins from 64 to 144 channels
+ * on large outputs (96@64 s1 22.8 against 27.5 ms, 144@32 s1 9.7 against 12.5), oneDNN below 64
+ * channels (16@64 s1 1.2 against 4.1 ms, 32@64 s1 6.0 against 7.4), at 192 and more (ties),
+ * and on smaller outputs, where its forward is up to twice as fast (72@32 s1 2.7-3.0 against
+ * 3.7-4.5). So there depthwise.c takes 64 to 160 channels where channels times output pixels
+ * are at least 96 x 32 x 32. oneDNN has every depthwise conv with a channel multiplier;
+ * conv2d_use_own_depthwise(0) turns this path off. */
 static int dw_selected(const Conv2d *c, int N, int H, int W) {
     const ConvShape *sh = &c->shape;
     const ConvImpl *im = c->impl;
     (void)N;
     if (im->bf16 || !im->own_depthwise || !depthwise_applies(sh)) return 0;   /* depthwise.c is float32 */
     if (sh->k >= 5) return 1;
-    return sh->k == 3 && H * W >= 64 * 64 && (sh->stride >= 2 || !im->avx512);
+    if (sh->k != 3) return 0;
+    if (im->avx512) return H * W >= 64 * 64 && sh->stride >= 2;
+    const long work = (long)sh->C_in * conv_out_size(sh, H) * conv_out_size(sh, W);
+    return sh->C_in >= 64 && sh->C_in <= 160 && work >= 96L * 32 * 32;
 }
 
 static const char *dw_name(Conv2d *c) {
