@@ -184,6 +184,15 @@ until [ "$(state)" = PENDING ]; do
     [ $(($(date +%s) - t0)) -gt 60 ] || [ -z "$(state)" ] && { bad "(c) job $J not requeued (state '$(state)'): $(tail -n 5 "$jc.out")"; why "$jc"; finish; }
     sleep 0.2
 done
+# The first run's step daemons can outlive the requeue by seconds (PMIx's finalisation took 3 s
+# on an AVX2 EPYC), and a second run launched before they are gone cannot bind its PMIx socket,
+# whose path the same job and step ids give again: its step launch fails ("Address already in
+# use" in slurmd's log). So wait for them.
+t0=$(date +%s)
+while pgrep -f "slurmstepd: \[$J\." >/dev/null; do
+    [ $(($(date +%s) - t0)) -gt 30 ] && { bad "(c) job $J: the first run's slurmstepd still there after 30 s"; break; }
+    sleep 0.2
+done
 sleep 2   # slurmctld revokes the first run's credential with a one-second resolution
 scontrol update JobId="$J" StartTime=now
 wait_gone 120 || bad "(c) job $J still $(state) after 120 s"
