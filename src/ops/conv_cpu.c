@@ -472,11 +472,11 @@ static void wino_free(ConvImpl *im) {
  * 64x64 and more at stride 2. On a CPU with AVX2 only (an AMD EPYC, Zen 3: 2 threads, idle;
  * docs/benchmarks.md, "Depthwise convolutions on AVX2"), which the AVX2 columns above only
  * imitated, the 3x3 ones split by channels and size: depthwise.c wins from 64 to 144 channels
- * on large outputs (96@64 s1 22.8 against 27.5 ms, 144@32 s1 9.7 against 12.5), oneDNN below 64
- * channels (16@64 s1 1.2 against 4.1 ms, 32@64 s1 6.0 against 7.4), at 192 and more (ties),
- * and on smaller outputs, where its forward is up to twice as fast (72@32 s1 2.7-3.0 against
- * 3.7-4.5). So there depthwise.c takes 64 to 160 channels where channels times output pixels
- * are at least 96 x 32 x 32. oneDNN has every depthwise conv with a channel multiplier;
+ * on large outputs (96@64 s1 23.1 against 27.4 ms, 144@32 s1 9.3 against 11.5), oneDNN below 64
+ * channels (16@64 s1 1.2 against 4.2 ms, 32@64 s1 6.5 against 8.4), at 192 and more (ties),
+ * and on smaller outputs, where its forward is two to three times as fast (72@32 s1 2.0 against
+ * 3.1 ms in all). So there depthwise.c takes 64 to 160 channels where channels times output
+ * pixels are at least 96 x 32 x 32. oneDNN has every depthwise conv with a channel multiplier;
  * conv2d_use_own_depthwise(0) turns this path off. */
 static int dw_selected(const Conv2d *c, int N, int H, int W) {
     const ConvShape *sh = &c->shape;
