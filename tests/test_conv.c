@@ -203,7 +203,7 @@ static void bench(int N, int threads, int only_C) {
            "own bwd", "own sum", "oneDNN impl / selected");
     /* 96@64 and down: EfficientNet-B0's at 128 px; then the first depthwise convolutions of
      * MobileNetV3 (16, 64 channels), EfficientNet and MobileNetV2 (32, 96) at 128 and 224 px,
-     * and more of the three's at 128 px (72@32, 192@16) and 224 px (72, 144@56, 240@28, 480@14) */
+     * and more of the three's at 128 px (72@32, 192@16) and 224 px (72@56, 144@56, 240@28, 480@14) */
     static const int shapes[][2] = { { 96, 64 },  { 144, 32 }, { 240, 16 }, { 480, 8 },  { 960, 4 },
                                      { 16, 64 },  { 32, 64 },  { 64, 64 },  { 16, 112 }, { 32, 112 },
                                      { 64, 112 }, { 96, 112 }, { 72, 32 },  { 192, 16 }, { 72, 56 },
